@@ -1,0 +1,113 @@
+"""Which engines can run here: CUDA device discovery with the reason when there is none."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import shutil
+from dataclasses import dataclass
+from typing import Iterator
+
+
+@dataclass(frozen=True)
+class Device:
+    """One place a simulation can run."""
+
+    backend: str          # 'cpu' or 'cuda'
+    index: int
+    name: str
+    detail: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"CUDA {self.index}: {self.name}" if self.backend == "cuda" else f"CPU ({self.name})"
+
+
+@dataclass(frozen=True)
+class CudaStatus:
+    """Whether CUDA works here and, if not, why."""
+
+    available: bool
+    reason: str
+    devices: tuple[Device, ...] = ()
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_status() -> CudaStatus:
+    """Probe pycuda, the driver and nvcc once per process."""
+    try:
+        import pycuda.driver as cuda
+    except ImportError:
+        return CudaStatus(False, "pycuda is not installed (install the 'cuda' extra)")
+    try:
+        cuda.init()
+        count = cuda.Device.count()
+    except Exception as exc:  # pycuda raises its own LogicError/RuntimeError subclasses
+        return CudaStatus(False, f"no working CUDA driver: {exc}")
+    if count == 0:
+        return CudaStatus(False, "the CUDA driver reports no device")
+    if shutil.which("nvcc") is None:
+        return CudaStatus(False, "nvcc not found on PATH; kernels cannot be compiled")
+    devices = []
+    for i in range(count):
+        dev = cuda.Device(i)
+        major, minor = dev.compute_capability()
+        mem = dev.total_memory() / 2**30
+        devices.append(Device("cuda", i, dev.name(),
+                              f"sm_{major}{minor}, {mem:.0f} GiB, "
+                              f"{dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)} SMs"))
+    return CudaStatus(True, f"{count} CUDA device(s)", tuple(devices))
+
+
+def cpu_device() -> Device:
+    import os
+    import platform
+    return Device("cpu", 0, platform.processor() or platform.machine(),
+                  f"{os.cpu_count()} cores, NumPy engine")
+
+
+def list_devices() -> list[Device]:
+    """Every device, CUDA ones first."""
+    return [*cuda_status().devices, cpu_device()]
+
+
+def resolve_backend(requested: str = "auto") -> tuple[str, str]:
+    """Map 'auto' | 'cpu' | 'cuda' to the backend that will run, with a reason line.
+
+    Raises RuntimeError when 'cuda' is asked for and cannot run.
+    """
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"backend must be auto, cpu or cuda, got {requested!r}")
+    status = cuda_status()
+    if requested == "cpu":
+        return "cpu", "CPU engine (asked for)"
+    if status.available:
+        return "cuda", f"CUDA engine on {status.devices[0].name}"
+    if requested == "cuda":
+        raise RuntimeError(f"CUDA was asked for but cannot run: {status.reason}")
+    return "cpu", f"CPU engine: {status.reason}"
+
+
+@contextlib.contextmanager
+def backend_context(backend: str, device_index: int = 0) -> Iterator[None]:
+    """Push the device's primary context in this thread for the duration (no-op for CPU).
+
+    Every GPU object must be created and freed inside this block, in the same thread.
+    """
+    if backend != "cuda":
+        yield
+        return
+    import pycuda.driver as cuda
+
+    cuda.init()
+    ctx = cuda.Device(device_index).retain_primary_context()
+    ctx.push()
+    try:
+        yield
+    finally:
+        from app.compute.kernels import forget_modules
+
+        forget_modules()
+        cuda.Context.synchronize()
+        cuda.Context.pop()
+        ctx.detach()

@@ -1,0 +1,225 @@
+"""YAML run configs loaded into validated dataclasses, with errors that point at the line.
+
+A field's constraints live in its metadata, written with :func:`spec`::
+
+    realizations: int = field(default=4096, metadata=spec(range=(1, 1 << 26)))
+
+:func:`build` checks unknown keys, types, ranges and choices and raises :class:`ConfigError`
+naming the file, the line, the key path and the valid range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+Marks = dict[tuple, int]
+
+
+class ConfigError(ValueError):
+    """A config problem with its location: ``file:line: key.path: message``."""
+
+    def __init__(self, message: str, source: str | None = None, line: int | None = None,
+                 path: tuple = ()):
+        self.message, self.source, self.line, self.path = message, source, line, tuple(path)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.source or "<config>"
+        if self.line is not None:
+            where += f":{self.line}"
+        key = ".".join(str(p) for p in self.path)
+        return f"{where}: {key + ': ' if key else ''}{self.message}"
+
+
+def spec(range: tuple[float, float] | None = None, choices: tuple | None = None,
+         doc: str = "") -> dict:
+    """Field metadata: an inclusive numeric ``range``, allowed ``choices`` and a ``doc`` line."""
+    return {"range": range, "choices": choices, "doc": doc}
+
+
+@dataclasses.dataclass
+class Document:
+    """Parsed YAML with the line of every key path (1-based)."""
+
+    data: Any
+    marks: Marks
+    source: str | None = None
+
+    def line(self, path: tuple) -> int | None:
+        while path and path not in self.marks:
+            path = path[:-1]
+        return self.marks.get(path)
+
+    def error(self, message: str, path: tuple = ()) -> ConfigError:
+        return ConfigError(message, self.source, self.line(path), path)
+
+
+def parse_yaml(text: str, source: str | None = None) -> Document:
+    """Parse YAML text, keeping the line of each key; syntax errors name the line."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"YAML syntax error: {problem}", source, line) from None
+    marks: Marks = {}
+    data = _to_python(node, (), marks, source) if node is not None else None
+    return Document(data, marks, source)
+
+
+def load_yaml(path: str | Path) -> Document:
+    """Read and parse a YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read file: {exc.strerror}", str(path)) from None
+    return parse_yaml(text, str(path))
+
+
+def _to_python(node: yaml.Node, path: tuple, marks: Marks, source: str | None) -> Any:
+    marks.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise ConfigError("keys must be plain names", source, key_node.start_mark.line + 1, path)
+            if key in out:
+                raise ConfigError(f"duplicate key '{key}'", source, key_node.start_mark.line + 1, path)
+            marks[path + (key,)] = key_node.start_mark.line + 1
+            out[key] = _to_python(value_node, path + (key,), marks, source)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_python(v, path + (i,), marks, source) for i, v in enumerate(node.value)]
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node)
+    finally:
+        loader.dispose()
+
+
+def build(cls: type, data: Any, doc: Document, path: tuple = ()) -> Any:
+    """Build dataclass ``cls`` from mapping ``data``, validating every field."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise doc.error(f"expected a mapping of {cls.__name__} fields, got {_kind(data)}", path)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise doc.error(f"unknown key '{unknown[0]}'; valid keys: {', '.join(fields)}",
+                        path + (unknown[0],))
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise doc.error(f"missing required key '{name}'", path)
+            continue
+        values[name] = convert(hints[name], data[name], doc, path + (name,), f.metadata)
+    return cls(**values)
+
+
+def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | None = None) -> Any:
+    """Check ``value`` against type ``tp`` (and metadata ranges/choices); return the converted value."""
+    meta = meta or {}
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return convert(option, value, doc, path, meta)
+            except ConfigError as exc:
+                errors.append(exc.message)
+        raise doc.error(" or ".join(errors), path)
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, doc, path)
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            raise doc.error(f"expected a list, got {_kind(value)}", path)
+        (item,) = typing.get_args(tp)[:1] or (Any,)
+        out = [convert(item, v, doc, path + (i,), meta) for i, v in enumerate(value)]
+        return tuple(out) if origin is tuple else out
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise doc.error(f"expected a mapping, got {_kind(value)}", path)
+        _, item = typing.get_args(tp)
+        return {str(k): convert(item, v, doc, path + (k,), meta) for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise doc.error(f"expected true or false, got {_kind(value)}", path)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise doc.error(f"expected a whole number, got {_kind(value)}", path)
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise doc.error(f"expected a number, got {_kind(value)}", path)
+        value = float(value)
+    elif tp is str:
+        if not isinstance(value, str):
+            raise doc.error(f"expected text, got {_kind(value)}", path)
+    _check_meta(value, meta, doc, path)
+    return value
+
+
+def _check_meta(value: Any, meta: Mapping, doc: Document, path: tuple) -> None:
+    lo_hi = meta.get("range")
+    if lo_hi is not None and isinstance(value, (int, float)):
+        lo, hi = lo_hi
+        if not (lo <= value <= hi) or value != value:
+            raise doc.error(f"{value!r} is out of range; valid range is [{lo:g}, {hi:g}]", path)
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise doc.error(f"{value!r} is not one of: {', '.join(map(str, choices))}", path)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses to plain dicts/lists for YAML output."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def dump_yaml(obj: Any) -> str:
+    """A dataclass or plain data as YAML text, keys in declaration order."""
+    return yaml.safe_dump(to_plain(obj), sort_keys=False, default_flow_style=None)
+
+
+def set_path(data: dict, dotted: str, raw_value: str) -> None:
+    """Apply a ``--set key.sub=value`` override to plain data; the value is parsed as YAML."""
+    keys = dotted.split(".")
+    target = data
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"cannot set '{dotted}': '{key}' is not a mapping")
+    target[keys[-1]] = yaml.safe_load(raw_value)

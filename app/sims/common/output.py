@@ -1,0 +1,64 @@
+"""Atomic result files: write to a temporary file in the same folder, then rename."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def atomic_write_bytes(path: str | Path, payload: bytes) -> Path:
+    """Write ``payload`` to ``path`` so that readers see the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_npz(path: str | Path, arrays: Mapping[str, Any]) -> Path:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def save_json(path: str | Path, values: Mapping[str, Any]) -> Path:
+    text = json.dumps(_jsonable(values), indent=2, sort_keys=False)
+    return atomic_write_bytes(path, (text + "\n").encode())
+
+
+def save_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def save_csv(path: str | Path, header: list[str], columns: list[np.ndarray]) -> Path:
+    """Columns of equal length as CSV with a header row."""
+    table = np.column_stack([np.asarray(c, dtype=float) for c in columns])
+    buf = io.StringIO()
+    np.savetxt(buf, table, delimiter=",", header=",".join(header), comments="", fmt="%.10g")
+    return save_text(path, buf.getvalue())
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -1,0 +1,157 @@
+"""The surface every domain exposes: ``Simulation``, ``Frame`` and the domain registry."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from app.sims.common.config import ConfigError, Document, load_yaml, parse_yaml
+
+
+def freeze(array: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``array``: frames never share memory with a running engine."""
+    out = np.array(array, copy=True)
+    out.flags.writeable = False
+    return out
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Immutable snapshot of a running simulation: all the GUI ever sees of it.
+
+    Domain frames subclass this and add their arrays (already frozen with :func:`freeze`).
+    """
+
+    progress: float            # 0..1 of the whole run
+    done: bool
+    wall_seconds: float
+    throughput: float          # domain unit per wall second, named by ``throughput_unit``
+    throughput_unit: str
+    status: str = ""           # one line for the status bar
+
+
+class Simulation(abc.ABC):
+    """A running simulation advanced in bounded slices by its owning thread."""
+
+    domain: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def from_config(cls, cfg: Any, backend: str) -> "Simulation":
+        """Create from a validated config on ``backend`` ('cpu' or 'cuda')."""
+
+    @abc.abstractmethod
+    def advance(self) -> Frame:
+        """Do a bounded slice of work and return the newest frame."""
+
+    @abc.abstractmethod
+    def state(self) -> dict[str, Any]:
+        """Checkpoint: numpy arrays and plain values, enough for :meth:`restore`."""
+
+    @classmethod
+    @abc.abstractmethod
+    def restore(cls, state: Mapping[str, Any], backend: str) -> "Simulation":
+        """Resume from :meth:`state` output."""
+
+    @property
+    @abc.abstractmethod
+    def finished(self) -> bool:
+        """True once the run has reached its end."""
+
+    def update(self, changes: Mapping[str, Any]) -> None:
+        """Apply parameter changes between slices (domains that allow it override this)."""
+        if changes:
+            raise ConfigError(f"{self.domain} does not accept changes while running")
+
+    def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """(arrays for results.npz, values for summary.json) of the run so far."""
+        return {}, {}
+
+    def close(self) -> None:
+        """Free device memory; called in the owning thread."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A registered domain: its name, label, modules and one-line description."""
+
+    name: str
+    label: str
+    module: str                   # module with ``Simulation``, ``Config`` and ``load_config``
+    description: str
+    bench: str | None = None      # module with ``run_bench(backend, out_dir) -> list[dict]``
+    available: bool = True
+
+    def load(self):
+        return importlib.import_module(self.module)
+
+
+DOMAINS: dict[str, Domain] = {
+    d.name: d for d in [
+        Domain("channel", "Channel fitting", "app.sims.channel",
+               "Markov ion-channel models fitted to voltage-clamp traces by a GPU genetic "
+               "algorithm, with live convergence (Ben-Shalom et al. 2012).", available=False),
+        Domain("cardiac", "Cardiac tissue", "app.sims.cardiac",
+               "The Courtemanche atrial model on a 163,842-cell sphere and on 2D sheets, fixed "
+               "and adaptive Rush-Larsen solvers (Garcia-Molla et al. 2014).", available=False),
+        Domain("network", "Cultured network", "app.sims.network",
+               "A developing culture of leaky integrate-and-fire neurons with dynamic synapses "
+               "and activity-dependent neurite growth (UW Bothell).", available=False),
+        Domain("epidermis", "Epidermis 3D", "app.sims.epidermis",
+               "Subcellular-element cells with a Notch/Ovol gene network, growth, division and "
+               "stratification, in a 3D view (Christley et al. 2010).", available=False),
+        Domain("ssa", "SSA histograms", "app.sims.ssa",
+               "Ensembles of Gillespie simulations, one realization per GPU thread, with live "
+               "histograms (Li & Petzold 2010).", bench="app.sims.ssa.bench"),
+    ]
+}
+
+RESOURCES = Path(__file__).resolve().parents[3] / "resources"
+PRESETS = RESOURCES / "presets"
+
+
+def presets(domain: str) -> list[Path]:
+    """Shipped preset files of ``domain``, sorted by name."""
+    return sorted((PRESETS / domain).glob("*.yaml"))
+
+
+def default_preset(domain: str) -> Path:
+    """The preset a panel opens with (``default.yaml`` link or the first one)."""
+    files = presets(domain)
+    for f in files:
+        if f.stem.startswith("00-"):
+            return f
+    return files[0]
+
+
+def load_run_config(path_or_text: str | Path, *, text: bool = False,
+                    overrides: list[str] | None = None) -> tuple[Domain, Any]:
+    """Load a run config file (or text) of any domain, apply ``key=value`` overrides, validate."""
+    from app.sims.common.config import set_path
+
+    doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(path_or_text)
+    if not isinstance(doc.data, dict):
+        raise doc.error("a run config is a mapping with a 'domain' key")
+    for item in overrides or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got '{item}'")
+        set_path(doc.data, key, value)
+    name = doc.data.get("domain")
+    if name not in DOMAINS:
+        raise doc.error(f"unknown domain {name!r}; valid: {', '.join(DOMAINS)}", ("domain",))
+    domain = DOMAINS[name]
+    if not domain.available:
+        raise doc.error(f"the {domain.label} panel is not built yet", ("domain",))
+    return domain, domain.load().load_config(doc)
+
+
+def replace(cfg: Any, **changes: Any) -> Any:
+    """A copy of a (frozen) config dataclass with ``changes``."""
+    return dataclasses.replace(cfg, **changes)

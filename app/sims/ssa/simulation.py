@@ -1,0 +1,201 @@
+"""The SSA simulation: an ensemble advanced one sample time per slice, frames for the GUI."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.common.simulation import Frame, Simulation, freeze
+from app.sims.ssa.config import SSAConfig, load_config
+from app.sims.ssa.engine import EnsembleEngine, IntervalStats, initial_stats
+from app.sims.ssa.stats import Histogram
+
+CPU_SLICE_SECONDS = 0.15
+
+
+@dataclass(frozen=True)
+class SSAFrame(Frame):
+    """Ensemble statistics at the sample times reached so far."""
+
+    species: tuple[str, ...] = ()
+    times: np.ndarray = None            # (k,)
+    mean: np.ndarray = None             # (k, S)
+    std: np.ndarray = None              # (k, S)
+    hist_species: tuple[int, ...] = ()
+    hist_lo: np.ndarray = None          # (k, H)
+    hist_width: np.ndarray = None       # (k, H)
+    hist_counts: np.ndarray = None      # (k, H, bins)
+    realizations: int = 0
+    reactions_fired: int = 0
+    grid_index: np.ndarray | None = None  # (n, n) species index of A_ij for the heat map
+    final: np.ndarray | None = None       # (R, S) at t_end, once done
+
+    def histogram(self, k: int, h: int) -> Histogram:
+        return Histogram(int(self.hist_lo[k, h]), int(self.hist_width[k, h]), self.hist_counts[k, h])
+
+
+class SSASimulation(Simulation):
+    """Ensemble SSA on the CPU or CUDA engine."""
+
+    domain = "ssa"
+
+    def __init__(self, cfg: SSAConfig, backend: str, engine: EnsembleEngine | None = None):
+        self.cfg, self.backend = cfg, backend
+        self.net = cfg.network()
+        ens = cfg.ensemble
+        self.times = cfg.sample_times()
+        self.hist_idx = cfg.histogram_indices(self.net)
+        self.snapshot_k = sorted({int(np.argmin(np.abs(self.times - t))) for t in ens.snapshot_times})
+        t0 = time.perf_counter()
+        self.engine = engine or _make_engine(cfg, self.net, backend, self.hist_idx)
+        self.setup_seconds = time.perf_counter() - t0
+        s, h, k = self.net.n_species, len(self.hist_idx), len(self.times)
+        self.mean = np.zeros((k, s))
+        self.var = np.zeros((k, s))
+        self.hist_lo = np.zeros((k, h), np.int64)
+        self.hist_width = np.ones((k, h), np.int64)
+        self.hist_counts = np.zeros((k, h, ens.histogram_bins), np.int64)
+        self.snapshots: dict[int, np.ndarray] = {}
+        self.final: np.ndarray | None = None
+        self.k = 0                     # samples recorded so far
+        self.wall = 0.0
+        self._steps = 64
+        self._record(initial_stats(self.net, self.engine.realizations, self.hist_idx,
+                                   ens.histogram_bins, keep_states=0 in self.snapshot_k))
+
+    @classmethod
+    def from_config(cls, cfg: SSAConfig, backend: str) -> "SSASimulation":
+        return cls(cfg, backend)
+
+    # ---- the loop -----------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.k >= len(self.times)
+
+    def advance(self) -> SSAFrame:
+        if not self.finished:
+            start = time.perf_counter()
+            done = self.engine.advance(float(self.times[self.k]), self._steps)
+            elapsed = time.perf_counter() - start
+            self.wall += elapsed
+            if self.backend == "cpu":   # keep a CPU slice near CPU_SLICE_SECONDS
+                scale = CPU_SLICE_SECONDS / max(elapsed, 1e-4)
+                self._steps = int(np.clip(self._steps * min(max(scale, 0.5), 2.0), 8, 1 << 20))
+            if done:
+                last = self.k == len(self.times) - 1
+                self._record(self.engine.stats(keep_states=last or self.k in self.snapshot_k))
+        return self.frame()
+
+    def _record(self, st: IntervalStats) -> None:
+        k = self.k
+        self.mean[k], self.var[k] = st.mean, st.var
+        for h, hist in enumerate(st.histograms):
+            self.hist_lo[k, h], self.hist_width[k, h] = hist.lo, hist.width
+            self.hist_counts[k, h] = hist.counts
+        if st.states is not None:
+            if k in self.snapshot_k:
+                self.snapshots[k] = st.states
+            if k == len(self.times) - 1:
+                self.final = st.states
+        self.k += 1
+
+    def frame(self) -> SSAFrame:
+        k = max(self.k, 1)
+        rate = self.engine.reactions_fired / self.wall if self.wall > 0 else 0.0
+        return SSAFrame(
+            progress=self.k / len(self.times), done=self.finished, wall_seconds=self.wall,
+            throughput=rate, throughput_unit="reactions/s",
+            status=f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}, "
+                   f"{self.engine.realizations} realizations",
+            species=self.net.species, times=freeze(self.times[:k]), mean=freeze(self.mean[:k]),
+            std=freeze(np.sqrt(self.var[:k])), hist_species=tuple(self.hist_idx),
+            hist_lo=freeze(self.hist_lo[:k]), hist_width=freeze(self.hist_width[:k]),
+            hist_counts=freeze(self.hist_counts[:k]), realizations=self.engine.realizations,
+            reactions_fired=self.engine.reactions_fired,
+            grid_index=None if self.net.grid_index is None else freeze(self.net.grid_index),
+            final=None if self.final is None else freeze(self.final))
+
+    def update(self, changes: Mapping[str, Any]) -> None:
+        """Accepts ``{'rates': {reaction name or index: value}}`` between slices."""
+        unknown = set(changes) - {"rates"}
+        if unknown:
+            raise ConfigError(f"SSA accepts only 'rates' changes while running, not {sorted(unknown)}")
+        rates = self.net.rates.copy()
+        for key, value in changes.get("rates", {}).items():
+            j = key if isinstance(key, int) else self.net.reaction_names.index(key)
+            if not value >= 0:
+                raise ConfigError(f"rate of {key} must be >= 0, got {value}")
+            rates[j] = value
+        self.net = self.net.with_values(rates=rates)
+        self.engine.set_rates(rates)
+
+    # ---- checkpoint and results ---------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        engine = {f"engine_{k}": v for k, v in self.engine.checkpoint().items()}
+        return {"config_yaml": np.array(dump_yaml(self.cfg)), "k": np.int64(self.k),
+                "wall": np.float64(self.wall), "mean": self.mean, "var": self.var,
+                "hist_lo": self.hist_lo, "hist_width": self.hist_width,
+                "hist_counts": self.hist_counts, **engine}
+
+    @classmethod
+    def restore(cls, state: Mapping[str, Any], backend: str) -> "SSASimulation":
+        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        sim = cls(cfg, backend)
+        engine_state = {k[len("engine_"):]: np.asarray(v) for k, v in state.items() if k.startswith("engine_")}
+        sim.engine.load(engine_state)
+        sim.k, sim.wall = int(state["k"]), float(state["wall"])
+        for name in ("mean", "var", "hist_lo", "hist_width", "hist_counts"):
+            getattr(sim, name)[...] = state[name]
+        return sim
+
+    def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        k = self.k
+        arrays = {
+            "times": self.times[:k], "species": np.array(self.net.species),
+            "mean": self.mean[:k], "std": np.sqrt(self.var[:k]),
+            "final": self.final if self.final is not None else self.engine.states(),
+            "hist_species": np.array([self.net.species[i] for i in self.hist_idx]),
+            "hist_lo": self.hist_lo[:k], "hist_width": self.hist_width[:k],
+            "hist_counts": self.hist_counts[:k],
+        }
+        if self.snapshots:
+            keys = sorted(self.snapshots)
+            arrays["snapshot_times"] = self.times[keys]
+            arrays["snapshots"] = np.stack([self.snapshots[i] for i in keys])
+        if self.net.grid_index is not None:
+            arrays["grid_index"] = self.net.grid_index
+        summary = {
+            "realizations": self.engine.realizations,
+            "reactions_fired": int(self.engine.reactions_fired),
+            "wall_seconds": self.wall,
+            "reactions_per_second": self.engine.reactions_fired / self.wall if self.wall else 0.0,
+            "setup_seconds": self.setup_seconds,
+            "backend": self.backend, "device": _device_name(self.backend),
+            "algorithm": self.cfg.ensemble.algorithm, "seed": self.cfg.ensemble.seed,
+            "t_end": self.cfg.ensemble.t_end, "samples_done": k, "finished": self.finished,
+        }
+        return arrays, summary
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _make_engine(cfg: SSAConfig, net, backend: str, hist_idx: list[int]) -> EnsembleEngine:
+    ens = cfg.ensemble
+    args = (net, ens.realizations, ens.seed, ens.algorithm, hist_idx, ens.histogram_bins)
+    if backend == "cuda":
+        from app.sims.ssa.cuda import CudaEnsemble
+        return CudaEnsemble(*args)
+    from app.sims.ssa.cpu import CpuEnsemble
+    return CpuEnsemble(*args)
+
+
+def _device_name(backend: str) -> str:
+    from app.compute.device import cpu_device, cuda_status
+    if backend == "cuda":
+        return cuda_status().devices[0].name
+    return cpu_device().label

@@ -1,0 +1,42 @@
+// Philox4x32-10 (Salmon et al. 2011), bit-identical to app/compute/philox.py.
+// Key = 64-bit seed as two words; counter = (n_lo, n_hi, stream_lo, stream_hi).
+#pragma once
+#include <stdint.h>
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+struct philox_u4 { uint32_t x, y, z, w; };
+
+__device__ __forceinline__ philox_u4 philox4x32_10(philox_u4 c, uint32_t k0, uint32_t k1)
+{
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        if (r) { k0 += PHILOX_W0; k1 += PHILOX_W1; }
+        const uint32_t lo0 = PHILOX_M0 * c.x, hi0 = __umulhi(PHILOX_M0, c.x);
+        const uint32_t lo1 = PHILOX_M1 * c.z, hi1 = __umulhi(PHILOX_M1, c.z);
+        philox_u4 n;
+        n.x = hi1 ^ c.y ^ k0; n.y = lo1; n.z = hi0 ^ c.w ^ k1; n.w = lo0;
+        c = n;
+    }
+    return c;
+}
+
+__device__ __forceinline__ philox_u4 philox_draw(uint64_t seed, uint64_t stream, uint64_t n)
+{
+    philox_u4 c = {(uint32_t)n, (uint32_t)(n >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)};
+    return philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+}
+
+// uint32 -> float in (0, 1) from the top 24 bits; exact in float32 and identical to NumPy's twin.
+__device__ __forceinline__ float philox_uniform_f32(uint32_t x)
+{
+    return ((float)(x >> 8) + 0.5f) * 5.9604644775390625e-08f;
+}
+
+__device__ __forceinline__ double philox_uniform_f64(uint32_t x)
+{
+    return ((double)x + 0.5) * 2.3283064365386963e-10;
+}
