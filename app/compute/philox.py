@@ -61,5 +61,8 @@ def to_unit_float64(words: np.ndarray) -> np.ndarray:
 
 
 def to_unit_float32(words: np.ndarray) -> np.ndarray:
-    """uint32 -> float32 in (0, 1) from the top 24 bits, exactly as ``philox_uniform_f32``."""
-    return ((words >> np.uint32(8)).astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-24)
+    """uint32 -> float32 in (0, 1) from the top 23 bits, exactly as ``philox_uniform_f32``.
+
+    23 bits, not 24: (2**24 - 1) + 0.5 is not a float32 and would round the top value to 1.
+    """
+    return ((words >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-23)

@@ -30,10 +30,11 @@ __device__ __forceinline__ philox_u4 philox_draw(uint64_t seed, uint64_t stream,
     return philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
 }
 
-// uint32 -> float in (0, 1) from the top 24 bits; exact in float32 and identical to NumPy's twin.
+// uint32 -> float in (0, 1) from the top 23 bits; exact in float32 and identical to NumPy's twin
+// (with 24 bits the top value (2^24 - 1) + 0.5 would round to 2^24 and give exactly 1).
 __device__ __forceinline__ float philox_uniform_f32(uint32_t x)
 {
-    return ((float)(x >> 8) + 0.5f) * 5.9604644775390625e-08f;
+    return ((float)(x >> 9) + 0.5f) * 1.1920928955078125e-07f;
 }
 
 __device__ __forceinline__ double philox_uniform_f64(uint32_t x)

@@ -102,26 +102,18 @@ def expected_self_distance(p: np.ndarray, n: int, m: int) -> float:
     return float(np.sum(np.sqrt(2.0 / pi * p * (1.0 - p) * (1.0 / n + 1.0 / m))))
 
 
-def permutation_band(a: np.ndarray, b: np.ndarray, bins: int, rounds: int = 200,
-                     quantile: float = 0.99, seed: int = 0) -> float:
-    """The ``quantile`` of D under the null hypothesis that a and b share one law (label permutation)."""
-    pooled = np.concatenate([a, b])
-    lo, width = bin_layout(pooled.min(), pooled.max(), bins)
+def null_band(p: np.ndarray, n: int, m: int, quantile: float = 0.99, rounds: int = 2000,
+              seed: int = 0) -> float:
+    """The ``quantile`` of D between two ensembles of sizes n and m drawn from one law ``p``
+    (parametric bootstrap: multinomial counts on the common bins)."""
+    p = np.asarray(p, float) / np.sum(p)
     rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(rounds):
-        perm = rng.permutation(pooled)
-        values.append(distance(histogram(perm[: len(a)], bins, lo, width).counts,
-                               histogram(perm[len(a):], bins, lo, width).counts))
-    return float(np.quantile(values, quantile))
+    a = rng.multinomial(n, p, size=rounds) / n
+    b = rng.multinomial(m, p, size=rounds) / m
+    return float(np.quantile(np.abs(a - b).sum(axis=1), quantile))
 
 
 def moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) per species of states (R, S), computed in float64."""
     x = np.asarray(x, np.float64)
     return x.mean(axis=0), x.var(axis=0)
-
-
-def self_distance_sd_bound(bins_occupied: int, n: int) -> float:
-    """sqrt(4K/(pi N)): the upper bound of the expected self-distance for N = M."""
-    return sqrt(4.0 * bins_occupied / (pi * n))

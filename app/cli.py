@@ -1,0 +1,116 @@
+"""Command line: the GUI, headless runs, benchmarks and device listing (one code path with the GUI).
+
+    python -m app                                  # the GUI
+    python -m app run CONFIG.yaml [--backend auto|cpu|cuda] [--set key=value ...] [--out DIR]
+    python -m app bench NAME [--backend ...] [--out DIR]
+    python -m app devices
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from app.compute.device import cuda_status, list_devices, resolve_backend
+from app.compute.kernels import KernelCompileError
+from app.sims.common.config import ConfigError
+
+log = logging.getLogger("app")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    gui = sub.add_parser("gui", help="start the GUI (the default)")
+    gui.add_argument("config", nargs="?", help="run config to open")
+    run = sub.add_parser("run", help="run a config headless and write its results")
+    run.add_argument("config")
+    run.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument("--out", default=None, help="output folder (default runs/<name>-<time>)")
+    run.add_argument("--no-png", action="store_true", help="skip the PNG of the main plot")
+    bench = sub.add_parser("bench", help="run a domain's benchmark; prints a table, writes JSON")
+    bench.add_argument("name")
+    bench.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    bench.add_argument("--out", default="bench-results", help="folder for the JSON")
+    bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    sub.add_parser("devices", help="what can run here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command in (None, "gui"):
+            from app.gui import main as gui_main
+            return gui_main(config_path=getattr(args, "config", None))
+        if args.command == "devices":
+            return _devices()
+        if args.command == "run":
+            return _run(args)
+        if args.command == "bench":
+            return _bench(args)
+    except (ConfigError, KernelCompileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _devices() -> int:
+    status = cuda_status()
+    print(f"CUDA: {'available' if status.available else 'not available'} ({status.reason})")
+    for dev in list_devices():
+        print(f"  {dev.backend:5s} {dev.index}  {dev.name}  {dev.detail}")
+    print(f"auto picks: {resolve_backend('auto')[1]}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from app.sims.common.session import run_headless
+    from app.sims.common.simulation import load_run_config
+
+    domain, cfg = load_run_config(args.config, overrides=args.overrides)
+    backend, reason = resolve_backend(args.backend)
+    print(reason)
+    out = Path(args.out or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    last = [0.0]
+
+    def progress(frame) -> None:
+        now = time.perf_counter()
+        if now - last[0] > 1.0 or frame.done:
+            last[0] = now
+            print(f"  {frame.progress:6.1%}  {frame.status}  {frame.throughput:.3g} {frame.throughput_unit}",
+                  flush=True)
+
+    session = run_headless(domain, cfg, backend, out, progress)
+    if not args.no_png:
+        _save_png(domain.name, session, out / "plot.png")
+    print(json.dumps(session.summary, indent=2))
+    print(f"results in {out}/")
+    return 0
+
+
+def _save_png(domain: str, session, path: Path) -> None:
+    """The panel's main plot as PNG, rendered by the GUI layer when Qt is installed."""
+    try:
+        from app.gui.export import render_main_plot
+    except ImportError as exc:
+        print(f"PNG skipped: the GUI packages are not installed ({exc.name})")
+        return
+    render_main_plot(domain, session.last_frame, path)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from app.sims.common.simulation import DOMAINS
+
+    domain = DOMAINS.get(args.name)
+    if domain is None or domain.bench is None:
+        names = [d.name for d in DOMAINS.values() if d.bench]
+        raise ConfigError(f"no benchmark named {args.name!r}; available: {', '.join(names)}")
+    module = importlib.import_module(domain.bench)
+    return module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)

@@ -1,0 +1,25 @@
+"""BioGPU Studio's Qt shell. Nothing in app.sims or app.compute imports this package."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None, config_path: str | Path | None = None) -> int:
+    """Start the GUI: the main window with ``config_path`` (or the default SSA preset) open.
+
+    Returns the event loop's exit code.
+    """
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui.errors import install_excepthook
+    from app.gui.main_window import MainWindow, open_default
+
+    app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv[:1])
+    app.setApplicationName("BioGPU Studio")
+    window = MainWindow()
+    install_excepthook(lambda: window)
+    open_default(window, config_path)
+    window.show()
+    return app.exec()

@@ -1,0 +1,11 @@
+"""Domain panels: the built ones by domain name; the rest get a placeholder page."""
+
+from __future__ import annotations
+
+from app.gui.panels.base import Panel
+from app.gui.panels.placeholder import PlaceholderPage
+from app.gui.panels.ssa import SSAPanel
+
+PANEL_CLASSES: dict[str, type[Panel]] = {"ssa": SSAPanel}
+
+__all__ = ["PANEL_CLASSES", "Panel", "PlaceholderPage", "SSAPanel"]

@@ -1,0 +1,215 @@
+"""The panel base: controls on the left, live views on the right, one run at a time.
+
+Subclasses fill :attr:`Panel.controls_layout` and :attr:`Panel.views`, and implement
+:meth:`apply_config`, :meth:`current_config`, :meth:`on_frame`, :meth:`clear_views` and
+:meth:`export_data`. Loading, saving, running and error handling live here.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSplitter, QVBoxLayout, QWidget
+
+from app.gui import errors
+from app.gui.runner import RunControls, RunState, SimulationWorker
+from app.sims.common.config import ConfigError, dump_yaml
+from app.sims.common.output import save_text
+from app.sims.common.simulation import Domain, Frame, load_run_config
+
+log = logging.getLogger(__name__)
+
+# () -> (backend, device_index, reason): supplied by the main window's device selector.
+DeviceProvider = Callable[[], tuple[str, int, str]]
+
+
+def cpu_device() -> tuple[str, int, str]:
+    return "cpu", 0, "CPU engine"
+
+
+class Panel(QWidget):
+    """One domain's page: a scrollable controls column, run controls and a views splitter.
+
+    Signals
+    -------
+    status_changed(str)
+        One line for the main window's status bar (throughput of the running simulation).
+    """
+
+    status_changed = Signal(str)
+    CONTROLS_WIDTH = 330
+
+    def __init__(self, domain: Domain, device: DeviceProvider = cpu_device,
+                 parent: QWidget | None = None):
+        super().__init__(parent)
+        self.domain = domain
+        self.device = device
+        self.worker: SimulationWorker | None = None
+        self.last_frame: Frame | None = None
+        self.config_path: Path | None = None
+        self.run_controls = RunControls()
+        self.controls_layout = QVBoxLayout()
+        self.views = QSplitter(Qt.Orientation.Vertical)
+        self.views.setChildrenCollapsible(False)
+        self._build_frame()
+        rc = self.run_controls
+        rc.run_clicked.connect(self.start_run)
+        rc.pause_clicked.connect(self.pause_run)
+        rc.resume_clicked.connect(self.resume_run)
+        rc.stop_clicked.connect(self.stop_run)
+        rc.reset_clicked.connect(self.reset)
+
+    def _build_frame(self) -> None:
+        inner = QWidget()
+        inner.setLayout(self.controls_layout)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(self.run_controls)
+        left_layout.addWidget(scroll, 1)
+        left.setFixedWidth(self.CONTROLS_WIDTH)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(left)
+        layout.addWidget(self.views, 1)
+
+    # ---- to implement -------------------------------------------------------------------
+    def apply_config(self, cfg: Any) -> None:
+        """Show ``cfg`` in the controls."""
+        raise NotImplementedError
+
+    def current_config(self) -> Any:
+        """The validated config the controls describe; raises ConfigError."""
+        raise NotImplementedError
+
+    def export_data(self, path: str | Path) -> Path:
+        """Write the current data (CSV or NPZ by suffix)."""
+        raise NotImplementedError
+
+    def clear_views(self) -> None:
+        raise NotImplementedError
+
+    def on_frame(self, frame: Frame) -> None:
+        """Draw a new frame (GUI thread, at most ~30 Hz)."""
+
+    def on_finished(self, arrays: dict, summary: dict) -> None:
+        """The run ended (finished or stopped)."""
+
+    def run_device(self) -> tuple[str, int, str]:
+        """(backend, device index, reason) for the next run: the toolbar's choice by default."""
+        return self.device()
+
+    def status_text(self, frame: Frame) -> str:
+        return f"{frame.throughput:.3g} {frame.throughput_unit}, {frame.status}"
+
+    # ---- configs ------------------------------------------------------------------------
+    def load_config(self, path: str | Path) -> None:
+        """Load a run config file of this domain into the controls; raises ConfigError."""
+        domain, cfg = load_run_config(path)
+        if domain.name != self.domain.name:
+            raise ConfigError(f"this is a {domain.label} config, not {self.domain.label}", str(path))
+        self.apply_config(cfg)
+        self.config_path = Path(path)
+        log.info("loaded %s", path)
+
+    def validate(self, cfg: Any) -> Any:
+        """Round-trip ``cfg`` through YAML and the domain's loader: the same checks as a file."""
+        _, checked = load_run_config(dump_yaml(cfg), text=True)
+        return checked
+
+    def save_config(self, path: str | Path) -> Path:
+        out = save_text(path, dump_yaml(self.current_config()))
+        log.info("saved run config to %s", out)
+        return out
+
+    def save_screenshot(self, path: str | Path) -> Path:
+        """A PNG of the views area."""
+        if not self.views.grab().save(str(path)):
+            raise OSError(f"could not write {path}")
+        log.info("saved screenshot to %s", path)
+        return Path(path)
+
+    # ---- running ------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.worker is not None and self.worker.isRunning()
+
+    def make_worker(self, cfg: Any, backend: str, index: int) -> SimulationWorker:
+        worker = SimulationWorker(self.domain, cfg, backend, index, parent=self)
+        worker.frame_ready.connect(self._frame_ready)
+        worker.run_finished.connect(self._run_finished)
+        worker.failed.connect(self._run_failed)
+        return worker
+
+    def start_run(self) -> bool:
+        """Validate the controls and start a run on the selected device; False on error."""
+        if self.running:
+            return False
+        try:
+            cfg = self.current_config()
+            backend, index, reason = self.run_device()
+        except Exception as exc:
+            errors.report_exception(self, "Cannot start the run", exc)
+            return False
+        self.clear_views()
+        self.last_frame = None
+        log.info("%s run on %s (%s)", self.domain.name, backend, reason)
+        if self.worker is not None:
+            self.worker.deleteLater()
+        self.worker = self.make_worker(cfg, backend, index)
+        self.run_controls.set_state(RunState.RUNNING)
+        self.worker.start()
+        return True
+
+    def pause_run(self) -> None:
+        if self.running:
+            self.worker.pause()
+            self.run_controls.set_state(RunState.PAUSED)
+            self.status_changed.emit("paused")
+
+    def resume_run(self) -> None:
+        if self.running:
+            self.worker.resume()
+            self.run_controls.set_state(RunState.RUNNING)
+
+    def stop_run(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+
+    def reset(self) -> None:
+        """Forget the last run and clear the views."""
+        if self.running:
+            return
+        self.last_frame = None
+        self.clear_views()
+        self.run_controls.set_state(RunState.IDLE)
+        self.status_changed.emit("")
+
+    def shutdown(self) -> None:
+        """Stop any running worker and wait for it (the window is closing)."""
+        for worker in self.findChildren(SimulationWorker):
+            if worker.isRunning():
+                worker.stop_and_wait()
+
+    def _frame_ready(self, frame: Frame) -> None:
+        self.last_frame = frame
+        self.run_controls.set_progress(frame.progress)
+        self.status_changed.emit(self.status_text(frame))
+        self.on_frame(frame)
+
+    def _run_finished(self, arrays: dict, summary: dict) -> None:
+        self.run_controls.set_state(RunState.FINISHED)
+        if self.last_frame is not None:
+            self.run_controls.set_progress(self.last_frame.progress)
+        self.on_finished(arrays, summary)
+
+    def _run_failed(self, message: str, detail: str) -> None:
+        self.run_controls.set_state(RunState.FINISHED)
+        errors.report_error(self, f"{self.domain.label}: the run failed", message, detail)

@@ -1,0 +1,320 @@
+"""The SSA histograms panel: ensembles of Gillespie runs with live statistics.
+
+Controls: model picker (presets and any YAML file), the editable initial-count / parameter
+table, ensemble settings, backend and seed, and the comparison ensemble. Views: mean ± SD
+trajectories, the histogram of a chosen species at a chosen time with the comparison
+overlaid, and for the spatial model the heat map of mean A per grid cell.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QRegularExpressionValidator
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
+                               QVBoxLayout)
+
+from app.compute.device import cuda_status, resolve_backend
+from app.gui import errors
+from app.gui.panels.base import DeviceProvider, Panel, cpu_device
+from app.gui.panels.ssa_data import EnsembleHistograms, export_csv, export_npz
+from app.gui.panels.ssa_params import ParameterTable
+from app.gui.runner import SimulationWorker
+from app.gui.views.heatmap import HeatMapView
+from app.gui.views.histogram import HistogramView
+from app.gui.views.trajectories import TrajectoryView
+from app.sims.common.config import ConfigError
+from app.sims.common.simulation import Domain, presets
+from app.sims.ssa.config import ALGORITHMS, SSAConfig
+
+log = logging.getLogger(__name__)
+
+REFERENCE_MAX_REALIZATIONS = 256
+REFERENCE_SEED_OFFSET = 7919   # a different seed, hence independent Philox streams
+
+
+def short_number(x: float) -> str:
+    """3.2e6 style (no '+' or leading zeros in the exponent)."""
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+class SSAPanel(Panel):
+    """Controls and live views of an SSA ensemble run."""
+
+    def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
+        super().__init__(domain, device, parent)
+        self.base_cfg: SSAConfig | None = None
+        self.reference_worker: SimulationWorker | None = None
+        self._build_model_group()
+        self._build_table_group()
+        self._build_ensemble_group()
+        self._build_compare_group()
+        self.controls_layout.addStretch(1)
+        self._build_views()
+
+    # ---- construction -------------------------------------------------------------------
+    def _build_model_group(self) -> None:
+        box = QGroupBox("Model")
+        self.preset_combo = QComboBox()
+        for path in presets("ssa"):
+            self.preset_combo.addItem(path.stem, str(path))
+        self.open_button = QPushButton("Open YAML…")
+        self.description = QLabel()
+        self.description.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.preset_combo, 1)
+        row.addWidget(self.open_button)
+        layout = QVBoxLayout(box)
+        layout.addLayout(row)
+        layout.addWidget(self.description)
+        self.controls_layout.addWidget(box)
+        self.preset_combo.activated.connect(self._preset_chosen)
+        self.open_button.clicked.connect(self._ask_open)
+
+    def _build_table_group(self) -> None:
+        box = QGroupBox("Initial counts and parameters")
+        self.table = ParameterTable()
+        self.table.setMinimumHeight(180)
+        self.table_problem = QLabel()
+        self.table_problem.setWordWrap(True)
+        self.table_problem.setStyleSheet("color: #b00020")
+        layout = QVBoxLayout(box)
+        layout.addWidget(self.table)
+        layout.addWidget(self.table_problem)
+        self.controls_layout.addWidget(box)
+        self.table.problem.connect(self._table_problem)
+
+    def _build_ensemble_group(self) -> None:
+        box = QGroupBox("Ensemble")
+        self.realizations = QSpinBox()
+        self.realizations.setRange(1, 1 << 26)
+        self.realizations.setGroupSeparatorShown(True)
+        self.t_end = QDoubleSpinBox()
+        self.t_end.setDecimals(4)
+        self.t_end.setRange(1e-4, 1e9)
+        self.samples = QSpinBox()
+        self.samples.setRange(2, 100001)
+        self.algorithm = QComboBox()
+        self.algorithm.addItems(ALGORITHMS)
+        self.backend = QComboBox()
+        self.backend.addItem("Toolbar device", None)
+        self.backend.addItem("CPU", "cpu")
+        self.backend.addItem("CUDA", "cuda")
+        status = cuda_status()
+        if not status.available:
+            self.backend.model().item(2).setEnabled(False)
+            self.backend.setItemData(2, status.reason, Qt.ItemDataRole.ToolTipRole)
+        self.seed = QLineEdit()
+        self.seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
+        form = QFormLayout(box)
+        for label, widget in (("Realizations", self.realizations), ("t end", self.t_end),
+                              ("Samples", self.samples), ("Algorithm", self.algorithm),
+                              ("Backend", self.backend), ("Seed", self.seed)):
+            form.addRow(label, widget)
+        self.controls_layout.addWidget(box)
+
+    def _build_compare_group(self) -> None:
+        box = QGroupBox("Comparison ensemble")
+        self.compare_button = QPushButton("Compare with…")
+        self.compare_button.setToolTip("A results.npz of a saved run (python -m app run, or Export NPZ)")
+        self.reference_button = QPushButton("Run CPU reference")
+        self.reference_button.setToolTip(f"A second ensemble on the CPU engine with another seed and "
+                                         f"at most {REFERENCE_MAX_REALIZATIONS} realizations")
+        self.clear_compare_button = QPushButton("Clear")
+        self.compare_status = QLabel("none")
+        self.compare_status.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.compare_button)
+        row.addWidget(self.reference_button)
+        layout = QVBoxLayout(box)
+        layout.addLayout(row)
+        layout.addWidget(self.clear_compare_button)
+        layout.addWidget(self.compare_status)
+        self.controls_layout.addWidget(box)
+        self.compare_button.clicked.connect(self._ask_compare)
+        self.reference_button.clicked.connect(self._toggle_reference)
+        self.clear_compare_button.clicked.connect(self.clear_comparison)
+
+    def _build_views(self) -> None:
+        self.trajectories = TrajectoryView()
+        self.histogram = HistogramView()
+        self.heatmap = HeatMapView()
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(self.histogram)
+        bottom.addWidget(self.heatmap)
+        bottom.setChildrenCollapsible(False)
+        self.views.addWidget(self.trajectories)
+        self.views.addWidget(bottom)
+        self.views.setSizes([400, 400])
+        self.heatmap.hide()
+        self.histogram.index_changed.connect(self.heatmap.show_index)
+
+    # ---- configs ------------------------------------------------------------------------
+    def apply_config(self, cfg: SSAConfig) -> None:
+        self.base_cfg = cfg
+        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        if cfg.grid is not None:
+            self.table.set_grid(cfg.grid)
+        else:
+            self.table.set_model(cfg.model)
+        ens = cfg.ensemble
+        self.realizations.setValue(ens.realizations)
+        self.t_end.setValue(ens.t_end)
+        self.samples.setValue(ens.samples)
+        self.algorithm.setCurrentText(ens.algorithm)
+        self.seed.setText(str(ens.seed))
+        self.heatmap.setVisible(cfg.grid is not None)
+
+    def load_config(self, path: str | Path) -> None:
+        super().load_config(path)
+        index = self.preset_combo.findData(str(Path(path)))
+        if index < 0:
+            self.preset_combo.addItem(f"file: {Path(path).name}", str(Path(path)))
+            index = self.preset_combo.count() - 1
+        self.preset_combo.setCurrentIndex(index)
+
+    def current_config(self) -> SSAConfig:
+        if self.base_cfg is None:
+            raise ConfigError("no model loaded")
+        model, grid = self.table.edited()
+        if not self.seed.text():
+            raise ConfigError("seed: enter a whole number >= 0")
+        ensemble = replace(self.base_cfg.ensemble, realizations=self.realizations.value(),
+                           t_end=self.t_end.value(), samples=self.samples.value(),
+                           algorithm=self.algorithm.currentText(), seed=int(self.seed.text()))
+        return self.validate(replace(self.base_cfg, model=model, grid=grid, ensemble=ensemble))
+
+    def run_device(self) -> tuple[str, int, str]:
+        choice = self.backend.currentData()
+        if choice is None:
+            return self.device()
+        backend, reason = resolve_backend(choice)
+        return backend, 0, reason
+
+    # ---- running ------------------------------------------------------------------------
+    def status_text(self, frame) -> str:
+        return (f"{short_number(frame.throughput)} reactions/s, {frame.realizations} realizations, "
+                f"{frame.status.split(',')[0]}")
+
+    def on_frame(self, frame) -> None:
+        self.trajectories.set_frame(frame)
+        self.histogram.set_frame(frame)
+        if frame.grid_index is not None:
+            self.heatmap.set_frame(frame)
+
+    def on_finished(self, arrays: dict, summary: dict) -> None:
+        if summary:
+            log.info("SSA: %d reactions in %.2f s on %s (%s)", summary.get("reactions_fired", 0),
+                     summary.get("wall_seconds", 0.0), summary.get("device", "?"),
+                     "finished" if summary.get("finished") else "stopped")
+
+    def clear_views(self) -> None:
+        self.trajectories.clear()
+        self.histogram.clear()
+        self.heatmap.clear()
+
+    def export_data(self, path: str | Path) -> Path:
+        if self.last_frame is None:
+            raise RuntimeError("nothing to export yet: run the simulation first")
+        path = Path(path)
+        out = export_csv(path, self.last_frame) if path.suffix.lower() == ".csv" else export_npz(path, self.last_frame)
+        log.info("exported %s", out)
+        return out
+
+    # ---- comparison ---------------------------------------------------------------------
+    def compare_with(self, path: str | Path) -> None:
+        """Overlay the histograms of a saved run; raises ValueError/OSError on a bad file."""
+        self.stop_reference()
+        reference = EnsembleHistograms.from_npz(path)
+        self.histogram.set_reference(reference)
+        self.compare_status.setText(f"saved run {Path(path).name}: {len(reference.times)} samples")
+
+    def start_reference(self) -> bool:
+        """Run the CPU reference ensemble (another seed, fewer realizations) beside this panel."""
+        self.stop_reference()
+        try:
+            cfg = self.current_config()
+        except Exception as exc:
+            errors.report_exception(self, "Cannot start the CPU reference", exc)
+            return False
+        ens = cfg.ensemble
+        n = min(ens.realizations, REFERENCE_MAX_REALIZATIONS)
+        cfg = replace(cfg, ensemble=replace(ens, realizations=n,
+                                            seed=(ens.seed + REFERENCE_SEED_OFFSET) % 2**64))
+        label = f"CPU reference ({n} realizations)"
+        worker = SimulationWorker(self.domain, cfg, "cpu", 0, parent=self)
+        worker.frame_ready.connect(lambda f: self._reference_frame(f, label))
+        worker.run_finished.connect(self._reference_done)
+        worker.failed.connect(lambda m, d: (self._reference_done(),
+                                            errors.report_error(self, "CPU reference failed", m, d)))
+        self.reference_worker = worker
+        self.reference_button.setText("Stop CPU reference")
+        self.compare_status.setText(f"{label}: starting")
+        worker.start()
+        return True
+
+    def stop_reference(self) -> None:
+        if self.reference_worker is not None and self.reference_worker.isRunning():
+            self.reference_worker.stop()
+
+    def clear_comparison(self) -> None:
+        self.stop_reference()
+        self.histogram.set_reference(None)
+        self.compare_status.setText("none")
+
+    def _reference_frame(self, frame, label: str) -> None:
+        self.histogram.set_reference(EnsembleHistograms.from_frame(frame, label))
+        self.compare_status.setText(f"{label}: {frame.progress:.0%}")
+
+    def _reference_done(self, *args: Any) -> None:
+        self.reference_button.setText("Run CPU reference")
+        if self.reference_worker is not None and self.reference_worker.last_frame is not None:
+            done = self.reference_worker.last_frame.done
+            self.compare_status.setText(self.compare_status.text().split(":")[0] +
+                                        (": finished" if done else ": stopped"))
+
+    # ---- GUI actions --------------------------------------------------------------------
+    def _preset_chosen(self, index: int) -> None:
+        try:
+            self.load_config(self.preset_combo.itemData(index))
+        except Exception as exc:
+            errors.report_exception(self, "Cannot open the model", exc)
+
+    def _ask_open(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open SSA model", "", "YAML (*.yaml *.yml)")
+        if path:
+            try:
+                self.load_config(path)
+            except Exception as exc:
+                errors.report_exception(self, "Cannot open the model", exc)
+
+    def _ask_compare(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with a saved run", "", "NPZ (*.npz)")
+        if path:
+            try:
+                self.compare_with(path)
+            except Exception as exc:
+                errors.report_exception(self, "Cannot read the saved run", exc)
+
+    def _toggle_reference(self) -> None:
+        if self.reference_worker is not None and self.reference_worker.isRunning():
+            self.stop_reference()
+        else:
+            self.start_reference()
+
+    def _table_problem(self, text: str) -> None:
+        self.table_problem.setText(text)
+        if text:
+            log.warning("parameter table: %s", text)
+
+    def shutdown(self) -> None:
+        self.stop_reference()
+        super().shutdown()

@@ -1,0 +1,190 @@
+"""The run machinery every panel shares: a worker thread per simulation and the run buttons.
+
+The worker owns a :class:`~app.sims.common.session.Session`. Its ``on_frame`` callback only
+stores the newest frame in a lock-protected slot (older ones are dropped); a ~30 Hz timer in
+the GUI thread takes it from there and emits ``frame_ready`` once per new frame, so a fast
+simulation never floods the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from enum import Enum
+from typing import Any
+
+from PySide6.QtCore import QThread, QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout, QWidget
+
+from app.gui.errors import describe
+from app.sims.common.session import Session
+from app.sims.common.simulation import Domain, Frame
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 33
+
+
+class SimulationWorker(QThread):
+    """Run one simulation in its own thread and publish its newest frame at display rate.
+
+    Signals
+    -------
+    run_started()
+        The thread began running.
+    frame_ready(frame)
+        A new frame (in the GUI thread; intermediate frames may have been dropped).
+    run_finished(arrays, summary)
+        The run ended (finished or stopped); the last frame was published before this.
+    failed(message, detail)
+        The run raised; ``detail`` holds nvcc's log or the traceback.
+
+    ``QThread`` already owns signals called ``started`` and ``finished`` (no arguments), so
+    the run-level signals carry a ``run_`` prefix.
+    """
+
+    run_started = Signal()
+    frame_ready = Signal(object)
+    run_finished = Signal(object, object)
+    failed = Signal(str, str)
+
+    def __init__(self, domain: Domain, cfg: Any, backend: str, device_index: int = 0,
+                 parent=None):
+        super().__init__(parent)
+        self.domain, self.cfg, self.backend = domain, cfg, backend
+        # The Session is plain Python (no GPU object until run()), so building it here lets
+        # pause/stop requests made before the thread starts take effect.
+        self.session = Session(domain, cfg, backend, device_index, on_frame=self._store)
+        self._lock = threading.Lock()
+        self._newest: Frame | None = None
+        self._error: tuple[str, str] | None = None
+        self.frames_published = 0
+        self.last_frame: Frame | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_MS)
+        self._timer.timeout.connect(self._publish)
+        self.started.connect(self._on_thread_started)
+        self.finished.connect(self._on_thread_finished)
+
+    # ---- worker thread ------------------------------------------------------------------
+    def run(self) -> None:
+        start = time.perf_counter()
+        try:
+            self.session.run()
+            log.info("%s run on %s %s after %.2f s", self.domain.name, self.backend,
+                     "stopped" if self.session.stopped else "finished", time.perf_counter() - start)
+        except Exception as exc:  # reported in the GUI thread, never raised out of the thread
+            self._error = describe(exc)
+
+    def _store(self, frame: Frame) -> None:
+        with self._lock:
+            self._newest = frame
+
+    # ---- GUI thread ---------------------------------------------------------------------
+    def _take(self) -> Frame | None:
+        with self._lock:
+            frame, self._newest = self._newest, None
+        return frame
+
+    def _publish(self) -> None:
+        frame = self._take()
+        if frame is not None:
+            self.last_frame = frame
+            self.frames_published += 1
+            self.frame_ready.emit(frame)
+
+    def _on_thread_started(self) -> None:
+        self._timer.start()
+        self.run_started.emit()
+
+    def _on_thread_finished(self) -> None:
+        self._timer.stop()
+        self._publish()
+        if self._error is not None:
+            self.failed.emit(*self._error)
+        else:
+            self.run_finished.emit(self.session.arrays, self.session.summary)
+
+    # ---- requests (any thread) ----------------------------------------------------------
+    def pause(self) -> None:
+        self.session.pause()
+
+    def resume(self) -> None:
+        self.session.resume()
+
+    def stop(self) -> None:
+        self.session.stop()
+
+    @property
+    def paused(self) -> bool:
+        return self.session.paused
+
+    def stop_and_wait(self, timeout_ms: int = 10000) -> bool:
+        """Stop and join the thread (used when a panel or the window closes)."""
+        self.stop()
+        return self.wait(timeout_ms)
+
+
+class RunState(str, Enum):
+    IDLE = "idle"
+    RUNNING = "running"
+    PAUSED = "paused"
+    FINISHED = "finished"
+
+
+class RunControls(QWidget):
+    """Run / Pause (Resume) / Stop / Reset buttons and a progress bar, the same in every panel."""
+
+    run_clicked = Signal()
+    pause_clicked = Signal()
+    resume_clicked = Signal()
+    stop_clicked = Signal()
+    reset_clicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.run_button = QPushButton("Run")
+        self.pause_button = QPushButton("Pause")
+        self.stop_button = QPushButton("Stop")
+        self.reset_button = QPushButton("Reset")
+        for name, button in (("run", self.run_button), ("pause", self.pause_button),
+                             ("stop", self.stop_button), ("reset", self.reset_button)):
+            button.setObjectName(f"{name}Button")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setFormat("%p%")
+        buttons = QHBoxLayout()
+        for b in (self.run_button, self.pause_button, self.stop_button, self.reset_button):
+            buttons.addWidget(b)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        self.run_button.clicked.connect(self.run_clicked)
+        self.pause_button.clicked.connect(self._pause_or_resume)
+        self.stop_button.clicked.connect(self.stop_clicked)
+        self.reset_button.clicked.connect(self.reset_clicked)
+        self.state = RunState.IDLE
+        self.set_state(RunState.IDLE)
+
+    def _pause_or_resume(self) -> None:
+        if self.state is RunState.PAUSED:
+            self.resume_clicked.emit()
+        else:
+            self.pause_clicked.emit()
+
+    def set_state(self, state: RunState) -> None:
+        """Enable the buttons that make sense in ``state``."""
+        self.state = RunState(state)
+        active = self.state in (RunState.RUNNING, RunState.PAUSED)
+        self.run_button.setEnabled(not active)
+        self.pause_button.setEnabled(active)
+        self.pause_button.setText("Resume" if self.state is RunState.PAUSED else "Pause")
+        self.stop_button.setEnabled(active)
+        self.reset_button.setEnabled(not active)
+        if self.state is RunState.IDLE:
+            self.set_progress(0.0)
+
+    def set_progress(self, fraction: float) -> None:
+        self.progress.setValue(int(round(1000 * min(max(fraction, 0.0), 1.0))))

@@ -1,0 +1,1 @@
+"""Live views: one module per view, pyqtgraph for 2D plots."""

@@ -1,0 +1,64 @@
+"""Mean ± SD trajectories of an SSA ensemble, one curve and band per species."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+from app.gui.views.base import PlotView, colour
+
+MAX_CURVES = 8
+
+
+class TrajectoryView(PlotView):
+    """Mean ± one standard deviation against time for up to :data:`MAX_CURVES` species.
+
+    For the spatial grid (``frame.grid_index`` set) it draws one curve: the sum over the
+    grid cells of the mean A count ("sum of means"), without a band.
+    """
+
+    def __init__(self, parent=None):
+        super().__init__("Mean ± SD", "time", "count", parent)
+        self.plot.setClipToView(True)
+        self.plot.setDownsampling(auto=True, mode="peak")
+        self.legend = self.plot.addLegend(offset=(-10, 10))
+        self.curves: list[pg.PlotDataItem] = []
+        self.bands: list[tuple[pg.PlotDataItem, pg.PlotDataItem, pg.FillBetweenItem]] = []
+        self._names: tuple[str, ...] = ()
+
+    def clear(self) -> None:
+        self.plot.clear()
+        self.legend.clear()
+        self.curves, self.bands, self._names = [], [], ()
+
+    def _build(self, names: tuple[str, ...], with_bands: bool) -> None:
+        self.clear()
+        self._names = names
+        for i, name in enumerate(names):
+            if with_bands:
+                lower = pg.PlotDataItem(pen=None)
+                upper = pg.PlotDataItem(pen=None)
+                fill = pg.FillBetweenItem(lower, upper, brush=pg.mkBrush(colour(i, 50)))
+                self.plot.addItem(fill)
+                self.bands.append((lower, upper, fill))
+            curve = self.plot.plot(pen=pg.mkPen(colour(i), width=2), name=name)
+            self.curves.append(curve)
+
+    def set_frame(self, frame) -> None:
+        times = np.asarray(frame.times, float)
+        if frame.grid_index is not None:
+            names = ("A total (sum of means)",)
+            if names != self._names:
+                self._build(names, with_bands=False)
+            total = frame.mean[:, np.asarray(frame.grid_index).ravel()].sum(axis=1)
+            self.curves[0].setData(times, total)
+            return
+        names = tuple(frame.species[:MAX_CURVES])
+        if names != self._names:
+            self._build(names, with_bands=True)
+        for i, curve in enumerate(self.curves):
+            mean, std = frame.mean[:, i], frame.std[:, i]
+            curve.setData(times, mean)
+            lower, upper, _ = self.bands[i]
+            lower.setData(times, mean - std)
+            upper.setData(times, mean + std)
