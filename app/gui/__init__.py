@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from app.gui.qt_compat import guard_true_refcount
+
+guard_true_refcount()   # before anything in this package emits a Qt signal
+
 
 def main(argv: list[str] | None = None, config_path: str | Path | None = None) -> int:
     """Start the GUI: the main window with ``config_path`` (or the default SSA preset) open.

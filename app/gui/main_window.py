@@ -36,6 +36,7 @@ class MainWindow(QMainWindow):
         self._build_pages()
         self._build_status_bar()
         self._build_menu()
+        self.resizeDocks([self.log_dock], [110], Qt.Orientation.Vertical)
         self.panel_list.setCurrentRow(PANEL_ORDER.index("ssa"))
         self._device_changed()
 

@@ -65,7 +65,7 @@ class SSAPanel(Panel):
         box = QGroupBox("Model")
         self.preset_combo = QComboBox()
         for path in presets("ssa"):
-            self.preset_combo.addItem(path.stem, str(path))
+            self.preset_combo.addItem(path.stem, str(path.resolve()))
         self.open_button = QPushButton("Open YAML…")
         self.description = QLabel()
         self.description.setWordWrap(True)
@@ -175,9 +175,10 @@ class SSAPanel(Panel):
 
     def load_config(self, path: str | Path) -> None:
         super().load_config(path)
-        index = self.preset_combo.findData(str(Path(path)))
+        path = Path(path).resolve()
+        index = self.preset_combo.findData(str(path))
         if index < 0:
-            self.preset_combo.addItem(f"file: {Path(path).name}", str(Path(path)))
+            self.preset_combo.addItem(f"file: {path.name}", str(path))
             index = self.preset_combo.count() - 1
         self.preset_combo.setCurrentIndex(index)
 
@@ -218,6 +219,7 @@ class SSAPanel(Panel):
 
     def clear_views(self) -> None:
         self.trajectories.clear()
+        self.trajectories.set_time_span(self.t_end.value())
         self.histogram.clear()
         self.heatmap.clear()
 

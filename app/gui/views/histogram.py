@@ -52,9 +52,8 @@ class HistogramView(PlotView):
         self.legend = self.plot.addLegend(offset=(-10, 10))
         self.curve = self.plot.plot(stepMode="center", fillLevel=0, pen=pg.mkPen(colour(0), width=2),
                                     brush=pg.mkBrush(colour(0, 60)), name="this run")
-        self.ref_curve = self.plot.plot(stepMode="center", pen=pg.mkPen(colour(3), width=2),
-                                        name="comparison")
-        self.ref_curve.hide()
+        self.ref_curve = self.plot.plot(stepMode="center", pen=pg.mkPen(colour(3), width=2))
+        self._show_reference(False)
         self.frame = None
         self.reference = None
         self.follow = True
@@ -119,7 +118,7 @@ class HistogramView(PlotView):
         hist = self.current_histogram()
         if hist is None:
             self.curve.setData([], [])
-            self.ref_curve.hide()
+            self._show_reference(False)
             self.distance_label.setText("")
             return
         k = min(self.index, len(self.frame.times) - 1)
@@ -132,11 +131,11 @@ class HistogramView(PlotView):
         self.distance = None
         ref = self.reference.histogram(k, self.species_name()) if self.reference else None
         if ref is None or ref.total == 0 or hist.total == 0:
-            self.ref_curve.hide()
+            self._show_reference(False)
             self.distance_label.setText(self._missing_reference_text(k))
             return
         self.ref_curve.setData(*step_data(ref))
-        self.ref_curve.show()
+        self._show_reference(True)
         self.distance = histogram_distance(hist, ref)
         d, self_d = self.distance
         note = ""
@@ -146,6 +145,13 @@ class HistogramView(PlotView):
         self.distance_label.setText(
             f"vs {self.reference.label}: D = {d:.3f} (self-distance {self_d:.3f})   "
             f"{DISTANCE_CONVENTION}{note}")
+
+    def _show_reference(self, visible: bool) -> None:
+        """Show or hide the comparison curve and its legend entry."""
+        self.legend.removeItem(self.ref_curve)
+        if visible:
+            self.legend.addItem(self.ref_curve, self.reference.label)
+        self.ref_curve.setVisible(visible)
 
     def _missing_reference_text(self, k: int) -> str:
         if self.reference is None:

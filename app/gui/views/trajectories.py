@@ -26,6 +26,11 @@ class TrajectoryView(PlotView):
         self.bands: list[tuple[pg.PlotDataItem, pg.PlotDataItem, pg.FillBetweenItem]] = []
         self._names: tuple[str, ...] = ()
 
+    def set_time_span(self, t_end: float) -> None:
+        """Fix the time axis to [0, t_end] for the coming run (counts keep auto-ranging)."""
+        self.plot.setXRange(0.0, t_end, padding=0.02)
+        self.plot.enableAutoRange(x=False, y=True)
+
     def clear(self) -> None:
         self.plot.clear()
         self.legend.clear()
