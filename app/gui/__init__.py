@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app.gui.qt_compat import guard_true_refcount
+from app.gui.qt_compat import guard_singleton_refcounts
 
-guard_true_refcount()   # before anything in this package emits a Qt signal
+guard_singleton_refcounts()   # before anything in this package emits a Qt signal
 
 
 def main(argv: list[str] | None = None, config_path: str | Path | None = None) -> int:

@@ -1,12 +1,14 @@
-"""Work around a PySide6 refcount bug that aborts the process on Python < 3.12.
+"""Work around PySide6 refcount bugs that abort the process on Python < 3.12.
 
-PySide6-Essentials 6.12.0 (seen on this image, CPython 3.11) drops one reference to
-``True`` on every Python-side ``SignalInstance.emit()`` (pyqtgraph emits several per
-``setData``). After a few thousand emits CPython aborts with "Fatal Python error:
-bool_dealloc: deallocating True or False". CPython 3.12+ makes ``True`` immortal, which is
-exactly the cure: :func:`guard_true_refcount` probes for the bug once and, if present,
-raises ``True``'s reference count by 2**40 so it can never reach zero. Nothing else
-changes (``True`` is a static singleton that is never freed anyway).
+PySide6-Essentials 6.12.0 (seen on this image, CPython 3.11.7) drops a reference to
+``True`` on every Python-side ``SignalInstance.emit()`` and one to ``None`` whenever a
+wrapped C++ call returns a null object (``QObject.parent()`` of a top-level object,
+``QObject.property()`` of an unset name; pyqtgraph does both all the time). After a few
+thousand calls CPython aborts with "Fatal Python error: bool_dealloc" / "none_dealloc".
+CPython 3.12+ makes these singletons immortal, which is exactly the cure:
+:func:`guard_singleton_refcounts` probes for the bugs once and, if either shows, raises the
+reference counts of ``None``, ``True`` and ``False`` by 2**40 so they never reach zero.
+Nothing else changes (the singletons are static objects that are never freed anyway).
 """
 
 from __future__ import annotations
@@ -21,36 +23,46 @@ _CUSHION = 1 << 40
 _applied = False
 
 
-def emit_drops_true() -> bool:
-    """True when a Python-side signal emit loses a reference to ``True``."""
+def pyside_drops_singletons() -> list[str]:
+    """Names of the singletons this PySide6 loses references to (empty when it is sound)."""
     from PySide6.QtCore import QObject, Signal
 
     class _Probe(QObject):
         ping = Signal()
 
     probe = _Probe()
+    lost = []
     before = sys.getrefcount(True)
     for _ in range(8):
         probe.ping.emit()
-    return sys.getrefcount(True) < before - 4
+    if sys.getrefcount(True) < before - 4:
+        lost.append("True")
+    before = sys.getrefcount(None)
+    for _ in range(8):
+        probe.parent()
+    if sys.getrefcount(None) < before - 4:
+        lost.append("None")
+    return lost
 
 
-def guard_true_refcount() -> bool:
-    """Apply the cushion if this PySide6 has the bug; returns whether it was applied."""
+def guard_singleton_refcounts() -> bool:
+    """Apply the cushion if this PySide6 has the bugs; returns whether it is applied."""
     global _applied
     if _applied or sys.version_info >= (3, 12) or sys.implementation.name != "cpython":
         return _applied
     try:
-        if not emit_drops_true():
-            return False
+        lost = pyside_drops_singletons()
     except ImportError:
+        return False
+    if not lost:
         return False
     # ob_refcnt is the first field of every object in a release build (after two list
     # pointers in a Py_TRACE_REFS debug build).
     offset = 2 * ctypes.sizeof(ctypes.c_void_p) if hasattr(sys, "getobjects") else 0
-    ctypes.c_ssize_t.from_address(id(True) + offset).value += _CUSHION
+    for singleton in (None, True, False):
+        ctypes.c_ssize_t.from_address(id(singleton) + offset).value += _CUSHION
     _applied = True
     import PySide6
-    log.info("PySide6 %s drops a reference to True per signal emit; cushion applied",
-              PySide6.__version__)
+    log.info("PySide6 %s loses references to %s; refcount cushion applied",
+             PySide6.__version__, " and ".join(lost))
     return True

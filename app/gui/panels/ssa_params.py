@@ -120,9 +120,9 @@ class ParameterTable(QTableWidget):
         raise KeyError(name)
 
     def values(self) -> dict[tuple[str, str], int | float]:
-        """{(kind, name): value}; raises ConfigError naming the first bad cell."""
+        """{(kind, name): value}; raises ConfigError naming every bad cell."""
         if self.errors:
-            raise ConfigError(f"parameter table: {self.errors[min(self.errors)]}")
+            raise ConfigError("parameter table: " + "; ".join(self.errors[k] for k in sorted(self.errors)))
         return {(row.kind, row.name): parse_value(self.item(i, 2).text(), row.type)
                 for i, row in enumerate(self.rows)}
 

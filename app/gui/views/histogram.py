@@ -49,7 +49,7 @@ class HistogramView(PlotView):
         self.distance_label = QLabel("")
         self.distance_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.header.addWidget(self.distance_label)
-        self.legend = self.plot.addLegend(offset=(-10, 10))
+        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
         self.curve = self.plot.plot(stepMode="center", fillLevel=0, pen=pg.mkPen(colour(0), width=2),
                                     brush=pg.mkBrush(colour(0, 60)), name="this run")
         self.ref_curve = self.plot.plot(stepMode="center", pen=pg.mkPen(colour(3), width=2))

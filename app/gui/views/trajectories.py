@@ -8,6 +8,7 @@ import pyqtgraph as pg
 from app.gui.views.base import PlotView, colour
 
 MAX_CURVES = 8
+INVISIBLE = pg.mkPen((0, 0, 0, 0))
 
 
 class TrajectoryView(PlotView):
@@ -21,7 +22,7 @@ class TrajectoryView(PlotView):
         super().__init__("Mean ± SD", "time", "count", parent)
         self.plot.setClipToView(True)
         self.plot.setDownsampling(auto=True, mode="peak")
-        self.legend = self.plot.addLegend(offset=(-10, 10))
+        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
         self.curves: list[pg.PlotDataItem] = []
         self.bands: list[tuple[pg.PlotDataItem, pg.PlotDataItem, pg.FillBetweenItem]] = []
         self._names: tuple[str, ...] = ()
@@ -41,8 +42,9 @@ class TrajectoryView(PlotView):
         self._names = names
         for i, name in enumerate(names):
             if with_bands:
-                lower = pg.PlotDataItem(pen=None)
-                upper = pg.PlotDataItem(pen=None)
+                # an invisible pen, not pen=None: without a pen the curve has no path to fill
+                lower = pg.PlotDataItem(pen=INVISIBLE)
+                upper = pg.PlotDataItem(pen=INVISIBLE)
                 fill = pg.FillBetweenItem(lower, upper, brush=pg.mkBrush(colour(i, 50)))
                 self.plot.addItem(fill)
                 self.bands.append((lower, upper, fill))

@@ -1,0 +1,81 @@
+"""GUI test fixtures: skip cleanly without PySide6 / pytest-qt or without a display."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("PySide6", reason="the GUI extra is not installed")
+pytest.importorskip("pyqtgraph", reason="the GUI extra is not installed")
+pytest.importorskip("pytestqt", reason="pytest-qt is not installed")
+if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        or os.environ.get("QT_QPA_PLATFORM") == "offscreen"):
+    pytest.skip("no display (run under xvfb-run -a)", allow_module_level=True)
+
+import app.gui  # noqa: E402  (applies the PySide6 refcount guard before any signal is emitted)
+from app.gui import errors  # noqa: E402
+from app.gui.runner import RunState  # noqa: E402
+from app.sims.common.simulation import PRESETS  # noqa: E402
+
+SSA_PRESETS = PRESETS / "ssa"
+
+
+@pytest.fixture
+def shown_errors(monkeypatch) -> list[tuple[str, str, str]]:
+    """Every (title, text, detail) the app tried to show in an error box."""
+    seen: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(errors, "show_error", lambda parent, title, text, detail="":
+                        seen.append((title, text, detail)))
+    return seen
+
+
+@pytest.fixture
+def window(qtbot, shown_errors):
+    """The main window with the default SSA preset open (closed, workers stopped, after)."""
+    from app.gui.main_window import MainWindow, open_default
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    assert open_default(win)
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    win.close()
+
+
+@pytest.fixture
+def ssa(window):
+    """The SSA panel, selected, on the CPU engine."""
+    panel = window.select_panel("ssa")
+    panel.backend.setCurrentIndex(panel.backend.findData("cpu"))
+    return panel
+
+
+def _set_ensemble(panel, realizations: int = 32, t_end: float = 0.5, samples: int = 11) -> None:
+    panel.realizations.setValue(realizations)
+    panel.t_end.setValue(t_end)
+    panel.samples.setValue(samples)
+
+
+@pytest.fixture
+def set_ensemble():
+    """set_ensemble(panel, realizations=32, t_end=0.5, samples=11): type into the widgets."""
+    return _set_ensemble
+
+
+@pytest.fixture
+def run_to_end(qtbot):
+    """run_to_end(panel): start a run and wait until it finished and its last frame is drawn."""
+    def run(panel, timeout_ms: int = 20000) -> None:
+        assert panel.start_run()
+        with qtbot.waitSignal(panel.worker.run_finished, timeout=timeout_ms):
+            pass
+        assert panel.run_controls.state is RunState.FINISHED
+    return run
+
+
+@pytest.fixture
+def preset():
+    """preset(stem) -> path of a shipped SSA preset."""
+    return lambda stem: SSA_PRESETS / f"{stem}.yaml"

@@ -1,0 +1,54 @@
+"""The shared run machinery: newest-frame slot and button states."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app.gui.runner import RunControls, RunState, SimulationWorker
+from app.sims.common.simulation import default_preset, load_run_config
+
+pytestmark = pytest.mark.gui
+
+
+def test_worker_publishes_only_the_newest_frame(qtbot):
+    domain, cfg = load_run_config(default_preset("ssa"))
+    worker = SimulationWorker(domain, cfg, "cpu")
+    frames = [object(), object(), object()]
+    for f in frames:
+        worker._store(f)                   # what on_frame does in the worker thread
+    with qtbot.waitSignal(worker.frame_ready) as blocker:
+        worker._publish()                  # what the 30 Hz timer does
+    assert blocker.args == [frames[-1]]
+    with qtbot.assertNotEmitted(worker.frame_ready):
+        worker._publish()                  # nothing new: nothing emitted
+
+
+def test_stop_before_start_ends_at_once(qtbot):
+    domain, cfg = load_run_config(default_preset("ssa"))
+    cfg = dataclasses.replace(cfg, ensemble=dataclasses.replace(cfg.ensemble, realizations=4))
+    worker = SimulationWorker(domain, cfg, "cpu")
+    worker.stop()
+    with qtbot.waitSignal(worker.run_finished, timeout=5000) as blocker:
+        worker.start()
+    arrays, summary = blocker.args
+    assert summary["finished"] is False
+
+
+def test_run_controls_states(qtbot):
+    rc = RunControls()
+    qtbot.addWidget(rc)
+    enabled = lambda: tuple(b.isEnabled() for b in (rc.run_button, rc.pause_button,
+                                                   rc.stop_button, rc.reset_button))
+    assert enabled() == (True, False, False, True)
+    rc.set_state(RunState.RUNNING)
+    assert enabled() == (False, True, True, False) and rc.pause_button.text() == "Pause"
+    rc.set_state(RunState.PAUSED)
+    assert enabled() == (False, True, True, False) and rc.pause_button.text() == "Resume"
+    with qtbot.waitSignal(rc.resume_clicked):
+        rc.pause_button.click()
+    rc.set_state(RunState.FINISHED)
+    assert enabled() == (True, False, False, True)
+    rc.set_progress(0.5)
+    assert rc.progress.value() == 500
