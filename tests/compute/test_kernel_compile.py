@@ -16,7 +16,7 @@ def ssa_variants():
             yield pytest.param(path, algorithm, id=f"{path.stem}-{algorithm}")
 
 
-@pytest.mark.parametrize("path,algorithm", ssa_variants())
+@pytest.mark.parametrize("path,algorithm", list(ssa_variants()))
 def test_ssa_variants_compile(path, algorithm):
     _, cfg = load_run_config(path)
     net = cfg.network()
