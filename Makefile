@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 # The 'cuda' extra (pycuda, built against the local toolkit) only where nvcc and a driver exist.
 EXTRAS := gui,test$(shell command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo ,cuda)
-XVFB   := $(if $(DISPLAY),,$(shell command -v xvfb-run >/dev/null 2>&1 && echo xvfb-run -a -s "-screen 0 1600x1000x24"))
+XVFB   := $(if $(DISPLAY),,$(if $(shell command -v xvfb-run),xvfb-run -a --server-args="-screen 0 1600x1000x24"))
 
 .PHONY: setup run test bench-ssa clean
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import abc
-import dataclasses
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from app.sims.common.config import ConfigError, Document, load_yaml, parse_yaml
+from app.sims.common.config import ConfigError, load_yaml, parse_yaml
 
 
 def freeze(array: np.ndarray) -> np.ndarray:
@@ -151,7 +150,3 @@ def load_run_config(path_or_text: str | Path, *, text: bool = False,
         raise doc.error(f"the {domain.label} panel is not built yet", ("domain",))
     return domain, domain.load().load_config(doc)
 
-
-def replace(cfg: Any, **changes: Any) -> Any:
-    """A copy of a (frozen) config dataclass with ``changes``."""
-    return dataclasses.replace(cfg, **changes)

@@ -86,6 +86,9 @@ class CudaEnsemble(EnsembleEngine):
         shift = self.shift.get()
         d1, d2 = sums[:s] / r, sums[s:] / r
         mean = shift + d1
+        if (mean < 0).any():
+            raise RuntimeError("a species count overflowed the CUDA engine's 32-bit integers; "
+                               "use the CPU engine (64-bit) for this model")
         var = np.maximum(d2 - d1 * d1, 0.0)
         self.shift.set(np.round(mean))
         hists = ()
@@ -113,6 +116,9 @@ class CudaEnsemble(EnsembleEngine):
                 "rates": rates.astype(np.float64), "reactions_fired": np.int64(self.reactions_fired)}
 
     def load(self, state: dict[str, np.ndarray]) -> None:
+        if np.ptp(np.atleast_1d(state["t"])) != 0:
+            raise ValueError("this checkpoint was taken inside a sample interval on the CPU engine; "
+                             "resume it on the CPU engine")
         self.x.set(np.ascontiguousarray(np.asarray(state["x"]).T.astype(np.int32)))
         self.draws.set(np.asarray(state["draws"], np.uint64))
         self.t = float(np.max(state["t"]))
