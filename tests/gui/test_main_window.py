@@ -7,6 +7,8 @@ import sys
 import threading
 
 import pytest
+
+pytest.importorskip("PySide6", reason="the GUI extra is not installed")
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton
 

@@ -6,6 +6,8 @@ import dataclasses
 
 import pytest
 
+pytest.importorskip("PySide6", reason="the GUI extra is not installed")
+
 from app.gui.runner import RunControls, RunState, SimulationWorker
 from app.sims.common.simulation import default_preset, load_run_config
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+pytest.importorskip("PySide6", reason="the GUI extra is not installed")
 from PySide6.QtGui import QImage
 
 from app.compute.kernels import KernelCompileError
