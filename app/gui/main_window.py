@@ -188,9 +188,11 @@ class MainWindow(QMainWindow):
             self.save_config(path)
 
     def _ask_export(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export data", "results.npz",
-                                              "NumPy archive (*.npz);;CSV table (*.csv)")
+        path, chosen = QFileDialog.getSaveFileName(self, "Export data", "results.npz",
+                                                   "NumPy archive (*.npz);;CSV table (*.csv)")
         if path:
+            if not Path(path).suffix:
+                path += ".csv" if "csv" in chosen else ".npz"
             self.export_data(path)
 
     def _ask_screenshot(self) -> None:
