@@ -99,10 +99,9 @@ def _save_png(domain: str, session, path: Path) -> None:
     """The panel's main plot as PNG, rendered by the GUI layer when Qt is installed."""
     try:
         from app.gui.export import render_main_plot
+        render_main_plot(domain, session.last_frame, path)
     except ImportError as exc:
         print(f"PNG skipped: the GUI packages are not installed ({exc.name})")
-        return
-    render_main_plot(domain, session.last_frame, path)
 
 
 def _bench(args: argparse.Namespace) -> int:
