@@ -20,8 +20,6 @@ from app.compute.device import cuda_status, list_devices, resolve_backend
 from app.compute.kernels import KernelCompileError
 from app.sims.common.config import ConfigError
 
-log = logging.getLogger("app")
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app", description=__doc__.splitlines()[0])

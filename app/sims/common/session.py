@@ -39,7 +39,7 @@ class Session:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._changes: dict[str, Any] = {}
-        self._pending_state: list[Callable[[Simulation], None]] = []
+        self._actions: list[Callable[[Simulation], None]] = []
         self.last_frame: Frame | None = None
         self.arrays: dict[str, np.ndarray] = {}
         self.summary: dict[str, Any] = {}
@@ -68,7 +68,7 @@ class Session:
     def request(self, action: Callable[[Simulation], None]) -> None:
         """Run ``action(sim)`` in the owning thread between slices (e.g. take a checkpoint)."""
         with self._lock:
-            self._pending_state.append(action)
+            self._actions.append(action)
 
     # ---- the owning thread --------------------------------------------------------------
     def run(self) -> Frame | None:
@@ -98,7 +98,7 @@ class Session:
     def _apply_requests(self, sim: Simulation) -> None:
         with self._lock:
             changes, self._changes = self._changes, {}
-            actions, self._pending_state = self._pending_state, []
+            actions, self._actions = self._actions, []
         if changes:
             sim.update(changes)
         for action in actions:

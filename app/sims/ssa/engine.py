@@ -55,6 +55,10 @@ class EnsembleEngine:
     def checkpoint(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
+    def load(self, state: dict[str, np.ndarray]) -> None:
+        """Resume from :meth:`checkpoint` output."""
+        raise NotImplementedError
+
     def set_rates(self, rates: np.ndarray) -> None:
         raise NotImplementedError
 

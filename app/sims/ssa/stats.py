@@ -10,7 +10,7 @@ Histograms have integer-aligned bins: ``lo`` (the ensemble minimum) and a whole-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil, pi, sqrt
+from math import ceil, pi
 
 import numpy as np
 
