@@ -1,5 +1,7 @@
 """Every kernel source, and every generated variant, compiles with plain nvcc for sm_90."""
 
+from pathlib import Path
+
 import pytest
 
 from app.compute.kernels import KERNEL_DIR, KernelCompileError, compile_cubin, nvcc_available
@@ -24,17 +26,9 @@ def test_ssa_variants_compile(path, algorithm):
     assert compile_cubin(source, "ssa.cu", {"SSA_BINS": cfg.ensemble.histogram_bins})
 
 
-# Each kernels/<domain>.cu is compiled, with every generated variant, by tests/compute/
-# test_kernel_compile_<domain>.py (ssa here). A new kernel file must be added to this set
-# together with its compile test.
-COVERED = {"ssa.cu", "channel.cu", "cardiac.cu", "network.cu", "epidermis.cu"}
-
-
-def test_every_kernel_file_is_covered():
-    assert {p.name for p in KERNEL_DIR.glob("*.cu")} <= COVERED
-
-
-def test_compile_error_carries_nvcc_log():
-    with pytest.raises(KernelCompileError) as info:
-        compile_cubin('extern "C" __global__ void k() { undeclared_name = 1; }', "broken.cu")
-    assert "undeclared_name" in info.value.log
+def test_every_kernel_file_has_a_compile_test():
+    """kernels/<name>.cu is compiled, with every generated variant, in this module (ssa) or in
+    tests/compute/test_kernel_compile_<name>.py."""
+    here = Path(__file__).parent
+    for source in KERNEL_DIR.glob("*.cu"):
+        assert source.stem == "ssa" or (here / f"test_kernel_compile_{source.stem}.py").exists(), source
