@@ -101,7 +101,7 @@ DOMAINS: dict[str, Domain] = {
                "and adaptive Rush-Larsen solvers (Garcia-Molla et al. 2014).", available=False),
         Domain("network", "Cultured network", "app.sims.network",
                "A developing culture of leaky integrate-and-fire neurons with dynamic synapses "
-               "and activity-dependent neurite growth (UW Bothell).", available=False),
+               "and activity-dependent neurite growth (UW Bothell).", bench="app.sims.network.bench"),
         Domain("epidermis", "Epidermis 3D", "app.sims.epidermis",
                "Subcellular-element cells with a Notch/Ovol gene network, growth, division and "
                "stratification, in a 3D view (Christley et al. 2010).", available=False),
