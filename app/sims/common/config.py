@@ -136,6 +136,9 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
         options = typing.get_args(tp)
         if value is None and type(None) in options:
             return None
+        shaped = [o for o in options if o is not type(None) and _shape_matches(o, value)]
+        if len(shaped) == 1:       # one option fits the value's shape: its error is the precise one
+            return convert(shaped[0], value, doc, path, meta)
         errors = []
         for option in options:
             if option is type(None):
@@ -179,6 +182,22 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
             raise doc.error(f"expected text, got {_kind(value)}", path)
     _check_meta(value, meta, doc, path)
     return value
+
+
+def _shape_matches(tp: Any, value: Any) -> bool:
+    """Whether ``value`` has the container shape of type ``tp`` (mapping, list, text, number)."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp) or origin is dict:
+        return isinstance(value, Mapping)
+    if origin in (list, tuple):
+        return isinstance(value, list)
+    if tp is str:
+        return isinstance(value, str)
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp in (int, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return False
 
 
 def _check_meta(value: Any, meta: Mapping, doc: Document, path: tuple) -> None:

@@ -95,7 +95,8 @@ DOMAINS: dict[str, Domain] = {
     d.name: d for d in [
         Domain("channel", "Channel fitting", "app.sims.channel",
                "Markov ion-channel models fitted to voltage-clamp traces by a GPU genetic "
-               "algorithm, with live convergence (Ben-Shalom et al. 2012).", available=False),
+               "algorithm, with live convergence (Ben-Shalom et al. 2012).",
+               bench="app.sims.channel.bench"),
         Domain("cardiac", "Cardiac tissue", "app.sims.cardiac",
                "The Courtemanche atrial model on a 163,842-cell sphere and on 2D sheets, fixed "
                "and adaptive Rush-Larsen solvers (Garcia-Molla et al. 2014).", available=False),

@@ -1,0 +1,124 @@
+"""The CUDA GA engine: population, scores and every GA operator stay on the device.
+
+Per generation: ``ch_breed`` (selection, crossover, mutation, elitism) then ``ch_evaluate``
+(one thread per individual; protocol in constant memory, target currents read by all threads
+in lockstep). Only the scores come back (for the best, the median and the stop test).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.compute.kernels import load_module
+from app.sims.channel import ga
+from app.sims.channel.codegen import kernel_source
+from app.sims.channel.model import ChannelModel
+from app.sims.channel.protocol import Protocol
+
+BLOCK = 128
+MAX_SWEEPS = 128
+MAX_OPS = 512
+
+
+def device_bytes(size: int, n_params: int, n_points: int) -> int:
+    """Device memory a run needs: two populations, scores, target."""
+    return 2 * size * n_params * 4 + size * 4 + n_points * 4
+
+
+class CudaGA:
+    """Population of ``size`` individuals on the current CUDA context."""
+
+    def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int):
+        import pycuda.driver as cuda
+        import pycuda.gpuarray as gpuarray
+
+        self.cuda, self.model, self.seed, self.size = cuda, model, seed, size
+        ops = [op for s in protocol.sweeps for op in s.ops]
+        if len(protocol.sweeps) > MAX_SWEEPS or len(ops) > MAX_OPS:
+            raise ValueError(f"the CUDA engine takes up to {MAX_SWEEPS} sweeps and {MAX_OPS} segments; "
+                             f"this protocol has {len(protocol.sweeps)} and {len(ops)}")
+        need = device_bytes(size, model.n_params, protocol.n_points)
+        free, total = cuda.mem_get_info()
+        if need > 0.9 * free:
+            raise MemoryError(f"a population of {size:,} needs {need / 2**20:.0f} MiB of GPU memory; "
+                              f"{free / 2**20:.0f} MiB of {total / 2**20:.0f} MiB are free")
+        self.module = load_module(kernel_source(model), "channel.cu",
+                                  {"CH_MAX_SWEEPS": MAX_SWEEPS, "CH_MAX_OPS": MAX_OPS, "CH_BLOCK": BLOCK})
+        self._constants(protocol)
+        self._evaluate = self.module.get_function("ch_evaluate")
+        self._evaluate.prepare("PiPiiP")
+        self._breed = self.module.get_function("ch_breed")
+        self._breed.prepare("PPPiiQQQQQf")
+        init = self.module.get_function("ch_init")
+        self.n_sweeps, self.n_points = len(protocol.sweeps), protocol.n_points
+        self.target = gpuarray.to_gpu(np.asarray(target, np.float32))
+        self.pop = gpuarray.empty(model.n_params * size, np.float32)
+        self.spare = gpuarray.empty_like(self.pop)
+        self.scores_gpu = gpuarray.empty(size, np.float32)
+        self.scores = np.full(size, np.inf, np.float32)
+        self.stream = cuda.Stream()
+        init(self.pop, np.int32(size), np.uint64(seed), block=(BLOCK, 1, 1), grid=(self._blocks(size), 1))
+
+    def _constants(self, protocol: Protocol) -> None:
+        sweep_op = np.zeros(MAX_SWEEPS + 1, np.int32)
+        hold = np.zeros(MAX_SWEEPS, np.float32)
+        op_v, op_tau, op_n = (np.zeros(MAX_OPS, t) for t in (np.float32, np.float32, np.int32))
+        k = 0
+        for s, sweep in enumerate(protocol.sweeps):
+            hold[s] = sweep.holding
+            sweep_op[s] = k
+            for v, tau, n in sweep.ops:
+                op_v[k], op_tau[k], op_n[k] = v, tau, n
+                k += 1
+        sweep_op[len(protocol.sweeps):] = k
+        for name, values in (("c_sweep_hold", hold), ("c_sweep_op", sweep_op), ("c_op_v", op_v),
+                             ("c_op_tau", op_tau), ("c_op_n", op_n),
+                             ("c_lower", self.model.lower.astype(np.float32)),
+                             ("c_upper", self.model.upper.astype(np.float32))):
+            ptr, _ = self.module.get_global(name)
+            self.cuda.memcpy_htod(ptr, values)
+
+    @staticmethod
+    def _blocks(n: int) -> int:
+        return (n + BLOCK - 1) // BLOCK
+
+    def evaluate(self) -> np.ndarray:
+        self._evaluate.prepared_async_call(
+            (self._blocks(self.size), 1), (BLOCK, 1, 1), self.stream, self.pop.gpudata,
+            np.int32(self.size), self.target.gpudata, np.int32(self.n_sweeps),
+            np.int32(self.n_points), self.scores_gpu.gpudata)
+        self.scores_gpu.get_async(self.stream, self.scores)
+        self.stream.synchronize()
+        return self.scores.astype(np.float64)
+
+    def breed(self, generation: int, best: int, crossover: float, mutation: float,
+              creep: float = 0.0, creep_fraction: float = 0.0) -> None:
+        pairs = (self.size + 1) // 2
+        self._breed.prepared_async_call(
+            (self._blocks(pairs), 1), (BLOCK, 1, 1), self.stream, self.pop.gpudata,
+            self.scores_gpu.gpudata, self.spare.gpudata, np.int32(self.size), np.int32(best),
+            np.uint64(generation), np.uint64(self.seed), np.uint64(ga.threshold(crossover)),
+            np.uint64(ga.threshold(mutation)), np.uint64(ga.threshold(mutation * creep_fraction)),
+            np.float32(creep))
+        self.pop, self.spare = self.spare, self.pop
+
+    def individual(self, index: int) -> np.ndarray:
+        out = np.empty(self.model.n_params, np.float32)
+        for k in range(self.model.n_params):
+            self.cuda.memcpy_dtoh(out[k:k + 1], int(self.pop.gpudata) + 4 * (k * self.size + index))
+        return out.astype(np.float64)
+
+    def get_population(self) -> np.ndarray:
+        return self.pop.get().reshape(self.model.n_params, self.size).T.astype(np.float64)
+
+    def set_population(self, population: np.ndarray) -> None:
+        self.pop.set(np.ascontiguousarray(np.asarray(population, np.float32).T).ravel())
+
+    def set_scores(self, scores: np.ndarray) -> None:
+        """Scores for ``breed`` when they were computed elsewhere (tests)."""
+        self.scores = np.asarray(scores, np.float32)
+        self.scores_gpu.set(self.scores)
+
+    def close(self) -> None:
+        for buf in (self.target, self.pop, self.spare, self.scores_gpu):
+            buf.gpudata.free()

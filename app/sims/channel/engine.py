@@ -1,0 +1,46 @@
+"""The GA engines: a population, its scores, and one generation at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.sims.channel import cpu, ga
+from app.sims.channel.model import ChannelModel
+from app.sims.channel.protocol import Protocol
+
+
+class CpuGA:
+    """Population and GA operators in NumPy float64 (the reference; small populations)."""
+
+    def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int):
+        self.model, self.protocol, self.target, self.seed = model, protocol, target, seed
+        self.population = ga.initial_population(seed, size, model.lower, model.upper)
+        self.scores = np.full(size, np.inf)
+        self.chunk = max(16, 2_000_000 // max(protocol.n_points, 1))
+
+    @property
+    def size(self) -> int:
+        return len(self.population)
+
+    def evaluate(self) -> np.ndarray:
+        """Score every individual; returns the scores (host copy)."""
+        self.scores = cpu.evaluate(self.model, self.protocol, self.population, self.target, self.chunk)
+        return self.scores
+
+    def breed(self, generation: int, best: int, crossover: float, mutation: float,
+              creep: float = 0.0, creep_fraction: float = 0.0) -> None:
+        self.population = ga.breed(self.population, self.scores, best, generation, self.seed,
+                                   self.model.lower, self.model.upper, crossover, mutation,
+                                   creep, creep_fraction)
+
+    def individual(self, index: int) -> np.ndarray:
+        return self.population[index].copy()
+
+    def get_population(self) -> np.ndarray:
+        return self.population.copy()
+
+    def set_population(self, population: np.ndarray) -> None:
+        self.population = np.array(population, np.float64)
+
+    def close(self) -> None:
+        pass

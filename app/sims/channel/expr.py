@@ -1,0 +1,221 @@
+"""A whitelist parser for rate expressions, and the two things made from its trees:
+C source for the CUDA ``createQmat`` and a NumPy evaluator.
+
+Grammar (precedence low to high)::
+
+    expr   := term (('+' | '-') term)*
+    term   := factor (('*' | '/') factor)*
+    factor := ('-' | '+') factor | power
+    power  := atom ('**' factor)?
+    atom   := NUMBER | NAME | FUNC '(' expr (',' expr)* ')' | '(' expr ')'
+
+Only numbers, known names (parameters, ``v``, earlier rates) and the functions in
+:data:`FUNCTIONS` are accepted; anything else raises :class:`ExprError` with the offending
+text and its position. No user text ever reaches C or ``eval``: C is printed from the tree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Mapping, Union
+
+import numpy as np
+
+FUNCTIONS: dict[str, tuple[int, int]] = {   # name -> (min args, max args)
+    "exp": (1, 1), "log": (1, 1), "sqrt": (1, 1), "abs": (1, 1),
+    "pow": (2, 2), "min": (2, 2), "max": (2, 2),
+}
+_TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)"
+                    r"|(?P<op>\*\*|[-+*/(),]))")
+
+
+class ExprError(ValueError):
+    """A rejected expression: ``text`` with the problem at ``position`` (0-based)."""
+
+    def __init__(self, message: str, text: str, position: int):
+        self.text, self.position = text, position
+        prefix = f"{message} at position {position + 1}: "
+        super().__init__(f"{prefix}{text}\n{' ' * (len(prefix) + position)}^")
+
+
+@dataclass(frozen=True)
+class Num:
+    value: float
+
+
+@dataclass(frozen=True)
+class Name:
+    name: str
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    arg: "Node"
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    left: "Node"
+    right: "Node"
+
+
+@dataclass(frozen=True)
+class Call:
+    func: str
+    args: tuple["Node", ...]
+
+
+Node = Union[Num, Name, Unary, Binary, Call]
+
+
+def parse(text: str, names: set[str]) -> Node:
+    """Parse ``text`` into a tree; ``names`` are the identifiers it may use."""
+    tokens = _tokenize(text)
+    parser = _Parser(text, tokens, names)
+    node = parser.expr()
+    if parser.i < len(tokens):
+        raise ExprError(f"unexpected '{tokens[parser.i][1]}'", text, tokens[parser.i][2])
+    return node
+
+
+def _tokenize(text: str) -> list[tuple[str, str, int]]:
+    tokens, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            bad = len(text) - len(text[pos:].lstrip())
+            raise ExprError(f"character '{text[bad]}' is not allowed", text, bad)
+        kind = m.lastgroup
+        start = m.start(kind)
+        tokens.append((kind, m.group(kind), start))
+        pos = m.end()
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str, tokens: list, names: set[str]):
+        self.text, self.tokens, self.names, self.i = text, tokens, names, 0
+
+    def _peek(self) -> tuple[str, str, int] | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def _take(self, value: str | None = None):
+        tok = self._peek()
+        if tok is None:
+            raise ExprError("unexpected end of expression", self.text, len(self.text))
+        if value is not None and tok[1] != value:
+            raise ExprError(f"expected '{value}', found '{tok[1]}'", self.text, tok[2])
+        self.i += 1
+        return tok
+
+    def expr(self) -> Node:
+        node = self.term()
+        while (tok := self._peek()) and tok[1] in "+-" and tok[0] == "op":
+            self.i += 1
+            node = Binary(tok[1], node, self.term())
+        return node
+
+    def term(self) -> Node:
+        node = self.factor()
+        while (tok := self._peek()) and tok[0] == "op" and tok[1] in ("*", "/"):
+            self.i += 1
+            node = Binary(tok[1], node, self.factor())
+        return node
+
+    def factor(self) -> Node:
+        tok = self._peek()
+        if tok and tok[0] == "op" and tok[1] in ("-", "+"):
+            self.i += 1
+            arg = self.factor()
+            return Unary("-", arg) if tok[1] == "-" else arg
+        return self.power()
+
+    def power(self) -> Node:
+        base = self.atom()
+        tok = self._peek()
+        if tok and tok[1] == "**":
+            self.i += 1
+            return Binary("**", base, self.factor())
+        return base
+
+    def atom(self) -> Node:
+        kind, value, pos = self._take()
+        if kind == "num":
+            return Num(float(value))
+        if kind == "name":
+            if value in FUNCTIONS:
+                self._take("(")
+                args = [self.expr()]
+                while (tok := self._peek()) and tok[1] == ",":
+                    self.i += 1
+                    args.append(self.expr())
+                self._take(")")
+                lo, hi = FUNCTIONS[value]
+                if not lo <= len(args) <= hi:
+                    raise ExprError(f"{value}() takes {lo} argument{'s' if lo > 1 else ''}", self.text, pos)
+                return Call(value, tuple(args))
+            if value not in self.names:
+                raise ExprError(f"unknown name '{value}'", self.text, pos)
+            return Name(value)
+        if value == "(":
+            node = self.expr()
+            self._take(")")
+            return node
+        raise ExprError(f"unexpected '{value}'", self.text, pos)
+
+
+def names_used(node: Node) -> set[str]:
+    if isinstance(node, Name):
+        return {node.name}
+    if isinstance(node, Unary):
+        return names_used(node.arg)
+    if isinstance(node, Binary):
+        return names_used(node.left) | names_used(node.right)
+    if isinstance(node, Call):
+        return set().union(*(names_used(a) for a in node.args))
+    return set()
+
+
+_C_FUNCS = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "abs": "fabsf", "pow": "powf",
+            "min": "fminf", "max": "fmaxf"}
+
+
+def to_c(node: Node, symbol: Callable[[str], str]) -> str:
+    """C (float32) source of ``node``; ``symbol`` maps a name to its C variable."""
+    if isinstance(node, Num):
+        return f"{float(node.value)!r}f".replace("inf", "INFINITY")
+    if isinstance(node, Name):
+        return symbol(node.name)
+    if isinstance(node, Unary):
+        return f"(-{to_c(node.arg, symbol)})"
+    if isinstance(node, Binary):
+        left, right = to_c(node.left, symbol), to_c(node.right, symbol)
+        if node.op == "**":
+            return f"powf({left}, {right})"
+        return f"({left} {node.op} {right})"
+    return f"{_C_FUNCS[node.func]}({', '.join(to_c(a, symbol) for a in node.args)})"
+
+
+_NP_FUNCS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "pow": np.power,
+             "min": np.fmin, "max": np.fmax}
+
+
+def evaluate(node: Node, env: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Evaluate ``node`` with NumPy over arrays in ``env`` (float64; errors become inf/nan)."""
+    with np.errstate(all="ignore"):
+        if isinstance(node, Num):
+            return np.float64(node.value)
+        if isinstance(node, Name):
+            return env[node.name]
+        if isinstance(node, Unary):
+            return -evaluate(node.arg, env)
+        if isinstance(node, Binary):
+            a, b = evaluate(node.left, env), evaluate(node.right, env)
+            return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
+                    "**": np.power}[node.op](a, b)
+        return _NP_FUNCS[node.func](*(evaluate(a, env) for a in node.args))

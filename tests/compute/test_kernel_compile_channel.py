@@ -1,0 +1,20 @@
+"""kernels/channel.cu compiles with plain nvcc for sm_90 for every shipped model."""
+
+import pytest
+
+from app.compute.kernels import compile_cubin, nvcc_available
+from app.sims.channel.codegen import kernel_source
+from app.sims.channel.model import ChannelSpec, compile_model
+from app.sims.common.config import build, load_yaml
+from app.sims.common.simulation import RESOURCES
+
+pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+
+MODELS = sorted((RESOURCES / "models" / "channel").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
+def test_channel_model_compiles(path):
+    doc = load_yaml(path)
+    model = compile_model(build(ChannelSpec, doc.data, doc), doc, ())
+    assert compile_cubin(kernel_source(model), "channel.cu")
