@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     bench.add_argument("--out", default="bench-results", help="folder for the JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
     sub.add_parser("devices", help="what can run here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -110,4 +111,7 @@ def _bench(args: argparse.Namespace) -> int:
         names = [d.name for d in DOMAINS.values() if d.bench]
         raise ConfigError(f"no benchmark named {args.name!r}; available: {', '.join(names)}")
     module = importlib.import_module(domain.bench)
-    return module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    extra = {"fig7_run": True} if args.fig7 else {}
+    if extra and args.name != "channel":
+        raise ConfigError("--fig7 belongs to the channel benchmark")
+    return module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick, **extra)

@@ -1,0 +1,89 @@
+"""The CUDA channel engine against the float64 CPU engine (GPU machine only)."""
+
+import numpy as np
+import pytest
+
+from app.sims.channel import cpu, ga
+from app.sims.channel.cuda import CudaGA
+from app.sims.channel.simulation import ChannelSimulation
+
+from .helpers import preset
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("cuda_context")]
+
+
+@pytest.mark.parametrize("name", ["model-a-surrogate", "00-model-b-surrogate", "model-c-surrogate",
+                                  "hh-potassium-surrogate"])
+def test_scores_match_cpu_on_random_individuals(name):
+    cfg = preset(name)
+    m, protocol = cfg.model_(), cfg.protocol()
+    target = cfg.target(m, protocol)
+    rng = np.random.default_rng()
+    population = m.lower + rng.uniform(size=(256, m.n_params)) * (m.upper - m.lower)
+    population = population.astype(np.float32).astype(np.float64)   # the values the GPU holds
+    engine = CudaGA(m, protocol, target, len(population), seed=1)
+    engine.set_population(population)
+    gpu = engine.evaluate()
+    engine.close()
+    ref = cpu.evaluate(m, protocol, population, target)
+    ok = ref < cpu.BAD_SCORE
+    assert ok.mean() > 0.9
+    rel = np.abs(gpu[ok] - ref[ok]) / ref[ok]
+    assert np.median(rel) < 1e-5 and rel.max() < 1e-4, np.sort(rel)[-5:]
+
+
+def test_near_optimum_scores_match():
+    cfg = preset("00-model-b-surrogate")
+    m, protocol = cfg.model_(), cfg.protocol()
+    target = cfg.target(m, protocol)
+    rng = np.random.default_rng()
+    population = m.true_values * (1 + 0.05 * rng.uniform(-1, 1, size=(64, m.n_params)))
+    population = population.astype(np.float32).astype(np.float64)
+    engine = CudaGA(m, protocol, target, len(population), seed=1)
+    engine.set_population(population)
+    gpu = engine.evaluate()
+    engine.close()
+    ref = cpu.evaluate(m, protocol, population, target)
+    assert np.abs(gpu - ref).max() / ref.max() < 1e-4
+
+
+def test_breed_makes_the_cpu_decisions():
+    cfg = preset("00-model-b-surrogate", dt=1.0)
+    m, protocol = cfg.model_(), cfg.protocol()
+    target = cfg.target(m, protocol)
+    size = 1001
+    population = ga.initial_population(3, size, m.lower, m.upper).astype(np.float32).astype(np.float64)
+    scores = np.random.default_rng(4).uniform(size=size).astype(np.float32).astype(np.float64)
+    best = int(np.argmin(scores))
+    engine = CudaGA(m, protocol, target, size, seed=3)
+    engine.set_population(population)
+    engine.set_scores(scores)
+    engine.breed(7, best, 0.5, 0.2, creep=0.05, creep_fraction=0.5)
+    gpu = engine.get_population()
+    engine.close()
+    ref = ga.breed(population, scores, best, 7, 3, m.lower, m.upper, 0.5, 0.2, 0.05, 0.5)
+    assert np.allclose(gpu, ref, rtol=3e-7, atol=3e-7 * (m.upper - m.lower).max())
+
+
+def test_initial_population_matches_cpu():
+    cfg = preset("00-model-b-surrogate", dt=1.0)
+    m, protocol = cfg.model_(), cfg.protocol()
+    engine = CudaGA(m, protocol, cfg.target(m, protocol), 777, seed=21)
+    gpu = engine.get_population()
+    engine.close()
+    ref = ga.initial_population(21, 777, m.lower, m.upper)
+    assert np.allclose(gpu, ref, rtol=0, atol=2.0**-22 * (m.upper - m.lower).max())
+
+
+def test_short_fit_on_cuda_improves_and_resumes():
+    cfg = preset("00-model-b-surrogate", population=11200, generations=8)
+    sim = ChannelSimulation(cfg, "cuda")
+    while not sim.finished:
+        sim.advance()
+    assert sim.best_history[-1] < sim.best_history[0]
+    assert all(b >= a for a, b in zip(sim.best_history[1:], sim.best_history[:-1]))  # elitism
+    state = sim.state()
+    sim.close()
+    again = ChannelSimulation.restore(state, "cuda")
+    assert again.best_history[-1] == pytest.approx(sim.best_history[-1], rel=1e-6)
+    again.close()
