@@ -31,6 +31,7 @@ from app.sims.network.config import NetworkConfig
 
 LAYOUT_DIR = PRESETS / "network" / "layouts"
 NEVER = -(2**30)          # "last delivery" of a synapse that never delivered
+MAX_CHUNK = 16            # longest chunk of the CUDA engine (register arrays of this size)
 # BrainGrid's 10x10 motif (configfiles/NList/*_0.98.xml, *_0.10.xml), (x, y)
 MOTIF_INHIBITORY = ((3, 3), (6, 6))
 MOTIF_STARTERS = ((7, 0), (1, 1), (4, 1), (7, 3), (1, 4), (4, 4), (7, 6), (1, 7), (4, 7), (7, 9))
@@ -84,7 +85,7 @@ class Constants:
         return cls(dt, c1, n.Rm * (1.0 - c1), n.Iinject + n.Vrest / n.Rm,
                    np.array([t.U for t in types]), np.array([t.tau_rec for t in types]),
                    np.array([t.tau_facil for t in types]),
-                   np.array([np.exp(-dt / t.tau) for t in types]), delay, int(delay.min()),
+                   np.array([np.exp(-dt / t.tau) for t in types]), delay, min(int(delay.min()), MAX_CHUNK),
                    cfg.growth.weight_scale)
 
 

@@ -1,0 +1,177 @@
+"""``python -m app bench network``: one 100-s epoch plus the growth update of the 100x100
+culture at its equilibrium connectivity (radius 2.0, about 464,000 synapses) on CUDA, the
+launch and neuron floors, a 1000x1000 culture, the 10x10 culture on the CPU engine, and the
+same 100x100 network in Brian2 on the CPU cores (where Brian2 is installed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from app.compute.device import backend_context, cuda_status, resolve_backend
+from app.sims.common.output import save_json
+from app.sims.network.config import NetworkConfig
+from app.sims.network.model import Constants, build_culture
+from app.sims.network.simulation import NetworkSimulation
+
+
+def culture_config(width: int, radius: float, epoch_seconds: float = 100.0, epochs: int = 1,
+                   slice_seconds: float = 10.0) -> NetworkConfig:
+    cfg = NetworkConfig()
+    return dataclasses.replace(
+        cfg, culture=dataclasses.replace(cfg.culture, width=width, height=width),
+        growth=dataclasses.replace(cfg.growth, start_radius=radius),
+        run=dataclasses.replace(cfg.run, epochs=epochs, epoch_seconds=epoch_seconds,
+                                slice_seconds=slice_seconds),
+        analysis=dataclasses.replace(cfg.analysis, spikes="all"))
+
+
+def engine_case(backend: str, width: int, radius: float, seconds: float, grow: bool = True) -> dict:
+    """Engine-level timing: ``seconds`` of activity (spikes read back per slice), then growth."""
+    cfg = culture_config(width, radius)
+    culture = build_culture(cfg)
+    consts = Constants.from_config(cfg)
+    t0 = time.perf_counter()
+    if backend == "cuda":
+        from app.sims.network.cuda import CudaEngine as Engine
+    else:
+        from app.sims.network.cpu import CpuEngine as Engine
+    eng = Engine(culture, consts, cfg.growth, cfg.run.seed, radius)
+    setup = time.perf_counter() - t0
+    synapses = eng.n_synapses
+    steps = int(round(seconds / cfg.run.dt))
+    slice_steps = 100_000 if backend == "cuda" else 10_000
+    spikes = 0
+    t0 = time.perf_counter()
+    done = 0
+    while done < steps:
+        n = min(slice_steps, steps - done)
+        s, _ = eng.run(n)
+        spikes += s.size
+        done += n
+    run_s = time.perf_counter() - t0
+    grow_s = None
+    if grow:
+        t0 = time.perf_counter()
+        eng.grow(seconds)
+        grow_s = time.perf_counter() - t0
+    row = {"engine": backend, "neurons": culture.n, "radius": radius, "synapses": synapses,
+           "sim_seconds": seconds, "run_wall_seconds": run_s, "grow_wall_seconds": grow_s,
+           "setup_seconds": setup, "spikes": spikes, "mean_rate_hz": spikes / culture.n / seconds,
+           "realtime_factor": seconds / run_s, **(eng.summary() if hasattr(eng, "summary") else {})}
+    eng.close()
+    return row
+
+
+def launch_floor(launches: int) -> dict:
+    """Wall time of ``launches`` empty kernels queued the way net_step is (same grid)."""
+    import pycuda.driver as cuda
+    import pycuda.gpuarray as ga
+    from app.compute.kernels import load_module
+    from app.sims.network.cuda import BLOCK, _Launcher, kernel_source
+
+    mod = load_module(kernel_source(), "network.cu", {"NET_CHUNK": 9})
+    sink = ga.zeros(1, np.uint32)
+    stream = cuda.Stream()
+    n = 10000
+    fn = _Launcher(mod.get_function("net_noop"), "iiiP", ((n + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1),
+                   stream, [n, 0, 9, sink.gpudata], {1: 0, 2: 0})
+    for i in range(1000):
+        fn(a1=i, a2=9)
+    stream.synchronize()
+    t0 = time.perf_counter()
+    for i in range(launches):
+        fn(a1=i, a2=9)
+    stream.synchronize()
+    wall = time.perf_counter() - t0
+    sink.gpudata.free()
+    return {"launches": launches, "wall_seconds": wall, "us_per_launch": wall / launches * 1e6}
+
+
+def simulation_case(backend: str, width: int, radius: float, seconds: float) -> dict:
+    """The app's whole path (Simulation.advance: spikes recorded, analysis, growth, frames)."""
+    cfg = culture_config(width, radius, epoch_seconds=seconds, slice_seconds=min(10.0, seconds))
+    sim = NetworkSimulation(cfg, backend)
+    t0 = time.perf_counter()
+    while not sim.finished:
+        sim.advance()
+    wall = time.perf_counter() - t0
+    _, summary = sim.results()
+    sim.close()
+    return {"engine": backend, "case": "simulation", "neurons": summary["neurons"],
+            "synapses_after_growth": summary["synapses"], "sim_seconds": seconds,
+            "wall_seconds": wall, "realtime_factor": seconds / wall,
+            "spikes": summary["spikes_recorded"], "bursts_per_minute": sim.history["epoch_bursts_per_minute"][-1]}
+
+
+def brian2_case(seconds: float, timeout: float, target: str = "numpy") -> dict:
+    cmd = [sys.executable, "-m", "app.sims.network.peer_brian2", "--seconds", str(seconds),
+           "--target", target]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except subprocess.TimeoutExpired:
+        return {"target": target, "error": f"did not finish within {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"target": target, "error": " | ".join(tail)}
+    return json.loads(lines[-1])
+
+
+def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
+    resolved, reason = resolve_backend(backend)
+    print(f"# Cultured-network benchmark\n# {reason}")
+    results: dict = {"device": None, "cases": [], "cpu_cores": os.cpu_count()}
+    epoch = 10.0 if quick else 100.0
+    if resolved == "cuda":
+        results["device"] = cuda_status().devices[0].name
+        with backend_context("cuda"):
+            engine_case("cuda", 10, 1.0, 0.01, grow=False)        # compile and load
+            launches = int(np.ceil(epoch / 1e-4 / 9))
+            results["launch_floor"] = launch_floor(launches)
+            results["cases"].append({"case": "100x100 equilibrium, one epoch + growth",
+                                     **engine_case("cuda", 100, 2.0, epoch)})
+            results["cases"].append({"case": "100x100 no synapses (neuron floor)",
+                                     **engine_case("cuda", 100, 0.4, epoch, grow=False)})
+            results["cases"].append({"case": "1000x1000 equilibrium",
+                                     **engine_case("cuda", 1000, 2.0, 1.0 if quick else 10.0)})
+            results["simulation"] = simulation_case("cuda", 100, 2.0, epoch)
+    cpu_seconds = 2.0 if quick else 20.0
+    results["cases"].append({"case": "10x10 CPU engine (radius 1.0)",
+                             **engine_case("cpu", 10, 1.0, cpu_seconds)})
+    b2_seconds = 0.2 if quick else 2.0
+    results["brian2"] = brian2_case(b2_seconds, timeout=120 if quick else 240)
+    print(f"\n{'case':42s} {'engine':6s} {'neurons':>8s} {'synapses':>9s} {'sim s':>6s} "
+          f"{'wall s':>8s} {'grow s':>7s} {'x realtime':>10s} {'rate Hz':>8s} {'launch/s':>8s}")
+    for c in results["cases"]:
+        grow = c["grow_wall_seconds"]
+        print(f"{c['case']:42s} {c['engine']:6s} {c['neurons']:8d} {c['synapses']:9d} "
+              f"{c['sim_seconds']:6.0f} {c['run_wall_seconds']:8.3f} "
+              f"{'' if grow is None else f'{grow:7.3f}':>7s} {c['realtime_factor']:10.1f} "
+              f"{c['mean_rate_hz']:8.2f} {c.get('launches_per_sim_second', 0):8.0f}")
+    if "launch_floor" in results:
+        lf = results["launch_floor"]
+        print(f"\nlaunch floor: {lf['launches']} empty launches in {lf['wall_seconds']:.3f} s "
+              f"({lf['us_per_launch']:.2f} us each)")
+        s = results["simulation"]
+        print(f"whole app path (Simulation, spikes recorded, bursts, growth): {s['sim_seconds']:.0f} s "
+              f"simulated in {s['wall_seconds']:.3f} s ({s['realtime_factor']:.1f}x realtime), "
+              f"{s['spikes']} spikes, {s['bursts_per_minute']:.1f} bursts/min")
+    b2 = results["brian2"]
+    if "error" in b2:
+        print(f"\nBrian2: not measured ({b2['error']})")
+    else:
+        print(f"\nBrian2 {b2['brian2']} ({b2['target']} target), same 100x100 network without growth: "
+              f"{b2['sim_seconds']} s simulated in {b2['run_wall_seconds']:.2f} s "
+              f"-> {b2['wall_per_sim_second'] * 100:.0f} s per 100-s epoch (rate {b2['mean_rate_hz']:.2f} Hz)")
+    out = save_json(Path(out_dir) / "network.json", results)
+    print(f"\nwrote {out}")
+    return 0

@@ -1,0 +1,14 @@
+"""kernels/network.cu compiles with plain nvcc for sm_90 for every chunk length it can get."""
+
+import pytest
+
+from app.compute.kernels import compile_cubin, nvcc_available
+from app.sims.network.config import MAX_DELAY_STEPS
+from app.sims.network.cuda import kernel_source
+
+pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+
+
+@pytest.mark.parametrize("chunk", [1, 9, 16, MAX_DELAY_STEPS // 3])
+def test_network_kernel_compiles(chunk):
+    assert compile_cubin(kernel_source(), "network.cu", {"NET_CHUNK": chunk})
