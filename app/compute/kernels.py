@@ -16,7 +16,8 @@ from typing import Mapping
 
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
 COMMON_DIR = KERNEL_DIR / "common"
-NVCC_OPTIONS = ("-O3", "--use_fast_math", "-std=c++17")
+NVCC_OPTIONS = ("-O3", "-std=c++17")
+FAST_MATH = ("--use_fast_math",)
 
 _cache = threading.local()
 
@@ -38,15 +39,18 @@ def define_flags(defines: Mapping[str, object] | None) -> list[str]:
     return [f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
 
 
-def load_module(source: str, name: str, defines: Mapping[str, object] | None = None):
+def load_module(source: str, name: str, defines: Mapping[str, object] | None = None,
+                fast_math: bool = True):
     """Compile ``source`` (or return it from this thread's cache) into a PyCUDA module.
 
-    Must be called inside :func:`app.compute.device.backend_context` in the owning thread.
+    ``fast_math`` trades a few ulp in exp/log/division for speed (right for SSA; off where
+    the result is compared at 1e-4, as in the channel fit). Must be called inside
+    :func:`app.compute.device.backend_context` in the owning thread.
     """
     from pycuda.compiler import SourceModule
     import pycuda.driver as cuda
 
-    flags = define_flags(defines)
+    flags = [*define_flags(defines), *(FAST_MATH if fast_math else ())]
     key = hashlib.sha256((source + "\0" + " ".join(flags)).encode()).hexdigest()
     modules = _modules()
     if key not in modules:
@@ -76,13 +80,14 @@ def nvcc_available() -> bool:
 
 
 def compile_cubin(source: str, name: str, defines: Mapping[str, object] | None = None,
-                  arch: str = "sm_90") -> bytes:
+                  arch: str = "sm_90", fast_math: bool = True) -> bytes:
     """Compile with plain ``nvcc -cubin`` (no GPU needed); raise KernelCompileError on failure."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / (Path(name).stem + ".cu")
         out = Path(tmp) / "out.cubin"
         src.write_text(source, encoding="utf-8")
-        cmd = ["nvcc", f"-arch={arch}", "-cubin", *NVCC_OPTIONS, f"-I{COMMON_DIR}",
+        cmd = ["nvcc", f"-arch={arch}", "-cubin", *NVCC_OPTIONS, *(FAST_MATH if fast_math else ()),
+               f"-I{COMMON_DIR}",
                *define_flags(defines), "-o", str(out), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

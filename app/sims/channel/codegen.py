@@ -1,4 +1,8 @@
-"""CUDA for one channel model, printed from its parsed rate trees (never from user text)."""
+"""CUDA for one channel model, printed from its parsed rate trees (never from user text).
+
+Rates, Q, exp(Q tau) and the steady state are computed in double (a few dozen times per
+individual); the per-sample propagation and the residuals run in float32.
+"""
 
 from __future__ import annotations
 
@@ -21,11 +25,11 @@ def model_block(model: ChannelModel) -> str:
     lines = [f"// generated for {model.name or 'a channel model'}",
              f"#define CH_NS {n}", f"#define CH_NP {model.n_params}",
              f"#define CH_NRATES {len(model.rate_defs)}", f"#define CH_G {model.conductance}",
-             f"#define CH_EREV {float(model.e_rev)!r}f", "",
-             "__device__ __forceinline__ void ch_rates(const float* p, const float v, float* r)\n{"]
+             f"#define CH_EREV {float(model.e_rev)!r}", "",
+             "__device__ __forceinline__ void ch_rates(const double* p, const double v, double* r)\n{"]
     lines += [f"    r[{k}] = {to_c(tree, symbol)};  // {name}" for k, (name, tree) in enumerate(model.rate_defs)]
-    lines += ["}", "", "__device__ __forceinline__ void ch_fill_q(const float* r, float* Q)\n{"]
-    lines += [f"    Q[{k}] = 0.f;" for k in range(n * n)]
+    lines += ["}", "", "__device__ __forceinline__ void ch_fill_q(const double* r, double* Q)\n{"]
+    lines += [f"    Q[{k}] = 0.0;" for k in range(n * n)]
     for i, j, name in model.transitions:
         lines.append(f"    Q[{j * n + i}] += {rates[name]}; Q[{i * n + i}] -= {rates[name]};  // {name}")
     lines += ["}", "", "__device__ __forceinline__ float ch_open(const float* P)\n{"]

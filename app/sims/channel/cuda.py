@@ -43,7 +43,8 @@ class CudaGA:
             raise MemoryError(f"a population of {size:,} needs {need / 2**20:.0f} MiB of GPU memory; "
                               f"{free / 2**20:.0f} MiB of {total / 2**20:.0f} MiB are free")
         self.module = load_module(kernel_source(model), "channel.cu",
-                                  {"CH_MAX_SWEEPS": MAX_SWEEPS, "CH_MAX_OPS": MAX_OPS, "CH_BLOCK": BLOCK})
+                                  {"CH_MAX_SWEEPS": MAX_SWEEPS, "CH_MAX_OPS": MAX_OPS, "CH_BLOCK": BLOCK},
+                                  fast_math=False)
         self._constants(protocol)
         self._evaluate = self.module.get_function("ch_evaluate")
         self._evaluate.prepare("PiPiiP")

@@ -181,24 +181,27 @@ def names_used(node: Node) -> set[str]:
     return set()
 
 
-_C_FUNCS = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "abs": "fabsf", "pow": "powf",
-            "min": "fminf", "max": "fmaxf"}
+_C_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "fabs", "pow": "pow",
+            "min": "fmin", "max": "fmax"}
 
 
-def to_c(node: Node, symbol: Callable[[str], str]) -> str:
-    """C (float32) source of ``node``; ``symbol`` maps a name to its C variable."""
+def to_c(node: Node, symbol: Callable[[str], str], single: bool = False) -> str:
+    """C source of ``node`` in double (or float32 with ``single``); ``symbol`` maps a name to
+    its C variable."""
+    suffix = "f" if single else ""
     if isinstance(node, Num):
-        return f"{float(node.value)!r}f".replace("inf", "INFINITY")
+        return f"{float(node.value)!r}{suffix}".replace("inf", "INFINITY")
     if isinstance(node, Name):
         return symbol(node.name)
     if isinstance(node, Unary):
-        return f"(-{to_c(node.arg, symbol)})"
+        return f"(-{to_c(node.arg, symbol, single)})"
     if isinstance(node, Binary):
-        left, right = to_c(node.left, symbol), to_c(node.right, symbol)
+        left, right = to_c(node.left, symbol, single), to_c(node.right, symbol, single)
         if node.op == "**":
-            return f"powf({left}, {right})"
+            return f"pow{suffix}({left}, {right})"
         return f"({left} {node.op} {right})"
-    return f"{_C_FUNCS[node.func]}({', '.join(to_c(a, symbol) for a in node.args)})"
+    args = ", ".join(to_c(a, symbol, single) for a in node.args)
+    return f"{_C_FUNCS[node.func]}{suffix}({args})"
 
 
 _NP_FUNCS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "pow": np.power,

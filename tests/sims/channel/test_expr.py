@@ -46,5 +46,6 @@ def test_rejects_with_text_and_position(text, message, position):
 
 def test_c_is_printed_from_the_tree():
     tree = parse("a1*exp(-a2*v) + min(v, 2)", NAMES)
-    c = to_c(tree, lambda n: f"s_{n}")
+    c = to_c(tree, lambda n: f"s_{n}", single=True)
     assert c == "((s_a1 * expf(((-s_a2) * s_v))) + fminf(s_v, 2.0f))"
+    assert to_c(tree, lambda n: f"s_{n}") == "((s_a1 * exp(((-s_a2) * s_v))) + fmin(s_v, 2.0))"
