@@ -32,7 +32,7 @@ def test_window_lists_the_five_panels_and_opens_ssa(window):
     assert "—" in window.device_label.text()         # the reason is shown
 
 
-@pytest.mark.parametrize("name", ["channel", "cardiac", "network", "epidermis"])
+@pytest.mark.parametrize("name", ["cardiac", "network", "epidermis"])
 def test_unbuilt_panels_show_description_and_no_controls(window, name):
     page = window.select_panel(name)
     assert window.current_page() is page
@@ -63,8 +63,8 @@ def test_broken_yaml_reports_errors_and_keeps_the_window(window, tmp_path, shown
 
 
 def test_unbuilt_domain_config_is_refused(window, tmp_path, shown_errors):
-    path = tmp_path / "channel.yaml"
-    path.write_text("domain: channel\n")
+    path = tmp_path / "cardiac.yaml"
+    path.write_text("domain: cardiac\n")
     assert not window.open_config(path)
     assert "not built yet" in shown_errors[0][1]
 

@@ -81,7 +81,8 @@ def test_finished_run_views_exports_and_screenshot(ssa, window, tmp_path, preset
     assert table.shape == (11, 3) and np.allclose(table[:, 1], frame.mean[:, 0])
     image = QImage(str(png))
     assert not image.isNull() and image.width() > 100 and image.height() > 100
-    pixels = np.frombuffer(image.convertToFormat(QImage.Format.Format_RGB32).constBits(), np.uint32)
+    rgb = image.convertToFormat(QImage.Format.Format_RGB32)   # keep it alive while reading its bits
+    pixels = np.frombuffer(rgb.constBits(), np.uint32)
     assert len(np.unique(pixels)) > 10, "screenshot is one colour"
 
 

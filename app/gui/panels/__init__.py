@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from app.gui.panels.base import Panel
+from app.gui.panels.channel import ChannelPanel
 from app.gui.panels.placeholder import PlaceholderPage
 from app.gui.panels.ssa import SSAPanel
 
-PANEL_CLASSES: dict[str, type[Panel]] = {"ssa": SSAPanel}
+PANEL_CLASSES: dict[str, type[Panel]] = {"channel": ChannelPanel, "ssa": SSAPanel}
 
-__all__ = ["PANEL_CLASSES", "Panel", "PlaceholderPage", "SSAPanel"]
+__all__ = ["PANEL_CLASSES", "ChannelPanel", "Panel", "PlaceholderPage", "SSAPanel"]

@@ -1,0 +1,577 @@
+"""The channel-fitting panel: a Markov channel model fitted to voltage-clamp traces by a GA.
+
+Controls (tabs in the left column): *Model* — preset picker, the model YAML editor validated as
+you type, and the parameter table (name, min, max, true value) that writes back into the
+YAML; *Fit* — protocol file, target data (surrogate / CSV / ABF), GA settings, backend, and the
+exports. Views: convergence (best and median chi^2 against generation or wall time, log
+scale), the best individual's normalised parameters against generation, and the best fit
+over the data for every sweep. The status bar shows generations/s and evaluations/s.
+
+Pause, change GA settings (crossover, mutation, creep, creep fraction, chi^2 threshold,
+generations), Resume: the changes reach the running GA through ``Session.request_update``
+before its next generation. Population and seed are fixed for a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QDoubleValidator, QRegularExpressionValidator
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
+                               QTabWidget, QVBoxLayout, QWidget)
+
+from app.compute.device import cuda_status, resolve_backend
+from app.gui import errors
+from app.gui.panels.base import DeviceProvider, Panel, cpu_device
+from app.gui.panels.channel_data import (export_best_parameters, export_history, export_npz,
+                                         export_traces)
+from app.gui.panels.channel_model import ModelEditor, ParameterTable
+from app.gui.runner import RunState, SimulationWorker
+from app.gui.views.convergence import ConvergenceView
+from app.gui.views.parameter_history import ParameterHistoryView
+from app.gui.views.sweep_fit import SweepFitView
+from app.sims.channel.config import MAX_POPULATION, ChannelConfig, DataSpec, GASettings, resolve
+from app.sims.channel.model import ChannelSpec
+from app.sims.channel.protocol import ProtocolSpec, compile_protocols
+from app.sims.common.config import ConfigError, build, convert, dump_yaml, load_yaml, parse_yaml
+from app.sims.common.simulation import RESOURCES, Domain, default_preset, presets
+
+log = logging.getLogger(__name__)
+
+PROTOCOLS = RESOURCES / "protocols" / "channel"
+DATA_SOURCES = (("Surrogate (model's true values)", "surrogate"), ("CSV file", "csv"),
+                ("ABF file", "abf"))
+# GA settings that may change between generations, and their widgets' attribute names.
+LIVE_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_fraction", "chi2_threshold")
+INLINE = "<inline>"
+
+
+def short_number(x: float) -> str:
+    """3.2e6 style for large rates, plain for small ones."""
+    if x >= 1e4:
+        mantissa, exponent = f"{x:.2e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{x:.3g}"
+
+
+def load_protocol_file(path: str | Path) -> list[ProtocolSpec]:
+    """The protocol families of a file (a list, or a mapping with ``protocols``); validated."""
+    doc = load_yaml(path)
+    key = ("protocols",) if isinstance(doc.data, dict) and "protocols" in doc.data else ()
+    data = doc.data["protocols"] if key else doc.data
+    specs = convert(list[ProtocolSpec], data, doc, key)
+    compile_protocols(specs, doc, key)
+    return specs
+
+
+def unit_spin(decimals: int = 4, step: float = 0.01) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(0.0, 1.0)
+    box.setDecimals(decimals)
+    box.setSingleStep(step)
+    return box
+
+
+class ChannelPanel(Panel):
+    """Controls and live views of a GA channel fit."""
+
+    CONTROLS_WIDTH = 400
+
+    def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
+        super().__init__(domain, device, parent)
+        self.base_cfg: ChannelConfig | None = None
+        self.protocols: list[ProtocolSpec] = []
+        self._inline_protocols: list[ProtocolSpec] = []
+        self.run_cfg: ChannelConfig | None = None     # the config of the current / last run
+        self.run_ga: GASettings | None = None         # GA settings the running GA has now
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._build_model_tab(), "Model")
+        self.tabs.addTab(self._build_fit_tab(), "Fit")
+        self.controls_layout.setContentsMargins(0, 0, 0, 0)
+        self.controls_layout.addWidget(self.tabs)
+        self._build_views()
+        # The Run button also needs a valid model: re-check whenever the run state changes.
+        self._set_state = self.run_controls.set_state
+        self.run_controls.set_state = self._set_run_state
+        self.model_editor.validated.connect(self._model_validated)
+        self._update_run_button()
+        try:                                   # open on the default preset, like SSA
+            self.load_config(default_preset("channel"))
+        except Exception as exc:
+            errors.report_exception(self, "Cannot open the default channel preset", exc)
+
+    # ---- construction -------------------------------------------------------------------
+    def _build_model_tab(self) -> QWidget:
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        self.preset_combo = QComboBox()
+        for path in presets("channel"):
+            self.preset_combo.addItem(path.stem, str(path.resolve()))
+        self.open_button = QPushButton("Open YAML…")
+        self.description = QLabel()
+        self.description.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.preset_combo, 1)
+        row.addWidget(self.open_button)
+        layout.addLayout(row)
+        layout.addWidget(self.description)
+        self.model_editor = ModelEditor()
+        self.model_editor.editor.setMinimumHeight(260)
+        self.table = ParameterTable()
+        self.table.setMinimumHeight(200)
+        self.table_problem = QLabel()
+        self.table_problem.setWordWrap(True)
+        self.table_problem.setStyleSheet("color: #b00020")
+        table_box = QWidget()
+        table_layout = QVBoxLayout(table_box)
+        table_layout.setContentsMargins(0, 0, 0, 0)
+        table_layout.addWidget(QLabel("<b>Parameters</b> (search range and true value)"))
+        table_layout.addWidget(self.table, 1)
+        table_layout.addWidget(self.table_problem)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.model_editor)
+        split.addWidget(table_box)
+        split.setChildrenCollapsible(False)
+        split.setSizes([420, 260])
+        layout.addWidget(split, 1)
+        self.preset_combo.activated.connect(self._preset_chosen)
+        self.open_button.clicked.connect(self._ask_open)
+        self.table.edited.connect(self._table_edited)
+        self.table.problem.connect(self._table_problem)
+        return page
+
+    def _build_fit_tab(self) -> QWidget:
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.addWidget(self._build_protocol_group())
+        layout.addWidget(self._build_data_group())
+        layout.addWidget(self._build_ga_group())
+        layout.addWidget(self._build_export_group())
+        layout.addStretch(1)
+        return page
+
+    def _build_protocol_group(self) -> QGroupBox:
+        box = QGroupBox("Protocol")
+        self.protocol_combo = QComboBox()
+        for path in sorted(PROTOCOLS.glob("*.yaml")):
+            self.protocol_combo.addItem(path.stem, str(path.resolve()))
+        self.protocol_open = QPushButton("Open…")
+        self.protocol_info = QLabel()
+        self.protocol_info.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.protocol_combo, 1)
+        row.addWidget(self.protocol_open)
+        layout = QVBoxLayout(box)
+        layout.addLayout(row)
+        layout.addWidget(self.protocol_info)
+        self.protocol_combo.activated.connect(self._protocol_chosen)
+        self.protocol_open.clicked.connect(self._ask_protocol)
+        return box
+
+    def _build_data_group(self) -> QGroupBox:
+        box = QGroupBox("Target data")
+        self.data_source = QComboBox()
+        for label, key in DATA_SOURCES:
+            self.data_source.addItem(label, key)
+        self.noise_sd = QDoubleSpinBox()
+        self.noise_sd.setRange(0.0, 1e6)
+        self.noise_sd.setDecimals(3)
+        self.noise_sd.setSuffix(" pA")
+        self.data_seed = QLineEdit()
+        self.data_seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
+        self.data_path = QLineEdit()
+        self.data_path.setPlaceholderText("file with one column per sweep")
+        self.data_browse = QPushButton("Browse…")
+        self.abf_channel = QSpinBox()
+        self.abf_channel.setRange(0, 64)
+        path_row = QWidget()
+        row = QHBoxLayout(path_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.data_path, 1)
+        row.addWidget(self.data_browse)
+        self.data_form = QFormLayout(box)
+        for label, widget in (("Source", self.data_source), ("Noise SD", self.noise_sd),
+                              ("Noise seed", self.data_seed), ("File", path_row),
+                              ("ABF channel", self.abf_channel)):
+            self.data_form.addRow(label, widget)
+        self.data_source.currentIndexChanged.connect(self._source_changed)
+        self.data_browse.clicked.connect(self._ask_data)
+        self._source_changed()
+        return box
+
+    def _build_ga_group(self) -> QGroupBox:
+        box = QGroupBox("Genetic algorithm")
+        self.population = QSpinBox()
+        self.population.setRange(2, MAX_POPULATION)
+        self.population.setGroupSeparatorShown(True)
+        self.generations = QSpinBox()
+        self.generations.setRange(1, 10_000_000)
+        self.generations.setGroupSeparatorShown(True)
+        self.crossover = unit_spin()
+        self.mutation = unit_spin(5, 0.001)
+        self.creep = unit_spin()
+        self.creep_fraction = unit_spin()
+        self.chi2_threshold = QLineEdit()
+        validator = QDoubleValidator(0.0, 1e30, 12)
+        validator.setNotation(QDoubleValidator.Notation.ScientificNotation)
+        self.chi2_threshold.setValidator(validator)
+        self.chi2_threshold.setToolTip("stop when the best chi² reaches this value (0: never)")
+        self.ga_seed = QLineEdit()
+        self.ga_seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
+        self.backend = QComboBox()
+        self.backend.addItem("Toolbar device", None)
+        self.backend.addItem("CPU", "cpu")
+        self.backend.addItem("CUDA", "cuda")
+        status = cuda_status()
+        if not status.available:
+            self.backend.model().item(2).setEnabled(False)
+            self.backend.setItemData(2, status.reason, Qt.ItemDataRole.ToolTipRole)
+        self.ga_note = QLabel("Pause, change settings, Resume: the GA continues with them "
+                              "(population and seed are fixed for a run).")
+        self.ga_note.setWordWrap(True)
+        self.ga_note.setStyleSheet("color: #555")
+        form = QFormLayout(box)
+        for label, widget in (("Population", self.population), ("Generations", self.generations),
+                              ("Crossover", self.crossover), ("Mutation", self.mutation),
+                              ("Creep step", self.creep), ("Creep fraction", self.creep_fraction),
+                              ("χ² threshold", self.chi2_threshold), ("Seed", self.ga_seed),
+                              ("Backend", self.backend)):
+            form.addRow(label, widget)
+        form.addRow(self.ga_note)
+        return box
+
+    def _build_export_group(self) -> QGroupBox:
+        box = QGroupBox("Export")
+        self.export_buttons = {}
+        layout = QVBoxLayout(box)
+        for key, text in (("params", "Best parameters (YAML)…"), ("traces", "Fitted traces (CSV)…"),
+                          ("history", "Convergence history (CSV)…"), ("npz", "All arrays (NPZ)…")):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, k=key: self._ask_export(k))
+            self.export_buttons[key] = button
+        grid = QHBoxLayout()
+        grid.addWidget(self.export_buttons["params"])
+        grid.addWidget(self.export_buttons["traces"])
+        layout.addLayout(grid)
+        grid = QHBoxLayout()
+        grid.addWidget(self.export_buttons["history"])
+        grid.addWidget(self.export_buttons["npz"])
+        layout.addLayout(grid)
+        return box
+
+    def _build_views(self) -> None:
+        self.convergence = ConvergenceView()
+        self.parameters = ParameterHistoryView()
+        self.fit = SweepFitView()
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(self.convergence)
+        top.addWidget(self.parameters)
+        top.setChildrenCollapsible(False)
+        self.views.addWidget(top)
+        self.views.addWidget(self.fit)
+        self.views.setSizes([380, 420])
+
+    # ---- configs ------------------------------------------------------------------------
+    def apply_config(self, cfg: ChannelConfig) -> None:
+        self.base_cfg = cfg
+        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        self.model_editor.set_text(dump_yaml(cfg.model), "<model>")
+        self._set_protocols(cfg.protocols, None)
+        d = cfg.data
+        self.data_source.setCurrentIndex(self.data_source.findData(d.source))
+        self.noise_sd.setValue(d.noise_sd)
+        self.data_seed.setText(str(d.seed))
+        self.data_path.setText(str(resolve(d.path, cfg.base_dir)) if d.path and _exists(d.path, cfg.base_dir)
+                               else (d.path or ""))
+        self.abf_channel.setValue(d.channel)
+        g = cfg.ga
+        self.population.setValue(g.population)
+        self.generations.setValue(g.generations)
+        for name in ("crossover", "mutation", "creep", "creep_fraction"):
+            getattr(self, name).setValue(getattr(g, name))
+        self.chi2_threshold.setText(f"{g.chi2_threshold:g}")
+        self.ga_seed.setText(str(g.seed))
+
+    def load_config(self, path: str | Path) -> None:
+        """Load a run config; a model or protocol given as a file shows that file as written."""
+        super().load_config(path)
+        path = Path(path).resolve()
+        raw = load_yaml(path).data
+        base = self.base_cfg.base_dir
+        if isinstance(raw.get("model"), str):
+            model_file = resolve(raw["model"], base)
+            self.model_editor.set_text(model_file.read_text(encoding="utf-8"), model_file.name)
+        if isinstance(raw.get("protocols"), str):
+            self._set_protocols(self.base_cfg.protocols, resolve(raw["protocols"], base))
+        index = self.preset_combo.findData(str(path))
+        if index < 0:
+            self.preset_combo.addItem(f"file: {path.name}", str(path))
+            index = self.preset_combo.count() - 1
+        self.preset_combo.setCurrentIndex(index)
+
+    def set_protocol_file(self, path: str | Path) -> None:
+        """Use the protocol families of ``path``; raises ConfigError for a bad file."""
+        path = Path(path).resolve()
+        self._set_protocols(load_protocol_file(path), path)
+
+    def _set_protocols(self, specs: list[ProtocolSpec], path: Path | None) -> None:
+        key = str(path.resolve()) if path is not None else INLINE
+        index = self.protocol_combo.findData(key)
+        if index < 0:
+            label = "inline (from the run config)" if path is None else f"file: {path.name}"
+            if path is None and (old := self.protocol_combo.findData(INLINE)) >= 0:
+                self.protocol_combo.removeItem(old)
+            self.protocol_combo.addItem(label, key)
+            index = self.protocol_combo.count() - 1
+        self.protocol_combo.setCurrentIndex(index)
+        self.protocols = list(specs)
+        if path is None:
+            self._inline_protocols = list(specs)
+        protocol = compile_protocols(self.protocols)
+        self.protocol_info.setText(f"{len(specs)} families, {len(protocol.sweeps)} sweeps, "
+                                   f"{protocol.n_points:,} fitted points")
+
+    def ga_settings(self) -> GASettings:
+        """The GA settings the widgets show; raises ConfigError."""
+        for name, box in (("seed", self.ga_seed), ("chi2_threshold", self.chi2_threshold)):
+            if not box.text().strip():
+                raise ConfigError(f"ga.{name}: enter a number")
+        values = {"population": self.population.value(), "generations": self.generations.value(),
+                  "crossover": self.crossover.value(), "mutation": self.mutation.value(),
+                  "creep": self.creep.value(), "creep_fraction": self.creep_fraction.value(),
+                  "chi2_threshold": float(self.chi2_threshold.text()), "seed": int(self.ga_seed.text())}
+        doc = parse_yaml(dump_yaml(values), "<GA settings>")
+        return build(GASettings, doc.data, doc)
+
+    def data_spec(self) -> DataSpec:
+        if not self.data_seed.text().strip():
+            raise ConfigError("data.seed: enter a whole number >= 0")
+        source = self.data_source.currentData()
+        path = self.data_path.text().strip() or None
+        if source != "surrogate" and not path:
+            raise ConfigError(f"data: choose a {source.upper()} file")
+        return DataSpec(source=source, path=path if source != "surrogate" else None,
+                        noise_sd=self.noise_sd.value(), seed=int(self.data_seed.text()),
+                        channel=self.abf_channel.value())
+
+    def model_spec(self) -> ChannelSpec:
+        """The edited model (the editor, as validated now); raises ConfigError."""
+        spec = self.model_editor.validate_now()
+        if spec is None:
+            raise ConfigError(f"the model is not valid: {self.model_editor.error}")
+        if self.table.errors:
+            raise ConfigError("parameter table: " + "; ".join(self.table.errors[k] for k in sorted(self.table.errors)))
+        return spec
+
+    def current_config(self) -> ChannelConfig:
+        if self.base_cfg is None:
+            raise ConfigError("no model loaded")
+        cfg = replace(self.base_cfg, model=self.model_spec(), protocols=list(self.protocols),
+                      data=self.data_spec(), ga=self.ga_settings())
+        return self.validate(cfg)
+
+    def run_device(self) -> tuple[str, int, str]:
+        choice = self.backend.currentData()
+        if choice is None:
+            return self.device()
+        backend, reason = resolve_backend(choice)
+        return backend, 0, reason
+
+    # ---- running ------------------------------------------------------------------------
+    def make_worker(self, cfg: ChannelConfig, backend: str, index: int) -> SimulationWorker:
+        worker = super().make_worker(cfg, backend, index)
+        self.run_cfg, self.run_ga = cfg, cfg.ga
+        self.run_protocol = cfg.protocol()
+        for box in (self.population, self.ga_seed):
+            box.setEnabled(False)
+        worker.finished.connect(self._run_ended)
+        return worker
+
+    def _run_ended(self) -> None:
+        for box in (self.population, self.ga_seed):
+            box.setEnabled(True)
+
+    def ga_changes(self) -> dict[str, Any]:
+        """The live GA settings changed since the run started (or last resumed); validated."""
+        settings = self.ga_settings()
+        old = self.run_ga or settings
+        return {k: getattr(settings, k) for k in LIVE_SETTINGS if getattr(settings, k) != getattr(old, k)}
+
+    def resume_run(self) -> None:
+        """Send changed GA settings to the paused run, then resume it."""
+        if self.running and self.worker.paused:
+            try:
+                changes = self.ga_changes()
+            except Exception as exc:
+                errors.report_exception(self, "Cannot resume with these GA settings", exc)
+                return
+            if changes:
+                self.worker.session.request_update(changes)
+                self.run_ga = replace(self.run_ga, **changes)
+                log.info("GA settings for the rest of the run: %s",
+                         ", ".join(f"{k} = {v:g}" for k, v in changes.items()))
+        super().resume_run()
+
+    def status_text(self, frame) -> str:
+        gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0
+        return (f"{gens:.3g} generations/s, {short_number(frame.evaluations_per_second)} evaluations/s, "
+                f"generation {frame.generation}, best χ² {frame.best_chi2:.4g}")
+
+    def on_frame(self, frame) -> None:
+        self.convergence.set_frame(frame)
+        self.parameters.set_frame(frame)
+        self.fit.set_frame(frame)
+
+    def on_finished(self, arrays: dict, summary: dict) -> None:
+        if summary:
+            log.info("channel fit: best chi2 %.6g after %d generations, %.3g evaluations/s on %s",
+                     summary.get("best_chi2", float("nan")), summary.get("generations", 0),
+                     summary.get("evaluations_per_second", 0.0), summary.get("backend", "?"))
+
+    def clear_views(self) -> None:
+        self.convergence.clear()
+        self.parameters.clear()
+        self.fit.clear()
+
+    # ---- exports ------------------------------------------------------------------------
+    def _frame(self):
+        if self.last_frame is None:
+            raise RuntimeError("nothing to export yet: run the fit first")
+        return self.last_frame
+
+    def export_best_parameters(self, path: str | Path) -> Path:
+        return export_best_parameters(path, self._frame())
+
+    def export_traces(self, path: str | Path) -> Path:
+        return export_traces(path, self._frame(), self.run_protocol)
+
+    def export_history(self, path: str | Path) -> Path:
+        return export_history(path, self._frame())
+
+    def export_data(self, path: str | Path) -> Path:
+        """By suffix: .yaml best parameters, .npz all arrays, .csv the fitted traces (or the
+        convergence history when the file name contains 'history' or 'convergence')."""
+        path = Path(path)
+        suffix, stem = path.suffix.lower(), path.stem.lower()
+        if suffix in (".yaml", ".yml"):
+            out = self.export_best_parameters(path)
+        elif suffix == ".csv":
+            history = "history" in stem or "convergence" in stem
+            out = self.export_history(path) if history else self.export_traces(path)
+        else:
+            out = export_npz(path, self._frame())
+        log.info("exported %s", out)
+        return out
+
+    # ---- GUI actions --------------------------------------------------------------------
+    def _set_run_state(self, state: RunState) -> None:
+        self._set_state(state)
+        self._update_run_button()
+
+    def _update_run_button(self) -> None:
+        rc = self.run_controls
+        idle = rc.state not in (RunState.RUNNING, RunState.PAUSED)
+        ok = self.model_editor.valid and not self.table.errors
+        rc.run_button.setEnabled(idle and ok)
+        rc.run_button.setToolTip("" if ok else "fix the model first (see the message under the editor)")
+
+    def _model_validated(self, spec: ChannelSpec | None) -> None:
+        if spec is not None:
+            self.table.set_parameters(spec.parameters)
+            self.table.setEnabled(True)
+        else:
+            self.table.setEnabled(False)
+        self._update_run_button()
+
+    def _table_edited(self, params) -> None:
+        try:
+            self.model_editor.set_parameters(params)
+        except Exception as exc:
+            errors.report_exception(self, "Cannot change the parameters", exc)
+
+    def _table_problem(self, text: str) -> None:
+        self.table_problem.setText(text)
+        self._update_run_button()
+
+    def _source_changed(self) -> None:
+        source = self.data_source.currentData()
+        for widget, visible in ((self.noise_sd, source == "surrogate"), (self.data_seed, source == "surrogate"),
+                                (self.data_path.parentWidget(), source != "surrogate"),
+                                (self.abf_channel, source == "abf")):
+            widget.setVisible(visible)
+            self.data_form.labelForField(widget).setVisible(visible)
+
+    def _preset_chosen(self, index: int) -> None:
+        try:
+            self.load_config(self.preset_combo.itemData(index))
+        except Exception as exc:
+            errors.report_exception(self, "Cannot open the run config", exc)
+
+    def _ask_open(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open channel run config", "", "YAML (*.yaml *.yml)")
+        if path:
+            self._open(path)
+
+    def _open(self, path: str) -> None:
+        try:
+            self.load_config(path)
+        except Exception as exc:
+            errors.report_exception(self, "Cannot open the run config", exc)
+
+    def _protocol_chosen(self, index: int) -> None:
+        key = self.protocol_combo.itemData(index)
+        try:
+            if key == INLINE:
+                self._set_protocols(self._inline_protocols, None)
+            else:
+                self.set_protocol_file(key)
+        except Exception as exc:
+            errors.report_exception(self, "Cannot use the protocol", exc)
+
+    def _ask_protocol(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open protocol file", str(PROTOCOLS), "YAML (*.yaml *.yml)")
+        if path:
+            try:
+                self.set_protocol_file(path)
+            except Exception as exc:
+                errors.report_exception(self, "Cannot use the protocol", exc)
+
+    def _ask_data(self) -> None:
+        source = self.data_source.currentData()
+        pattern = "CSV (*.csv *.txt)" if source == "csv" else "Axon binary (*.abf)"
+        path, _ = QFileDialog.getOpenFileName(self, "Target data", "", pattern)
+        if path:
+            self.data_path.setText(path)
+
+    def _ask_export(self, kind: str) -> None:
+        names = {"params": ("best-parameters.yaml", "YAML (*.yaml)", self.export_best_parameters),
+                 "traces": ("fitted-traces.csv", "CSV (*.csv)", self.export_traces),
+                 "history": ("convergence.csv", "CSV (*.csv)", self.export_history),
+                 "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame()))}
+        default, pattern, write = names[kind]
+        path, _ = QFileDialog.getSaveFileName(self, "Export", default, pattern)
+        if path:
+            if not Path(path).suffix:
+                path += Path(default).suffix
+            try:
+                out = write(path)
+            except Exception as exc:
+                errors.report_exception(self, "Cannot export", exc)
+            else:
+                log.info("exported %s", out)
+
+
+def _exists(path: str, base_dir: str) -> bool:
+    try:
+        resolve(path, base_dir)
+        return True
+    except ConfigError:
+        return False
+
+
+__all__ = ["ChannelPanel", "load_protocol_file"]
