@@ -56,7 +56,8 @@ def message_html(message: str) -> str:
         lines = [f"{where} at position {position}:", "    " + expr, "    " + " " * (position - 1) + "^"]
     else:
         lines = message.splitlines() or [message]
-    return "<pre style='margin:0'>" + html.escape("\n".join(lines), quote=False) + "</pre>"
+    text = html.escape("\n".join(lines), quote=False).replace("\n", "<br>")
+    return f"<div style='white-space: pre-wrap'>{text}</div>"
 
 
 def format_number(x: float) -> str:
