@@ -99,7 +99,8 @@ DOMAINS: dict[str, Domain] = {
                bench="app.sims.channel.bench"),
         Domain("cardiac", "Cardiac tissue", "app.sims.cardiac",
                "The Courtemanche atrial model on a 163,842-cell sphere and on 2D sheets, fixed "
-               "and adaptive Rush-Larsen solvers (Garcia-Molla et al. 2014).", available=False),
+               "and adaptive Rush-Larsen solvers (Garcia-Molla et al. 2014).",
+               bench="app.sims.cardiac.bench"),
         Domain("network", "Cultured network", "app.sims.network",
                "A developing culture of leaky integrate-and-fire neurons with dynamic synapses "
                "and activity-dependent neurite growth (UW Bothell).", bench="app.sims.network.bench"),

@@ -1,0 +1,121 @@
+"""The cardiac run config: mesh, model parameters, stimulus protocol, solver, outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.sims.cardiac.solvers import ADAPTIVE, METHODS
+from app.sims.common.config import Document, build, spec
+
+MESH_KINDS = ("sphere", "sheet", "single")
+REGION_KINDS = ("all", "cap", "rect", "cells")
+
+
+@dataclass(frozen=True)
+class MeshSettings:
+    kind: str = field(default="sphere", metadata=spec(choices=MESH_KINDS))
+    level: int = field(default=7, metadata=spec(range=(0, 9), doc="sphere subdivisions; 7 = 163,842 cells"))
+    radius_mm: float = field(default=0.0, metadata=spec(range=(0.0, 1e4),
+                             doc="sphere radius; 0 = mean spacing 0.2 mm"))
+    nx: int = field(default=100, metadata=spec(range=(1, 8192)))
+    ny: int = field(default=100, metadata=spec(range=(1, 8192)))
+    dx_mm: float = field(default=0.2, metadata=spec(range=(1e-4, 100.0)))
+
+
+@dataclass(frozen=True)
+class Region:
+    """Cells a stimulus reaches. ``cap``: sphere cells within ``angle_deg`` of ``center``;
+    ``rect``: sheet cells with x0 <= x <= x1, y0 <= y <= y1 (mm); ``cells``: indices."""
+
+    kind: str = field(default="all", metadata=spec(choices=REGION_KINDS))
+    center: list[float] = field(default_factory=lambda: [0.0, 0.0, 1.0])
+    angle_deg: float = field(default=10.0, metadata=spec(range=(0.0, 180.0)))
+    x0: float = -1e9
+    x1: float = 1e9
+    y0: float = -1e9
+    y1: float = 1e9
+    cells: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    """Square pulses of ``amplitude`` pA/pF (CellML sign: negative depolarises) lasting
+    ``duration`` ms, the first at ``start``, then every ``period`` ms, ``count`` in all."""
+
+    name: str = "S1"
+    start: float = field(default=1.0, metadata=spec(range=(0.0, 1e8)))
+    duration: float = field(default=2.0, metadata=spec(range=(1e-6, 1e4)))
+    amplitude: float = field(default=-20.0, metadata=spec(range=(-1e4, 1e4)))
+    period: float = field(default=1000.0, metadata=spec(range=(1e-3, 1e8)))
+    count: int = field(default=1, metadata=spec(range=(1, 100000)))
+    region: Region = field(default_factory=Region)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    t_end: float = field(default=300.0, metadata=spec(range=(1e-6, 1e8)))
+    stimuli: list[Stimulus] = field(default_factory=lambda: [Stimulus()])
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    method: str = field(default="rlfe", metadata=spec(choices=tuple(METHODS)))
+    dt: float = field(default=0.05, metadata=spec(range=(1e-7, 10.0),
+                      doc="fixed step (ms); the first step of adaptive methods"))
+    at: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
+    rt: float = field(default=0.0, metadata=spec(range=(0.0, 1.0)))
+    dt_min: float = field(default=1e-6, metadata=spec(range=(1e-12, 1.0), doc="floor: smaller stops the run"))
+    dt_max: float = field(default=1.0, metadata=spec(range=(1e-6, 100.0)))
+    safety: float = field(default=0.9, metadata=spec(range=(0.1, 1.0)))
+    fac_min: float = field(default=0.2, metadata=spec(range=(0.01, 1.0)))
+    fac_max: float = field(default=5.0, metadata=spec(range=(1.0, 100.0)))
+    rush_larsen: bool = True
+    precision: str = field(default="float32", metadata=spec(choices=("float32", "float64")))
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    random_probes: int = field(default=100, metadata=spec(range=(0, 100000)))
+    probe_cells: list[int] = field(default_factory=list)
+    probe_seed: int = field(default=7, metadata=spec(range=(0, 2**32 - 1)))
+    dt_save: float = field(default=0.05, metadata=spec(range=(0.0, 1e6),
+                           doc="probe sampling (ms); 0 = every accepted step"))
+    activation_threshold: float = field(default=-20.0, metadata=spec(range=(-100.0, 50.0)))
+    snapshot_interval: float = field(default=1.0, metadata=spec(range=(0.01, 1e6),
+                                     doc="sim ms between live views of V"))
+
+
+@dataclass(frozen=True)
+class CardiacConfig:
+    domain: str = "cardiac"
+    name: str = ""
+    description: str = ""
+    mesh: MeshSettings = field(default_factory=MeshSettings)
+    D: float = field(default=0.06, metadata=spec(range=(0.0, 100.0), doc="mm²/ms"))
+    model: dict[str, float] = field(default_factory=dict)        # e.g. {ACh: 0.1} (umol/L)
+    protocol: Protocol = field(default_factory=Protocol)
+    solver: SolverSettings = field(default_factory=SolverSettings)
+    output: OutputSettings = field(default_factory=OutputSettings)
+
+
+def load_config(doc: Document) -> CardiacConfig:
+    cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
+    from app.sims.cardiac import crn
+    for key in cfg.model:
+        if key not in crn.PARAMETERS:
+            raise doc.error(f"unknown model parameter '{key}'; valid: {', '.join(crn.PARAMETERS)}",
+                            ("model", key))
+    if cfg.model.get("ACh", 0.0) < 0:
+        raise doc.error("ACh must be >= 0 (umol/L)", ("model", "ACh"))
+    s = cfg.solver
+    if s.method in ADAPTIVE and s.at == 0 and s.rt == 0:
+        raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
+    if s.dt_min >= s.dt_max:
+        raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
+    for i, st in enumerate(cfg.protocol.stimuli):
+        r = st.region
+        if r.kind == "cap" and (len(r.center) != 3 or not np.any(r.center)):
+            raise doc.error("cap center is a nonzero 3-vector", ("protocol", "stimuli", i, "region", "center"))
+    return cfg

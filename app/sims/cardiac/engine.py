@@ -1,0 +1,334 @@
+"""What both engines share: the problem (mesh, stimulus tables, probes, solver settings), the
+run-stopping error, activation bookkeeping, and the NumPy engine itself.
+
+Bookkeeping on accepted steps only (both engines):
+
+* probes: fixed-step methods record every ``round(dt_save/dt)`` steps; adaptive methods
+  record the first accepted step at or after each multiple of ``dt_save`` (every accepted
+  step when ``dt_save`` is 0), at its own time, so ``probe_t`` may be uneven.
+* activation: the first and the latest upward crossing of ``activation_threshold`` by each
+  cell, linearly interpolated between steps; APD90 of the first beat: the downward crossing
+  of ``V_max − 0.9·(V_max − V_rest)`` after the first activation (V_rest = the cell's initial V).
+* a state with NaN or |V| > 200 mV, or an adaptive step below ``dt_min``, stops the run with
+  :class:`RunStopped` (time, cell, reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.sims.cardiac.config import CardiacConfig, Region
+from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
+from app.sims.cardiac.model import N_NONGATING, CellModel, crn_model
+from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+
+V_LIMIT = 200.0
+MAX_STIMULI = 16
+
+
+class RunStopped(RuntimeError):
+    """The run stopped: blow-up or step-size floor, with where and when."""
+
+    def __init__(self, t: float, cell: int, reason: str):
+        self.t, self.cell, self.reason = float(t), int(cell), reason
+        super().__init__(f"run stopped at t = {self.t:.6g} ms, cell {self.cell}: {reason}")
+
+
+def build_mesh(cfg: CardiacConfig) -> Mesh:
+    m = cfg.mesh
+    if m.kind == "sphere":
+        return icosphere(m.level, m.radius_mm or None)
+    if m.kind == "sheet":
+        return sheet(m.nx, m.ny, m.dx_mm)
+    return single_cell()
+
+
+def region_mask(mesh: Mesh, region: Region) -> np.ndarray:
+    n = mesh.n_cells
+    if region.kind == "all":
+        return np.ones(n, bool)
+    if region.kind == "cells":
+        mask = np.zeros(n, bool)
+        idx = np.asarray(region.cells, int)
+        if len(idx) and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"stimulus cell index outside 0..{n - 1}")
+        mask[idx] = True
+        return mask
+    if region.kind == "cap":
+        c = np.asarray(region.center, float)
+        c = c / np.linalg.norm(c)
+        p = mesh.positions / np.maximum(np.linalg.norm(mesh.positions, axis=1, keepdims=True), 1e-30)
+        return p @ c >= np.cos(np.radians(region.angle_deg)) - 1e-12
+    x, y = mesh.positions[:, 0], mesh.positions[:, 1]
+    return (x >= region.x0) & (x <= region.x1) & (y >= region.y0) & (y <= region.y1)
+
+
+@dataclass
+class Problem:
+    """Everything an engine needs, in plain arrays."""
+
+    cfg: CardiacConfig
+    mesh: Mesh
+    model: CellModel
+    params: np.ndarray
+    y0: np.ndarray                 # (21, N) float64
+    stim_mask: np.ndarray          # (N,) uint32, bit g = stimulus g reaches the cell
+    stim_table: np.ndarray         # (G, 5) start, duration, amplitude, period, count
+    breakpoints: np.ndarray        # pulse edges inside (0, t_end]
+    probes: np.ndarray             # (P,) int
+    tableau: Tableau
+    t_end: float
+    dtype: type = np.float32
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: CardiacConfig, mesh: Mesh | None = None) -> "Problem":
+        mesh = mesh or build_mesh(cfg)
+        model = crn_model()
+        n = mesh.n_cells
+        y0 = np.repeat(model.initial_state()[:, None], n, axis=1)
+        stimuli = cfg.protocol.stimuli
+        if len(stimuli) > MAX_STIMULI:
+            raise ValueError(f"at most {MAX_STIMULI} stimuli")
+        mask = np.zeros(n, np.uint32)
+        table = np.zeros((max(len(stimuli), 1), 5))
+        edges = []
+        t_end = cfg.protocol.t_end
+        for g, st in enumerate(stimuli):
+            mask |= (region_mask(mesh, st.region).astype(np.uint32) << np.uint32(g))
+            table[g] = (st.start, st.duration, st.amplitude, st.period, st.count)
+            k = np.arange(st.count)
+            starts = st.start + k * st.period
+            edges += [starts, starts + st.duration]
+        bp = np.unique(np.concatenate(edges)) if edges else np.zeros(0)
+        bp = bp[(bp > 0) & (bp < t_end)]
+        out = cfg.output
+        rng = np.random.default_rng(out.probe_seed)
+        rand = rng.choice(n, size=min(out.random_probes, n), replace=False) if out.random_probes else []
+        picked = [c for c in out.probe_cells if 0 <= c < n]
+        probes = np.array(list(dict.fromkeys([*picked, *np.sort(rand).tolist()])), np.int64)
+        if len(probes) == 0:
+            probes = np.array([0], np.int64)
+        tab = METHODS[cfg.solver.method]
+        if not cfg.solver.rush_larsen:
+            tab = with_rl(tab, False)
+        dtype = np.float64 if cfg.solver.precision == "float64" else np.float32
+        return cls(cfg, mesh, model, model.parameter_vector(cfg.model), y0, mask, table, bp,
+                   probes, tab, t_end, dtype)
+
+    @property
+    def n_cells(self) -> int:
+        return self.mesh.n_cells
+
+    def stim_amplitudes(self, t: float) -> np.ndarray:
+        """Amplitude of each stimulus at time t (0 when off)."""
+        start, dur, amp, period, count = self.stim_table.T
+        k = np.floor((t - start) / period)
+        on = (t >= start) & (k < count) & (t - start - k * period < dur)
+        return np.where(on, amp, 0.0)
+
+    def stim_current(self, t: float) -> np.ndarray:
+        amps = self.stim_amplitudes(t)
+        if not amps.any():
+            return np.zeros(self.n_cells)
+        bits = (self.stim_mask[:, None] >> np.arange(len(amps), dtype=np.uint32)) & 1
+        return bits @ amps
+
+    def next_breakpoint(self, t: float) -> float:
+        i = np.searchsorted(self.breakpoints, t * (1 + 1e-12) + 1e-12, side="right")
+        return float(self.breakpoints[i]) if i < len(self.breakpoints) else self.t_end
+
+    @property
+    def fixed_steps(self) -> int:
+        return max(1, int(round(self.t_end / self.cfg.solver.dt)))
+
+    @property
+    def save_every(self) -> int:
+        dt_save = self.cfg.output.dt_save
+        return max(1, int(round(dt_save / self.cfg.solver.dt))) if dt_save > 0 else 1
+
+
+class Maps:
+    """Activation and APD90 bookkeeping on accepted steps (NumPy twin of the CUDA code)."""
+
+    def __init__(self, v_rest: np.ndarray, threshold: float):
+        n = len(v_rest)
+        self.v_rest = v_rest.astype(np.float64)
+        self.threshold = threshold
+        self.act_first = np.full(n, np.nan)
+        self.act_last = np.full(n, np.nan)
+        self.vmax = np.full(n, -np.inf)
+        self.t_rep = np.full(n, np.nan)
+
+    def observe(self, t0: float, v0: np.ndarray, t1: float, v1: np.ndarray) -> None:
+        thr = self.threshold
+        up = (v0 < thr) & (v1 >= thr)
+        if up.any():
+            tc = t0 + (thr - v0[up]) / (v1[up] - v0[up]) * (t1 - t0)
+            first = np.isnan(self.act_first[up])
+            idx = np.flatnonzero(up)
+            self.act_first[idx[first]] = tc[first]
+            self.act_last[idx] = tc
+        active = ~np.isnan(self.act_first) & np.isnan(self.t_rep)
+        if active.any():
+            idx = np.flatnonzero(active)
+            vmax = np.maximum(self.vmax[idx], v1[idx])
+            self.vmax[idx] = vmax
+            v90 = vmax - 0.9 * (vmax - self.v_rest[idx])
+            a, b = v0[idx], v1[idx]
+            down = (a > v90) & (b <= v90) & (vmax > thr)
+            if down.any():
+                k = idx[down]
+                self.t_rep[k] = t0 + (a[down] - v90[down]) / (a[down] - b[down]) * (t1 - t0)
+
+    @property
+    def apd90(self) -> np.ndarray:
+        return self.t_rep - self.act_first
+
+
+def check_state(t: float, v: np.ndarray) -> None:
+    bad = ~np.isfinite(v) | (np.abs(v) > V_LIMIT)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        reason = "V is NaN" if np.isnan(v[k]) else f"|V| = {abs(v[k]):.4g} mV exceeds {V_LIMIT:g} mV"
+        raise RunStopped(t, k, reason)
+
+
+class CpuTissue:
+    """The NumPy engine: state (21, N) in the config's precision, the same algorithm as CUDA."""
+
+    name = "cpu"
+
+    def __init__(self, problem: Problem):
+        p = self.p = problem
+        self.y = problem.y0.astype(problem.dtype)
+        self.t = 0.0
+        self.step_index = 0                 # fixed-step methods: t = step_index * dt
+        s = problem.cfg.solver
+        self.h = s.dt
+        self.steps_accepted = 0
+        self.steps_rejected = 0
+        self.h_history: list[tuple[float, float]] = []
+        self.maps = Maps(problem.y0[0], problem.cfg.output.activation_threshold)
+        self._probe_t: list[float] = [0.0]
+        self._probe_v: list[np.ndarray] = [self.y[0, problem.probes].astype(np.float64)]
+        self._next_save = problem.cfg.output.dt_save
+        self.record_states = problem.n_cells == 1    # single cell: keep every state
+        self._states = [self.y[:, 0].astype(np.float64)] if self.record_states else []
+        self._state_t = [0.0] if self.record_states else []
+
+    # ---- the right-hand side ------------------------------------------------------------
+    def f(self, t: float, y: np.ndarray):
+        p = self.p
+        dng, a, b = p.model.rates(y, p.stim_current(t).astype(y.dtype), p.params)
+        if p.mesh.n_cells > 1 and p.cfg.D > 0:
+            dng[0] = dng[0] + p.mesh.laplacian(y[0], p.cfg.D).astype(y.dtype)
+        return dng, a, b
+
+    @property
+    def finished(self) -> bool:
+        if not self.p.tableau.adaptive:
+            return self.step_index >= self.p.fixed_steps
+        return self.t >= self.p.t_end * (1 - 1e-12)
+
+    def advance(self, max_steps: int) -> None:
+        """Up to ``max_steps`` attempted steps, stopping at t_end."""
+        tab, s = self.p.tableau, self.p.cfg.solver
+        for _ in range(max_steps):
+            if self.finished:
+                return
+            t0, y0 = self.t, self.y
+            if not tab.adaptive:
+                high, _ = rk_step(self.f, t0, y0, s.dt, tab, N_NONGATING)
+                self._accept(high, (self.step_index + 1) * s.dt)
+                self.step_index += 1
+                continue
+            limit = min(self.p.next_breakpoint(t0), self.p.t_end) - t0
+            h = min(self.h, s.dt_max, limit)
+            if self.h < s.dt_min:
+                raise RunStopped(t0, self._worst_cell(), f"step size {self.h:.3g} ms fell below the floor "
+                                 f"dt_min = {s.dt_min:g} ms")
+            high, low = rk_step(self.f, t0, y0, h, tab, N_NONGATING)
+            ratio = error_ratio(high, low, y0, s.at, s.rt)
+            self.h = next_step(h, ratio, tab.order_low, s.safety, s.fac_min, s.fac_max)
+            if ratio <= 1.0:
+                self.h_history.append((t0 + h, h))
+                self._accept(high, t0 + h)
+            else:
+                self.steps_rejected += 1
+                self._last_bad = (high, low, y0)
+
+    def _worst_cell(self) -> int:
+        bad = getattr(self, "_last_bad", None)
+        if bad is None:
+            return 0
+        high, low, y0 = bad
+        s = self.p.cfg.solver
+        with np.errstate(invalid="ignore"):
+            err = np.nan_to_num(np.abs(high - low) / (s.at + s.rt * np.abs(y0)), nan=np.inf)
+        return int(np.argmax(err.max(axis=0)))
+
+    def _accept(self, y_new: np.ndarray, t_new: float) -> None:
+        check_state(t_new, y_new[0])
+        t0, v0 = self.t, self.y[0]
+        self.y, self.t = y_new, t_new
+        self.steps_accepted += 1
+        self.maps.observe(t0, v0.astype(np.float64), t_new, y_new[0].astype(np.float64))
+        p = self.p
+        if not p.tableau.adaptive:
+            due = self.steps_accepted % p.save_every == 0 or self.finished
+        else:
+            due = p.cfg.output.dt_save == 0 or t_new >= self._next_save * (1 - 1e-9) or self.finished
+            if due and p.cfg.output.dt_save > 0:
+                while self._next_save <= t_new * (1 + 1e-9):
+                    self._next_save += p.cfg.output.dt_save
+        if due:
+            self._probe_t.append(t_new)
+            self._probe_v.append(y_new[0, p.probes].astype(np.float64))
+        if self.record_states:
+            self._states.append(y_new[:, 0].astype(np.float64))
+            self._state_t.append(t_new)
+
+    # ---- read-back -----------------------------------------------------------------------
+    def voltage(self) -> np.ndarray:
+        return self.y[0].astype(np.float64)
+
+    def states(self) -> np.ndarray:
+        return self.y.astype(np.float64)
+
+    def recordings(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(self._probe_t), np.array(self._probe_v)
+
+    def cell_history(self) -> tuple[np.ndarray, np.ndarray] | None:
+        if not self.record_states:
+            return None
+        return np.array(self._state_t), np.array(self._states).T
+
+    def activation(self) -> dict[str, np.ndarray]:
+        return {"activation_time": self.maps.act_first, "activation_last": self.maps.act_last,
+                "apd90": self.maps.apd90}
+
+    def checkpoint(self) -> dict[str, np.ndarray]:
+        pt, pv = self.recordings()
+        m = self.maps
+        return {"y": self.y, "t": np.float64(self.t), "step_index": np.int64(self.step_index),
+                "h": np.float64(self.h), "accepted": np.int64(self.steps_accepted),
+                "rejected": np.int64(self.steps_rejected), "probe_t": pt, "probe_v": pv,
+                "next_save": np.float64(self._next_save), "act_first": m.act_first,
+                "act_last": m.act_last, "vmax": m.vmax, "t_rep": m.t_rep}
+
+    def load(self, st: dict[str, np.ndarray]) -> None:
+        self.y = np.asarray(st["y"]).astype(self.p.dtype)
+        self.t, self.step_index, self.h = float(st["t"]), int(st["step_index"]), float(st["h"])
+        self.steps_accepted, self.steps_rejected = int(st["accepted"]), int(st["rejected"])
+        self._probe_t = list(np.asarray(st["probe_t"]))
+        self._probe_v = list(np.asarray(st["probe_v"]))
+        self._next_save = float(st["next_save"])
+        m = self.maps
+        m.act_first, m.act_last = np.array(st["act_first"]), np.array(st["act_last"])
+        m.vmax, m.t_rep = np.array(st["vmax"]), np.array(st["t_rep"])
+
+    def close(self) -> None:
+        pass

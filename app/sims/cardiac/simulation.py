@@ -1,0 +1,184 @@
+"""The cardiac simulation: a tissue engine advanced in slices, frames for the GUI, results."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from app.sims.cardiac.config import CardiacConfig, load_config
+from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
+from app.sims.cardiac.metrics import beat_metrics
+from app.sims.cardiac.model import N_NONGATING
+from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.common.simulation import Frame, Simulation, freeze
+
+CPU_SLICE_SECONDS = 0.15
+
+
+@dataclass(frozen=True)
+class CardiacFrame(Frame):
+    t: float = 0.0
+    t_end: float = 0.0
+    mesh_kind: str = "sheet"
+    shape: tuple[int, int] | None = None
+    V: np.ndarray = None                  # (N,) now
+    probe_index: np.ndarray = None
+    probe_t: np.ndarray = None
+    probe_V: np.ndarray = None            # (T, P)
+    h_t: np.ndarray | None = None         # step-size history (adaptive)
+    h: np.ndarray | None = None
+    steps_accepted: int = 0
+    steps_rejected: int = 0
+    activation_time: np.ndarray | None = None   # when done
+    apd90: np.ndarray | None = None
+    stopped: str = ""
+
+
+class CardiacSimulation(Simulation):
+    domain = "cardiac"
+
+    def __init__(self, cfg: CardiacConfig, backend: str, problem: Problem | None = None):
+        self.cfg, self.backend = cfg, backend
+        t0 = time.perf_counter()
+        try:
+            self.problem = problem or Problem.from_config(cfg)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.engine = _make_engine(self.problem, backend)
+        self.setup_seconds = time.perf_counter() - t0
+        self.wall = 0.0
+        self._steps = 16
+        self.stopped: RunStopped | None = None
+
+    @classmethod
+    def from_config(cls, cfg: CardiacConfig, backend: str) -> "CardiacSimulation":
+        return cls(cfg, backend)
+
+    @property
+    def finished(self) -> bool:
+        return self.stopped is not None or self.engine.finished
+
+    def advance(self) -> CardiacFrame:
+        if not self.finished:
+            start = time.perf_counter()
+            try:
+                if self.backend == "cuda":
+                    self.engine.advance_time(self.cfg.output.snapshot_interval)
+                else:
+                    self.engine.advance(self._steps)
+            except RunStopped as exc:
+                self.stopped = exc
+            elapsed = time.perf_counter() - start
+            self.wall += elapsed
+            if self.backend != "cuda":
+                scale = CPU_SLICE_SECONDS / max(elapsed, 1e-4)
+                self._steps = int(np.clip(self._steps * min(max(scale, 0.5), 2.0), 1, 1 << 20))
+        return self.frame()
+
+    def frame(self) -> CardiacFrame:
+        e = self.engine
+        pt, pv = e.recordings()
+        hist = getattr(e, "h_history", None)
+        done = self.finished
+        acts = e.activation() if done else None
+        rate = e.t / self.wall if self.wall > 0 else 0.0
+        status = f"t = {e.t:.2f} of {self.problem.t_end:g} ms, {e.steps_accepted} steps"
+        if e.steps_rejected:
+            status += f" ({e.steps_rejected} rejected)"
+        if self.stopped is not None:
+            status = str(self.stopped)
+        return CardiacFrame(
+            progress=min(e.t / self.problem.t_end, 1.0), done=done, wall_seconds=self.wall,
+            throughput=rate, throughput_unit="sim ms/s", status=status, t=e.t,
+            t_end=self.problem.t_end, mesh_kind=self.problem.mesh.kind, shape=self.problem.mesh.shape,
+            V=freeze(e.voltage()), probe_index=freeze(self.problem.probes), probe_t=freeze(pt),
+            probe_V=freeze(pv),
+            h_t=freeze(np.array([x[0] for x in hist])) if hist else None,
+            h=freeze(np.array([x[1] for x in hist])) if hist else None,
+            steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected,
+            activation_time=freeze(acts["activation_time"]) if acts else None,
+            apd90=freeze(acts["apd90"]) if acts else None,
+            stopped=str(self.stopped or ""))
+
+    def update(self, changes: Mapping[str, Any]) -> None:
+        raise ConfigError("the cardiac panel takes changes between runs, not while running")
+
+    # ---- checkpoint and results ---------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
+                **{f"engine_{k}": v for k, v in self.engine.checkpoint().items()}}
+
+    @classmethod
+    def restore(cls, state: Mapping[str, Any], backend: str) -> "CardiacSimulation":
+        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        sim = cls(cfg, backend)
+        sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
+                         if k.startswith("engine_")})
+        sim.wall = float(state["wall"])
+        return sim
+
+    def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        e, p = self.engine, self.problem
+        pt, pv = e.recordings()
+        acts = e.activation()
+        arrays = {"probe_index": p.probes, "probe_t": pt, "probe_V": pv,
+                  "activation_time": acts["activation_time"], "activation_last": acts["activation_last"],
+                  "apd90": acts["apd90"], "V_final": e.voltage()}
+        hist = getattr(e, "h_history", None)
+        if hist:
+            arrays["h_t"] = np.array([x[0] for x in hist])
+            arrays["h"] = np.array([x[1] for x in hist])
+        summary: dict[str, Any] = {
+            "steps_accepted": int(e.steps_accepted), "steps_rejected": int(e.steps_rejected),
+            "sim_ms": float(e.t), "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
+            "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
+            "backend": self.backend, "device": _device_name(self.backend),
+            "method": self.cfg.solver.method, "rush_larsen": p.tableau.rl,
+            "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
+            "finished": self.finished and self.stopped is None,
+        }
+        if self.stopped is not None:
+            summary["stopped"] = {"t_ms": self.stopped.t, "cell": self.stopped.cell,
+                                  "reason": self.stopped.reason}
+        hist_states = e.cell_history() if hasattr(e, "cell_history") else None
+        if p.n_cells == 1 and hist_states is not None:
+            t, ys = hist_states
+            dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.params)[0][0]
+            arrays["cell_t"], arrays["cell_states"], arrays["cell_dVdt"] = t, ys.T, dv
+            onset = _analysed_onset(p)
+            if onset is not None:
+                summary.update(beat_metrics(t, ys[0], onset, dv))
+                summary["beat_onset_ms"] = onset
+        return arrays, summary
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _analysed_onset(p: Problem) -> float | None:
+    """The last stimulus onset followed by at least 400 ms of run (else the first)."""
+    onsets = []
+    for start, _, _, period, count in p.stim_table:
+        onsets += list(start + period * np.arange(int(count)))
+    onsets = sorted(o for o in onsets if o < p.t_end)
+    if not onsets:
+        return None
+    full = [o for o in onsets if p.t_end - o >= 400.0]
+    return float(full[-1] if full else onsets[0])
+
+
+def _make_engine(problem: Problem, backend: str):
+    if backend == "cuda":
+        from app.sims.cardiac.cuda import CudaTissue
+        return CudaTissue(problem)
+    return CpuTissue(problem)
+
+
+def _device_name(backend: str) -> str:
+    from app.compute.device import cpu_device, cuda_status
+    if backend == "cuda":
+        return cuda_status().devices[0].name
+    return cpu_device().label

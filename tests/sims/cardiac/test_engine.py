@@ -1,0 +1,89 @@
+"""The NumPy tissue engine: propagation, refinement, blow-up detection, adaptive control."""
+
+import numpy as np
+import pytest
+
+from app.sims.cardiac.engine import Problem, RunStopped, CpuTissue
+from app.sims.cardiac.simulation import CardiacSimulation
+
+from .helpers import cable, conduction_velocity, config, run
+
+
+def test_planar_wave_velocity_converges_under_refinement():
+    cvs = [conduction_velocity(run(cable(dx))[0], dx) for dx in (0.2, 0.1, 0.05)]
+    d1, d2 = cvs[1] - cvs[0], cvs[2] - cvs[1]
+    assert 0.3 < cvs[-1] < 0.45                               # mm/ms at D = 0.06
+    assert d1 > 0 and d2 > 0 and d2 < 0.5 * d1                # differences shrink: it converges
+
+
+def test_sheet_wave_reaches_far_side_and_apd_is_measured():
+    arrays, s = run("mesh: {kind: sheet, nx: 12, ny: 8, dx_mm: 0.2}\n"
+                    "protocol: {t_end: 330, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.1}}]}\n"
+                    "solver: {method: rlfe, dt: 0.05}\noutput: {random_probes: 5, dt_save: 1}\n")
+    assert s["finished"] and s["steps_accepted"] == 6600 and s["steps_rejected"] == 0
+    at = arrays["activation_time"]
+    assert np.all(np.isfinite(at)) and at.max() > at.min()
+    assert np.all((arrays["apd90"] > 250) & (arrays["apd90"] < 340))
+    assert arrays["probe_V"].shape == (len(arrays["probe_t"]), 5)
+    assert np.allclose(np.diff(arrays["probe_t"]), 1.0)
+
+
+def test_forward_euler_without_rl_blows_up_and_says_where():
+    cfg = config("mesh: {kind: sheet, nx: 4, ny: 1, dx_mm: 0.2}\n"
+                 "protocol: {t_end: 20, stimuli: [{start: 1, region: {kind: cells, cells: [0]}}]}\n"
+                 "solver: {method: fe, dt: 0.5}\noutput: {random_probes: 0}\n")
+    sim = CardiacSimulation(cfg, "cpu")
+    while not sim.finished:
+        sim.advance()
+    _, s = sim.results()
+    assert "stopped" in s and not s["finished"]
+    st = s["stopped"]
+    assert 0 <= st["cell"] < 4 and 0 < st["t_ms"] <= 20
+    assert "NaN" in st["reason"] or "exceeds" in st["reason"]
+    assert "stopped" in sim.frame().status
+
+
+def test_same_step_with_rush_larsen_is_stable():
+    _, s = run("mesh: {kind: single}\nprotocol: {t_end: 20, stimuli: [{start: 1}]}\n"
+               "solver: {method: rlfe, dt: 0.05}\noutput: {random_probes: 0}\n")
+    assert s["finished"]
+
+
+def test_step_floor_stops_adaptive_run():
+    p = Problem.from_config(config("mesh: {kind: single}\nprotocol: {t_end: 20, stimuli: [{start: 1}]}\n"
+                                   "solver: {method: bs32, dt: 0.01, at: 1.0e-9, rt: 0, dt_min: 0.005}\n"
+                                   "output: {random_probes: 0}\n"))
+    e = CpuTissue(p)
+    with pytest.raises(RunStopped, match="below the floor") as info:
+        e.advance(100000)
+    assert info.value.cell == 0 and info.value.t < 20
+
+
+@pytest.mark.parametrize("method", ["te21", "bs32", "rkf45"])
+def test_adaptive_pairs_reject_retry_and_land_on_breakpoints(method):
+    arrays, s = run(cable(0.2, length=3.0, method=method, t_end=12.0, dt=0.05))
+    assert s["finished"] and s["steps_rejected"] > 0
+    t = np.cumsum(arrays["h"])
+    assert np.isclose(t[-1], 12.0)
+    assert np.any(np.isclose(arrays["h_t"], 1.0)) and np.any(np.isclose(arrays["h_t"], 3.0))  # stimulus edges
+    assert np.all(np.isfinite(arrays["activation_time"]))
+
+
+def test_adaptive_solution_approaches_fine_fixed_step():
+    ref, _ = run(cable(0.2, length=3.0, method="rlfe", t_end=12.0, dt=0.002))
+    a, _ = run(cable(0.2, length=3.0, method="bs32", t_end=12.0, dt=0.01).replace("at: 0.1, rt: 0.01", "at: 1.0e-3, rt: 1.0e-5"))
+    assert np.nanmax(np.abs(a["activation_time"] - ref["activation_time"])) < 0.05
+
+
+def test_checkpoint_resume_matches_straight_run():
+    text = cable(0.2, length=2.0, t_end=6.0)
+    straight, _ = run(text)
+    sim = CardiacSimulation(config(text), "cpu")
+    sim.engine.advance(250)
+    state = sim.state()
+    resumed = CardiacSimulation.restore(state, "cpu")
+    while not resumed.finished:
+        resumed.advance()
+    arrays, _ = resumed.results()
+    np.testing.assert_allclose(arrays["V_final"], straight["V_final"])
+    np.testing.assert_allclose(arrays["probe_V"], straight["probe_V"])

@@ -1,0 +1,40 @@
+import numpy as np
+
+from app.sims.cardiac.metrics import accuracy, beat_metrics, cubic_spline, interpolated_errors, rrms
+
+
+def ap(t, shift=0.0):
+    return -80 + 100 / (1 + np.exp(-(t - 10 - shift) * 3)) * np.exp(-np.maximum(t - 10 - shift, 0) / 80)
+
+
+def test_cubic_spline_reproduces_cubics():
+    x = np.sort(np.random.default_rng(0).uniform(0, 5, 30))
+    x[0], x[-1] = 0, 5
+    y = np.sin(x)
+    xq = np.linspace(0.5, 4.5, 50)
+    assert np.max(np.abs(cubic_spline(x, y, xq) - np.sin(xq))) < 2e-3
+
+
+def test_identical_traces_have_no_error():
+    t = np.arange(0, 100, 0.05)
+    v = ap(t)[:, None]
+    acc = accuracy(t, v, t, v)
+    assert acc["rrms"] < 1e-12 and acc["i_abs_error"] == 0
+
+
+def test_time_shift_is_measured_horizontally():
+    t = np.arange(0, 100, 0.01)
+    ref, shifted = ap(t)[:, None], ap(t, 0.2)[:, None]
+    abs_err, rel = interpolated_errors(t, ref, t, shifted)
+    vertical = np.max(np.abs(ref - shifted))
+    assert vertical > 10                       # a 0.2 ms shift of the upstroke: tens of mV
+    assert abs_err[0] < 0.5                    # but only ~0.2 (ms) horizontally
+    assert rrms(t, ref, t, shifted)[0] > 0.01
+
+
+def test_beat_metrics():
+    t = np.arange(0, 400, 0.01)
+    v = ap(t)
+    m = beat_metrics(t, v, 0.0)
+    assert abs(m["rest_mV"] + 80) < 1e-6 and 10 < m["peak_mV"] < 20 and m["max_dvdt"] > 50
+    assert m["apd90_ms"] > 100
