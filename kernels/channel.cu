@@ -210,13 +210,17 @@ __device__ __forceinline__ void steady_state(const double* Q, double* P)
     for (int k = 0; k < CH_NS; ++k) P[k] /= total;
 }
 
-// chi^2 of every individual: population is structure-of-arrays, pop[k * N + i].
+// chi^2 of individuals first .. first+count-1: population is structure-of-arrays,
+// pop[k * N + i]. With traces != nullptr the simulated currents are written there too (the
+// GUI's best fit: a launch with count = 1).
 extern "C" __global__ void __launch_bounds__(CH_BLOCK)
-ch_evaluate(const float* __restrict__ pop, const int N, const float* __restrict__ target,
-            const int n_sweeps, const int n_points, float* __restrict__ scores)
+ch_evaluate(const float* __restrict__ pop, const int N, const int first, const int count,
+            const float* __restrict__ target, const int n_sweeps, const int n_points,
+            float* __restrict__ scores, float* __restrict__ traces)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N) return;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count) return;
+    const int i = first + t;
     double p[CH_NP];
 #pragma unroll
     for (int k = 0; k < CH_NP; ++k) p[k] = pop[(size_t)k * N + i];
@@ -262,7 +266,9 @@ ch_evaluate(const float* __restrict__ pop, const int N, const float* __restrict_
                 }
 #pragma unroll
                 for (int a = 0; a < CH_NS; ++a) P[a] = T[a];
-                const float r = drive * ch_open(P) - __ldg(target + idx++);
+                const float current = drive * ch_open(P);
+                if (traces) traces[idx] = current;
+                const float r = current - __ldg(target + idx++);
                 part = fmaf(r, r, part);
             }
 #pragma unroll
@@ -271,7 +277,24 @@ ch_evaluate(const float* __restrict__ pop, const int N, const float* __restrict_
         }
     }
     const double score = chi / n_points;
-    scores[i] = (isfinite(score) && score < FLT_MAX) ? (float)score : FLT_MAX;
+    scores[t] = (isfinite(score) && score < FLT_MAX) ? (float)score : FLT_MAX;
+}
+
+// Radix selection on the device (scores are >= 0, so their bit patterns sort like the
+// values): histogram of the byte at `shift` among keys whose higher bytes equal `prefix`.
+extern "C" __global__ void __launch_bounds__(256)
+ch_radix_histogram(const unsigned int* __restrict__ keys, const int n, const unsigned int prefix,
+                   const unsigned int mask, const int shift, unsigned int* __restrict__ hist)
+{
+    __shared__ unsigned int bins[256];
+    bins[threadIdx.x] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const unsigned int k = keys[i];
+        if ((k & mask) == prefix) atomicAdd(&bins[(k >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (bins[threadIdx.x]) atomicAdd(&hist[threadIdx.x], bins[threadIdx.x]);
 }
 
 __device__ __forceinline__ int ch_pick(const uint32_t w, const int n)

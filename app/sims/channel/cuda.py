@@ -47,7 +47,9 @@ class CudaGA:
                                   fast_math=False)
         self._constants(protocol)
         self._evaluate = self.module.get_function("ch_evaluate")
-        self._evaluate.prepare("PiPiiP")
+        self._evaluate.prepare("PiiiPiiPP")
+        self._radix = self.module.get_function("ch_radix_histogram")
+        self._radix.prepare("PiIIiP")
         self._breed = self.module.get_function("ch_breed")
         self._breed.prepare("PPPiiQQQQQf")
         init = self.module.get_function("ch_init")
@@ -56,7 +58,9 @@ class CudaGA:
         self.pop = gpuarray.empty(model.n_params * size, np.float32)
         self.spare = gpuarray.empty_like(self.pop)
         self.scores_gpu = gpuarray.empty(size, np.float32)
-        self.scores = np.full(size, np.inf, np.float32)
+        self.scores = cuda.pagelocked_empty(size, np.float32)
+        self.traces_gpu = gpuarray.empty(protocol.n_points, np.float32)
+        self.hist = gpuarray.empty(256, np.uint32)
         self.stream = cuda.Stream()
         init(self.pop, np.int32(size), np.uint64(seed), block=(BLOCK, 1, 1), grid=(self._blocks(size), 1))
 
@@ -83,14 +87,48 @@ class CudaGA:
     def _blocks(n: int) -> int:
         return (n + BLOCK - 1) // BLOCK
 
-    def evaluate(self) -> np.ndarray:
+    def _launch_evaluate(self, first: int, count: int, scores, traces) -> None:
         self._evaluate.prepared_async_call(
-            (self._blocks(self.size), 1), (BLOCK, 1, 1), self.stream, self.pop.gpudata,
-            np.int32(self.size), self.target.gpudata, np.int32(self.n_sweeps),
-            np.int32(self.n_points), self.scores_gpu.gpudata)
+            (self._blocks(count), 1), (BLOCK, 1, 1), self.stream, self.pop.gpudata,
+            np.int32(self.size), np.int32(first), np.int32(count), self.target.gpudata,
+            np.int32(self.n_sweeps), np.int32(self.n_points), scores, traces)
+
+    def evaluate(self) -> np.ndarray:
+        """Scores of the whole population (float32, in a page-locked host buffer)."""
+        self._launch_evaluate(0, self.size, self.scores_gpu.gpudata, np.intp(0))
         self.scores_gpu.get_async(self.stream, self.scores)
         self.stream.synchronize()
-        return self.scores.astype(np.float64)
+        return self.scores
+
+    def traces(self, index: int) -> np.ndarray:
+        """Simulated currents of one individual, computed on the device."""
+        scratch = self.hist   # the score of this launch is not needed: any 4 bytes will do
+        self._launch_evaluate(index, 1, scratch.gpudata, self.traces_gpu.gpudata)
+        return self.traces_gpu.get(stream=self.stream).astype(np.float64)
+
+    def median(self) -> float:
+        """Median of the last scores by radix selection on the device (as numpy.median)."""
+        n = self.size
+        lower = self._select((n - 1) // 2)
+        upper = lower if n % 2 else self._select(n // 2)
+        return 0.5 * (float(lower) + float(upper))
+
+    def _select(self, rank: int) -> np.float32:
+        """The rank-th smallest score (0-based), byte by byte from the top."""
+        prefix, mask = 0, 0
+        grid = (min(self._blocks(self.size), 1024), 1)
+        for shift in (24, 16, 8, 0):
+            self.hist.fill(0, stream=self.stream)
+            self._radix.prepared_async_call(grid, (256, 1, 1), self.stream, self.scores_gpu.gpudata,
+                                            np.int32(self.size), np.uint32(prefix), np.uint32(mask),
+                                            np.int32(shift), self.hist.gpudata)
+            counts = self.hist.get(stream=self.stream)
+            below = np.cumsum(counts)
+            digit = int(np.searchsorted(below, rank, side="right"))
+            rank -= int(below[digit - 1]) if digit else 0
+            prefix |= digit << shift
+            mask |= 255 << shift
+        return np.array([prefix], np.uint32).view(np.float32)[0]
 
     def breed(self, generation: int, best: int, crossover: float, mutation: float,
               creep: float = 0.0, creep_fraction: float = 0.0) -> None:
@@ -121,5 +159,5 @@ class CudaGA:
         self.scores_gpu.set(self.scores)
 
     def close(self) -> None:
-        for buf in (self.target, self.pop, self.spare, self.scores_gpu):
+        for buf in (self.target, self.pop, self.spare, self.scores_gpu, self.traces_gpu, self.hist):
             buf.gpudata.free()

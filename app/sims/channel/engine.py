@@ -33,6 +33,13 @@ class CpuGA:
                                    self.model.lower, self.model.upper, crossover, mutation,
                                    creep, creep_fraction)
 
+    def traces(self, index: int) -> np.ndarray:
+        """Simulated currents of one individual (float64)."""
+        return cpu.simulate(self.model, self.protocol, self.population[index][None, :])[0]
+
+    def median(self) -> float:
+        return float(np.median(self.scores))
+
     def individual(self, index: int) -> np.ndarray:
         return self.population[index].copy()
 

@@ -8,7 +8,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.channel import cpu
 from app.sims.channel.config import ChannelConfig, GASettings, load_config
 from app.sims.channel.engine import CpuGA
 from app.sims.common.config import ConfigError, build, dump_yaml, parse_yaml
@@ -81,18 +80,19 @@ class ChannelSimulation(Simulation):
                 or (self.best_history and self.best_chi2 <= self.settings.chi2_threshold))
 
     def _score(self) -> None:
+        """Evaluate, then record the best, the median and (when it changed) the best fit."""
         start = time.perf_counter()
         scores = self.engine.evaluate()
-        self.wall += time.perf_counter() - start
         self.evaluations += len(scores)
         self.best_index = int(np.argmin(scores))
         best = float(scores[self.best_index])
         params = self.engine.individual(self.best_index)
         if not np.array_equal(params, self.best_params):
             self.best_params = params
-            self.best_traces = cpu.simulate(self.model, self.protocol, params[None, :])[0]
+            self.best_traces = self.engine.traces(self.best_index)
         self.best_history.append(best)
-        self.median_history.append(float(np.median(scores)))
+        self.median_history.append(self.engine.median())
+        self.wall += time.perf_counter() - start
         self.wall_history.append(self.wall)
         self.param_history.append((params - self.model.lower) / (self.model.upper - self.model.lower))
 
