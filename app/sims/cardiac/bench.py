@@ -1,0 +1,125 @@
+"""``python -m app bench cardiac``: the paper's case (163,842-cell sphere, 300 ms, stimuli at
+1 and 250 ms) with every method of Tables 1-5, timed, with the paper's accuracy measures
+against a reference run made by the app (tightest setting: Bogacki-Shampine RL in float64,
+at = 1e-3, rt = 1e-6, like the paper's Cash-Karp reference at rt 1e-6, at 1e-3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from app.compute.device import backend_context, cuda_status, resolve_backend
+from app.sims.cardiac.metrics import accuracy
+from app.sims.cardiac.simulation import CardiacSimulation
+from app.sims.common.output import save_json
+from app.sims.common.simulation import PRESETS, load_run_config
+
+PRESET = PRESETS / "cardiac" / "01-sphere-paper.yaml"
+PAPER = {  # GTX 580, single precision: (time s, steps, I_Rel, I_Abs, RRMS)
+    ("rlfe", 0.01): (53.6, 30000, 4e-3, 0.37, 3.05e-2), ("rlfe", 0.025): (21.7, 12000, 2.5e-2, 2.22, 9.8e-2),
+    ("rlfe", 0.05): (11.2, 6000, 6.2e-2, 5.38, 1.6e-1), ("rlfe", 0.06): (9.4, 5000, 7.7e-2, 6.65, 1.8e-1),
+    ("midpoint", 0.01): (105.8, 30000, 5.5e-3, 0.47, 2.4e-2), ("midpoint", 0.025): (42.6, 12000, 1.4e-3, 0.12, 1.3e-2),
+    ("midpoint", 0.05): (21.7, 6000, 1.5e-2, 1.28, 6.1e-2), ("midpoint", 0.06): (18.1, 5000, 2.0e-2, 1.784, 7.7e-2),
+    ("rkf45", 1e-2, 1e-4): (45.9, 4480, 9e-3, 0.7869, 3.2e-2), ("rkf45", 1e-1, 1e-2): (36.83, 3565, 1.79e-2, 1.54, 7.2e-2),
+    ("rkf45", 1e-1, 1e-1): (36.6, 3448, 1.99e-2, 1.71, 7.5e-2), ("rkf45", 1.0, 0.0): (33.5, 3226, 2.5e-2, 2.21, 9.0e-2),
+    ("bs32", 1e-2, 1e-4): (37.7, 6423, 3.2e-4, 0.028, 1.2e-3), ("bs32", 1e-1, 1e-2): (25.2, 4276, 1.2e-2, 1.088, 5.5e-2),
+    ("bs32", 1e-1, 1e-1): (24.1, 4054, 1.58e-2, 1.35, 6.7e-2), ("bs32", 1.0, 0.0): (23.0, 3932, 1.8e-2, 1.55, 7.4e-2),
+    ("te21", 1e-2, 1e-4): None, ("te21", 1e-1, 1e-2): (33.29, 11614, 4.4e-4, 0.3752, 1.0e-2),
+    ("te21", 1e-1, 1e-1): (31.1, 10545, 7e-3, 0.6616, 2.1e-2), ("te21", 1.0, 0.0): (18.59, 6433, 2.4e-2, 2.0, 7.7e-2),
+}
+TOLERANCES = [(1e-2, 1e-4), (1e-1, 1e-2), (1e-1, 1e-1), (1.0, 0.0)]
+
+
+def cases(quick: bool):
+    steps = [0.05] if quick else [0.01, 0.025, 0.05, 0.06]
+    out = [dict(method="rlfe", dt=dt) for dt in steps]
+    out += [dict(method="midpoint", dt=dt) for dt in ([0.05] if quick else [0.025, 0.05, 0.06])]
+    for m in ("rkf45", "bs32", "te21"):
+        for at, rt in ([(1.0, 0.0)] if quick else TOLERANCES):
+            out.append(dict(method=m, at=at, rt=rt, dt=0.01))
+    return out
+
+
+def make_cfg(base, level: int, t_end: float, **solver):
+    cfg = dataclasses.replace(base, mesh=dataclasses.replace(base.mesh, level=level),
+                              protocol=dataclasses.replace(base.protocol, t_end=t_end))
+    return dataclasses.replace(cfg, solver=dataclasses.replace(base.solver, **solver))
+
+
+def run_once(cfg, backend: str) -> tuple[dict, dict]:
+    sim = CardiacSimulation(cfg, backend)
+    try:
+        start = time.perf_counter()
+        if backend == "cuda":
+            sim.engine.run_to_end()
+        else:
+            while not sim.finished:
+                sim.advance()
+        wall = time.perf_counter() - start
+        sim.wall = wall
+        arrays, summary = sim.results()
+    finally:
+        sim.close()
+    return arrays, summary
+
+
+def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
+    resolved, reason = resolve_backend(backend)
+    _, base = load_run_config(PRESET)
+    level = 7 if resolved == "cuda" and not quick else (4 if quick else 5)
+    t_end = 300.0 if not quick else 60.0
+    n_cells = 10 * 4 ** level + 2
+    print(f"# cardiac benchmark: level-{level} sphere ({n_cells} cells), {t_end:g} ms, "
+          f"stimuli at 1 and 250 ms\n# {reason}")
+    results: dict = {"device": cuda_status().devices[0].name if resolved == "cuda" else "cpu",
+                     "n_cells": n_cells, "t_end": t_end, "cases": []}
+    ctx = backend_context(resolved)
+    with ctx:
+        t0 = time.perf_counter()
+        ref_cfg = make_cfg(base, level, t_end, method="bs32", at=1e-3, rt=1e-6, dt=0.005,
+                           precision="float64", dt_max=0.5)
+        ref, ref_sum = run_once(ref_cfg, resolved)
+        results["reference"] = {k: ref_sum[k] for k in ("steps_accepted", "steps_rejected", "wall_seconds")}
+        print(f"reference: bs32 float64 at 1e-3 rt 1e-6: {ref_sum['steps_accepted']} steps, "
+              f"{ref_sum['wall_seconds']:.2f} s ({time.perf_counter() - t0:.1f} s with compile)")
+        for case in cases(quick):
+            cfg = make_cfg(base, level, t_end, **case)
+            if resolved == "cuda":       # compile (and warm up) outside the timing
+                run_once(make_cfg(base, level, 2.0, **case), resolved)
+            try:
+                arrays, summary = run_once(cfg, resolved)
+                acc = accuracy(ref["probe_t"], ref["probe_V"], arrays["probe_t"], arrays["probe_V"])
+                row = {**case, "wall_seconds": summary["wall_seconds"], "steps": summary["steps_accepted"],
+                       "rejected": summary["steps_rejected"], **acc,
+                       "stopped": summary.get("stopped", {}).get("reason", "")}
+            except Exception as exc:          # a failing method is a result too (the paper's 'fail')
+                row = {**case, "error": str(exc)}
+            results["cases"].append(row)
+            _print_row(row)
+    path = save_json(Path(out_dir) / "cardiac.json", results)
+    print(f"\nwrote {path}")
+    return 0
+
+
+def _key(row):
+    if "at" in row:
+        return (row["method"], row["at"], row["rt"])
+    return (row["method"], row["dt"])
+
+
+def _print_row(row) -> None:
+    setting = f"at={row['at']:g} rt={row['rt']:g}" if "at" in row else f"dt={row['dt']:g}"
+    paper = PAPER.get(_key(row))
+    ptxt = "fail" if paper is None and _key(row) in PAPER else (
+        f"paper {paper[0]:6.1f} s {paper[1]:6d} steps I_Rel {paper[2]:.2g} I_Abs {paper[3]:.3g} RRMS {paper[4]:.2g}"
+        if paper else "")
+    if "error" in row:
+        print(f"{row['method']:9s} {setting:18s} ERROR {row['error'][:80]}   | {ptxt}")
+        return
+    flag = f" STOPPED: {row['stopped']}" if row["stopped"] else ""
+    print(f"{row['method']:9s} {setting:18s} {row['wall_seconds']:8.3f} s {row['steps']:6d} steps "
+          f"(+{row['rejected']} rej) I_Rel {row['i_rel_error']:.2g} I_Abs {row['i_abs_error']:.3g} "
+          f"RRMS {row['rrms']:.2g}{flag}   | {ptxt}", flush=True)

@@ -1,0 +1,293 @@
+"""The CUDA tissue engine (kernels/cardiac.cu): one kernel per stage, the error reduced on the
+device, step control and probe recording in a one-block kernel, so the host only launches:
+no copy per step, not even of the accept flag (the control kernel flips the state buffers).
+The host reads the control block, the recordings and the step history once per chunk of
+steps, and stops the run when the device reports a blow-up or a step below the floor."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.compute.kernels import load_module, read_kernel
+from app.sims.cardiac.engine import Problem, RunStopped
+from app.sims.cardiac.model import N_NONGATING, N_STATES
+from app.sims.cardiac.solvers import Tableau
+
+BLOCK = 128
+CONTROL_BLOCK = 128
+CD_T, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_N = range(8)
+CI_PARITY, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH, CI_N = range(10)
+ST_BLOWUP, ST_FLOOR = 1, 2
+CHUNK_FIXED = 500
+CHUNK_ADAPTIVE = 100
+H_CAP = 1 << 20
+
+
+def _arr(values) -> str:
+    return "{" + ", ".join(repr(float(v)) for v in values) + "}"
+
+
+def tableau_source(tab: Tableau) -> str:
+    s = tab.stages
+    a = [list(row) + [0.0] * (s - len(row)) for row in tab.a]
+    a.append([0.0] * s)                                   # row s: unused (keeps TAB_A[I+1] valid)
+    blow = tab.b_low or [0.0] * s
+    return "\n".join([
+        f"#define NSTAGE {s}", f"#define ADAPTIVE {int(tab.adaptive)}", f"#define RL {int(tab.rl)}",
+        f"#define ORDER_LOW {tab.order_low or tab.order}",
+        f"__device__ constexpr double TAB_A[{s + 1}][{s}] = {{{', '.join(_arr(r) for r in a)}}};",
+        f"__device__ constexpr double TAB_B[{s}] = {_arr(tab.b)};",
+        f"__device__ constexpr double TAB_BLOW[{s}] = {_arr(blow)};",
+        f"__device__ constexpr double TAB_C[{s}] = {_arr(tab.c)};",
+    ]) + "\n"
+
+
+def kernel_source(problem: Problem) -> tuple[str, dict]:
+    """The kernel text for this problem's method and precision, and its -D defines."""
+    real = "double" if problem.dtype == np.float64 else "float"
+    src = read_kernel("cardiac.cu")
+    src = src.replace("/*@MODEL@*/", problem.model.cuda_source(real))
+    src = src.replace("/*@TABLEAU@*/", tableau_source(problem.tableau))
+    n = problem.n_cells
+    defines = {"REAL": real, "NPAD": padded(n), "NCELLS": n, "KNB": problem.mesh.width,
+               "NPROBE": len(problem.probes), "NSTIM": len(problem.cfg.protocol.stimuli)}
+    return src, defines
+
+
+def padded(n: int) -> int:
+    return (n + 31) // 32 * 32
+
+
+class CudaTissue:
+    name = "cuda"
+
+    def __init__(self, problem: Problem):
+        import pycuda.driver as cuda
+        import pycuda.gpuarray as gpuarray
+
+        self.cuda, self.gpuarray = cuda, gpuarray
+        p = self.p = problem
+        tab = problem.tableau
+        self.real = problem.dtype
+        n, npad = problem.n_cells, padded(problem.n_cells)
+        self.n, self.npad = n, npad
+        src, defines = kernel_source(problem)
+        self.module = load_module(src, "cardiac.cu", defines)
+        sig = "PPPPPPPPPPP"
+        self.stages = []
+        for i in range(tab.stages):
+            f = self.module.get_function(f"stage{i}")
+            f.prepare(sig)
+            self.stages.append(f)
+        self._control = self.module.get_function("control")
+        self._control.prepare("PPPiPPPiPiPP")
+        self._observe = self.module.get_function("observe_final")
+        self._observe.prepare("PPPPP")
+        # constants
+        self._set_const("c_params", np.asarray(problem.params, self.real))
+        stim = np.zeros(16 * 5)
+        stim[:problem.stim_table.size] = problem.stim_table.ravel()
+        self._set_const("c_stim", stim)
+        s, out = problem.cfg.solver, problem.cfg.output
+        solver = [s.at, s.rt, s.dt_min, s.dt_max, s.safety, s.fac_min, s.fac_max, problem.t_end,
+                  problem.cfg.D, out.dt_save, out.activation_threshold, problem.save_every]
+        self._set_const("c_solver", np.array(solver, np.float64))
+        # state
+        y = np.zeros((N_STATES, npad), self.real)
+        y[:, :n] = problem.y0
+        y[:, n:] = problem.y0[:, :1]
+        self.YA = gpuarray.to_gpu(y.ravel())
+        self.YB = gpuarray.zeros(N_STATES * npad, self.real)
+        self.K = gpuarray.zeros(max(tab.stages - 1, 1) * 36 * npad, self.real)
+        self.Vst = [gpuarray.zeros(npad, self.real), gpuarray.zeros(npad, self.real)]
+        nbr = np.zeros((problem.mesh.width, npad), np.int32)
+        nbr[:, :n] = problem.mesh.neighbours.T
+        w = np.zeros((problem.mesh.width, npad), self.real)
+        w[:, :n] = problem.mesh.inv_d2.T
+        self.nbr, self.w = gpuarray.to_gpu(nbr.ravel()), gpuarray.to_gpu(w.ravel())
+        mask = np.zeros(npad, np.uint32)
+        mask[:n] = problem.stim_mask
+        self.mask = gpuarray.to_gpu(mask)
+        maps = np.full((6, npad), np.nan, self.real)
+        maps[0, :n] = problem.y0[0]
+        maps[3] = -np.inf
+        maps[5, :n] = problem.y0[0]
+        self.maps = gpuarray.to_gpu(maps.ravel())
+        cd = np.zeros(CD_N)
+        cd[CD_H] = s.dt if not tab.adaptive else min(s.dt, s.dt_max, problem.next_breakpoint(0.0))
+        cd[CD_NEXTSAVE] = out.dt_save
+        self.cd = gpuarray.to_gpu(cd)
+        self.ci = gpuarray.zeros(CI_N, np.int32)
+        self.bp = gpuarray.to_gpu(np.concatenate([problem.breakpoints, [np.inf]]).astype(np.float64))
+        self.probes = gpuarray.to_gpu(problem.probes.astype(np.int32))
+        self.chunk = CHUNK_ADAPTIVE if tab.adaptive else CHUNK_FIXED
+        self.rec_cap = self.chunk + 2
+        self.rec_t = gpuarray.zeros(self.rec_cap, np.float32)
+        self.rec_v = gpuarray.zeros(self.rec_cap * len(problem.probes), np.float32)
+        self.h_cap = H_CAP if tab.adaptive else 1
+        self.h_hist = gpuarray.zeros(2 * self.h_cap, np.float32)
+        self.stream = cuda.Stream()
+        self._grid = ((npad + BLOCK - 1) // BLOCK, 1)
+        self._probe_t = [0.0]
+        self._probe_v = [problem.y0[0, problem.probes].astype(np.float64)]
+        self.h_history: list[tuple[float, float]] = []
+        self._n_hist = 0
+        self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
+        self._observed_final = False
+
+    def _set_const(self, name: str, values: np.ndarray) -> None:
+        ptr, size = self.module.get_global(name)
+        data = np.ascontiguousarray(values)
+        assert data.nbytes <= size, name
+        self.cuda.memcpy_htod(ptr, data)
+
+    # ---- stepping ------------------------------------------------------------------------
+    def _launch_step(self) -> None:
+        st, g, b = self.stream, self._grid, (BLOCK, 1, 1)
+        for i, f in enumerate(self.stages):
+            vin, vout = self.Vst[i % 2], self.Vst[(i + 1) % 2]
+            f.prepared_async_call(g, b, st, self.YA.gpudata, self.YB.gpudata, self.K.gpudata,
+                                  vin.gpudata, vout.gpudata, self.nbr.gpudata, self.w.gpudata,
+                                  self.mask.gpudata, self.maps.gpudata, self.cd.gpudata, self.ci.gpudata)
+        self._control.prepared_async_call(
+            (1, 1), (CONTROL_BLOCK, 1, 1), st, self.YA.gpudata, self.YB.gpudata, self.bp.gpudata,
+            np.int32(len(self.p.breakpoints)), self.probes.gpudata, self.rec_t.gpudata,
+            self.rec_v.gpudata, np.int32(self.rec_cap), self.h_hist.gpudata, np.int32(self.h_cap),
+            self.cd.gpudata, self.ci.gpudata)
+
+    @property
+    def finished(self) -> bool:
+        return self.done
+
+    def advance(self, max_steps: int) -> None:
+        self._run(max_steps, None)
+
+    def advance_time(self, span: float) -> None:
+        """Run until ``span`` more simulated ms have passed (or the end)."""
+        self._run(None, self.t + span)
+
+    def run_to_end(self) -> None:
+        self._run(None, None)
+
+    def _run(self, max_steps: int | None, t_target: float | None) -> None:
+        tab = self.p.tableau
+        launched = 0
+        while not self.done:
+            n = self.chunk
+            if not tab.adaptive:
+                remaining = self.p.fixed_steps - self.steps_accepted
+                if t_target is not None:
+                    remaining = min(remaining, max(1, int(round((t_target - self.t) / self.p.cfg.solver.dt))))
+                n = max(1, min(n, remaining))
+            if max_steps is not None:
+                n = max(1, min(n, max_steps - launched))
+            for _ in range(n):
+                self._launch_step()
+            launched += n
+            self._sync()
+            if max_steps is not None and launched >= max_steps:
+                break
+            if t_target is not None and self.t >= t_target - 1e-9:
+                break
+
+    def _sync(self) -> None:
+        self.stream.synchronize()
+        cd, ci = self.cd.get(), self.ci.get()
+        self.t = float(cd[CD_T])
+        self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
+        nrec = int(ci[CI_NREC])
+        if nrec:
+            tt = self.rec_t.get()[:nrec]
+            vv = self.rec_v.get().reshape(self.rec_cap, -1)[:nrec]
+            self._probe_t.extend(tt.astype(np.float64).tolist())
+            self._probe_v.extend(vv.astype(np.float64))
+            ci_reset = ci.copy()
+            ci_reset[CI_NREC] = 0
+            self.cuda.memcpy_htod(int(self.ci.gpudata) + 4 * CI_NREC, np.zeros(1, np.int32))
+        nh = min(int(ci[CI_NH]), self.h_cap)
+        if nh > self._n_hist:
+            hh = self.h_hist.get()[2 * self._n_hist:2 * nh].reshape(-1, 2)
+            self.h_history.extend((float(a), float(b)) for a, b in hh)
+            self._n_hist = nh
+        status = int(ci[CI_STATUS])
+        if ci[CI_DONE]:
+            self.done = True
+            if not self._observed_final:
+                self._observe.prepared_async_call(self._grid, (BLOCK, 1, 1), self.stream, self.YA.gpudata,
+                                                  self.YB.gpudata, self.maps.gpudata, self.cd.gpudata,
+                                                  self.ci.gpudata)
+                self.stream.synchronize()
+                self._observed_final = True
+        if status == ST_BLOWUP:
+            v = self._current()[0, int(ci[CI_BADCELL])]
+            reason = "V is NaN" if np.isnan(v) else f"|V| = {abs(v):.4g} mV exceeds 200 mV"
+            raise RunStopped(cd[CD_BADT], int(ci[CI_BADCELL]), reason)
+        if status == ST_FLOOR:
+            raise RunStopped(cd[CD_BADT], int(ci[CI_BADCELL]),
+                             f"step size {cd[CD_HPROP]:.3g} ms fell below the floor dt_min = "
+                             f"{self.p.cfg.solver.dt_min:g} ms")
+
+    # ---- read-back -----------------------------------------------------------------------
+    def _current(self) -> np.ndarray:
+        parity = int(self.ci.get()[CI_PARITY])
+        buf = self.YB if parity else self.YA
+        return buf.get().reshape(N_STATES, self.npad)[:, :self.n]
+
+    def voltage(self) -> np.ndarray:
+        parity = int(self.ci.get()[CI_PARITY])
+        buf = self.YB if parity else self.YA
+        return buf[:self.n].get().astype(np.float64)
+
+    def states(self) -> np.ndarray:
+        return self._current().astype(np.float64)
+
+    def recordings(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(self._probe_t), np.array(self._probe_v)
+
+    def cell_history(self):
+        return None
+
+    def activation(self) -> dict[str, np.ndarray]:
+        m = self.maps.get().reshape(6, self.npad)[:, :self.n].astype(np.float64)
+        return {"activation_time": m[1], "activation_last": m[2], "apd90": m[4] - m[1]}
+
+    def checkpoint(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError("checkpoints of the CUDA cardiac engine are not supported yet; "
+                                  "use the CPU engine")
+
+    def load(self, state) -> None:
+        raise NotImplementedError("checkpoints of the CUDA cardiac engine are not supported yet")
+
+    def close(self) -> None:
+        for buf in (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps,
+                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist):
+            buf.gpudata.free()
+
+
+def cuda_rates(y: np.ndarray, i_st: np.ndarray, params: np.ndarray, precision: str = "float64"):
+    """Evaluate the generated CUDA model on states ``y`` (21, N): returns (dng, inf, tau) like
+    the NumPy program's outputs (for the CPU-vs-CUDA model test). Needs a pushed context."""
+    import pycuda.gpuarray as gpuarray
+
+    from app.sims.cardiac.model import crn_model
+    dtype = np.float64 if precision == "float64" else np.float32
+    real = "double" if dtype == np.float64 else "float"
+    n = y.shape[1]
+    npad = padded(n)
+    from app.sims.cardiac.solvers import METHODS
+    src = read_kernel("cardiac.cu").replace("/*@MODEL@*/", crn_model().cuda_source(real))
+    src = src.replace("/*@TABLEAU@*/", tableau_source(METHODS["rlfe"]))
+    mod = load_module(src, "cardiac.cu", {"REAL": real, "NPAD": npad, "NCELLS": n, "KNB": 1,
+                                          "NPROBE": 1, "NSTIM": 1})
+    ptr, _ = mod.get_global("c_params")
+    import pycuda.driver as cuda
+    cuda.memcpy_htod(ptr, np.asarray(params, dtype))
+    yy = np.zeros((N_STATES, npad), dtype)
+    yy[:, :n] = y
+    ist = np.zeros(npad, dtype)
+    ist[:n] = i_st
+    d_y, d_i = gpuarray.to_gpu(yy.ravel()), gpuarray.to_gpu(ist)
+    d_o = gpuarray.zeros(36 * npad, dtype)
+    mod.get_function("eval_rates")(d_y, d_i, d_o, block=(BLOCK, 1, 1), grid=((npad + BLOCK - 1) // BLOCK, 1))
+    out = d_o.get().reshape(36, npad)[:, :n].astype(np.float64)
+    return out[:N_NONGATING], out[N_NONGATING:21], out[21:]

@@ -1,0 +1,393 @@
+// Cardiac tissue: Runge-Kutta stages with Rush-Larsen gates, one kernel per stage, the step's
+// error reduced on the device, step control and recording in a one-block control kernel.
+//
+// Filled in by app/sims/cardiac/cuda.py before compiling:
+//   MODEL marker   crn_rates(): the CRN equations printed from app/sims/cardiac/crn.py
+//   TABLEAU marker NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
+// Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
+//   NPROBE, NSTIM.
+//
+// Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
+// K[(i*36 + q)*NPAD + k] (q < 6: non-gating dy/dt, then 15 a's, then 15 b's).
+#include "reduce.cuh"
+
+#ifndef REAL
+#define REAL float
+#endif
+typedef REAL real;
+
+#define NS 21
+#define NNG 6
+#define NG 15
+#define NK 36
+#define V_LIMIT 200.0
+
+/*@MODEL@*/
+
+/*@TABLEAU@*/
+
+// control block (double part / int part)
+enum { CD_T = 0, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_N };  // CD_ERR: u64
+enum { CI_PARITY = 0, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH, CI_N };
+enum { ST_OK = 0, ST_BLOWUP = 1, ST_FLOOR = 2 };
+// solver constants
+enum { CS_AT = 0, CS_RT, CS_DTMIN, CS_DTMAX, CS_SAFETY, CS_FACMIN, CS_FACMAX, CS_TEND, CS_D,
+       CS_DTSAVE, CS_THRESH, CS_SAVEEVERY, CS_N };
+
+__constant__ real c_params[8];
+__constant__ double c_stim[16 * 5];          // start, duration, amplitude, period, count
+__constant__ double c_solver[CS_N];
+
+__device__ __forceinline__ real phi1(real z)
+{
+    return fabs(z) < (real)1e-5 ? (real)1 + (real)0.5 * z : expm1(z) / z;
+}
+
+__device__ __forceinline__ real stim_current(unsigned mask, double t)
+{
+    real s = 0;
+#pragma unroll
+    for (int g = 0; g < NSTIM; ++g) {
+        if (!((mask >> g) & 1u)) continue;
+        const double start = c_stim[5 * g], dur = c_stim[5 * g + 1], period = c_stim[5 * g + 3];
+        const double k = floor((t - start) / period);
+        if (t >= start && k < c_stim[5 * g + 4] && t - start - k * period < dur) s += (real)c_stim[5 * g + 2];
+    }
+    return s;
+}
+
+__device__ __forceinline__ real diffusion(const real* __restrict__ v, int k, real vk,
+                                          const int* __restrict__ nbr, const real* __restrict__ w)
+{
+    real acc = 0;
+#pragma unroll
+    for (int q = 0; q < KNB; ++q) {
+        const int j = nbr[q * NPAD + k];
+        acc += w[q * NPAD + k] * (v[j] - vk);
+    }
+    return (real)c_solver[CS_D] * acc;
+}
+
+// Activation / APD90 bookkeeping on an accepted state (t, v) after (t_prev, v_last).
+__device__ __forceinline__ void observe(int k, double t, double t_prev, real v, real* __restrict__ maps)
+{
+    real* v_last = maps;
+    real* act_first = maps + NPAD;
+    real* act_last = maps + 2 * NPAD;
+    real* vmax = maps + 3 * NPAD;
+    real* t_rep = maps + 4 * NPAD;
+    real* v_rest = maps + 5 * NPAD;
+    const real v0 = v_last[k];
+    const real thr = (real)c_solver[CS_THRESH];
+    if (t > t_prev) {
+        if (v0 < thr && v >= thr) {
+            const real tc = (real)(t_prev + (double)((thr - v0) / (v - v0)) * (t - t_prev));
+            if (isnan(act_first[k])) act_first[k] = tc;
+            act_last[k] = tc;
+        }
+        if (!isnan(act_first[k]) && isnan(t_rep[k])) {
+            const real vm = fmax(vmax[k], v);
+            vmax[k] = vm;
+            const real v90 = vm - (real)0.9 * (vm - v_rest[k]);
+            if (v0 > v90 && v <= v90 && vm > thr)
+                t_rep[k] = (real)(t_prev + (double)((v0 - v90) / (v0 - v)) * (t - t_prev));
+        }
+    }
+    v_last[k] = v;
+}
+
+// Stage I of a step: build the stage state from Y0 and the stored stages, evaluate the model,
+// then store k_I and the next stage's V, or (last stage) write y_high and the error.
+template <int I>
+__device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __restrict__ YB,
+    real* __restrict__ K, const real* __restrict__ Vin, real* __restrict__ Vout,
+    const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
+    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci)
+{
+    if (ci[CI_DONE]) return;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int parity = ci[CI_PARITY];
+    const real* __restrict__ Y0 = parity ? YB : YA;
+    real* __restrict__ Yn = parity ? (real*)YA : YB;
+    const double t = cd[CD_T];
+    const real h = (real)cd[CD_H];
+    float err = 0.f;
+    const real* __restrict__ Vd = (I == 0) ? Y0 : Vin;     // V of this stage, all cells
+    if (k < NCELLS) {
+        real y0[NS];
+#pragma unroll
+        for (int q = 0; q < NS; ++q) y0[q] = Y0[q * NPAD + k];
+        if (I == 0) {
+            if (!(fabs(y0[0]) <= (real)V_LIMIT)) {
+                if (atomicCAS(&ci[CI_STATUS], ST_OK, ST_BLOWUP) == ST_OK) {
+                    ci[CI_BADCELL] = k;
+                    cd[CD_BADT] = t;
+                }
+                ci[CI_DONE] = 1;
+            }
+            observe(k, t, cd[CD_TPREV], y0[0], maps);
+        }
+        // stage state
+        real ys[NS];
+        if (I == 0) {
+#pragma unroll
+            for (int q = 0; q < NS; ++q) ys[q] = y0[q];
+        } else {
+#pragma unroll
+            for (int q = 0; q < NNG; ++q) {
+                real acc = 0;
+#pragma unroll
+                for (int j = 0; j < I; ++j)
+                    if (TAB_A[I][j] != 0.0) acc += (real)TAB_A[I][j] * K[(j * NK + q) * NPAD + k];
+                ys[q] = y0[q] + h * acc;
+            }
+#pragma unroll
+            for (int g = 0; g < NG; ++g) {
+                real abar = 0, bbar = 0;
+#pragma unroll
+                for (int j = 0; j < I; ++j) {
+                    if (TAB_A[I][j] == 0.0) continue;
+                    const real a = K[(j * NK + NNG + g) * NPAD + k];
+                    const real b = K[(j * NK + NNG + NG + g) * NPAD + k];
+                    abar += (real)TAB_A[I][j] * a;
+                    bbar += (real)TAB_A[I][j] * b;
+                }
+                const real w0 = y0[NNG + g];
+                ys[NNG + g] = RL ? w0 + h * (abar * w0 + bbar) * phi1(h * abar)
+                                 : w0 + h * bbar;   // non-RL: b holds the gate's derivative
+            }
+        }
+        // rates
+        const double ts = t + TAB_C[I] * (double)h;
+        real kk[NK];
+        real inf[NG], tau[NG];
+        crn_rates(ys[0], ys[1], ys[2], ys[3], ys[4], ys[5], ys[6], ys[7], ys[8], ys[9], ys[10],
+                  ys[11], ys[12], ys[13], ys[14], ys[15], ys[16], ys[17], ys[18], ys[19], ys[20],
+                  stim_current(mask[k], ts), c_params,
+                  &kk[0], &kk[1], &kk[2], &kk[3], &kk[4], &kk[5],
+                  &inf[0], &inf[1], &inf[2], &inf[3], &inf[4], &inf[5], &inf[6], &inf[7], &inf[8],
+                  &inf[9], &inf[10], &inf[11], &inf[12], &inf[13], &inf[14],
+                  &tau[0], &tau[1], &tau[2], &tau[3], &tau[4], &tau[5], &tau[6], &tau[7], &tau[8],
+                  &tau[9], &tau[10], &tau[11], &tau[12], &tau[13], &tau[14]);
+        if (NCELLS > 1) kk[0] += diffusion(Vd, k, ys[0], nbr, w);
+#pragma unroll
+        for (int g = 0; g < NG; ++g) {
+            const real a = (real)-1 / tau[g];
+            if (RL) {
+                kk[NNG + g] = a;
+                kk[NNG + NG + g] = inf[g] / tau[g];
+            } else {   // plain RK on the gates: store the derivative as b with a = 0
+                kk[NNG + g] = 0;
+                kk[NNG + NG + g] = a * ys[NNG + g] + inf[g] / tau[g];
+            }
+        }
+        if (I < NSTAGE - 1) {
+#pragma unroll
+            for (int q = 0; q < NK; ++q) K[(I * NK + q) * NPAD + k] = kk[q];
+            // the next stage's V, needed by the neighbours' diffusion
+            real acc = 0;
+#pragma unroll
+            for (int j = 0; j < I; ++j)
+                if (TAB_A[I + 1][j] != 0.0) acc += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
+            acc += (real)TAB_A[I + 1][I] * kk[0];
+            Vout[k] = y0[0] + h * acc;
+        } else {
+            // final combination: high (kept) and low (error)
+#pragma unroll
+            for (int q = 0; q < NS; ++q) {
+                real hi_ab = 0, hi_b = 0, lo_ab = 0, lo_b = 0;
+                const bool gate = q >= NNG;
+#pragma unroll
+                for (int j = 0; j < NSTAGE; ++j) {
+                    if (TAB_B[j] == 0.0 && (!ADAPTIVE || TAB_BLOW[j] == 0.0)) continue;
+                    real a, b;
+                    if (j == I) {
+                        a = gate ? kk[q] : 0;
+                        b = gate ? kk[NG + q] : kk[q];
+                    } else {
+                        a = gate ? K[(j * NK + q) * NPAD + k] : 0;
+                        b = gate ? K[(j * NK + NG + q) * NPAD + k] : K[(j * NK + q) * NPAD + k];
+                    }
+                    hi_ab += (real)TAB_B[j] * a;
+                    hi_b += (real)TAB_B[j] * b;
+                    if (ADAPTIVE) {
+                        lo_ab += (real)TAB_BLOW[j] * a;
+                        lo_b += (real)TAB_BLOW[j] * b;
+                    }
+                }
+                real hi, lo = 0;
+                if (gate && RL) {
+                    hi = y0[q] + h * (hi_ab * y0[q] + hi_b) * phi1(h * hi_ab);
+                    if (ADAPTIVE) lo = y0[q] + h * (lo_ab * y0[q] + lo_b) * phi1(h * lo_ab);
+                } else {
+                    hi = y0[q] + h * hi_b;
+                    if (ADAPTIVE) lo = y0[q] + h * lo_b;
+                }
+                Yn[q * NPAD + k] = hi;
+                if (ADAPTIVE) {
+                    float e = (float)(fabs(hi - lo) / ((real)c_solver[CS_AT] + (real)c_solver[CS_RT] * fabs(y0[q])));
+                    if (!(e <= 3.0e38f)) e = 3.0e38f;          // NaN or inf: reject
+                    err = fmaxf(err, e);
+                }
+            }
+        }
+    }
+    if (ADAPTIVE && I == NSTAGE - 1) {
+        // block max of (error bits << 32 | cell), then one atomic per block: positive floats
+        // order as unsigned ints, so the maximum carries the worst cell along
+        __shared__ unsigned long long smax[32];
+        unsigned long long m = ((unsigned long long)__float_as_uint(err) << 32) | (unsigned)(k < NCELLS ? k : 0);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const unsigned long long other = __shfl_down_sync(0xffffffffu, m, o);
+            m = other > m ? other : m;
+        }
+        if ((threadIdx.x & 31) == 0) smax[threadIdx.x >> 5] = m;
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            m = threadIdx.x < (blockDim.x >> 5) ? smax[threadIdx.x] : 0ull;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const unsigned long long other = __shfl_down_sync(0xffffffffu, m, o);
+                m = other > m ? other : m;
+            }
+            if (threadIdx.x == 0) atomicMax((unsigned long long*)(cd + CD_ERR), m);
+        }
+    }
+}
+
+#define STAGE_ARGS const real* __restrict__ YA, real* __restrict__ YB, real* __restrict__ K, \
+    const real* __restrict__ Vin, real* __restrict__ Vout, const int* __restrict__ nbr,        \
+    const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
+    double* __restrict__ cd, int* __restrict__ ci
+#define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci
+
+extern "C" __global__ void stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
+#if NSTAGE > 1
+extern "C" __global__ void stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }
+#endif
+#if NSTAGE > 2
+extern "C" __global__ void stage2(STAGE_ARGS) { stage_body<2>(STAGE_PASS); }
+#endif
+#if NSTAGE > 3
+extern "C" __global__ void stage3(STAGE_ARGS) { stage_body<3>(STAGE_PASS); }
+#endif
+#if NSTAGE > 4
+extern "C" __global__ void stage4(STAGE_ARGS) { stage_body<4>(STAGE_PASS); }
+#endif
+#if NSTAGE > 5
+extern "C" __global__ void stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
+#endif
+
+// One block: accept or reject, new step (Eq. 15), time, parity, recording of the probes.
+extern "C" __global__ void control(const real* __restrict__ YA, const real* __restrict__ YB,
+    const double* __restrict__ bp, int n_bp, const int* __restrict__ probes,
+    float* __restrict__ rec_t, float* __restrict__ rec_v, int rec_cap,
+    float* __restrict__ h_hist, int h_cap, double* __restrict__ cd, int* __restrict__ ci)
+{
+    __shared__ int s_rec, s_slot, s_parity;
+    if (threadIdx.x == 0) {
+        s_rec = 0;
+        if (!ci[CI_DONE]) {
+            const double h = cd[CD_H];
+            bool accept = true;
+            int worst = -1;
+            double hprop = h;
+            if (ADAPTIVE) {
+                const unsigned long long packed = *(unsigned long long*)(cd + CD_ERR);
+                *(unsigned long long*)(cd + CD_ERR) = 0ull;
+                const float r = __uint_as_float((unsigned)(packed >> 32));
+                worst = (int)(packed & 0xffffffffu);
+                accept = r <= 1.0f;
+                double fac;
+                if (!(r < 3.0e38f)) fac = c_solver[CS_FACMIN];
+                else if (r <= 0.f) fac = c_solver[CS_FACMAX];
+                else fac = fmin(c_solver[CS_FACMAX], fmax(c_solver[CS_FACMIN],
+                                c_solver[CS_SAFETY] * pow((double)r, -1.0 / (ORDER_LOW + 1))));
+                hprop = h * fac;
+            }
+            if (accept) {
+                cd[CD_TPREV] = cd[CD_T];
+                ci[CI_ACC] += 1;
+                ci[CI_PARITY] ^= 1;
+                if (ADAPTIVE) {
+                    cd[CD_T] += h;
+                    const int nh = ci[CI_NH];
+                    if (nh < h_cap) { h_hist[2 * nh] = (float)cd[CD_T]; h_hist[2 * nh + 1] = (float)h; }
+                    ci[CI_NH] = nh + 1;
+                } else {
+                    cd[CD_T] = ci[CI_ACC] * h;                    // no drift over many steps
+                }
+            } else {
+                ci[CI_REJ] += 1;
+            }
+            const double t = cd[CD_T], t_end = c_solver[CS_TEND];
+            const bool done = ADAPTIVE ? t >= t_end * (1 - 1e-12) : t >= t_end - 0.5 * h;
+            if (accept) {
+                bool due;
+                if (!ADAPTIVE) due = (ci[CI_ACC] % (int)c_solver[CS_SAVEEVERY]) == 0 || done;
+                else {
+                    const double dts = c_solver[CS_DTSAVE];
+                    due = dts == 0.0 || t >= cd[CD_NEXTSAVE] * (1 - 1e-9) || done;
+                    if (due && dts > 0.0)
+                        while (cd[CD_NEXTSAVE] <= t * (1 + 1e-9)) cd[CD_NEXTSAVE] += dts;
+                }
+                if (due && ci[CI_NREC] < rec_cap) {
+                    s_rec = 1;
+                    s_slot = ci[CI_NREC]++;
+                    rec_t[s_slot] = (float)t;
+                }
+            }
+            if (done) ci[CI_DONE] = 1;
+            if (ADAPTIVE && !done) {
+                cd[CD_HPROP] = hprop;
+                if (hprop < c_solver[CS_DTMIN]) {
+                    if (ci[CI_STATUS] == ST_OK) { ci[CI_STATUS] = ST_FLOOR; cd[CD_BADT] = t; ci[CI_BADCELL] = worst; }
+                    ci[CI_DONE] = 1;
+                }
+                int i = ci[CI_BP];
+                while (i < n_bp && bp[i] <= t * (1 + 1e-12) + 1e-12) ++i;
+                ci[CI_BP] = i;
+                const double limit = (i < n_bp ? bp[i] : t_end) - t;
+                cd[CD_H] = fmin(fmin(hprop, c_solver[CS_DTMAX]), fmin(limit, t_end - t));
+            }
+        }
+        s_parity = ci[CI_PARITY];
+    }
+    __syncthreads();
+    if (s_rec) {
+        const real* Y = s_parity ? YB : YA;
+        for (int p = threadIdx.x; p < NPROBE; p += blockDim.x)
+            rec_v[(size_t)s_slot * NPROBE + p] = (float)Y[probes[p]];
+    }
+}
+
+// Observe the final state once the run is done (the last accepted step is otherwise unseen).
+extern "C" __global__ void observe_final(const real* __restrict__ YA, const real* __restrict__ YB,
+    real* __restrict__ maps, const double* __restrict__ cd, const int* __restrict__ ci)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= NCELLS) return;
+    const real* Y = ci[CI_PARITY] ? YB : YA;
+    observe(k, cd[CD_T], cd[CD_TPREV], Y[k], maps);
+}
+
+// The model alone on arbitrary states (tests: CUDA vs NumPy on random states).
+// out[(q)*NPAD + k]: q < 6 non-gating dy/dt, then 15 x_inf, then 15 tau_x.
+extern "C" __global__ void eval_rates(const real* __restrict__ Y, const real* __restrict__ ist,
+                                      real* __restrict__ out)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= NCELLS) return;
+    real y[NS], o[NK];
+#pragma unroll
+    for (int q = 0; q < NS; ++q) y[q] = Y[q * NPAD + k];
+    crn_rates(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], y[8], y[9], y[10], y[11], y[12],
+              y[13], y[14], y[15], y[16], y[17], y[18], y[19], y[20], ist[k], c_params,
+              &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11],
+              &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21],
+              &o[22], &o[23], &o[24], &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31],
+              &o[32], &o[33], &o[34], &o[35]);
+#pragma unroll
+    for (int q = 0; q < NK; ++q) out[q * NPAD + k] = o[q];
+}

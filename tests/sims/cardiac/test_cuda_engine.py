@@ -1,0 +1,83 @@
+"""The CUDA engine against the NumPy engine (gpu marker: runs only where CUDA works)."""
+
+import numpy as np
+import pytest
+
+from app.sims.cardiac.model import crn_model
+
+from .helpers import cable, run
+from .test_model import random_states
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("precision,rtol", [("float64", 1e-9), ("float32", 2e-3)])
+def test_model_cuda_vs_numpy_on_random_states(cuda_context, precision, rtol):
+    from app.sims.cardiac.cuda import cuda_rates
+    m = crn_model()
+    y = random_states(4096, seed=11)
+    ist = np.where(np.arange(4096) % 3 == 0, -20.0, 0.0)
+    p = m.parameter_vector({"ACh": 0.03})
+    out = m._numpy(*y, ist, *p)
+    ref = [np.broadcast_to(o, (4096,)) for o in out]
+    dng, inf, tau = cuda_rates(y, ist, p, precision)
+    got = np.concatenate([dng, inf, tau])
+    for q, r in enumerate(ref):
+        scale = np.maximum(np.abs(r), np.abs(r).max() * 1e-6)
+        err = np.abs(got[q] - r) / scale
+        # float32: a few cells sit next to removable singularities (V = -47.13, ...): 99.9% bound
+        assert np.quantile(err, 0.999) < rtol, (q, np.quantile(err, 0.999))
+
+
+SHEET = ("mesh: {kind: sheet, nx: 24, ny: 6, dx_mm: 0.2}\n"
+         "protocol: {t_end: 40, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.3}},"
+         " {start: 20, duration: 2, amplitude: -40, region: {kind: cells, cells: [100]}}]}\n"
+         "output: {random_probes: 6, probe_cells: [5, 70], dt_save: 0.5}\n")
+
+
+@pytest.mark.parametrize("method,dt", [("rlfe", 0.02), ("fe", 0.005), ("midpoint", 0.05), ("trapezoidal", 0.05)])
+def test_fixed_step_cuda_matches_cpu_in_float64(cuda_context, method, dt):
+    text = SHEET + f"solver: {{method: {method}, dt: {dt}, precision: float64}}\n"
+    a_cpu, s_cpu = run(text, "cpu")
+    a_gpu, s_gpu = run(text, "cuda")
+    assert s_gpu["steps_accepted"] == s_cpu["steps_accepted"]
+    np.testing.assert_allclose(a_gpu["probe_t"], a_cpu["probe_t"], atol=1e-4)
+    np.testing.assert_allclose(a_gpu["probe_V"], a_cpu["probe_V"], atol=1e-4)
+    np.testing.assert_allclose(a_gpu["V_final"], a_cpu["V_final"], atol=1e-6)
+    np.testing.assert_allclose(a_gpu["activation_time"], a_cpu["activation_time"], atol=1e-4)
+
+
+def test_rlfe_float32_close_to_float64(cuda_context):
+    a64, _ = run(SHEET + "solver: {method: rlfe, dt: 0.02, precision: float64}\n", "cpu")
+    a32, _ = run(SHEET + "solver: {method: rlfe, dt: 0.02, precision: float32}\n", "cuda")
+    assert np.nanmax(np.abs(a32["activation_time"] - a64["activation_time"])) < 0.05
+    assert np.max(np.abs(a32["V_final"] - a64["V_final"])) < 0.5
+
+
+@pytest.mark.parametrize("method", ["te21", "bs32", "rkf45"])
+def test_adaptive_cuda_matches_cpu_in_float64(cuda_context, method):
+    text = SHEET + f"solver: {{method: {method}, dt: 0.01, at: 0.1, rt: 0.01, precision: float64}}\n"
+    a_cpu, s_cpu = run(text, "cpu")
+    a_gpu, s_gpu = run(text, "cuda")
+    # same decisions step by step (float64 on both; the reductions are exact maxima)
+    assert s_gpu["steps_accepted"] == s_cpu["steps_accepted"]
+    assert s_gpu["steps_rejected"] == s_cpu["steps_rejected"]
+    np.testing.assert_allclose(a_gpu["h"], a_cpu["h"], rtol=1e-5)
+    np.testing.assert_allclose(a_gpu["V_final"], a_cpu["V_final"], atol=1e-5)
+    np.testing.assert_allclose(a_gpu["probe_V"], a_cpu["probe_V"], atol=1e-4)
+
+
+def test_cuda_blowup_stops_with_time_cell_reason(cuda_context):
+    _, s = run("mesh: {kind: sheet, nx: 4, ny: 1, dx_mm: 0.2}\n"
+               "protocol: {t_end: 20, stimuli: [{start: 1, region: {kind: cells, cells: [0]}}]}\n"
+               "solver: {method: fe, dt: 0.5}\noutput: {random_probes: 0}\n", "cuda")
+    assert "stopped" in s and 0 <= s["stopped"]["cell"] < 4
+    assert "NaN" in s["stopped"]["reason"] or "exceeds" in s["stopped"]["reason"]
+
+
+def test_cuda_step_floor(cuda_context):
+    _, s = run("mesh: {kind: sheet, nx: 4, ny: 1, dx_mm: 0.2}\n"
+               "protocol: {t_end: 20, stimuli: [{start: 1, region: {kind: cells, cells: [0]}}]}\n"
+               "solver: {method: bs32, dt: 0.01, at: 1.0e-9, rt: 0, dt_min: 0.005}\noutput: {random_probes: 0}\n",
+               "cuda")
+    assert "below the floor" in s["stopped"]["reason"] and 0 <= s["stopped"]["cell"] < 4
