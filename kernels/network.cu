@@ -3,11 +3,12 @@
 //
 // net_step advances every neuron NET_CHUNK (= the minimum synaptic delay) steps or fewer per
 // launch: no spike emitted inside a chunk can reach any neuron before the chunk ends, so
-// neurons need no exchange inside it. Spike propagation is a pull over an inverse map: each
-// target thread walks its own incoming synapses (ELL layout, slot-major, sorted by source)
-// and reads its sources' 64-step spike histories (hist_in, written by the previous launch;
-// the new histories go to hist_out). Synapse state is owned by the target thread, so the
-// hot path has no atomics; only recording a spike appends to a buffer with one atomicAdd.
+// neurons need no exchange inside it. Spike propagation is a pull over an inverse map: the
+// NET_LANES threads of a target walk its incoming synapses (ELL layout, slot-major, sorted by
+// source) and read the sources' 64-step spike histories (hist_in, written by the previous
+// launch; the new histories go to hist_out), then sum their deliveries with warp shuffles.
+// Synapse state is owned by its target's threads, so the hot path has no atomics; only
+// recording a spike appends to a buffer with one atomicAdd.
 //
 // Growth (once per epoch, on the GPU): net_grow (rate -> F -> G -> radius), net_count
 // (overlapping sources per target), net_build (new ELL rows, weights from the overlap area,
@@ -17,6 +18,10 @@
 #ifndef NET_CHUNK
 #define NET_CHUNK 9
 #endif
+#ifndef NET_LANES
+#define NET_LANES 8           // threads per target neuron: 1, 2, 4, 8, 16 or 32
+#endif
+#define NET_ZPL ((NET_CHUNK + NET_LANES - 1) / NET_LANES)
 #define NET_NEVER (-(1 << 30))
 #define NET_PI 3.14159265358979323846
 
@@ -39,9 +44,13 @@ extern "C" __global__ void net_step(
     unsigned int* __restrict__ counts, unsigned long long* __restrict__ spikes,
     unsigned int* __restrict__ nspikes, const unsigned int capacity)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const int me = inh[i];
+    // NET_LANES threads per target neuron: they split its incoming synapses and its noise
+    // draws; lane 0 then integrates the neuron. No early return before the warp collectives.
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = g / NET_LANES;
+    const int lane = g % NET_LANES;
+    const bool valid = i < n;
+    const int me = valid ? inh[i] : 0;
     float aE[NET_CHUNK], aI[NET_CHUNK];
 #pragma unroll
     for (int t = 0; t < NET_CHUNK; ++t) { aE[t] = 0.f; aI[t] = 0.f; }
@@ -49,8 +58,9 @@ extern "C" __global__ void net_step(
     const unsigned int window = (1u << nsteps) - 1u;
 
     // ---- deliveries of this chunk: sources that spiked delay steps before each step
-    const int len = rowlen[i];
-    for (int k = 0; k < len; ++k) {
+    const int len = valid ? rowlen[i] : 0;
+    int arrived = 0;
+    for (int k = lane; k < len; k += NET_LANES) {
         const size_t s = (size_t)k * n + i;
         const unsigned int p = pre[s];
         const int j = (int)(p & 0x7fffffffu);
@@ -59,6 +69,7 @@ extern "C" __global__ void net_step(
         const int D = c_delay[typ];
         const unsigned int bits = (unsigned int)(hist_in[j] >> (D - nsteps)) & window;
         if (bits) {
+            arrived = 1;
             const float w = W[s], U = c_U[typ], invD = c_invD[typ], invF = c_invF[typ];
             float u = su[s], r = sr[s];
             int last = slast[s];
@@ -77,6 +88,36 @@ extern "C" __global__ void net_step(
             su[s] = u; sr[s] = r; slast[s] = last;
         }
     }
+    if (__any_sync(0xffffffffu, arrived)) {        // sum the lanes of each target (lane 0 gets it)
+#pragma unroll
+        for (int t = 0; t < NET_CHUNK; ++t) {
+#pragma unroll
+            for (int off = NET_LANES / 2; off > 0; off >>= 1) {
+                aE[t] += __shfl_down_sync(0xffffffffu, aE[t], off, NET_LANES);
+                aI[t] += __shfl_down_sync(0xffffffffu, aI[t], off, NET_LANES);
+            }
+        }
+    }
+
+    // ---- noise: lane l draws the normals of steps l, l + NET_LANES, ...
+    float zl[NET_ZPL];
+#pragma unroll
+    for (int q = 0; q < NET_ZPL; ++q) {
+        const int t = lane + q * NET_LANES;
+        zl[q] = 0.f;
+        if (valid && t < nsteps) {
+            const int m = step0 + t;
+            const philox_u4 wd = philox_draw(seed, (uint64_t)i, (uint64_t)(m >> 1));
+            const uint32_t a = (m & 1) ? wd.z : wd.x, b = (m & 1) ? wd.w : wd.y;
+            zl[q] = sqrtf(-2.f * __logf(philox_uniform_f32(a)))
+                  * __cosf(6.2831853071795865f * philox_uniform_f32(b));
+        }
+    }
+    float z[NET_CHUNK];
+#pragma unroll
+    for (int t = 0; t < NET_CHUNK; ++t)
+        z[t] = __shfl_sync(0xffffffffu, zl[t / NET_LANES], t % NET_LANES, NET_LANES);
+    if (!valid || lane != 0) return;
 
     // ---- the neuron, nsteps steps
     const float c1 = c_lif[0], c2 = c_lif[1], i0 = c_lif[2];
@@ -100,11 +141,7 @@ extern "C" __global__ void net_step(
                 const unsigned int slot = atomicAdd(nspikes, 1u);
                 if (slot < capacity) spikes[slot] = ((unsigned long long)(unsigned int)m << 32) | (unsigned int)i;
             } else {
-                const philox_u4 wd = philox_draw(seed, (uint64_t)i, (uint64_t)(m >> 1));
-                const uint32_t a = (m & 1) ? wd.z : wd.x, b = (m & 1) ? wd.w : wd.y;
-                const float z = sqrtf(-2.f * __logf(philox_uniform_f32(a)))
-                              * __cosf(6.2831853071795865f * philox_uniform_f32(b));
-                v = c1 * v + c2 * (ge + gi + i0 + sig * z);
+                v = c1 * v + c2 * (ge + gi + i0 + sig * z[t]);
             }
             ge = ge * dE + aE[t];
             gi = gi * dI + aI[t];

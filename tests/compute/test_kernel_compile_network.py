@@ -3,12 +3,11 @@
 import pytest
 
 from app.compute.kernels import compile_cubin, nvcc_available
-from app.sims.network.config import MAX_DELAY_STEPS
 from app.sims.network.cuda import kernel_source
 
 pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
 
 
-@pytest.mark.parametrize("chunk", [1, 9, 16, MAX_DELAY_STEPS // 3])
-def test_network_kernel_compiles(chunk):
-    assert compile_cubin(kernel_source(), "network.cu", {"NET_CHUNK": chunk})
+@pytest.mark.parametrize("chunk,lanes", [(1, 8), (9, 8), (16, 8), (9, 1), (9, 32)])
+def test_network_kernel_compiles(chunk, lanes):
+    assert compile_cubin(kernel_source(), "network.cu", {"NET_CHUNK": chunk, "NET_LANES": lanes})

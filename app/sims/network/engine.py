@@ -41,7 +41,8 @@ class NetworkEngine:
     n_synapses: int
 
     def run(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
-        """Advance ``nsteps`` steps; return the spikes as (step, neuron) arrays sorted by step, neuron."""
+        """Advance ``nsteps`` steps; return the spikes as (step, neuron) arrays, in step order
+        (the CUDA engine: in chunk order, unsorted inside a chunk of ``min delay`` steps)."""
         raise NotImplementedError
 
     def grow(self, epoch_seconds: float) -> np.ndarray:

@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--target", default="numpy")
     ap.add_argument("--width", type=int, default=100)
-    ap.add_argument("--radius", type=float, default=2.0)
+    ap.add_argument("--radius", type=float, default=2.001)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     t_import = time.perf_counter()

@@ -130,9 +130,8 @@ class NetworkSimulation(Simulation):
             self.spikes.append((steps.astype(np.int64), neurons.astype(np.int32)))
         self.recent.append((steps, neurons))
         keep = int(self.cfg.analysis.raster_seconds / dt)
-        while self.recent and self.recent[0][0].size and self.recent[0][0][-1] < self.engine.step - keep:
-            self.recent.popleft()
-        while len(self.recent) > 1 and not self.recent[0][0].size:
+        while len(self.recent) > 1 and (not self.recent[0][0].size or
+                                        self.recent[0][0].max() < self.engine.step - keep):
             self.recent.popleft()
         first = self.epoch * self.steps_per_epoch
         bins = (steps - first) // self.bin_steps
@@ -266,10 +265,16 @@ class NetworkSimulation(Simulation):
         return sim
 
     def _spike_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """All recorded spikes sorted by (step, neuron); kept that way for the next call."""
         if not self.spikes:
             return np.zeros(0, np.int64), np.zeros(0, np.int32)
-        return (np.concatenate([s for s, _ in self.spikes]),
-                np.concatenate([n for _, n in self.spikes]))
+        steps = np.concatenate([s for s, _ in self.spikes])
+        neurons = np.concatenate([n for _, n in self.spikes])
+        if len(self.spikes) > 1 or (steps.size > 1 and (np.diff(steps) < 0).any()):
+            order = np.lexsort((neurons, steps))
+            steps, neurons = steps[order], neurons[order]
+            self.spikes = [(steps, neurons)]
+        return steps, neurons
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         steps, neurons = self._spike_arrays()
