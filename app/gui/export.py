@@ -36,6 +36,15 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
         from app.gui.views.trajectories import TrajectoryView
         view = TrajectoryView()
         view.set_frame(frame)
+    elif domain == "network":
+        from app.gui.views.network import EpochHistoryView
+        view = EpochHistoryView()
+        view.set_frame(frame)
+        view.resize(*SIZE)
+        if not view.grab().save(str(path)):
+            raise OSError(f"could not write {path}")
+        print(f"plot in {path}")
+        return Path(path)
     else:
         log.warning("no plot for domain %s yet", domain)
         return None

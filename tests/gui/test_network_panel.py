@@ -1,0 +1,104 @@
+"""The cultured-network panel: run / pause / resume / stop, pause at epoch ends, checkpoint
+resume, views and exports (CPU engine, small cultures)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PySide6", reason="the GUI extra is not installed")
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from app.gui.runner import RunState
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def network(window):
+    panel = window.select_panel("network")
+    panel.backend.setCurrentIndex(panel.backend.findData("cpu"))
+    panel.width_box.setValue(6)
+    panel.height_box.setValue(6)
+    panel.start_radius.setValue(0.8)
+    panel.rho.setValue(0.02)
+    panel.epochs.setValue(3)
+    panel.epoch_seconds.setValue(0.4)
+    panel.slice_seconds.setValue(0.05)
+    panel.checkpoint.setText("")
+    return panel
+
+
+def test_run_pause_resume_stop(network, window, qtbot):
+    network.epochs.setValue(50)
+    assert network.start_run()
+    worker = network.worker
+    qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=10000)
+    qtbot.mouseClick(network.run_controls.pause_button, Qt.MouseButton.LeftButton)
+    assert worker.paused and network.run_controls.state is RunState.PAUSED
+    qtbot.wait(400)
+    frames = worker.frames_published
+    qtbot.wait(400)
+    assert worker.frames_published == frames, "frames arrived while paused"
+    qtbot.mouseClick(network.run_controls.pause_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=5000)
+    with qtbot.waitSignal(worker.run_finished, timeout=10000):
+        qtbot.mouseClick(network.run_controls.stop_button, Qt.MouseButton.LeftButton)
+    assert network.run_controls.state is RunState.FINISHED
+    frame = network.last_frame
+    assert not frame.done and frame.t > 0
+    x, y = network.pop_rate.curve.getData()
+    assert x is not None and len(x) > 0
+    assert len(network.culture.dots.data) == 36
+    assert "realtime" in window.throughput_label.text()
+    assert network.arrays is not None and "final_W" in network.arrays
+
+
+def test_pause_at_epoch_end_then_finish_views_and_exports(network, qtbot, tmp_path):
+    network.pause_at_epoch.setChecked(True)
+    assert network.start_run()
+    worker = network.worker
+    qtbot.waitUntil(lambda: network.run_controls.state is RunState.PAUSED, timeout=15000)
+    assert worker.paused
+    assert network.last_frame.epoch_boundary and network.last_frame.epoch == 1
+    network.pause_at_epoch.setChecked(False)
+    with qtbot.waitSignal(worker.run_finished, timeout=20000):
+        network.resume_run()
+    frame = network.last_frame
+    assert frame.done and frame.epoch == 3
+    assert len(frame.history["epoch_mean_radius"]) == 3
+    _, radius = network.history.curves["epoch_mean_radius"].getData()
+    assert len(radius) == 3
+
+    spikes, hist, conn, png = (tmp_path / n for n in ("s.npz", "h.csv", "c.npz", "v.png"))
+    network.export("spikes", spikes)
+    network.export("history", hist)
+    network.export("connectivity", conn)
+    network.export("png", png)
+    with np.load(spikes) as data:
+        assert data["spike_times"].size == data["spike_neurons"].size > 0
+    assert open(hist).readline().strip().startswith("epoch,epoch_mean_radius")
+    assert np.loadtxt(hist, delimiter=",", skiprows=1).shape == (3, 5)
+    with np.load(conn) as data:
+        assert data["final_W"].size == data["final_W_pre"].size == frame.synapses
+    image = QImage(str(png))
+    assert image.width() > 100 and image.height() > 100
+
+
+def test_resume_from_checkpoint(network, qtbot, tmp_path):
+    ckpt = tmp_path / "culture.ckpt.npz"
+    network.checkpoint.setText(str(ckpt))
+    network.epochs.setValue(2)
+    with qtbot.waitSignal(network.worker.run_finished if network.start_run() else None, timeout=20000):
+        pass
+    assert ckpt.exists() and network.last_frame.epoch == 2
+    network.apply_config(network.base_cfg)          # forget the controls' state
+    network.resume_from(ckpt)
+    assert "epoch 2" in network.resume_label.text()
+    network.epochs.setValue(3)
+    assert network.start_run()
+    with qtbot.waitSignal(network.worker.run_finished, timeout=20000):
+        pass
+    frame = network.last_frame
+    assert frame.done and frame.epoch == 3 and len(frame.history["epoch_mean_rate"]) == 3
