@@ -1,0 +1,59 @@
+"""Figures for the README drawn from benchmark JSON files (pyqtgraph, offscreen).
+
+    python -m app.gui.figures channel-fig7 bench-results/channel.json docs/channel-fig7.png
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from app.gui.export import ensure_application
+
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
+
+
+def channel_fig7(bench_json: str | Path, png: str | Path) -> Path:
+    """Best chi^2 against generation and against wall time for each population (paper Fig. 7)."""
+    ensure_application()
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QHBoxLayout, QWidget
+
+    rows = json.loads(Path(bench_json).read_text())["fig7"]
+    widget = QWidget()
+    layout = QHBoxLayout(widget)
+    plots = []
+    for x_key, label in (("generation", "generation"), ("wall", "wall time (s)")):
+        plot = pg.PlotWidget(background="w")
+        plot.setLogMode(x=x_key == "wall", y=True)
+        plot.setLabel("bottom", label)
+        plot.setLabel("left", "best chi² (pA²)")
+        plot.addLegend(offset=(-10, 10))
+        plot.addLine(y=np.log10(0.6), pen=pg.mkPen("k", style=pg.QtCore.Qt.PenStyle.DashLine))
+        for colour, row in zip(COLOURS, rows):
+            chi = np.asarray(row["best_chi2"])
+            x = np.arange(len(chi)) if x_key == "generation" else np.maximum(np.asarray(row["wall"]), 1e-4)
+            plot.plot(x, chi, pen=pg.mkPen(colour, width=2), name=f"{row['population']:,}")
+        layout.addWidget(plot)
+        plots.append(plot)
+    plots[0].setXRange(0, 400)
+    widget.resize(1200, 450)
+    if not widget.grab().save(str(png)):
+        raise OSError(f"could not write {png}")
+    return Path(png)
+
+
+def main(argv: list[str]) -> int:
+    figures = {"channel-fig7": channel_fig7}
+    if len(argv) != 3 or argv[0] not in figures:
+        print(__doc__)
+        return 2
+    print(figures[argv[0]](argv[1], argv[2]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
