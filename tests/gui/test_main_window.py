@@ -32,7 +32,7 @@ def test_window_lists_the_five_panels_and_opens_ssa(window):
     assert "—" in window.device_label.text()         # the reason is shown
 
 
-@pytest.mark.parametrize("name", ["cardiac", "network", "epidermis"])
+@pytest.mark.parametrize("name", ["cardiac", "epidermis"])
 def test_unbuilt_panels_show_description_and_no_controls(window, name):
     page = window.select_panel(name)
     assert window.current_page() is page
