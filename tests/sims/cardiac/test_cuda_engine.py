@@ -62,7 +62,7 @@ def test_adaptive_cuda_matches_cpu_in_float64(cuda_context, method):
     # same decisions step by step (float64 on both; the reductions are exact maxima)
     assert s_gpu["steps_accepted"] == s_cpu["steps_accepted"]
     assert s_gpu["steps_rejected"] == s_cpu["steps_rejected"]
-    np.testing.assert_allclose(a_gpu["h"], a_cpu["h"], rtol=1e-5)
+    np.testing.assert_allclose(a_gpu["h"], a_cpu["h"], rtol=1e-4)   # history kept in float32 on the device
     np.testing.assert_allclose(a_gpu["V_final"], a_cpu["V_final"], atol=1e-5)
     np.testing.assert_allclose(a_gpu["probe_V"], a_cpu["probe_V"], atol=1e-4)
 
