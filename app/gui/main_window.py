@@ -15,6 +15,7 @@ from app.gui import errors
 from app.gui.log_dock import LogDock
 from app.gui.panels import PANEL_CLASSES, Panel, PlaceholderPage
 from app.gui.views.base import configure_pyqtgraph
+from app.sims.common.config import ConfigError
 from app.sims.common.simulation import DOMAINS, default_preset, load_run_config
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,9 @@ class MainWindow(QMainWindow):
         try:
             domain, _ = load_run_config(path)
             panel = self.select_panel(domain.name)
+            if not isinstance(panel, Panel):
+                raise ConfigError(f"the {domain.label} panel is not built yet; run this config "
+                                  f"headless with: python -m app run {path}")
             panel.load_config(path)
         except Exception as exc:
             errors.report_exception(self, "Cannot open the run config", exc)

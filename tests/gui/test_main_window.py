@@ -63,10 +63,14 @@ def test_broken_yaml_reports_errors_and_keeps_the_window(window, tmp_path, shown
 
 
 def test_unbuilt_domain_config_is_refused(window, tmp_path, shown_errors):
-    path = tmp_path / "cardiac.yaml"
-    path.write_text("domain: cardiac\n")
+    path = tmp_path / "epidermis.yaml"
+    path.write_text("domain: epidermis\n")
     assert not window.open_config(path)
     assert "not built yet" in shown_errors[0][1]
+    # an engine without a panel yet: refused with the headless command
+    from app.sims.common.simulation import default_preset
+    assert not window.open_config(default_preset("cardiac"))
+    assert "not built yet" in shown_errors[1][1] and "python -m app run" in shown_errors[1][1]
 
 
 def test_log_dock_receives_records_from_other_threads(window, qtbot):

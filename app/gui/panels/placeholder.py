@@ -15,7 +15,10 @@ class PlaceholderPage(QWidget):
         super().__init__(parent)
         self.domain = domain
         title = QLabel(f"<h2>{domain.label}</h2>")
-        body = QLabel(f"<p>{domain.description}</p><p><i>This panel is not built yet.</i></p>")
+        headless = (f"<p>The simulation itself runs from the command line: <code>python -m app run "
+                    f"resources/presets/{domain.name}/…</code> and <code>python -m app bench "
+                    f"{domain.name}</code>.</p>") if domain.available else ""
+        body = QLabel(f"<p>{domain.description}</p>{headless}<p><i>This panel is not built yet.</i></p>")
         body.setWordWrap(True)
         body.setObjectName("description")
         body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -72,7 +72,7 @@ def test_run_config_domain_checks(tmp_path):
     path.write_text("domain: weather\n")
     with pytest.raises(ConfigError, match="unknown domain 'weather'"):
         load_run_config(path)
-    path.write_text("domain: cardiac\n")
+    path.write_text("domain: epidermis\n")
     with pytest.raises(ConfigError, match="not built yet"):
         load_run_config(path)
 
