@@ -1,6 +1,6 @@
 """Figures for the README drawn from benchmark JSON files (pyqtgraph, offscreen).
 
-    python -m app.gui.figures channel-fig7 bench-results/channel.json docs/channel-fig7.png
+    python -m app.gui.figures channel-fig7 bench-results/channel.json resources/figures/channel-fig7.png
 """
 
 from __future__ import annotations
