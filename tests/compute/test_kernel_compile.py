@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from app.compute.kernels import KERNEL_DIR, KernelCompileError, compile_cubin, nvcc_available
+from app.compute.kernels import KERNEL_DIR, compile_cubin, nvcc_available
 from app.sims.common.simulation import load_run_config, presets
 from app.sims.ssa.codegen import kernel_source
 from app.sims.ssa.config import ALGORITHMS

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel,
+                               QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
 from app.gui import errors
 from app.gui.runner import RunControls, RunState, SimulationWorker
@@ -191,6 +192,48 @@ class Panel(QWidget):
         self.clear_views()
         self.run_controls.set_state(RunState.IDLE)
         self.status_changed.emit("")
+
+    # ---- shared GUI actions (errors reported, never raised) ----------------------------
+    def attempt(self, title: str, action: Callable[..., Any], *args: Any) -> Any:
+        """Call ``action(*args)``; an exception is shown under ``title`` and None returned."""
+        try:
+            return action(*args)
+        except Exception as exc:
+            errors.report_exception(self, title, exc)
+            return None
+
+    def ask_file(self, title: str, pattern: str, action: Callable[[str], Any], *, save: bool = False,
+                 directory: str = "", default_suffix: str = "") -> Any:
+        """Ask for a file (to open, or to save) and hand it to ``action`` through :meth:`attempt`."""
+        dialog = QFileDialog.getSaveFileName if save else QFileDialog.getOpenFileName
+        path, _ = dialog(self, title, directory, pattern)
+        if not path:
+            return None
+        if save and default_suffix and not Path(path).suffix:
+            path += default_suffix
+        return self.attempt(title, action, path)
+
+    def preset_picker(self, title: str, files: list[Path]) -> tuple[QGroupBox, QComboBox, QLabel]:
+        """A group with the domain's presets, an Open YAML button and a description line;
+        picking either loads that run config."""
+        box = QGroupBox(title)
+        combo = QComboBox()
+        for path in files:
+            combo.addItem(path.stem, str(path.resolve()))
+        button = QPushButton("Open YAML…")
+        description = QLabel()
+        description.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(combo, 1)
+        row.addWidget(button)
+        layout = QVBoxLayout(box)
+        layout.addLayout(row)
+        layout.addWidget(description)
+        combo.activated.connect(
+            lambda index: self.attempt("Cannot open the run config", self.load_config, combo.itemData(index)))
+        button.clicked.connect(
+            lambda: self.ask_file("Open run config", "YAML (*.yaml *.yml)", self.load_config))
+        return box, combo, description
 
     def shutdown(self) -> None:
         """Stop any running worker and wait for it (the window is closing)."""

@@ -109,17 +109,8 @@ class ChannelPanel(Panel):
     def _build_model_tab(self) -> QWidget:
         page = QWidget()
         layout = QVBoxLayout(page)
-        self.preset_combo = QComboBox()
-        for path in presets("channel"):
-            self.preset_combo.addItem(path.stem, str(path.resolve()))
-        self.open_button = QPushButton("Open YAML…")
-        self.description = QLabel()
-        self.description.setWordWrap(True)
-        row = QHBoxLayout()
-        row.addWidget(self.preset_combo, 1)
-        row.addWidget(self.open_button)
-        layout.addLayout(row)
-        layout.addWidget(self.description)
+        box, self.preset_combo, self.description = self.preset_picker("Run config", presets("channel"))
+        layout.addWidget(box)
         self.model_editor = ModelEditor()
         self.model_editor.editor.setMinimumHeight(260)
         self.table = ParameterTable()
@@ -139,8 +130,6 @@ class ChannelPanel(Panel):
         split.setChildrenCollapsible(False)
         split.setSizes([420, 260])
         layout.addWidget(split, 1)
-        self.preset_combo.activated.connect(self._preset_chosen)
-        self.open_button.clicked.connect(self._ask_open)
         self.table.edited.connect(self._table_edited)
         self.table.problem.connect(self._table_problem)
         return page
@@ -506,23 +495,6 @@ class ChannelPanel(Panel):
             widget.setVisible(visible)
             self.data_form.labelForField(widget).setVisible(visible)
 
-    def _preset_chosen(self, index: int) -> None:
-        try:
-            self.load_config(self.preset_combo.itemData(index))
-        except Exception as exc:
-            errors.report_exception(self, "Cannot open the run config", exc)
-
-    def _ask_open(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open channel run config", "", "YAML (*.yaml *.yml)")
-        if path:
-            self._open(path)
-
-    def _open(self, path: str) -> None:
-        try:
-            self.load_config(path)
-        except Exception as exc:
-            errors.report_exception(self, "Cannot open the run config", exc)
-
     def _protocol_chosen(self, index: int) -> None:
         key = self.protocol_combo.itemData(index)
         try:
@@ -534,12 +506,8 @@ class ChannelPanel(Panel):
             errors.report_exception(self, "Cannot use the protocol", exc)
 
     def _ask_protocol(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open protocol file", str(PROTOCOLS), "YAML (*.yaml *.yml)")
-        if path:
-            try:
-                self.set_protocol_file(path)
-            except Exception as exc:
-                errors.report_exception(self, "Cannot use the protocol", exc)
+        self.ask_file("Open protocol file", "YAML (*.yaml *.yml)", self.set_protocol_file,
+                      directory=str(PROTOCOLS))
 
     def _ask_data(self) -> None:
         source = self.data_source.currentData()
@@ -554,17 +522,10 @@ class ChannelPanel(Panel):
                  "history": ("convergence.csv", "CSV (*.csv)", self.export_history),
                  "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame()))}
         default, pattern, write = names[kind]
-        path, _ = QFileDialog.getSaveFileName(self, "Export", default, pattern)
-        if path:
-            if not Path(path).suffix:
-                path += Path(default).suffix
-            try:
-                out = write(path)
-            except Exception as exc:
-                errors.report_exception(self, "Cannot export", exc)
-            else:
-                log.info("exported %s", out)
-
+        out = self.ask_file("Export", pattern, write, save=True, directory=default,
+                            default_suffix=Path(default).suffix)
+        if out is not None:
+            log.info("exported %s", out)
 
 def _exists(path: str, base_dir: str) -> bool:
     try:

@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
-                               QGridLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout,
+                               QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton,
                                QSpinBox, QSplitter, QVBoxLayout)
 
 from app.compute.device import cuda_status, resolve_backend
-from app.gui import errors
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.runner import RunState, SimulationWorker
 from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateView, RasterView
@@ -93,22 +92,8 @@ class NetworkPanel(Panel):
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_group(self) -> None:
-        box = QGroupBox("Preset")
-        self.preset_combo = QComboBox()
-        for path in presets("network"):
-            self.preset_combo.addItem(path.stem, str(path.resolve()))
-        self.open_button = QPushButton("Open YAML…")
-        self.description = QLabel()
-        self.description.setWordWrap(True)
-        row = QHBoxLayout()
-        row.addWidget(self.preset_combo, 1)
-        row.addWidget(self.open_button)
-        layout = QVBoxLayout(box)
-        layout.addLayout(row)
-        layout.addWidget(self.description)
+        box, self.preset_combo, self.description = self.preset_picker("Preset", presets("network"))
         self.controls_layout.addWidget(box)
-        self.preset_combo.activated.connect(self._preset_chosen)
-        self.open_button.clicked.connect(self._ask_open)
 
     @staticmethod
     def _double(lo: float, hi: float, decimals: int, step: float) -> QDoubleSpinBox:
@@ -359,35 +344,10 @@ class NetworkPanel(Panel):
         return out
 
     # ---- GUI actions --------------------------------------------------------------------
-    def _preset_chosen(self, index: int) -> None:
-        try:
-            self.load_config(self.preset_combo.itemData(index))
-        except Exception as exc:
-            errors.report_exception(self, "Cannot open the preset", exc)
-
-    def _ask_open(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open network config", "", "YAML (*.yaml *.yml)")
-        if path:
-            try:
-                self.load_config(path)
-            except Exception as exc:
-                errors.report_exception(self, "Cannot open the config", exc)
-
     def _ask_resume(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Resume from a checkpoint", "", "NPZ (*.npz)")
-        if path:
-            try:
-                self.resume_from(path)
-            except Exception as exc:
-                errors.report_exception(self, "Cannot read the checkpoint", exc)
+        self.ask_file("Resume from a checkpoint", "NPZ (*.npz)", self.resume_from)
 
     def _ask_export(self, kind: str, pattern: str) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {kind}", "", pattern)
-        if path:
-            suffix = "." + pattern.split("*.")[1].rstrip(")")
-            if not path.lower().endswith(suffix):
-                path += suffix
-            try:
-                self.export(kind, path)
-            except Exception as exc:
-                errors.report_exception(self, f"Cannot export {kind}", exc)
+        suffix = "." + pattern.split("*.")[1].rstrip(")")
+        self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
+                      default_suffix=suffix)

@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QRegularExpressionValidator
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
                                QVBoxLayout)
 
@@ -62,22 +62,8 @@ class SSAPanel(Panel):
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_group(self) -> None:
-        box = QGroupBox("Model")
-        self.preset_combo = QComboBox()
-        for path in presets("ssa"):
-            self.preset_combo.addItem(path.stem, str(path.resolve()))
-        self.open_button = QPushButton("Open YAML…")
-        self.description = QLabel()
-        self.description.setWordWrap(True)
-        row = QHBoxLayout()
-        row.addWidget(self.preset_combo, 1)
-        row.addWidget(self.open_button)
-        layout = QVBoxLayout(box)
-        layout.addLayout(row)
-        layout.addWidget(self.description)
+        box, self.preset_combo, self.description = self.preset_picker("Model", presets("ssa"))
         self.controls_layout.addWidget(box)
-        self.preset_combo.activated.connect(self._preset_chosen)
-        self.open_button.clicked.connect(self._ask_open)
 
     def _build_table_group(self) -> None:
         box = QGroupBox("Initial counts and parameters")
@@ -284,27 +270,8 @@ class SSAPanel(Panel):
                                         (": finished" if done else ": stopped"))
 
     # ---- GUI actions --------------------------------------------------------------------
-    def _preset_chosen(self, index: int) -> None:
-        try:
-            self.load_config(self.preset_combo.itemData(index))
-        except Exception as exc:
-            errors.report_exception(self, "Cannot open the model", exc)
-
-    def _ask_open(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open SSA model", "", "YAML (*.yaml *.yml)")
-        if path:
-            try:
-                self.load_config(path)
-            except Exception as exc:
-                errors.report_exception(self, "Cannot open the model", exc)
-
     def _ask_compare(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Compare with a saved run", "", "NPZ (*.npz)")
-        if path:
-            try:
-                self.compare_with(path)
-            except Exception as exc:
-                errors.report_exception(self, "Cannot read the saved run", exc)
+        self.ask_file("Compare with a saved run", "NPZ (*.npz)", self.compare_with)
 
     def _toggle_reference(self) -> None:
         if self.reference_worker is not None and self.reference_worker.isRunning():

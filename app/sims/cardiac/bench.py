@@ -9,7 +9,6 @@ import dataclasses
 import time
 from pathlib import Path
 
-import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
 from app.sims.cardiac.metrics import accuracy

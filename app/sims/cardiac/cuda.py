@@ -66,7 +66,7 @@ class CudaTissue:
         import pycuda.gpuarray as gpuarray
 
         self.cuda, self.gpuarray = cuda, gpuarray
-        p = self.p = problem
+        self.p = problem
         tab = problem.tableau
         self.real = problem.dtype
         n, npad = problem.n_cells, padded(problem.n_cells)

@@ -202,7 +202,7 @@ class CpuTissue:
     name = "cpu"
 
     def __init__(self, problem: Problem):
-        p = self.p = problem
+        self.p = problem
         self.y = problem.y0.astype(problem.dtype)
         self.t = 0.0
         self.step_index = 0                 # fixed-step methods: t = step_index * dt

@@ -11,7 +11,6 @@ import numpy as np
 from app.sims.cardiac.config import CardiacConfig, load_config
 from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
 from app.sims.cardiac.metrics import beat_metrics
-from app.sims.cardiac.model import N_NONGATING
 from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
 from app.sims.common.simulation import Frame, Simulation, freeze
 

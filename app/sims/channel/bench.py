@@ -9,7 +9,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
 from app.sims.channel.config import load_config

@@ -27,7 +27,7 @@ from math import pi
 import numpy as np
 
 from app.sims.common.simulation import PRESETS
-from app.sims.network.config import NetworkConfig
+from app.sims.network.config import GrowthSettings, NetworkConfig
 
 LAYOUT_DIR = PRESETS / "network" / "layouts"
 NEVER = -(2**30)          # "last delivery" of a synapse that never delivered
@@ -148,7 +148,7 @@ def tm_deliver(u, r, isi, U, D, F):
 
 
 # ---- growth -------------------------------------------------------------------------------
-def outgrowth(rate: np.ndarray, g: "GrowthLike") -> np.ndarray:
+def outgrowth(rate: np.ndarray, g: "GrowthSettings") -> np.ndarray:
     """G(F) with F = rate / (target_rate / epsilon): positive below target, negative above."""
     f = np.asarray(rate, float) / (g.target_rate / g.epsilon)
     return 1.0 - 2.0 / (1.0 + np.exp((g.epsilon - f) / g.beta))

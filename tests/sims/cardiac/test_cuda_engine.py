@@ -5,7 +5,7 @@ import pytest
 
 from app.sims.cardiac.model import crn_model
 
-from .helpers import cable, run
+from .helpers import run
 from .test_model import random_states
 
 pytestmark = pytest.mark.gpu

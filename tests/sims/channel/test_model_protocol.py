@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from app.sims.channel.config import load_config
-from app.sims.channel.protocol import compile_protocols
 from app.sims.common.config import ConfigError, parse_yaml
 
 from .helpers import model, preset
