@@ -61,7 +61,7 @@ def test_run_pause_change_crossover_resume_stop(channel, window, qtbot):
     assert channel.start_run()
     worker = channel.worker
     assert not channel.population.isEnabled() and not channel.ga_seed.isEnabled()
-    qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=10000)
+    qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
 
     click(qtbot, channel.run_controls.pause_button)
     assert worker.paused and channel.run_controls.pause_button.text() == "Resume"
@@ -73,12 +73,12 @@ def test_run_pause_change_crossover_resume_stop(channel, window, qtbot):
     assert not seen, "the paused GA ran a request"
     click(qtbot, channel.run_controls.pause_button)                   # Resume
     assert channel.run_controls.state is RunState.RUNNING
-    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    qtbot.waitUntil(lambda: bool(seen), timeout=30000)
     assert seen[0].crossover == 0.35 and seen[0].mutation == 0.02
     assert seen[0].population == 32
     frames = worker.frames_published
-    qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=5000)
-    with qtbot.waitSignal(worker.run_finished, timeout=10000):
+    qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=30000)
+    with qtbot.waitSignal(worker.run_finished, timeout=30000):
         click(qtbot, channel.run_controls.stop_button)
     assert channel.run_controls.state is RunState.FINISHED
     assert channel.population.isEnabled() and channel.run_controls.run_button.isEnabled()

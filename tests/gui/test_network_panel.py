@@ -34,16 +34,17 @@ def test_run_pause_resume_stop(network, window, qtbot):
     network.epochs.setValue(50)
     assert network.start_run()
     worker = network.worker
-    qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=10000)
+    qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
     qtbot.mouseClick(network.run_controls.pause_button, Qt.MouseButton.LeftButton)
     assert worker.paused and network.run_controls.state is RunState.PAUSED
-    qtbot.wait(400)
+    qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)   # the slice in flight landed
+    qtbot.wait(100)                                 # and was published by the display timer
     frames = worker.frames_published
     qtbot.wait(400)
     assert worker.frames_published == frames, "frames arrived while paused"
     qtbot.mouseClick(network.run_controls.pause_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=5000)
-    with qtbot.waitSignal(worker.run_finished, timeout=10000):
+    qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=30000)
+    with qtbot.waitSignal(worker.run_finished, timeout=30000):
         qtbot.mouseClick(network.run_controls.stop_button, Qt.MouseButton.LeftButton)
     assert network.run_controls.state is RunState.FINISHED
     frame = network.last_frame
@@ -59,7 +60,7 @@ def test_pause_at_epoch_end_then_finish_views_and_exports(network, qtbot, tmp_pa
     network.pause_at_epoch.setChecked(True)
     assert network.start_run()
     worker = network.worker
-    qtbot.waitUntil(lambda: network.run_controls.state is RunState.PAUSED, timeout=15000)
+    qtbot.waitUntil(lambda: network.run_controls.state is RunState.PAUSED, timeout=30000)
     assert worker.paused
     assert network.last_frame.epoch_boundary and network.last_frame.epoch == 1
     network.pause_at_epoch.setChecked(False)

@@ -32,7 +32,7 @@ def test_stop_before_start_ends_at_once(qtbot):
     cfg = dataclasses.replace(cfg, ensemble=dataclasses.replace(cfg.ensemble, realizations=4))
     worker = SimulationWorker(domain, cfg, "cpu")
     worker.stop()
-    with qtbot.waitSignal(worker.run_finished, timeout=5000) as blocker:
+    with qtbot.waitSignal(worker.run_finished, timeout=30000) as blocker:
         worker.start()
     arrays, summary = blocker.args
     assert summary["finished"] is False

@@ -21,19 +21,20 @@ def test_run_pause_resume_stop_dimer(ssa, window, qtbot, set_ensemble):
     worker = ssa.worker
     assert ssa.run_controls.state is RunState.RUNNING
     assert not ssa.run_controls.run_button.isEnabled()
-    qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=10000)
+    qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
 
     qtbot.mouseClick(ssa.run_controls.pause_button, qtbot_button())
     assert worker.paused and ssa.run_controls.pause_button.text() == "Resume"
-    qtbot.wait(350)                                 # the slice in flight may still land
+    qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)   # the slice in flight landed
+    qtbot.wait(100)                                 # and was published by the display timer
     frames = worker.frames_published
     qtbot.wait(500)
     assert worker.frames_published == frames, "frames arrived while paused"
 
     qtbot.mouseClick(ssa.run_controls.pause_button, qtbot_button())
     assert not worker.paused and ssa.run_controls.state is RunState.RUNNING
-    qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=5000)
-    with qtbot.waitSignal(worker.run_finished, timeout=10000):
+    qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=30000)
+    with qtbot.waitSignal(worker.run_finished, timeout=30000):
         qtbot.mouseClick(ssa.run_controls.stop_button, qtbot_button())
     assert ssa.run_controls.state is RunState.FINISHED
     assert ssa.run_controls.run_button.isEnabled() and ssa.run_controls.reset_button.isEnabled()
@@ -176,7 +177,7 @@ def test_worker_errors_reach_the_user(ssa, qtbot, monkeypatch, shown_errors, set
     monkeypatch.setattr(SSASimulation, "from_config", classmethod(broken))
     set_ensemble(ssa)
     assert ssa.start_run()
-    with qtbot.waitSignal(ssa.worker.failed, timeout=5000):
+    with qtbot.waitSignal(ssa.worker.failed, timeout=30000):
         pass
     title, text, detail = shown_errors[-1]
     assert "failed" in title and "ssa.cu" in text and "expected a ';'" in detail

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel,
                                QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
+from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
 from app.gui.runner import RunControls, RunState, SimulationWorker
 from app.sims.common.config import ConfigError, dump_yaml
@@ -49,6 +50,8 @@ class Panel(QWidget):
         self.domain = domain
         self.device = device
         self.worker: SimulationWorker | None = None
+        self.backend: QComboBox | None = None
+        self.preset_combo: QComboBox | None = None
         self.last_frame: Frame | None = None
         self.config_path: Path | None = None
         self.run_controls = RunControls()
@@ -104,8 +107,26 @@ class Panel(QWidget):
         """The run ended (finished or stopped)."""
 
     def run_device(self) -> tuple[str, int, str]:
-        """(backend, device index, reason) for the next run: the toolbar's choice by default."""
-        return self.device()
+        """(backend, device index, reason) for the next run: the panel's backend combo when it
+        names one, else the toolbar's device."""
+        choice = self.backend.currentData() if self.backend is not None else None
+        if choice is None:
+            return self.device()
+        backend, reason = resolve_backend(choice)
+        return backend, 0, reason
+
+    def backend_combo(self) -> QComboBox:
+        """The panel's backend choice (toolbar device, CPU, CUDA); CUDA is disabled with the
+        reason as its tooltip where it cannot run. Sets :attr:`backend`."""
+        self.backend = QComboBox()
+        self.backend.addItem("Toolbar device", None)
+        self.backend.addItem("CPU", "cpu")
+        self.backend.addItem("CUDA", "cuda")
+        status = cuda_status()
+        if not status.available:
+            self.backend.model().item(2).setEnabled(False)
+            self.backend.setItemData(2, status.reason, Qt.ItemDataRole.ToolTipRole)
+        return self.backend
 
     def status_text(self, frame: Frame) -> str:
         return f"{frame.throughput:.3g} {frame.throughput_unit}, {frame.status}"
@@ -118,6 +139,13 @@ class Panel(QWidget):
             raise ConfigError(f"this is a {domain.label} config, not {self.domain.label}", str(path))
         self.apply_config(cfg)
         self.config_path = Path(path)
+        if self.preset_combo is not None:      # show the file among the presets
+            resolved = str(Path(path).resolve())
+            index = self.preset_combo.findData(resolved)
+            if index < 0:
+                self.preset_combo.addItem(f"file: {Path(path).name}", resolved)
+                index = self.preset_combo.count() - 1
+            self.preset_combo.setCurrentIndex(index)
         log.info("loaded %s", path)
 
     def validate(self, cfg: Any) -> Any:
@@ -233,6 +261,7 @@ class Panel(QWidget):
             lambda index: self.attempt("Cannot open the run config", self.load_config, combo.itemData(index)))
         button.clicked.connect(
             lambda: self.ask_file("Open run config", "YAML (*.yaml *.yml)", self.load_config))
+        self.preset_combo = combo
         return box, combo, description
 
     def shutdown(self) -> None:

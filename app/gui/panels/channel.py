@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayo
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
                                QTabWidget, QVBoxLayout, QWidget)
 
-from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.channel_data import (export_best_parameters, export_history, export_npz,
@@ -212,14 +211,7 @@ class ChannelPanel(Panel):
         self.chi2_threshold.setToolTip("stop when the best chi² reaches this value (0: never)")
         self.ga_seed = QLineEdit()
         self.ga_seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
-        self.backend = QComboBox()
-        self.backend.addItem("Toolbar device", None)
-        self.backend.addItem("CPU", "cpu")
-        self.backend.addItem("CUDA", "cuda")
-        status = cuda_status()
-        if not status.available:
-            self.backend.model().item(2).setEnabled(False)
-            self.backend.setItemData(2, status.reason, Qt.ItemDataRole.ToolTipRole)
+        self.backend_combo()
         self.ga_note = QLabel("Pause, change settings, Resume: the GA continues with them "
                               "(population and seed are fixed for a run).")
         self.ga_note.setWordWrap(True)
@@ -297,11 +289,6 @@ class ChannelPanel(Panel):
             self.model_editor.set_text(model_file.read_text(encoding="utf-8"), model_file.name)
         if isinstance(raw.get("protocols"), str):
             self._set_protocols(self.base_cfg.protocols, resolve(raw["protocols"], base))
-        index = self.preset_combo.findData(str(path))
-        if index < 0:
-            self.preset_combo.addItem(f"file: {path.name}", str(path))
-            index = self.preset_combo.count() - 1
-        self.preset_combo.setCurrentIndex(index)
 
     def set_protocol_file(self, path: str | Path) -> None:
         """Use the protocol families of ``path``; raises ConfigError for a bad file."""
@@ -363,13 +350,6 @@ class ChannelPanel(Panel):
         cfg = replace(self.base_cfg, model=self.model_spec(), protocols=list(self.protocols),
                       data=self.data_spec(), ga=self.ga_settings())
         return self.validate(cfg)
-
-    def run_device(self) -> tuple[str, int, str]:
-        choice = self.backend.currentData()
-        if choice is None:
-            return self.device()
-        backend, reason = resolve_backend(choice)
-        return backend, 0, reason
 
     # ---- running ------------------------------------------------------------------------
     def make_worker(self, cfg: ChannelConfig, backend: str, index: int) -> SimulationWorker:

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton,
                                QSpinBox, QSplitter, QVBoxLayout)
 
-from app.compute.device import cuda_status, resolve_backend
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.runner import RunState, SimulationWorker
 from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateView, RasterView
@@ -143,14 +142,7 @@ class NetworkPanel(Panel):
         self.slice_seconds = self._double(1e-3, 1e5, 3, 0.5)
         self.noise_seed = QSpinBox()
         self.noise_seed.setRange(0, 2**31 - 1)
-        self.backend = QComboBox()
-        self.backend.addItem("Toolbar device", None)
-        self.backend.addItem("CPU", "cpu")
-        self.backend.addItem("CUDA", "cuda")
-        status = cuda_status()
-        if not status.available:
-            self.backend.model().item(2).setEnabled(False)
-            self.backend.setItemData(2, status.reason, Qt.ItemDataRole.ToolTipRole)
+        self.backend_combo()
         self.checkpoint = QLineEdit()
         self.checkpoint.setPlaceholderText("none (no checkpoints)")
         self.checkpoint.setToolTip("Written atomically after every epoch; a run resumes from it if it exists")
@@ -227,15 +219,6 @@ class NetworkPanel(Panel):
         self.noise_seed.setValue(min(r.seed, 2**31 - 1))
         self.checkpoint.setText(r.checkpoint)
 
-    def load_config(self, path: str | Path) -> None:
-        super().load_config(path)
-        path = Path(path).resolve()
-        index = self.preset_combo.findData(str(path))
-        if index < 0:
-            self.preset_combo.addItem(f"file: {path.name}", str(path))
-            index = self.preset_combo.count() - 1
-        self.preset_combo.setCurrentIndex(index)
-
     def current_config(self) -> NetworkConfig:
         if self.base_cfg is None:
             raise ConfigError("no culture loaded")
@@ -254,13 +237,6 @@ class NetworkPanel(Panel):
                       slice_seconds=self.slice_seconds.value(), seed=self.noise_seed.value(),
                       checkpoint=checkpoint, resume=True)
         return self.validate(replace(b, culture=culture, growth=growth, run=run))
-
-    def run_device(self) -> tuple[str, int, str]:
-        choice = self.backend.currentData()
-        if choice is None:
-            return self.device()
-        backend, reason = resolve_backend(choice)
-        return backend, 0, reason
 
     def resume_from(self, path: str | Path) -> None:
         """Load the culture and settings of a checkpoint; the next Run continues it."""

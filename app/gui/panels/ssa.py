@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
                                QVBoxLayout)
 
-from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.ssa_data import EnsembleHistograms, export_csv, export_npz
@@ -90,14 +89,7 @@ class SSAPanel(Panel):
         self.samples.setRange(2, 100001)
         self.algorithm = QComboBox()
         self.algorithm.addItems(ALGORITHMS)
-        self.backend = QComboBox()
-        self.backend.addItem("Toolbar device", None)
-        self.backend.addItem("CPU", "cpu")
-        self.backend.addItem("CUDA", "cuda")
-        status = cuda_status()
-        if not status.available:
-            self.backend.model().item(2).setEnabled(False)
-            self.backend.setItemData(2, status.reason, Qt.ItemDataRole.ToolTipRole)
+        self.backend_combo()
         self.seed = QLineEdit()
         self.seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
         form = QFormLayout(box)
@@ -159,15 +151,6 @@ class SSAPanel(Panel):
         self.seed.setText(str(ens.seed))
         self.heatmap.setVisible(cfg.grid is not None)
 
-    def load_config(self, path: str | Path) -> None:
-        super().load_config(path)
-        path = Path(path).resolve()
-        index = self.preset_combo.findData(str(path))
-        if index < 0:
-            self.preset_combo.addItem(f"file: {path.name}", str(path))
-            index = self.preset_combo.count() - 1
-        self.preset_combo.setCurrentIndex(index)
-
     def current_config(self) -> SSAConfig:
         if self.base_cfg is None:
             raise ConfigError("no model loaded")
@@ -178,13 +161,6 @@ class SSAPanel(Panel):
                            t_end=self.t_end.value(), samples=self.samples.value(),
                            algorithm=self.algorithm.currentText(), seed=int(self.seed.text()))
         return self.validate(replace(self.base_cfg, model=model, grid=grid, ensemble=ensemble))
-
-    def run_device(self) -> tuple[str, int, str]:
-        choice = self.backend.currentData()
-        if choice is None:
-            return self.device()
-        backend, reason = resolve_backend(choice)
-        return backend, 0, reason
 
     # ---- running ------------------------------------------------------------------------
     def status_text(self, frame) -> str:

@@ -36,6 +36,7 @@ class Session:
         self._checkpoint = checkpoint
         self._resume = threading.Event()
         self._resume.set()
+        self._holding = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._changes: dict[str, Any] = {}
@@ -60,6 +61,11 @@ class Session:
     def paused(self) -> bool:
         return not self._resume.is_set()
 
+    @property
+    def holding(self) -> bool:
+        """True while the owning thread is parked by a pause (no slice in flight)."""
+        return self._holding.is_set()
+
     def request_update(self, changes: Mapping[str, Any]) -> None:
         """Parameter changes, applied before the next slice."""
         with self._lock:
@@ -81,7 +87,10 @@ class Session:
                 sim = module.Simulation.from_config(self.cfg, self.backend)
             try:
                 while not sim.finished:
-                    self._resume.wait()
+                    if not self._resume.is_set():
+                        self._holding.set()
+                        self._resume.wait()
+                        self._holding.clear()
                     if self._stop.is_set():
                         self.stopped = True
                         break

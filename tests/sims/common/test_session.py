@@ -19,10 +19,13 @@ def test_pause_resume_stop_from_another_thread():
     while not frames:
         time.sleep(0.01)
     session.pause()
-    time.sleep(0.3)
+    deadline = time.time() + 30
+    while not session.holding and time.time() < deadline:
+        time.sleep(0.01)
+    assert session.holding               # parked: the slice in flight has finished
     count = len(frames)
     time.sleep(0.3)
-    assert len(frames) <= count + 1      # at most the slice in flight when pause arrived
+    assert len(frames) == count
     session.resume()
     time.sleep(0.2)
     session.stop()
