@@ -252,11 +252,39 @@ class CudaTissue:
         return {"activation_time": m[1], "activation_last": m[2], "apd90": m[4] - m[1]}
 
     def checkpoint(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError("checkpoints of the CUDA cardiac engine are not supported yet; "
-                                  "use the CPU engine")
+        """The device state between steps: states, control scalars, maps and recordings."""
+        self.stream.synchronize()
+        pt, pv = self.recordings()
+        return {"cuda_y": self._current(), "cuda_cd": self.cd.get(), "cuda_ci": self.ci.get(),
+                "cuda_maps": self.maps.get().reshape(6, self.npad)[:, :self.n],
+                "probe_t": pt, "probe_v": pv,
+                "h_history": np.array(self.h_history, np.float64).reshape(-1, 2),
+                "observed_final": np.bool_(self._observed_final)}
 
-    def load(self, state) -> None:
-        raise NotImplementedError("checkpoints of the CUDA cardiac engine are not supported yet")
+    def load(self, st: dict[str, np.ndarray]) -> None:
+        if "cuda_cd" not in st:
+            raise ValueError("this checkpoint was written by the CPU engine; resume it with the CPU engine")
+        y = np.zeros((N_STATES, self.npad), self.real)
+        y[:, :self.n] = st["cuda_y"]
+        y[:, self.n:] = y[:, :1]
+        self.YA.set(y.ravel())
+        ci = np.array(st["cuda_ci"], np.int32)
+        ci[CI_PARITY] = 0            # the state now sits in YA
+        ci[CI_NREC] = 0              # recordings up to the checkpoint are on the host
+        self.ci.set(ci)
+        self.cd.set(np.array(st["cuda_cd"], np.float64))
+        maps = self.maps.get().reshape(6, self.npad)
+        maps[:, :self.n] = st["cuda_maps"]
+        self.maps.set(maps.ravel())
+        self._probe_t = list(np.asarray(st["probe_t"], np.float64))
+        self._probe_v = list(np.asarray(st["probe_v"], np.float64))
+        self.h_history = [tuple(map(float, row)) for row in np.asarray(st["h_history"])]
+        self._n_hist = min(int(ci[CI_NH]), self.h_cap)
+        self._observed_final = bool(st["observed_final"])
+        cd = np.asarray(st["cuda_cd"])
+        self.t = float(cd[CD_T])
+        self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
+        self.done = bool(ci[CI_DONE])
 
     def close(self) -> None:
         for buf in (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps,

@@ -320,6 +320,8 @@ class CpuTissue:
                 "act_last": m.act_last, "vmax": m.vmax, "t_rep": m.t_rep}
 
     def load(self, st: dict[str, np.ndarray]) -> None:
+        if "y" not in st:
+            raise ValueError("this checkpoint was written by the CUDA engine; resume it with the CUDA engine")
         self.y = np.asarray(st["y"]).astype(self.p.dtype)
         self.t, self.step_index, self.h = float(st["t"]), int(st["step_index"]), float(st["h"])
         self.steps_accepted, self.steps_rejected = int(st["accepted"]), int(st["rejected"])

@@ -81,3 +81,29 @@ def test_cuda_step_floor(cuda_context):
                "solver: {method: bs32, dt: 0.01, at: 1.0e-9, rt: 0, dt_min: 0.005}\noutput: {random_probes: 0}\n",
                "cuda")
     assert "below the floor" in s["stopped"]["reason"] and 0 <= s["stopped"]["cell"] < 4
+
+
+@pytest.mark.parametrize("method", ["rlfe", "bs32"])
+def test_cuda_checkpoint_resume_matches_straight_run(cuda_context, method):
+    from app.sims.cardiac.simulation import CardiacSimulation
+
+    from .helpers import config
+    text = SHEET + f"solver: {{method: {method}, dt: 0.02, at: 0.1, rt: 0.0}}\n"
+    straight = CardiacSimulation(config(text), "cuda")
+    while not straight.finished:
+        straight.advance()
+    want, _ = straight.results()
+    straight.close()
+    first = CardiacSimulation(config(text), "cuda")
+    first.engine.advance(300)
+    state = first.state()
+    first.close()
+    resumed = CardiacSimulation.restore(state, "cuda")
+    while not resumed.finished:
+        resumed.advance()
+    got, summary = resumed.results()
+    resumed.close()
+    np.testing.assert_array_equal(got["probe_V"], want["probe_V"])
+    np.testing.assert_array_equal(got["activation_time"], want["activation_time"])
+    with pytest.raises(ValueError, match="CUDA engine"):
+        CardiacSimulation.restore(state, "cpu")
