@@ -40,6 +40,10 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
         from app.gui.views.convergence import ConvergenceView
         view = ConvergenceView()
         view.set_frame(frame)
+    elif domain == "cardiac":
+        from app.gui.views.cardiac import ProbeTraceView
+        view = ProbeTraceView()
+        view.set_frame(frame)
     elif domain == "network":
         from app.gui.views.network import EpochHistoryView
         view = EpochHistoryView()

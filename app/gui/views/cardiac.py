@@ -1,0 +1,274 @@
+"""Views of the cardiac panel: the tissue (vispy sphere or sheet image) coloured by V or by
+activation time, probe traces, and the step-size history of adaptive solvers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
+
+from app.gui.views.base import PlotView, colour, configure_pyqtgraph
+
+V_RANGE = (-90.0, 30.0)
+MAX_TRACES = 12
+BACKGROUND = (0.12, 0.12, 0.14, 1.0)
+
+
+def colormap_rgba(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """(N, 4) float RGBA in [0, 1] from a blue-cyan-yellow-red map; NaN is grey."""
+    values = np.asarray(values, float)
+    x = np.clip((values - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+    stops = np.array([0.0, 0.35, 0.65, 1.0])
+    cols = np.array([[0.1, 0.1, 0.6], [0.1, 0.8, 0.9], [1.0, 0.9, 0.1], [0.85, 0.05, 0.05]])
+    rgba = np.ones((x.size, 4))
+    for c in range(3):
+        rgba[:, c] = np.interp(x, stops, cols[:, c])
+    rgba[~np.isfinite(values)] = (0.5, 0.5, 0.5, 1.0)
+    return rgba
+
+
+def pick_vertex(screen_xyz: np.ndarray, click: tuple[float, float], radius_px: float = 12.0) -> int | None:
+    """The nearest projected vertex to ``click`` among those within ``radius_px``, the one
+    nearest the viewer (smallest depth) winning among the candidates; None when none is near."""
+    d = np.hypot(screen_xyz[:, 0] - click[0], screen_xyz[:, 1] - click[1])
+    near = np.flatnonzero(d <= radius_px)
+    if near.size == 0:
+        return None
+    depth = screen_xyz[near, 2]
+    front = near[depth <= depth.min() + 0.02 * (np.ptp(screen_xyz[:, 2]) + 1e-12)]
+    return int(front[np.argmin(d[front])])
+
+
+class SphereCanvas(QWidget):
+    """A vispy SceneCanvas with a turntable camera and a mesh coloured per vertex.
+
+    Signals
+    -------
+    cell_clicked(int)
+        The vertex nearest the click (front side).
+    """
+
+    cell_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        from vispy import scene
+        self.canvas = scene.SceneCanvas(keys=None, bgcolor=BACKGROUND, show=False, size=(480, 400))
+        self.view = self.canvas.central_widget.add_view()
+        self.view.camera = scene.TurntableCamera(fov=30.0, elevation=20.0, azimuth=30.0)
+        self.mesh = scene.visuals.Mesh(shading=None, parent=self.view.scene)
+        self.positions: np.ndarray | None = None
+        self._press = None
+        self.canvas.events.mouse_press.connect(self._on_press)
+        self.canvas.events.mouse_release.connect(self._on_release)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.canvas.native)
+
+    def set_mesh(self, positions: np.ndarray, faces: np.ndarray) -> None:
+        self.positions = np.asarray(positions, np.float32)
+        colours = np.tile(np.array([[0.6, 0.6, 0.6, 1.0]], np.float32), (len(self.positions), 1))
+        self.mesh.set_data(vertices=self.positions, faces=np.asarray(faces, np.uint32),
+                           vertex_colors=colours)
+        r = float(np.abs(self.positions).max()) if self.positions.size else 1.0
+        self.view.camera.set_range(x=(-r, r), y=(-r, r), z=(-r, r))
+        self.canvas.update()
+
+    def set_colours(self, rgba: np.ndarray) -> None:
+        if self.positions is None or len(rgba) != len(self.positions):
+            return
+        self.mesh.set_data(vertices=self.positions, faces=self.mesh.mesh_data.get_faces(),
+                           vertex_colors=rgba.astype(np.float32))
+        self.canvas.update()
+
+    def screen_positions(self) -> np.ndarray:
+        """(N, 3): canvas pixel x, y and depth of every vertex."""
+        tr = self.mesh.get_transform("visual", "canvas")
+        mapped = tr.map(self.positions)
+        return mapped[:, :3] / mapped[:, 3:4]
+
+    def pick(self, x: float, y: float) -> int | None:
+        if self.positions is None:
+            return None
+        return pick_vertex(self.screen_positions(), (x, y))
+
+    def _on_press(self, event) -> None:
+        self._press = tuple(event.pos[:2])
+
+    def _on_release(self, event) -> None:
+        start, self._press = self._press, None
+        if start is None or np.hypot(*(np.asarray(event.pos[:2]) - start)) > 3:  # a drag rotates
+            return
+        cell = self.pick(*event.pos[:2])
+        if cell is not None:
+            self.cell_clicked.emit(cell)
+
+    def render(self) -> np.ndarray:
+        """(H, W, 4) uint8 RGBA of the current view."""
+        return self.canvas.render()
+
+    def close_canvas(self) -> None:
+        self.canvas.close()
+
+
+class TissueView(QWidget):
+    """The tissue coloured by V (live) or by activation time (when a run ends): a vispy
+    sphere or a sheet image; single cells show a note."""
+
+    cell_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        configure_pyqtgraph()
+        self.title = QLabel("<b>Tissue</b>")
+        self.mode = QComboBox()
+        self.mode.addItems(["V (mV)", "activation time (ms)"])
+        self.legend = QLabel()
+        header = QHBoxLayout()
+        header.addWidget(self.title)
+        header.addStretch(1)
+        header.addWidget(self.legend)
+        header.addWidget(QLabel("colour by"))
+        header.addWidget(self.mode)
+        self.stack = QStackedWidget()
+        self.note = QLabel("single cell: see the probe trace")
+        self.stack.addWidget(self.note)
+        self.image_widget = pg.PlotWidget()
+        self.image_widget.setAspectLocked(True)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image_widget.addItem(self.image)
+        self.image_widget.scene().sigMouseClicked.connect(self._image_clicked)
+        self.stack.addWidget(self.image_widget)
+        self.sphere: SphereCanvas | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(header)
+        layout.addWidget(self.stack, 1)
+        self.kind = "single"
+        self.shape: tuple[int, int] | None = None
+        self.V: np.ndarray | None = None
+        self.activation: np.ndarray | None = None
+        self.mode.currentIndexChanged.connect(lambda _: self.redraw())
+
+    def set_mesh(self, mesh) -> None:
+        self.kind, self.shape = mesh.kind, mesh.shape
+        self.V = self.activation = None
+        if mesh.kind == "sphere":
+            if self.sphere is None:
+                self.sphere = SphereCanvas()
+                self.sphere.cell_clicked.connect(self.cell_clicked)
+                self.stack.addWidget(self.sphere)
+            self.sphere.set_mesh(mesh.positions, mesh.faces)
+            self.stack.setCurrentWidget(self.sphere)
+        elif mesh.kind == "sheet":
+            self.image.clear()
+            self.stack.setCurrentWidget(self.image_widget)
+        else:
+            self.stack.setCurrentWidget(self.note)
+        self.mode.setCurrentIndex(0)
+
+    def set_frame(self, frame) -> None:
+        self.V = np.asarray(frame.V)
+        if frame.activation_time is not None:
+            self.activation = np.asarray(frame.activation_time)
+        self.redraw()
+
+    def show_activation(self, activation: np.ndarray) -> None:
+        self.activation = np.asarray(activation, float)
+        if self.mode.currentIndex() == 1:
+            self.redraw()
+        else:
+            self.mode.setCurrentIndex(1)
+
+    def values(self) -> tuple[np.ndarray | None, float, float]:
+        if self.mode.currentIndex() == 1 and self.activation is not None:
+            a = self.activation
+            finite = a[np.isfinite(a)]
+            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            return a, lo, max(hi, lo + 1e-6)
+        return self.V, *V_RANGE
+
+    def redraw(self) -> None:
+        values, lo, hi = self.values()
+        if values is None or self.kind == "single":
+            return
+        self.legend.setText(f"{lo:.4g} (blue) … {hi:.4g} (red)")
+        rgba = colormap_rgba(values, lo, hi)
+        if self.kind == "sphere" and self.sphere is not None:
+            self.sphere.set_colours(rgba)
+        elif self.kind == "sheet" and self.shape is not None:
+            self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False)
+
+    def _image_clicked(self, event) -> None:
+        if self.kind != "sheet" or self.shape is None:
+            return
+        p = self.image.mapFromScene(event.scenePos())
+        col, row = int(p.x()), int(p.y())
+        ny, nx = self.shape
+        if 0 <= row < ny and 0 <= col < nx:
+            self.cell_clicked.emit(row * nx + col)
+
+    def clear(self) -> None:
+        self.V = self.activation = None
+        self.image.clear()
+        self.legend.setText("")
+
+
+class ProbeTraceView(PlotView):
+    """V at the probe cells (the run's probes, then cells clicked during the run)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__("Probe traces", "time (ms)", "V (mV)", parent)
+        self.plot.addLegend(offset=(-10, 10))
+        self.curves: list = []
+        self.live: dict[int, tuple[list, list]] = {}
+
+    def _curve(self, k: int, name: str):
+        while len(self.curves) <= k:
+            self.curves.append(self.plot.plot(pen=pg.mkPen(colour(len(self.curves)), width=1.5)))
+        curve = self.curves[k]
+        curve.opts["name"] = name
+        return curve
+
+    def add_live_probe(self, cell: int) -> None:
+        self.live.setdefault(int(cell), ([], []))
+
+    def set_frame(self, frame) -> None:
+        idx = np.asarray(frame.probe_index)
+        shown = min(idx.size, MAX_TRACES)
+        t, v = np.asarray(frame.probe_t), np.asarray(frame.probe_V)
+        for k in range(shown):
+            if v.ndim == 2 and v.shape[0] == t.size and t.size:
+                self._curve(k, f"cell {idx[k]}").setData(t, v[:, k])
+        k = shown
+        for cell, (ts, vs) in self.live.items():
+            if frame.V is not None and cell < len(frame.V):
+                ts.append(frame.t)
+                vs.append(float(frame.V[cell]))
+            self._curve(k, f"cell {cell} (clicked)").setData(np.array(ts), np.array(vs))
+            k += 1
+
+    def has_data(self) -> bool:
+        return any(c.getData()[0] is not None and len(c.getData()[0]) > 0 for c in self.curves)
+
+    def clear(self) -> None:
+        for c in self.curves:
+            c.setData([], [])
+        self.live = {cell: ([], []) for cell in self.live}
+
+
+class StepSizeView(PlotView):
+    """Accepted step sizes of an adaptive solver over simulated time."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__("Step size (adaptive solvers)", "time (ms)", "h (ms)", parent)
+        self.curve = self.plot.plot(pen=pg.mkPen(colour(3), width=1))
+        self.plot.setLogMode(y=True)
+
+    def set_frame(self, frame) -> None:
+        if frame.h_t is not None and len(frame.h_t):
+            self.curve.setData(np.asarray(frame.h_t), np.maximum(np.asarray(frame.h), 1e-12))
+
+    def clear(self) -> None:
+        self.curve.setData([], [])
