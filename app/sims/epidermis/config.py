@@ -1,0 +1,192 @@
+"""The epidermis run config: mechanics (subcellular elements), gene network, growth and
+division, the initial tissue, the run.
+
+Units: lengths in µm; the element drag is 1, which sets the time unit (a force of 1 moves an
+element 1 µm per time unit). Defaults are the PROPOSED set of
+``shared/reference/epidermis/PARAMETERS.md`` (the paper's Tables 1 and 2 are not available),
+with the gene-network values chosen here so that basal cells (attached, Ovol2 high) keep
+Delta low and grow, and detached cells switch to Ovol1 high, Delta high (see ``model.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.sims.common.config import Document, build, spec
+
+MODES = ("movement", "genes", "full")          # the paper's three models (Table 3)
+BOUNDARIES = ("periodic", "none")              # periodic in x and y, or no boundary at all
+SEARCHES = ("cell_list", "centre_cutoff")      # O(N) hash-sorted grid, or the paper's Alg. 2
+DIVISION_AXES = ("long", "vertical")
+LAYOUTS = ("lattice", "random")
+
+
+@dataclass(frozen=True)
+class Morse:
+    """V(r) = U0·exp(-r/xi1) - V0·exp(-r/xi2)."""
+
+    U0: float = field(default=2.5, metadata=spec(range=(0.0, 1e4)))
+    xi1: float = field(default=1.0, metadata=spec(range=(1e-3, 100.0), doc="µm"))
+    V0: float = field(default=1.0, metadata=spec(range=(0.0, 1e4)))
+    xi2: float = field(default=2.0, metadata=spec(range=(1e-3, 100.0), doc="µm"))
+
+
+def _morse(U0, xi1, V0, xi2):
+    return field(default_factory=lambda: Morse(U0, xi1, V0, xi2))
+
+
+@dataclass(frozen=True)
+class MechanicsSettings:
+    """Subcellular-element forces (the paper's Eq. for dX/dt)."""
+
+    intra: Morse = _morse(2.5, 1.0, 1.0, 2.0)
+    inter: Morse = _morse(2.5, 1.0, 1.0, 2.0)
+    inter_cutoff: float = field(default=3.2, metadata=spec(
+        range=(0.1, 20.0), doc="µm; intercellular pairs interact (repulsion only) below it"))
+    membrane: Morse = _morse(5.0, 0.5, 2.0, 1.0)
+    wall_stiffness: float = field(default=5.0, metadata=spec(
+        range=(0.0, 1e4), doc="linear push back of any element below z = 0 (no flux)"))
+    c1_height: float = field(default=2.0, metadata=spec(
+        range=(0.0, 20.0), doc="µm; elements of an attached cell below it are membrane-adhesive (C1)"))
+    centre_cutoff: float = field(default=16.0, metadata=spec(
+        range=(1.0, 100.0), doc="µm; cell-centre pre-filter of the centre_cutoff search"))
+
+
+@dataclass(frozen=True)
+class Hill:
+    """One regulatory factor f(x) = a + b / (1 + (c·x)^h): b > 0 represses, b < 0 activates."""
+
+    a: float = field(default=0.0, metadata=spec(range=(-1e3, 1e3)))
+    b: float = field(default=1.0, metadata=spec(range=(-1e3, 1e3)))
+    c: float = field(default=1.0, metadata=spec(range=(0.0, 1e4)))
+    h: float = field(default=2.0, metadata=spec(range=(0.0, 16.0)))
+
+
+def _hill(a, b, c, h=2.0):
+    return field(default_factory=lambda: Hill(a, b, c, h))
+
+
+@dataclass(frozen=True)
+class GeneSettings:
+    """Notch (N), Delta (D), bound complex (B), Ovol2 (O2), Ovol1 (O1), c-Myc (M); the
+    paper's equations with its Hill factors named after (regulator, target)."""
+
+    G: float = field(default=0.4, metadata=spec(range=(0.0, 100.0), doc="TGF-beta, constant"))
+    k_a: float = field(default=0.1, metadata=spec(range=(0.0, 100.0), doc="N + <D> binding"))
+    k_d: float = field(default=0.01, metadata=spec(range=(0.0, 100.0), doc="B unbinding"))
+    d_N: float = field(default=0.1, metadata=spec(range=(0.0, 100.0)))
+    d_D: float = field(default=0.1, metadata=spec(range=(0.0, 100.0)))
+    d_B: float = field(default=0.1, metadata=spec(range=(0.0, 100.0)))
+    d_O2: float = field(default=0.1, metadata=spec(range=(0.0, 100.0)))
+    d_O1: float = field(default=0.1, metadata=spec(range=(0.0, 100.0)))
+    d_M: float = field(default=0.1, metadata=spec(range=(0.0, 100.0)))
+    BN: Hill = _hill(0.05, 0.05, 10.0)     # B represses N production (mildly)
+    ON: Hill = _hill(0.0, 1.0, 20.0)       # Ovol2 represses N
+    ND: Hill = _hill(0.1, -0.1, 5.0)       # N activates D
+    VO: Hill = _hill(0.0, 0.1, 10.0)       # Ovol1 represses Ovol2
+    GO: Hill = _hill(0.0, 1.0, 5.0)        # TGF-beta represses Ovol2
+    OV: Hill = _hill(0.0, 0.1, 10.0)       # Ovol2 represses Ovol1
+    AV: Hill = _hill(0.0, 1.0, 1.0)        # membrane adhesion A represses Ovol1
+    OM: Hill = _hill(0.0, 0.1, 10.0)       # Ovol2 represses c-Myc
+    initial: float = field(default=0.5, metadata=spec(range=(0.0, 100.0),
+                           doc="initial N and D of every cell (others start at 0)"))
+    initial_noise: float = field(default=0.05, metadata=spec(range=(0.0, 1.0),
+                                 doc="relative uniform noise on the initial N and D"))
+
+
+@dataclass(frozen=True)
+class GrowthSettings:
+    """Growth by one element every ``interval`` steps for low-Delta cells; division at
+    ``max_elements`` into two cells of half as many."""
+
+    interval: int = field(default=2000, metadata=spec(range=(1, 10**9), doc="steps"))
+    delta_low: float = field(default=0.5, metadata=spec(range=(0.0, 100.0),
+                             doc="a cell grows while its Delta is below this"))
+    jitter: float = field(default=0.32, metadata=spec(range=(0.0, 5.0),
+                          doc="µm; a new element sits at the cell centre ± this (uniform)"))
+    division_axis: str = field(default="long", metadata=spec(
+        choices=DIVISION_AXES, doc="split at the median along the long axis or along z"))
+    division_noise: float = field(default=0.05, metadata=spec(
+        range=(0.0, 1.0), doc="relative noise on each daughter's half of the gene products"))
+
+
+@dataclass(frozen=True)
+class TissueSettings:
+    """The initial tissue: cells in one layer on the membrane, the box."""
+
+    cells: int = field(default=100, metadata=spec(range=(1, 2_000_000)))
+    elements: int = field(default=20, metadata=spec(range=(2, 64), doc="per cell at start"))
+    max_elements: int = field(default=40, metadata=spec(range=(4, 64),
+                              doc="a cell divides when it reaches this many elements"))
+    layout: str = field(default="lattice", metadata=spec(choices=LAYOUTS))
+    pitch: float = field(default=9.7, metadata=spec(range=(1.0, 100.0),
+                         doc="µm between neighbouring cell centres at start"))
+    cell_radius: float = field(default=3.9, metadata=spec(
+        range=(0.5, 50.0), doc="µm; elements start uniformly in a ball of this radius"))
+    boundary: str = field(default="periodic", metadata=spec(choices=BOUNDARIES))
+    seed: int = field(default=2010, metadata=spec(range=(0, 2**63 - 1),
+                      doc="initial placement, initial noise, growth jitter, division noise"))
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    mode: str = field(default="full", metadata=spec(choices=MODES))
+    search: str = field(default="cell_list", metadata=spec(choices=SEARCHES))
+    steps: int = field(default=130_000, metadata=spec(range=(1, 2**31 - 1)))
+    dt: float = field(default=0.1, metadata=spec(range=(1e-5, 1.0)))
+    relax_steps: int = field(default=500, metadata=spec(
+        range=(0, 10**6), doc="movement-only steps before step 0 to relax the initial bodies"))
+    slice_steps: int = field(default=500, metadata=spec(
+        range=(1, 10**7), doc="steps per advance() on CUDA (the CPU engine adapts)"))
+    history_every: int = field(default=500, metadata=spec(range=(1, 10**7),
+                               doc="steps between history samples (cells, layers, states)"))
+    layer_thickness: float = field(default=8.0, metadata=spec(
+        range=(0.5, 100.0), doc="µm; cell centres are binned in z by this to count layers"))
+    checkpoint: str = field(default="", metadata=spec(doc="checkpoint file, written every slice "
+                                                          "that crosses a growth event"))
+    resume: bool = field(default=True, metadata=spec(doc="start from the checkpoint if it exists"))
+
+
+@dataclass(frozen=True)
+class EpidermisConfig:
+    domain: str = "epidermis"
+    name: str = ""
+    description: str = ""
+    tissue: TissueSettings = field(default_factory=TissueSettings)
+    mechanics: MechanicsSettings = field(default_factory=MechanicsSettings)
+    genes: GeneSettings = field(default_factory=GeneSettings)
+    growth: GrowthSettings = field(default_factory=GrowthSettings)
+    run: RunSettings = field(default_factory=RunSettings)
+
+    @property
+    def grid_side(self) -> int:
+        """Cells per side of the initial square lattice."""
+        return int(-(-self.tissue.cells ** 0.5 // 1))
+
+    @property
+    def box(self) -> float:
+        """Periodic box side L (µm) in x and y: the initial lattice's extent."""
+        return self.grid_side * self.tissue.pitch
+
+
+def load_config(doc: Document) -> EpidermisConfig:
+    """Validate a parsed YAML document as an epidermis run config."""
+    cfg: EpidermisConfig = build(EpidermisConfig, doc.data, doc)
+    t, m = cfg.tissue, cfg.mechanics
+    if t.elements > t.max_elements:
+        raise doc.error(f"elements ({t.elements}) exceeds max_elements ({t.max_elements})",
+                        ("tissue", "elements"))
+    if t.max_elements % 2:
+        raise doc.error("max_elements must be even (a cell divides into two halves)",
+                        ("tissue", "max_elements"))
+    if t.boundary == "periodic":
+        need = max(3 * m.inter_cutoff, 4 * t.cell_radius)
+        what = "3 inter_cutoff and 4 cell_radius"
+        if cfg.run.search == "centre_cutoff":
+            need, what = max(need, 2 * m.centre_cutoff), what + " and 2 centre_cutoff"
+        if cfg.box < need:
+            raise doc.error(f"the periodic box is {cfg.box:g} µm (grid side x pitch); the minimum "
+                            f"image needs at least {need:g} µm ({what})", ("tissue", "pitch"))
+    if m.centre_cutoff < m.inter_cutoff:
+        raise doc.error("centre_cutoff must not be below inter_cutoff", ("mechanics", "centre_cutoff"))
+    return cfg
