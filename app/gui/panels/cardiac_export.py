@@ -1,5 +1,6 @@
 """Cardiac exports without extra dependencies: the mesh with per-cell values as legacy-ASCII
-VTK PolyData or ASCII PLY (for ParaView), probe traces as CSV, maps as NPZ."""
+VTK PolyData or ASCII PLY (for ParaView; writers shared in :mod:`app.gui.mesh_export`), probe
+traces as CSV, maps as NPZ."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.sims.common.output import save_csv, save_text
+from app.gui import mesh_export
+from app.sims.common.output import save_csv
 
 
 def sheet_faces(shape: tuple[int, int]) -> np.ndarray:
@@ -26,39 +28,14 @@ def mesh_faces(mesh) -> np.ndarray:
     return np.zeros((0, 3), int)
 
 
-def _fmt(values: np.ndarray) -> str:
-    return "\n".join(" ".join(f"{x:.7g}" for x in row) for row in np.atleast_2d(values)) + "\n"
-
-
 def write_vtk(path: str | Path, mesh, values: dict[str, np.ndarray]) -> Path:
-    """Legacy ASCII VTK PolyData: points, triangles, one POINT_DATA scalar per entry
-    (NaN written as -1e30 is avoided: ParaView reads 'nan')."""
-    pos, faces = np.asarray(mesh.positions, float), mesh_faces(mesh)
-    parts = ["# vtk DataFile Version 3.0\nBioGPU Studio cardiac tissue\nASCII\nDATASET POLYDATA\n",
-             f"POINTS {len(pos)} double\n", _fmt(pos)]
-    if len(faces):
-        parts += [f"POLYGONS {len(faces)} {4 * len(faces)}\n",
-                  _fmt(np.column_stack([np.full(len(faces), 3), faces]).astype(int))]
-    parts.append(f"POINT_DATA {len(pos)}\n")
-    for name, v in values.items():
-        parts += [f"SCALARS {name} double 1\nLOOKUP_TABLE default\n",
-                  "\n".join(f"{x:.7g}" for x in np.asarray(v, float)) + "\n"]
-    return save_text(path, "".join(parts))
+    """Legacy ASCII VTK PolyData: points, triangles, one POINT_DATA scalar per entry."""
+    return mesh_export.write_vtk(path, mesh.positions, values, mesh_faces(mesh), "BioGPU Studio cardiac tissue")
 
 
 def write_ply(path: str | Path, mesh, values: dict[str, np.ndarray]) -> Path:
     """ASCII PLY: vertices with x, y, z and one float property per value, then faces."""
-    pos, faces = np.asarray(mesh.positions, float), mesh_faces(mesh)
-    names = list(values)
-    header = ["ply", "format ascii 1.0", "comment BioGPU Studio cardiac tissue",
-              f"element vertex {len(pos)}", "property float x", "property float y", "property float z",
-              *[f"property float {n}" for n in names],
-              f"element face {len(faces)}", "property list uchar int vertex_indices", "end_header"]
-    cols = np.column_stack([pos, *[np.asarray(values[n], float) for n in names]])
-    body = _fmt(cols) if len(cols) else ""
-    if len(faces):
-        body += _fmt(np.column_stack([np.full(len(faces), 3), faces]).astype(int))
-    return save_text(path, "\n".join(header) + "\n" + body)
+    return mesh_export.write_ply(path, mesh.positions, values, mesh_faces(mesh), "BioGPU Studio cardiac tissue")
 
 
 def write_traces_csv(path: str | Path, frame) -> Path:
