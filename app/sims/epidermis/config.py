@@ -46,7 +46,11 @@ class MechanicsSettings:
     membrane: Morse = _morse(5.0, 0.5, 2.0, 1.0)
     wall_stiffness: float = field(default=5.0, metadata=spec(
         range=(0.0, 1e4), doc="linear push back of any element below z = 0 (no flux)"))
-    c1_height: float = field(default=2.0, metadata=spec(
+    # 2.5 µm, not the 2.0 µm of ALGORITHM.md: after the 500-step relaxation a 20-element body
+    # has only 1-4 elements below 2.0 µm (a quarter of the 100 cells just one, A ≈ 1.6), and
+    # with A < ~2 the Ovol toggle flips to the suprabasal state at once (25 of 100 cells
+    # suprabasal after 1000 steps of the gene network; 0 of 100 with 2.5 µm, 2-6 C1 elements).
+    c1_height: float = field(default=2.5, metadata=spec(
         range=(0.0, 20.0), doc="µm; elements of an attached cell below it are membrane-adhesive (C1)"))
     centre_cutoff: float = field(default=16.0, metadata=spec(
         range=(1.0, 100.0), doc="µm; cell-centre pre-filter of the centre_cutoff search"))

@@ -1,0 +1,252 @@
+"""The epidermis simulation: steps advanced in slices, a history of cells, layers and states,
+frames for the GUI, results for the CLI, checkpoints in the canonical (engine-agnostic) state."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from app.sims.common.config import ConfigError, dump_yaml, parse_yaml, set_path, to_plain
+from app.sims.common.output import atomic_write_bytes
+from app.sims.common.simulation import Simulation, freeze
+from app.sims.epidermis import model
+from app.sims.epidermis.config import EpidermisConfig, load_config
+from app.sims.epidermis.engine import STATE_KEYS, EpidermisEngine
+from app.sims.epidermis.frame import (ELEMENT_BASAL, ELEMENT_C1, ELEMENT_SUPRABASAL,
+                                      EpidermisFrame)
+
+CPU_SLICE_SECONDS = 0.15       # wall time the CPU engine aims at per advance()
+HISTORY_KEYS = ("step", "t", "cells", "layers", "basal_fraction", "suprabasal_fraction",
+                "elements")
+# Config parts that may change while running (update) or on resume; the tissue may not.
+LIVE_SECTIONS = ("mechanics", "genes", "growth")
+LIVE_RUN_KEYS = ("steps", "dt", "slice_steps", "search", "checkpoint", "resume")
+
+
+class EpidermisSimulation(Simulation):
+    """A growing epidermis on the CPU or CUDA engine."""
+
+    domain = "epidermis"
+
+    def __init__(self, cfg: EpidermisConfig, backend: str, state: Mapping[str, np.ndarray] | None = None,
+                 engine: EpidermisEngine | None = None):
+        self.cfg, self.backend = cfg, backend
+        t0 = time.perf_counter()
+        if engine is None:
+            if state is None:
+                state = model.initial_state(cfg, engine=_engine_class(backend))
+            self.relax_seconds = time.perf_counter() - t0
+            engine = _make_engine(cfg, dict(state), backend)
+        else:
+            self.relax_seconds = 0.0
+        self.engine = engine
+        self.setup_seconds = time.perf_counter() - t0
+        self.wall = 0.0
+        self.steps_run = 0             # steps done by this process (throughput)
+        self.run_wall = 0.0
+        self.history: dict[str, list] = {k: [] for k in HISTORY_KEYS}
+        self._slice = cfg.run.slice_steps if backend == "cuda" else 10
+        self._cells = None             # (centres, genes) of the current step, cached
+
+    @classmethod
+    def from_config(cls, cfg: EpidermisConfig, backend: str) -> "EpidermisSimulation":
+        path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
+        if path is not None and cfg.run.resume and path.exists():
+            from app.sims.common.session import load_checkpoint
+            return cls.restore(load_checkpoint(path), backend, cfg=cfg)
+        sim = cls(cfg, backend)
+        sim._record()
+        return sim
+
+    # ---- the loop -----------------------------------------------------------------------
+    @property
+    def step(self) -> int:
+        return int(self.engine.step)
+
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.cfg.run.steps
+
+    def advance(self) -> EpidermisFrame:
+        run = self.cfg.run
+        if not self.finished:
+            start = time.perf_counter()
+            every = run.history_every
+            next_sample = (self.step // every + 1) * every
+            n = max(1, min(self._slice, next_sample - self.step, run.steps - self.step))
+            before = self.step
+            self.engine.run(n)
+            self._cells = None
+            if self.step % every == 0 or self.finished:
+                self._record()
+            elapsed = time.perf_counter() - start
+            self.wall += elapsed
+            self.run_wall += elapsed
+            self.steps_run += n
+            if self.backend != "cuda" and elapsed > 0 and n == self._slice:
+                target = int(n * CPU_SLICE_SECONDS / elapsed)
+                self._slice = int(np.clip(target, 1, max(2, 2 * n)))
+            interval = self.cfg.growth.interval
+            grew = run.mode == "full" and self.step // interval > before // interval
+            if run.checkpoint and (grew or self.finished):
+                self.save_checkpoint(run.checkpoint)
+        return self.frame()
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """Centres (3, n) and genes (6, n) now (cached until the next slice)."""
+        if self._cells is None:
+            self._cells = self.engine.cells()
+        return self._cells
+
+    def _record(self) -> None:
+        centres, genes = self.cells()
+        n = centres.shape[1]
+        supra = model.suprabasal(genes)
+        h = self.history
+        if h["step"] and h["step"][-1] == self.step:
+            return
+        h["step"].append(self.step)
+        h["t"].append(self.step * self.cfg.run.dt)
+        h["cells"].append(n)
+        h["layers"].append(model.count_layers(centres[2], self.cfg.run.layer_thickness))
+        h["basal_fraction"].append(float((~supra).mean()) if n else 0.0)
+        h["suprabasal_fraction"].append(float(supra.mean()) if n else 0.0)
+        h["elements"].append(int(self.engine.element_counts().sum()))
+
+    # ---- frames -------------------------------------------------------------------------
+    def frame(self) -> EpidermisFrame:
+        cfg = self.cfg
+        centres, genes = self.cells()
+        pos, cell, etype = self.engine.elements()
+        supra = model.suprabasal(genes)
+        colour = np.where(etype == 1, ELEMENT_C1,
+                          np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL)).astype(np.int8)
+        layers = model.count_layers(centres[2], cfg.run.layer_thickness)
+        n = centres.shape[1]
+        rate = self.steps_run / self.run_wall if self.run_wall > 0 else 0.0
+        return EpidermisFrame(
+            progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
+            wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
+            status=f"step {self.step:,}/{cfg.run.steps:,}, {n} cells, {layers} layers, "
+                   f"{supra.mean() if n else 0:.0%} suprabasal",
+            step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
+            cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),
+            positions=freeze(pos), element_cell=freeze(cell), element_type=freeze(etype),
+            element_colour=freeze(colour), centres=freeze(centres.T), genes=freeze(genes.T),
+            suprabasal=freeze(supra), layers=layers,
+            history={k: freeze(np.asarray(v)) for k, v in self.history.items()})
+
+    # ---- live changes -------------------------------------------------------------------
+    def update(self, changes: Mapping[str, Any]) -> None:
+        """Mechanics, genes, growth and ``run.steps/dt/slice_steps/search`` between slices, as
+        nested mappings (``{'growth': {'interval': 500}}``) or dotted keys
+        (``{'growth.interval': 500}``). The engine is rebuilt from its (exact) state."""
+        if not changes:
+            return
+        data = to_plain(self.cfg)
+        for key, value in _flatten(changes):
+            top = key.split(".")[0]
+            if top not in LIVE_SECTIONS and not (top == "run" and key.split(".")[-1] in LIVE_RUN_KEYS):
+                raise ConfigError(f"'{key}' cannot change while the tissue grows; changeable: "
+                                  f"{', '.join(LIVE_SECTIONS)} and run.{{{','.join(LIVE_RUN_KEYS)}}}")
+            set_path(data, key, dump_yaml(value))
+        cfg = load_config(parse_yaml(dump_yaml(data), "<changes>"))
+        if cfg == self.cfg:
+            return
+        state = self.engine.get_state()
+        self.engine.close()
+        self.engine = _make_engine(cfg, state, self.backend)
+        self.cfg = cfg
+        self._cells = None
+
+    # ---- checkpoint and results ---------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        engine = {f"engine_{k}": np.asarray(v) for k, v in self.engine.get_state().items()}
+        hist = {f"hist_{k}": np.asarray(v, np.float64) for k, v in self.history.items()}
+        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
+                **hist, **engine}
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """The state as one uncompressed NPZ, written atomically."""
+        buf = io.BytesIO()
+        np.savez(buf, **{k: np.asarray(v) for k, v in self.state().items()})
+        return atomic_write_bytes(path, buf.getvalue())
+
+    @classmethod
+    def restore(cls, state: Mapping[str, Any], backend: str,
+                cfg: EpidermisConfig | None = None) -> "EpidermisSimulation":
+        saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        cfg = cfg or saved
+        if (cfg.tissue, cfg.run.mode) != (saved.tissue, saved.run.mode):
+            raise ConfigError("the checkpoint belongs to a different tissue or mode; only "
+                              "mechanics, genes, growth and the run length may change on resume")
+        engine_state = {k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS}
+        sim = cls(cfg, backend, state=engine_state)
+        sim.wall = float(state["wall"])
+        for k in HISTORY_KEYS:
+            values = np.asarray(state[f"hist_{k}"])
+            sim.history[k] = [float(v) for v in values] if k in ("t", "basal_fraction",
+                                                                  "suprabasal_fraction") \
+                else [int(v) for v in values]
+        if not sim.history["step"]:
+            sim._record()
+        return sim
+
+    def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        centres, genes = self.cells()
+        pos, cell, etype = self.engine.elements()
+        supra = model.suprabasal(genes)
+        n = centres.shape[1]
+        arrays = {"positions": pos, "element_cell": cell, "element_type": etype,
+                  "cell_state": genes.T, "cell_centres": centres.T,
+                  "cell_suprabasal": supra,
+                  **{f"history_{k}": np.asarray(v) for k, v in self.history.items()}}
+        rate = self.steps_run / self.run_wall if self.run_wall > 0 else 0.0
+        summary = {
+            "cells": n, "elements": int(pos.shape[0]), "steps": self.step,
+            "wall_seconds": self.wall, "steps_per_second": rate,
+            "layers": model.count_layers(centres[2], self.cfg.run.layer_thickness),
+            "suprabasal_fraction": float(supra.mean()) if n else 0.0,
+            "mode": self.cfg.run.mode, "search": self.cfg.run.search,
+            "boundary": self.cfg.tissue.boundary, "backend": self.backend,
+            "device": _device_name(self.backend), "setup_seconds": self.setup_seconds,
+            "relax_seconds": self.relax_seconds, "seed": self.cfg.tissue.seed,
+            "finished": self.finished,
+        }
+        return arrays, summary
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def _flatten(changes: Mapping[str, Any], prefix: str = ""):
+    for key, value in changes.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from _flatten(value, name + ".")
+        else:
+            yield name, value
+
+
+def _engine_class(backend: str):
+    if backend == "cuda":
+        from app.sims.epidermis.cuda import CudaEngine
+        return CudaEngine
+    from app.sims.epidermis.cpu import CpuEngine
+    return CpuEngine
+
+
+def _make_engine(cfg: EpidermisConfig, state: dict, backend: str) -> EpidermisEngine:
+    return _engine_class(backend)(cfg, state)
+
+
+def _device_name(backend: str) -> str:
+    from app.compute.device import cpu_device, cuda_status
+    if backend == "cuda":
+        return cuda_status().devices[0].name
+    return cpu_device().label
+
