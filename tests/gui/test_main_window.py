@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 
 import pytest
 
 pytest.importorskip("PySide6", reason="the GUI extra is not installed")
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton
 
 from app.gui import errors
@@ -105,14 +106,35 @@ def test_show_error_does_not_block(qtbot, monkeypatch):
 
 
 def test_main_runs_the_event_loop_and_returns(qapp, monkeypatch):
+    """gui.main() runs app.exec() and returns once the window closes, leaving the event loop
+    usable for the tests after it.
+
+    The timers start when the loop runs, not when main() is called: building the window takes
+    seconds on a loaded machine, and a quit timer that expires before exec() starts posts a
+    second QEvent.Quit beside the one from closing the window. The first ends exec(); the second,
+    delivered after it returned, sets the main thread's quit flag for good, and every later
+    QEventLoop.exec() (pytest-qt's waitSignal, waitUntil, wait) then returns at once without
+    processing events: worker threads' queued signals never arrive and later tests time out."""
     import app.gui as gui
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)
-    QTimer.singleShot(300, lambda: [w.close() for w in QApplication.topLevelWidgets() if w.isVisible()])
-    guard = QTimer()                       # a fallback quit, stopped so it cannot hit a later test
+    guard = QTimer()                       # a fallback quit if closing did not end the loop
     guard.setSingleShot(True)
     guard.timeout.connect(qapp.quit)
-    guard.start(600)
+    fired: list[bool] = []
+    guard.timeout.connect(lambda: fired.append(True))
+
+    def loop_started() -> None:
+        QTimer.singleShot(300, lambda: [w.close() for w in QApplication.topLevelWidgets() if w.isVisible()])
+        guard.start(5000)
+
+    QTimer.singleShot(0, loop_started)
     try:
         assert gui.main([]) == 0
     finally:
         guard.stop()
+        QCoreApplication.removePostedEvents(qapp, QEvent.Type.Quit)
+    assert not fired, "closing the window did not end the event loop"
+    loop = QEventLoop()                    # the loop still waits for events after main() returned
+    QTimer.singleShot(50, loop.quit)
+    start = time.perf_counter()
+    assert loop.exec() == 0 and time.perf_counter() - start > 0.04
