@@ -27,11 +27,14 @@ from app.sims.epidermis.model import (B_, D_, N_, R_MIN, box_of, inter_force_ove
                                       membrane_force_z, minimum_image, morse_force_over_r)
 
 PAIR_CHUNK = 1 << 21        # element pairs per chunk of the centre-cutoff search
+SKIN = 0.8                  # µm; Verlet skin of the cell-list search's pair list
 
 
 class CpuEngine(EpidermisEngine):
     def __init__(self, cfg: EpidermisConfig, state: dict):
         self.cfg = cfg
+        self._version = 0            # bumped whenever the set of elements changes
+        self._list = None
         self.set_state(state)
 
     # ---- state --------------------------------------------------------------------------
@@ -46,6 +49,7 @@ class CpuEngine(EpidermisEngine):
                   "etype": np.array(state["etype"], np.int8),
                   "count": np.array(state["count"], np.int32),
                   "genes": np.asarray(state["genes"], np.float32).astype(np.float64)}
+        self._version += 1
 
     def get_state(self) -> dict:
         s = self.s
@@ -71,19 +75,20 @@ class CpuEngine(EpidermisEngine):
         """All-pairs Morse inside each cell: p [3, S, C] -> forces [3, S, C]."""
         box = box_of(self.cfg)
         S = p.shape[1]
+        if box:       # unwrap each cell about its element 0 (a cell spans far less than L/2)
+            p = p.copy()
+            p[:2] = p[:2, :1] + minimum_image(p[:2] - p[:2, :1], box)
         d = p[:, :, None, :] - p[:, None, :, :]                       # [3, S, S, C]
-        if box:
-            d[0] -= box * np.rint(d[0] / box)
-            d[1] -= box * np.rint(d[1] / box)
         r = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
         mask = valid[:, None, :] & valid[None, :, :]
         mask[np.arange(S), np.arange(S)] = False
         f = np.where(mask, morse_force_over_r(np.maximum(r, R_MIN), self.cfg.mechanics.intra), 0.0)
         return np.einsum("ijc,aijc->aic", f, d)
 
-    def _grid_pairs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Candidate pairs (i, j), i != j, from the 27 grid cells around each element."""
-        cut, box = self.cfg.mechanics.inter_cutoff, box_of(self.cfg)
+    def _grid_pairs(self, x: np.ndarray, cut: float) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate pairs (i, j), i != j, from the 27 grid cells (at least ``cut`` wide)
+        around each element."""
+        box = box_of(self.cfg)
         idx, dims, periodic = [], [], []
         for a in range(2):
             if box:
@@ -137,12 +142,36 @@ class CpuEngine(EpidermisEngine):
         diff = i != j
         return i[diff], j[diff]
 
+    def _pair_list(self, x: np.ndarray, cell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (i < j) of elements of different cells that may be within ``inter_cutoff``:
+        a Verlet list built from the grid with ``inter_cutoff + SKIN`` and reused while no
+        element has moved more than SKIN/2 since (and the elements are the same), so it always
+        holds every pair within the cutoff; the forces are exactly those of a fresh search."""
+        box = box_of(self.cfg)
+        lst = self._list
+        if lst is not None and lst[0] == self._version and lst[1].shape == x.shape:
+            d = x - lst[1]
+            d[0] = minimum_image(d[0], box)
+            d[1] = minimum_image(d[1], box)
+            if (d * d).sum(axis=0).max() < (0.5 * SKIN) ** 2:
+                return lst[2], lst[3]
+        reach = self.cfg.mechanics.inter_cutoff + SKIN
+        i, j = self._grid_pairs(x, reach)
+        keep = (i < j) & (cell[i] != cell[j])
+        i, j = i[keep], j[keep]
+        d = x[:, i] - x[:, j]
+        d[0] = minimum_image(d[0], box)
+        d[1] = minimum_image(d[1], box)
+        keep = (d * d).sum(axis=0) < reach * reach
+        i, j = i[keep], j[keep]
+        self._list = (self._version, x.copy(), i, j)
+        return i, j
+
     def _inter_pairs(self, x, cell, i, j, genes, contacts: bool):
-        """Forces on i from j (flat [3, M]) and contact sums ([4, M] or None) over pairs (i, j)."""
+        """Forces (flat [3, M]) and contact sums ([4, M] or None) from the pairs (i < j) of
+        elements of different cells, each pair acting on both of its elements."""
         m, box = self.cfg.mechanics, box_of(self.cfg)
         M = x.shape[1]
-        other = cell[i] != cell[j]
-        i, j = i[other], j[other]
         d = x[:, i] - x[:, j]
         d[0] = minimum_image(d[0], box)
         d[1] = minimum_image(d[1], box)
@@ -150,12 +179,14 @@ class CpuEngine(EpidermisEngine):
         near = r < m.inter_cutoff
         i, j, d, r = i[near], j[near], d[:, near], r[near]
         f = inter_force_over_r(np.maximum(r, R_MIN), m.inter, m.inter_cutoff)
-        F = np.stack([np.bincount(i, weights=f * d[a], minlength=M) for a in range(3)])
+        F = np.stack([np.bincount(i, weights=f * d[a], minlength=M) -
+                      np.bincount(j, weights=f * d[a], minlength=M) for a in range(3)])
         S = None
         if contacts:
-            cj = cell[j]
-            S = np.stack([np.bincount(i, minlength=M).astype(np.float64)] +
-                         [np.bincount(i, weights=genes[g][cj], minlength=M) for g in (N_, D_, B_)])
+            ci, cj = cell[i], cell[j]
+            S = np.stack([(np.bincount(i, minlength=M) + np.bincount(j, minlength=M)).astype(np.float64)] +
+                         [np.bincount(i, weights=genes[g][cj], minlength=M) +
+                          np.bincount(j, weights=genes[g][ci], minlength=M) for g in (N_, D_, B_)])
         return F, S
 
     def _centre_pairs(self, p, valid, genes, contacts: bool):
@@ -208,7 +239,7 @@ class CpuEngine(EpidermisEngine):
         else:
             x = p[:, valid]                                            # [3, M], slot-major
             cell = np.broadcast_to(np.arange(p.shape[2]), valid.shape)[valid]
-            i, j = self._grid_pairs(x)
+            i, j = self._pair_list(x, cell)
             Fi, Si_flat = self._inter_pairs(x, cell, i, j, genes, contacts)
             F[:, valid] += Fi
             Si = None
@@ -279,6 +310,7 @@ class CpuEngine(EpidermisEngine):
     def _growth_event(self) -> None:
         s = self.s
         s["event"] += 1
+        self._version += 1
         model.grow(s, self.cfg, s["event"])
         parents = np.flatnonzero(s["count"][:s["n_cells"]] >= self.cfg.tissue.max_elements)
         self.divide(parents)
@@ -287,6 +319,7 @@ class CpuEngine(EpidermisEngine):
         return self.s["count"][:self.s["n_cells"]].copy()
 
     def divide(self, parents: np.ndarray) -> None:
+        self._version += 1
         model.divide_cells(self.s, self.cfg, np.asarray(parents, np.int64))
         self.s["n_cells"] = int(self.s["n_cells"])
 
