@@ -106,7 +106,7 @@ DOMAINS: dict[str, Domain] = {
                "and activity-dependent neurite growth (UW Bothell).", bench="app.sims.network.bench"),
         Domain("epidermis", "Epidermis 3D", "app.sims.epidermis",
                "Subcellular-element cells with a Notch/Ovol gene network, growth, division and "
-               "stratification, in a 3D view (Christley et al. 2010).", available=False),
+               "stratification, in a 3D view (Christley et al. 2010).", bench="app.sims.epidermis.bench"),
         Domain("ssa", "SSA histograms", "app.sims.ssa",
                "Ensembles of Gillespie simulations, one realization per GPU thread, with live "
                "histograms (Li & Petzold 2010).", bench="app.sims.ssa.bench"),

@@ -268,6 +268,13 @@ def test_gene_network_basal_and_suprabasal_steady_states():
         ref = rk4(y0, a, s, 300.0, 0.05, **means)
         np.testing.assert_allclose(g[:, col], ref, rtol=2e-3, atol=1e-5)
         assert np.abs(independent_rhs(ref, a, s, **means)).max() < 1e-6     # a steady state
+    # one step is the midpoint RK2 of the paper's equations, means and A held
+    y = np.array([0.4, 0.3, 0.1, 0.2, 0.05, 0.1])
+    for a in A:
+        k1 = independent_rhs(y, a, s, **means)
+        mid = independent_rhs(y + 0.5 * dt * k1, a, s, **means)
+        np.testing.assert_allclose(model.gene_step(y[:, None], mv[:, :1], np.array([a]), s, dt)[:, 0],
+                                   y + dt * mid, rtol=1e-13, atol=1e-15)
     basal, supra = g[:, 0], g[:, 1]
     assert not model.suprabasal(basal[:, None])[0] and model.suprabasal(supra[:, None])[0]
     assert basal[model.O2_] > 5 * basal[model.O1_] and supra[model.O1_] > 5 * supra[model.O2_]
