@@ -44,6 +44,18 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
         from app.gui.views.cardiac import ProbeTraceView
         view = ProbeTraceView()
         view.set_frame(frame)
+    elif domain == "epidermis":
+        from app.gui.views.epidermis_history import EpidermisHistoryView
+        view = EpidermisHistoryView()
+        view.set_frame(frame)
+        view.resize(*SIZE)
+        for plot in view.plots.values():
+            plot.enableAutoRange()
+        view.plots["fractions"].setYRange(0.0, 1.0)
+        if not view.grab().save(str(path)):
+            raise OSError(f"could not write {path}")
+        print(f"plot in {path}")
+        return Path(path)
     elif domain == "network":
         from app.gui.views.network import EpochHistoryView
         view = EpochHistoryView()

@@ -21,6 +21,13 @@ asks the engine to :meth:`divide` the cells that reached max_elements
 (:func:`model.split_cell`, genes shared by :func:`model.division_factors`). The attached
 daughter keeps the parent's index; free daughters take the indices ``n_cells, n_cells+1, ...``
 in the order of the parents. Storage grows (capacity doubles) without losing state.
+
+The details both engines follow (minimum image everywhere, R_MIN, centroids, where a grown
+element goes, how a division packs the daughters and which row of the division factors each
+gets, capacity, float32 state, the initial tissue and its relaxation) are spelled out in
+``model.py``'s docstring, with NumPy reference implementations there (``centroids``,
+``adhesion``, ``contact_means``, ``gene_step``, ``grow``, ``divide_cells``,
+``reference_forces``, ``initial_state``).
 """
 
 from __future__ import annotations
