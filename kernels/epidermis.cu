@@ -32,8 +32,8 @@
 #ifndef EPI_PERIODIC
 #define EPI_PERIODIC 1        // 1: x and y periodic (minimum image), 0: no boundary
 #endif
-#ifndef EPI_MODE
-#define EPI_MODE 2            // 0 movement, 1 genes, 2 full
+#ifndef EPI_GENES
+#define EPI_GENES 1           // 0: movement model; 1: gene network on (modes genes, full)
 #endif
 #ifndef EPI_SEARCH
 #define EPI_SEARCH 0          // 0 cell list, 1 centre cutoff
@@ -44,7 +44,6 @@
 #ifndef EPI_ROWS
 #define EPI_ROWS 8            // element rows per block in the per-cell kernels (blockDim.y)
 #endif
-#define EPI_GENES (EPI_MODE > 0)
 #define EPI_R ((EPI_E + 31) / 32)           // slots per lane in epi_divide
 #define SCAN_T 1024
 #define SCAN_I 4
@@ -238,9 +237,9 @@ __device__ __forceinline__ void inter_pair(const float xi, const float yi, const
     const float dx = min_image(xi - xj), dy = min_image(yi - yj), dz = zi - zj;
     const float r2 = dx * dx + dy * dy + dz * dz;
     const float cut = P_CUT;
-    if (r2 >= cut * cut) return;
+    if (!(r2 < cut * cut)) return;               // (NaN distances too, as the CPU engine)
     const float r = sqrtf(r2);
-    if (r >= cut) return;
+    if (!(r < cut)) return;
     const float f = morse_over_r(fmaxf(r, P_RMIN), P_INTER_A, P_INTER_IA, P_INTER_B, P_INTER_IB);
     if (f > 0.f) { fx += f * dx; fy += f * dy; fz += f * dz; }
     if (contacts) {

@@ -2,8 +2,7 @@
 (boundary x mode x search at the default 40 slots, the slot limits 4 and 64, and the preset
 configs), and the PyCUDA argument formats in cuda.py match the kernels' C signatures.
 
-Modes 'genes' and 'full' give the same kernel code (EPI_MODE only switches the contact sums
-on), so one of them is compiled per boundary and search.
+Modes 'genes' and 'full' share one variant (EPI_GENES=1: contact sums and the gene network).
 """
 
 import itertools

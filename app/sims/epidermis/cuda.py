@@ -44,7 +44,6 @@ MAXNB = 128              # neighbour cells per cell in the centre-cutoff search
 DIV_BLOCK = 128          # epi_divide: four warps (four parents) per block
 GRID_SLACK = 1.0 + 1e-4  # grid cells a little wider than the cutoff (rounding at bin edges)
 INT_MAX, INT_MIN = 2**31 - 1, -2**31
-MODES = {"movement": 0, "genes": 1, "full": 2}
 
 # PyCUDA argument formats of the kernels (checked against the .cu signatures by a CPU test)
 FORMATS = {
@@ -73,10 +72,11 @@ def kernel_source() -> str:
 
 
 def kernel_defines(cfg: EpidermisConfig) -> dict[str, int]:
-    """The -D defines of a config: max elements, boundary, mode, search."""
+    """The -D defines of a config: max elements, boundary, mode (the gene network on or off;
+    modes 'genes' and 'full' share their kernels, growth is driven from the host), search."""
     return {"EPI_E": cfg.tissue.max_elements,
             "EPI_PERIODIC": int(cfg.tissue.boundary == "periodic"),
-            "EPI_MODE": MODES[cfg.run.mode],
+            "EPI_GENES": int(cfg.run.mode != "movement"),
             "EPI_SEARCH": int(cfg.run.search == "centre_cutoff"),
             "EPI_MAXNB": MAXNB, "EPI_ROWS": ROWS}
 
@@ -457,18 +457,24 @@ class CudaEngine(EpidermisEngine):
         self._check_status(first)
 
     def _growth_event(self) -> None:
-        cfg, b = self.cfg, self.buf
         self.event += 1
-        n = self.n_cells
-        if n:
-            self.fn["epi_grow"].prepared_async_call(
-                ((n + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1), self.stream,
-                np.int32(n), np.int32(self.cap), b["pos"].gpudata, b["etype"].gpudata,
-                b["count"].gpudata, b["genes"].gpudata, np.float64(cfg.growth.delta_low),
-                np.uint64(cfg.tissue.seed), np.uint64(model.STREAM_GROWTH), np.uint64(self.event),
-                np.float64(cfg.growth.jitter))
+        self.grow(self.event)
         parents = np.flatnonzero(self.element_counts() >= self.E)
         self.divide(parents)
+
+    def grow(self, event: int) -> None:
+        """The growth phase of growth event ``event`` (model.grow), queued on the stream."""
+        cfg, b, n = self.cfg, self.buf, self.n_cells
+        if not n:
+            return
+        self._constants()
+        self.fn["epi_grow"].prepared_async_call(
+            ((n + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1), self.stream,
+            np.int32(n), np.int32(self.cap), b["pos"].gpudata, b["etype"].gpudata,
+            b["count"].gpudata, b["genes"].gpudata, np.float64(cfg.growth.delta_low),
+            np.uint64(cfg.tissue.seed), np.uint64(model.STREAM_GROWTH), np.uint64(event),
+            np.float64(cfg.growth.jitter))
+        self.plan = None
 
     def element_counts(self) -> np.ndarray:
         self.stream.synchronize()

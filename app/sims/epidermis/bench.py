@@ -1,0 +1,382 @@
+"""``python -m app bench epidermis [--quick]``: the paper's Table 3 cases on the CUDA engine.
+
+Cases (Christley et al. 2010, Table 3; cells of 20 elements, 40 slots, dt = 0.1):
+
+- movement model, 128 / 500 / 1000 / 2000 / 5000 cells, 3,000 steps, periodic and no
+  boundary, with the cell list and with the paper's centre-cutoff search;
+- gene-network model, 128 and 1000 cells, 3,000 steps (periodic);
+- the full model from 100 cells for 130,000 steps (after the 500 relaxation steps): final
+  cells, layers, suprabasal fraction, wall time; the final tissue is saved as
+  ``full_model_final.npz`` (positions, element cell, type, colour, centres, genes) so a
+  picture can be rendered off the GPU machine;
+- a 100,000-cell movement model (steps per second);
+- a small case on the CPU engine.
+
+Timing: each case is warmed up (module load and compile, first grid) by a few steps, then
+``run(steps)`` is timed with CUDA events on the engine's stream (and a host clock around it,
+which includes the one bounding-box read and the status check per ``run``).
+
+Floor estimate, per live element and step (two force evaluations), printed per case:
+
+- bytes: the design's memory traffic, counted kernel by kernel with every intermediate read
+  and written once and neighbour reads served by the caches: hash 28 B, scatter 44 B, bin
+  sort 40 B, intracellular 25 B, intercellular + update 56 B (72 B with contact sums), plus
+  about 24 B per grid bin; about 2 x 200 = 400-500 B per element and step. The irreducible
+  floor (read and write the positions once) is 24 B.
+- flops: intracellular (n - 1) pairs x ~30 flops (two exps, a square root, a division) and
+  intercellular candidates x ~10 flops + pairs within the cutoff x ~30, per evaluation; with
+  n = 20 and ~40 candidates that is ~1,150 per evaluation, ~2,300 per step.
+- launches: 14 (cell list) or 8 (centre cutoff) per step, +2 with the gene network, at
+  about 5 µs each: 70-80 µs per step, which bounds the small cases.
+
+The floor time per step is the largest of bytes/bandwidth (measured with a device-to-device
+copy), flops/peak fp32 rate (SMs x clock x 256) and launches x measured launch time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from app.compute.device import backend_context, cuda_status, resolve_backend
+from app.sims.epidermis import model
+from app.sims.epidermis.config import EpidermisConfig
+from app.sims.epidermis.frame import ELEMENT_BASAL, ELEMENT_C1, ELEMENT_SUPRABASAL
+
+BYTES_PER_EVAL = {"cell_list": 28 + 44 + 40 + 25 + 56, "centre_cutoff": 25 + 56 + 12}
+CONTACT_BYTES = 16          # contact sums written at stage 1 (gene modes)
+BYTES_PER_BIN = 24          # scan (read + write), range write, histogram clear, per bin
+FLOPS_INTRA_PAIR = 30
+FLOPS_CANDIDATE = 10
+FLOPS_PAIR = 30
+FULL_CELLS, FULL_RELAX = 100, 500     # the paper's Fig. 4 run
+
+
+def config(cells: int, mode: str = "movement", boundary: str = "periodic",
+           search: str = "cell_list", steps: int = 3000, relax: int = 0, **growth) -> EpidermisConfig:
+    cfg = EpidermisConfig()
+    return dataclasses.replace(
+        cfg, tissue=dataclasses.replace(cfg.tissue, cells=cells, boundary=boundary),
+        growth=dataclasses.replace(cfg.growth, **growth),
+        run=dataclasses.replace(cfg.run, mode=mode, search=search, steps=steps, relax_steps=relax))
+
+
+def initial(cfg: EpidermisConfig, relax: bool = False) -> dict:
+    from app.sims.epidermis.cuda import CudaEngine
+
+    if relax:
+        return model.initial_state(cfg, engine=CudaEngine)
+    return model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
+
+
+def _time_run(eng, steps: int) -> tuple[float, float]:
+    """(event seconds, host seconds) of eng.run(steps)."""
+    import pycuda.driver as cuda
+
+    start, end = cuda.Event(), cuda.Event()
+    eng.stream.synchronize()
+    t0 = time.perf_counter()
+    start.record(eng.stream)
+    eng.run(steps)
+    end.record(eng.stream)
+    end.synchronize()
+    wall = time.perf_counter() - t0
+    return end.time_since(start) * 1e-3, wall
+
+
+def pair_statistics(eng) -> dict:
+    """Mean candidates examined and pairs within the cutoff per element (from the state)."""
+    st = eng.get_state()
+    cfg = eng.cfg
+    p, cell, _, _ = model.live_elements(st)
+    _, S = eng.forces()
+    valid = model.valid_mask(st["count"], int(st["n_cells"]), st["pos"].shape[1])
+    pairs = float(S[0][:, :int(st["n_cells"])][valid].mean()) if valid.any() else 0.0
+    intra = float(np.mean(st["count"][:int(st["n_cells"])]) - 1.0)
+    out = {"inter_pairs_per_element": pairs, "intra_pairs_per_element": intra}
+    g = eng.grid
+    if g is not None and p.shape[0]:
+        box = model.box_of(cfg)
+        idx = []
+        for a, name in enumerate("xyz"):
+            v = p[:, a]
+            if box and a < 2:
+                f = np.floor((v - box * np.floor(v / box)) * g["iw" + name])
+            else:
+                f = np.floor((v - g["o" + name]) * g["iw" + name])
+            idx.append(np.clip(f, 0, g["n" + name] - 1).astype(np.int64))
+        nx, ny, nz = g["nx"], g["ny"], g["nz"]
+        occ = np.zeros((nz, ny, nx), np.int64)
+        np.add.at(occ, (idx[2], idx[1], idx[0]), 1)
+        cand = np.zeros(p.shape[0])
+        for dz in (-1, 0, 1):
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    jz = idx[2] + dz
+                    jy = idx[1] + dy
+                    jx = idx[0] + dx
+                    ok = (jz >= 0) & (jz < nz)
+                    if box:
+                        jy %= ny
+                        jx %= nx
+                    else:
+                        ok &= (jy >= 0) & (jy < ny) & (jx >= 0) & (jx < nx)
+                    cand += np.where(ok, occ[np.clip(jz, 0, nz - 1), np.clip(jy, 0, ny - 1),
+                                             np.clip(jx, 0, nx - 1)], 0)
+        out["candidates_per_element"] = float(cand.mean())
+        out["bins_per_element"] = g["bins"] / p.shape[0]
+    return out
+
+
+def floor_estimate(case: dict, stats: dict, device: dict) -> dict:
+    """Bytes, flops and launches per step and the floor time they give (see the docstring)."""
+    M = case["elements"]
+    search, genes = case["search"], case["mode"] != "movement"
+    per_eval = BYTES_PER_EVAL[search] + (BYTES_PER_BIN * stats.get("bins_per_element", 0.0))
+    bytes_elem = 2 * per_eval + (CONTACT_BYTES if genes else 0)
+    cand = stats.get("candidates_per_element")
+    if cand is None:   # centre cutoff: elements of the neighbour cells
+        cand = case.get("max_neighbour_cells", 10) * 20
+    flops_elem = 2 * (stats["intra_pairs_per_element"] * FLOPS_INTRA_PAIR + cand * FLOPS_CANDIDATE
+                      + stats["inter_pairs_per_element"] * FLOPS_PAIR)
+    t_bytes = bytes_elem * M / device["bandwidth_Bps"]
+    t_flops = flops_elem * M / device["fp32_flops"]
+    t_launch = case["launches_per_step"] * device["launch_s"]
+    floor = max(t_bytes, t_flops, t_launch)
+    return {"bytes_per_element_step": bytes_elem, "flops_per_element_step": flops_elem,
+            "candidates_per_element": cand, "floor_bytes_us": t_bytes * 1e6,
+            "floor_flops_us": t_flops * 1e6, "floor_launch_us": t_launch * 1e6,
+            "floor_us_per_step": floor * 1e6,
+            "measured_over_floor": case["us_per_step"] / (floor * 1e6) if floor else None}
+
+
+def device_ceilings() -> dict:
+    """Measured copy bandwidth, nominal fp32 rate, measured launch time of a tiny kernel."""
+    import pycuda.driver as cuda
+    import pycuda.gpuarray as ga
+
+    dev = cuda.Context.get_device()
+    a = cuda.device_attribute
+    sms = dev.get_attribute(a.MULTIPROCESSOR_COUNT)
+    clock_hz = dev.get_attribute(a.CLOCK_RATE) * 1e3
+    n = 1 << 28                                           # 1 GiB of float32
+    src, dst = ga.empty(n, np.float32), ga.empty(n, np.float32)
+    src.fill(1.0)
+    start, end = cuda.Event(), cuda.Event()
+    cuda.memcpy_dtod(dst.gpudata, src.gpudata, 4 * n)
+    start.record()
+    reps = 5
+    for _ in range(reps):
+        cuda.memcpy_dtod(dst.gpudata, src.gpudata, 4 * n)
+    end.record()
+    end.synchronize()
+    bw = 2 * 4 * n * reps / (end.time_since(start) * 1e-3)
+    src.gpudata.free()
+    dst.gpudata.free()
+    # launch time: a one-block kernel queued back to back
+    from app.compute.kernels import load_module
+    from app.sims.epidermis.cuda import _Launch, kernel_defines, kernel_source
+
+    mod = load_module(kernel_source(), "epidermis.cu", kernel_defines(EpidermisConfig()))
+    f = mod.get_function("epi_scan_top")
+    f.prepare("iP")
+    sink = ga.zeros(4, np.int32)
+    stream = cuda.Stream()
+    launch = _Launch(f, (1, 1), (1024, 1, 1), [np.int32(0), sink.gpudata], stream)
+    for _ in range(200):
+        launch()
+    stream.synchronize()
+    k = 5000
+    t0 = time.perf_counter()
+    for _ in range(k):
+        launch()
+    stream.synchronize()
+    launch_s = (time.perf_counter() - t0) / k
+    sink.gpudata.free()
+    return {"name": dev.name(), "sms": sms, "clock_ghz": clock_hz * 1e-9,
+            "bandwidth_Bps": bw, "fp32_flops": sms * clock_hz * 256.0, "launch_s": launch_s}
+
+
+def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax: bool = False,
+              warmup: int = 20) -> dict:
+    from app.sims.epidermis.cuda import CudaEngine
+
+    t0 = time.perf_counter()
+    state = initial(cfg, relax=relax)
+    setup = time.perf_counter() - t0
+    eng = CudaEngine(cfg, state)
+    try:
+        eng.run(warmup)
+        gpu_s, wall = _time_run(eng, steps)
+        st = eng.element_counts()
+        s = eng.summary()
+        row = {"case": label, "engine": "cuda", "mode": cfg.run.mode, "boundary": cfg.tissue.boundary,
+               "search": cfg.run.search, "cells": int(cfg.tissue.cells), "elements": int(st.sum()),
+               "steps": steps, "gpu_seconds": gpu_s, "wall_seconds": wall,
+               "steps_per_second": steps / wall, "us_per_step": gpu_s / steps * 1e6,
+               "element_steps_per_second": st.sum() * steps / wall, "setup_seconds": setup,
+               "launches_per_step": s["launches_per_step"], "grid": s["grid"],
+               "max_neighbour_cells": s["max_neighbour_cells"]}
+        stats = pair_statistics(eng)
+        row.update(stats)
+        row.update(floor_estimate(row, stats, device))
+    finally:
+        eng.close()
+    return row
+
+
+def full_model_case(device: dict, out_dir: Path, steps: int) -> dict:
+    from app.sims.epidermis.cuda import CudaEngine
+
+    cfg = config(FULL_CELLS, mode="full", steps=steps, relax=FULL_RELAX)
+    t0 = time.perf_counter()
+    state = model.initial_state(cfg, engine=CudaEngine)
+    relax_s = time.perf_counter() - t0
+    eng = CudaEngine(cfg, state)
+    try:
+        gpu_s, wall = _time_run(eng, steps)
+        centres, genes = eng.cells()
+        pos, cell, etype = eng.elements()
+        s = eng.summary()
+    finally:
+        eng.close()
+    supra = model.suprabasal(genes)
+    colour = np.where(etype == 1, ELEMENT_C1,
+                      np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL)).astype(np.int8)
+    layers = model.count_layers(centres[2], cfg.run.layer_thickness)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out_dir / "full_model_final.npz", positions=pos, element_cell=cell,
+                        element_type=etype, element_colour=colour, centres=centres.T,
+                        genes=genes.T, box=np.float64(cfg.box), steps=np.int64(steps))
+    return {"case": f"full model, {FULL_CELLS} cells, {steps} steps", "engine": "cuda", "mode": "full",
+            "boundary": "periodic", "search": "cell_list", "cells_start": FULL_CELLS,
+            "cells": int(centres.shape[1]), "elements": int(pos.shape[0]), "layers": int(layers),
+            "suprabasal_fraction": float(supra.mean()) if supra.size else 0.0,
+            "steps": steps, "gpu_seconds": gpu_s, "wall_seconds": wall,
+            "relax_seconds": relax_s, "steps_per_second": steps / wall,
+            "us_per_step": gpu_s / steps * 1e6, "launches_per_step": s["launches_per_step"],
+            "capacity": s["capacity"]}
+
+
+def cpu_case(cells: int, steps: int) -> dict:
+    from app.sims.epidermis.cpu import CpuEngine
+
+    cfg = config(cells)
+    eng = CpuEngine(cfg, model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height))
+    eng.run(2)
+    t0 = time.perf_counter()
+    eng.run(steps)
+    wall = time.perf_counter() - t0
+    m = int(eng.element_counts().sum())
+    return {"case": f"movement {cells} cells (CPU engine)", "engine": "cpu", "mode": "movement",
+            "boundary": "periodic", "search": "cell_list", "cells": cells, "elements": m,
+            "steps": steps, "wall_seconds": wall, "steps_per_second": steps / wall,
+            "us_per_step": wall / steps * 1e6, "element_steps_per_second": m * steps / wall}
+
+
+def _attempt(results: dict, fn, *args, **kw) -> dict | None:
+    try:
+        row = fn(*args, **kw)
+    except Exception as exc:             # one failing case must not lose the others
+        traceback.print_exc()
+        label = args[0] if args and isinstance(args[0], str) else getattr(fn, "__name__", "case")
+        results["errors"].append(f"{label}: {type(exc).__name__}: {exc}")
+        return None
+    results["cases"].append(row)
+    _print_row(row)
+    return row
+
+
+HEADER = (f"{'case':44s} {'eng':4s} {'cells':>6s} {'elements':>8s} {'steps':>7s} {'wall s':>8s} "
+          f"{'steps/s':>9s} {'us/step':>8s} {'floor us':>8s} {'x floor':>7s}")
+
+
+def _print_row(c: dict) -> None:
+    floor = c.get("floor_us_per_step")
+    ratio = c.get("measured_over_floor")
+    print(f"{c['case']:44s} {c['engine']:4s} {c['cells']:6d} {c['elements']:8d} {c['steps']:7d} "
+          f"{c['wall_seconds']:8.3f} {c['steps_per_second']:9.1f} {c['us_per_step']:8.1f} "
+          f"{'' if floor is None else f'{floor:8.1f}':>8s} {'' if ratio is None else f'{ratio:7.1f}':>7s}",
+          flush=True)
+
+
+def markdown(results: dict) -> str:
+    d = results.get("device") or {}
+    lines = ["# Epidermis benchmark", "",
+             f"Device: {d.get('name', 'none')}; copy bandwidth {d.get('bandwidth_Bps', 0) / 1e9:.0f} GB/s, "
+             f"fp32 peak {d.get('fp32_flops', 0) / 1e12:.1f} TFLOP/s, launch "
+             f"{d.get('launch_s', 0) * 1e6:.1f} µs", "",
+             "| case | engine | cells | elements | steps | wall s | steps/s | µs/step | floor µs | bytes/elem·step | flops/elem·step | candidates | pairs | × floor |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in results["cases"]:
+        def f(key, fmt):
+            v = c.get(key)
+            return "" if v is None else format(v, fmt)
+        lines.append(f"| {c['case']} | {c['engine']} | {c['cells']} | {c['elements']} | {c['steps']} | "
+                     f"{c['wall_seconds']:.3f} | {c['steps_per_second']:.1f} | {c['us_per_step']:.1f} | "
+                     f"{f('floor_us_per_step', '.1f')} | {f('bytes_per_element_step', '.0f')} | "
+                     f"{f('flops_per_element_step', '.0f')} | {f('candidates_per_element', '.1f')} | "
+                     f"{f('inter_pairs_per_element', '.1f')} | {f('measured_over_floor', '.1f')} |")
+    full = [c for c in results["cases"] if c.get("mode") == "full"]
+    for c in full:
+        lines += ["", f"Full model: {c['cells_start']} → {c['cells']} cells, {c['layers']} layers, "
+                      f"suprabasal fraction {c['suprabasal_fraction']:.2f}, {c['steps']} steps in "
+                      f"{c['wall_seconds']:.1f} s (relaxation {c['relax_seconds']:.1f} s)."]
+    if results["errors"]:
+        lines += ["", "Errors:", *[f"- {e}" for e in results["errors"]]]
+    return "\n".join(lines) + "\n"
+
+
+def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
+    resolved, reason = resolve_backend(backend)
+    print(f"# Epidermis benchmark\n# {reason}", flush=True)
+    out_dir = Path(out_dir)
+    results: dict = {"device": None, "cases": [], "errors": [], "cpu_cores": os.cpu_count(),
+                     "quick": quick}
+    steps = 300 if quick else 3000
+    print(HEADER, flush=True)
+    if resolved == "cuda":
+        with backend_context("cuda"):
+            device = device_ceilings()
+            results["device"] = device
+            sizes = [128, 1000] if quick else [128, 500, 1000, 2000, 5000]
+            for cells in sizes:
+                for boundary in ("periodic", "none"):
+                    for search in ("cell_list", "centre_cutoff"):
+                        if quick and search == "centre_cutoff" and cells > 128:
+                            continue
+                        label = f"movement {cells} {boundary} {search}"
+                        _attempt(results, cuda_case, label,
+                                 config(cells, boundary=boundary, search=search), steps, device)
+            for cells in ([128] if quick else [128, 1000]):
+                for search in ("cell_list", "centre_cutoff"):
+                    _attempt(results, cuda_case, f"genes {cells} periodic {search}",
+                             config(cells, mode="genes", search=search), steps, device)
+            big = 10_000 if quick else 100_000
+            _attempt(results, cuda_case, f"movement {big} periodic cell_list",
+                     config(big), 50 if quick else 300, device, warmup=5)
+            _attempt(results, full_model_case, device, out_dir, 20_000 if quick else 130_000)
+    else:
+        print("# CUDA not available: CPU case only")
+    if Path(__file__).with_name("cpu.py").exists():
+        _attempt(results, cpu_case, 128, 20 if quick else 200)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench.json").write_text(json.dumps(results, indent=1, default=float))
+    (out_dir / "bench.md").write_text(markdown(results))
+    print()
+    print(markdown(results))
+    print(f"wrote {out_dir / 'bench.json'}, {out_dir / 'bench.md'}")
+    return 0 if not results["errors"] else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(quick="--quick" in sys.argv))
