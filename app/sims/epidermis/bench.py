@@ -165,7 +165,10 @@ def device_ceilings() -> dict:
     dev = cuda.Context.get_device()
     a = cuda.device_attribute
     sms = dev.get_attribute(a.MULTIPROCESSOR_COUNT)
-    clock_hz = dev.get_attribute(a.CLOCK_RATE) * 1e3
+    try:
+        clock_hz = dev.get_attribute(a.CLOCK_RATE) * 1e3
+    except Exception:                    # attribute dropped by the driver: the H100 SXM boost clock
+        clock_hz = 1.98e9
     n = 1 << 28                                           # 1 GiB of float32
     src, dst = ga.empty(n, np.float32), ga.empty(n, np.float32)
     src.fill(1.0)
@@ -279,6 +282,25 @@ def cpu_case(cells: int, steps: int) -> dict:
             "boundary": "periodic", "search": "cell_list", "cells": cells, "elements": m,
             "steps": steps, "wall_seconds": wall, "steps_per_second": steps / wall,
             "us_per_step": wall / steps * 1e6, "element_steps_per_second": m * steps / wall}
+
+
+def smoke() -> None:
+    """A few steps of every engine path on tiny tissues (for compute-sanitizer runs)."""
+    from app.sims.epidermis.cuda import CudaEngine
+
+    with backend_context("cuda"):
+        for boundary, search in (("periodic", "cell_list"), ("none", "centre_cutoff")):
+            cfg = config(9, mode="full", boundary=boundary, search=search, interval=5,
+                         delta_low=10.0)
+            cfg = dataclasses.replace(cfg, tissue=dataclasses.replace(
+                cfg.tissue, max_elements=24, elements=20))
+            eng = CudaEngine(cfg, initial(cfg))
+            eng.run(26)
+            eng.forces()
+            eng.cells()
+            eng.elements()
+            print(boundary, search, "cells", eng.n_cells, "capacity", eng.capacity, flush=True)
+            eng.close()
 
 
 def _attempt(results: dict, fn, *args, **kw) -> dict | None:
