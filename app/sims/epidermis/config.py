@@ -6,6 +6,23 @@ element 1 µm per time unit). Defaults are the PROPOSED set of
 ``shared/reference/epidermis/PARAMETERS.md`` (the paper's Tables 1 and 2 are not available),
 with the gene-network values chosen here so that basal cells (attached, Ovol2 high) keep
 Delta low and grow, and detached cells switch to Ovol1 high, Delta high (see ``model.py``).
+
+Stratification with these defaults (CPU engine, seed 2010; only ``c1_height`` was tuned, see
+its comment): the small demo (16 cells, growth every 200 steps) goes 16 -> 32 -> 48 -> 64
+cells by step 16,000, 3 layers, 75 % suprabasal; 100 cells with growth every 200 steps for
+13,000 steps (the same 65 growth events as the paper's 130,000 steps at 2000) end with 402
+cells: the 100 attached cells all basal at z = 2-3.7 µm, the 302 free ones all suprabasal,
+cell centres up to 17 µm; 2 layers by the 8 µm bins of ``layer_thickness`` (3 with 6 µm
+bins). The paper reports 535 cells: here only attached cells and the few suprabasal cells
+whose neighbours keep Delta low grow, so the count rises by about the basal count per round.
+
+The intracellular Morse defaults pull a 20-element body together to a mean nearest-neighbour
+distance of ~0.69 r* (2.2 µm; r* = 3.22 µm is the pair minimum): 19 partners attract over
+xi2 = 2 µm. So relaxed 20-element cells (radius ~3 µm) do not yet touch on the 9.7 µm lattice;
+they touch after a few growth events. A shorter-range attraction (xi1 = 0.5, xi2 = 1 µm, same
+r* and well depth) keeps the spacing within 10 % of r*, but its force at r -> 0 is 120 instead
+of 2, which a new element placed at the cell centre does not survive at dt = 0.1, so the
+defaults stay.
 """
 
 from __future__ import annotations
