@@ -12,8 +12,8 @@ its comment): the small demo (16 cells, growth every 200 steps) goes 16 -> 32 ->
 cells by step 16,000, 3 layers, 75 % suprabasal; 100 cells with growth every 200 steps for
 13,000 steps (the same 65 growth events as the paper's 130,000 steps at 2000) end with 402
 cells: the 100 attached cells all basal at z = 2-3.7 µm, the 302 free ones all suprabasal,
-cell centres up to 17 µm; 2 layers by the 8 µm bins of ``layer_thickness`` (3 with 6 µm
-bins). The paper reports 535 cells: here only attached cells and the few suprabasal cells
+cell centres up to 17 µm: 3 layers by the 6 µm bins of ``layer_thickness`` (a relaxed
+cell's diameter). The paper reports 535 cells: here only attached cells and the few suprabasal cells
 whose neighbours keep Delta low grow, so the count rises by about the basal count per round.
 
 The intracellular Morse defaults pull a 20-element body together to a mean nearest-neighbour
@@ -161,7 +161,9 @@ class RunSettings:
         range=(1, 10**7), doc="steps per advance() on CUDA (the CPU engine adapts)"))
     history_every: int = field(default=500, metadata=spec(range=(1, 10**7),
                                doc="steps between history samples (cells, layers, states)"))
-    layer_thickness: float = field(default=8.0, metadata=spec(
+    # A relaxed cell is about 6 µm across (radius 3.1 µm at 20 elements, 3.9 at 40), so a
+    # layer of cells is one 6-µm bin of centre heights.
+    layer_thickness: float = field(default=6.0, metadata=spec(
         range=(0.5, 100.0), doc="µm; cell centres are binned in z by this to count layers"))
     checkpoint: str = field(default="", metadata=spec(doc="checkpoint file, written every slice "
                                                           "that crosses a growth event"))
