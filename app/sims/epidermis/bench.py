@@ -1,6 +1,8 @@
 """``python -m app bench epidermis [--quick]``: the paper's Table 3 cases on the CUDA engine.
 
-Cases (Christley et al. 2010, Table 3; cells of 20 elements, 40 slots, dt = 0.1):
+Cases (Christley et al. 2010, Table 3; cells of 20 elements, 40 slots, dt = 0.1; the movement
+and gene-network tissues are confluent monolayers at a 7 µm pitch, so that about two thirds of
+the elements touch another cell, ~1.2 intercellular pairs per element):
 
 - movement model, 128 / 500 / 1000 / 2000 / 5000 cells, 3,000 steps, periodic and no
   boundary, with the cell list and with the paper's centre-cutoff search;
@@ -57,13 +59,18 @@ FLOPS_INTRA_PAIR = 30
 FLOPS_CANDIDATE = 10
 FLOPS_PAIR = 30
 FULL_CELLS, FULL_RELAX = 100, 500     # the paper's Fig. 4 run
+TABLE3_PITCH = 7.0          # µm: a confluent monolayer (the default 9.7 leaves relaxed cells apart)
 
 
 def config(cells: int, mode: str = "movement", boundary: str = "periodic",
-           search: str = "cell_list", steps: int = 3000, relax: int = 0, **growth) -> EpidermisConfig:
+           search: str = "cell_list", steps: int = 3000, relax: int = 0, pitch: float | None = None,
+           **growth) -> EpidermisConfig:
     cfg = EpidermisConfig()
+    tissue = dataclasses.replace(cfg.tissue, cells=cells, boundary=boundary)
+    if pitch is not None:
+        tissue = dataclasses.replace(tissue, pitch=pitch)
     return dataclasses.replace(
-        cfg, tissue=dataclasses.replace(cfg.tissue, cells=cells, boundary=boundary),
+        cfg, tissue=tissue,
         growth=dataclasses.replace(cfg.growth, **growth),
         run=dataclasses.replace(cfg.run, mode=mode, search=search, steps=steps, relax_steps=relax))
 
@@ -133,6 +140,26 @@ def pair_statistics(eng) -> dict:
         out["candidates_per_element"] = float(cand.mean())
         out["bins_per_element"] = g["bins"] / p.shape[0]
     return out
+
+
+def kernel_breakdown(eng, steps: int = 10) -> dict:
+    """Device time per step of each kernel of the step (CUDA events around every launch)."""
+    import pycuda.driver as cuda
+
+    eng._prepare()
+    plan = eng.plan
+    ev = [(cuda.Event(), cuda.Event()) for _ in plan]
+    acc: dict[str, float] = {}
+    for _ in range(steps):
+        for (a, b), launch in zip(ev, plan):
+            a.record(eng.stream)
+            launch()
+            b.record(eng.stream)
+        eng.stream.synchronize()
+        for (a, b), launch in zip(ev, plan):
+            acc[launch.name] = acc.get(launch.name, 0.0) + b.time_since(a) * 1e3 / steps
+    eng.step += steps
+    return {k: round(v, 2) for k, v in sorted(acc.items(), key=lambda kv: -kv[1])}
 
 
 def floor_estimate(case: dict, stats: dict, device: dict) -> dict:
@@ -208,7 +235,7 @@ def device_ceilings() -> dict:
 
 
 def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax: bool = False,
-              warmup: int = 20) -> dict:
+              warmup: int = 20, breakdown: bool = False) -> dict:
     from app.sims.epidermis.cuda import CudaEngine
 
     t0 = time.perf_counter()
@@ -230,6 +257,10 @@ def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax:
         stats = pair_statistics(eng)
         row.update(stats)
         row.update(floor_estimate(row, stats, device))
+        if breakdown:
+            row["kernel_us_per_step"] = kernel_breakdown(eng)
+            print("   kernels (µs per step): " + ", ".join(
+                f"{k} {v:.1f}" for k, v in row["kernel_us_per_step"].items()), flush=True)
     finally:
         eng.close()
     return row
@@ -376,14 +407,17 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                             continue
                         label = f"movement {cells} {boundary} {search}"
                         _attempt(results, cuda_case, label,
-                                 config(cells, boundary=boundary, search=search), steps, device)
+                                 config(cells, boundary=boundary, search=search, pitch=TABLE3_PITCH),
+                                 steps, device, breakdown=(cells == sizes[-1] and search == "cell_list"))
             for cells in ([128] if quick else [128, 1000]):
                 for search in ("cell_list", "centre_cutoff"):
                     _attempt(results, cuda_case, f"genes {cells} periodic {search}",
-                             config(cells, mode="genes", search=search), steps, device)
+                             config(cells, mode="genes", search=search, pitch=TABLE3_PITCH),
+                             steps, device)
             big = 10_000 if quick else 100_000
             _attempt(results, cuda_case, f"movement {big} periodic cell_list",
-                     config(big), 50 if quick else 300, device, warmup=5)
+                     config(big, pitch=TABLE3_PITCH), 50 if quick else 300, device, warmup=5,
+                     breakdown=True)
             _attempt(results, full_model_case, device, out_dir, 20_000 if quick else 130_000)
     else:
         print("# CUDA not available: CPU case only")

@@ -131,10 +131,11 @@ def grid_layout(cfg: EpidermisConfig, lo: np.ndarray, hi: np.ndarray, max_bins: 
             if box and a < 2:
                 n = max(1, int(math.floor(box / w)))
                 g["o" + name], g["iw" + name], g["n" + name] = 0.0, n / box, n
-            else:
+            else:       # tight around the elements (+1 bin above for growth in z); elements
+                        # that drift out during a slice fall into the edge bins (clamped)
                 extent = max(0.0, float(hi[a] - lo[a]))
-                n = max(1, int(math.ceil(extent / w)) + 2)
-                g["o" + name], g["iw" + name], g["n" + name] = float(lo[a]) - w, 1.0 / w, n
+                n = max(1, int(math.ceil(extent / w)) + (1 if a == 2 else 0))
+                g["o" + name], g["iw" + name], g["n" + name] = float(lo[a]), 1.0 / w, n
         total = g["nx"] * g["ny"] * g["nz"]
         if total <= max_bins:
             g["bins"] = total
@@ -146,10 +147,11 @@ class _Launch:
     """A prepared kernel with its argument block packed once (what prepared_async_call does on
     every call); calling it queues the launch on the stream."""
 
-    def __init__(self, func, grid, block, args, stream):
+    def __init__(self, func, grid, block, args, stream, name: str = ""):
         from pycuda._pvt_struct import pack
 
         self.func, self.grid, self.block, self.stream = func, tuple(grid), tuple(block), stream
+        self.name = name
         self.args = args
         self.buf = pack(func.arg_format, *args)
         self.fast = hasattr(func, "_launch_kernel")
@@ -178,10 +180,12 @@ class CudaEngine(EpidermisEngine):
         self.defines = kernel_defines(cfg)
         self.module = load_module(kernel_source(), "epidermis.cu", self.defines)
         self.fn = {}
+        self._names = {}
         for name, fmt in FORMATS.items():
             f = self.module.get_function(name)
             f.prepare(fmt)
             self.fn[name] = f
+            self._names[id(f)] = name
         self.stream = cuda.Stream()
         self._f, self._g = float_params(cfg), gene_params(cfg)
         self.cap = 0
@@ -405,6 +409,8 @@ class CudaEngine(EpidermisEngine):
                                 [np.int32(n), np.int32(self.cap), b["count"].gpudata,
                                  b["contact"].gpudata, b["A"].gpudata, b["genes"].gpudata,
                                  b["status"].gpudata], self.stream))
+        for launch in step:
+            launch.name = self._names.get(id(launch.func), "")
         self.plan = step
         self.launches_per_step = len(step)
 
