@@ -33,13 +33,19 @@ Floor estimate, per live element and step (two force evaluations), printed per c
 
 The floor time per step is the largest of bytes/bandwidth (measured with a device-to-device
 copy), flops/peak fp32 rate (SMs x clock x 256) and launches x measured launch time.
+
+Measured on the H100 (80 GB HBM3, 3.0 TB/s copy, 5.9-6.9 µs a launch): up to 5,000 cells the
+cell-list step is launch-bound, 87-129 µs per step against an 82 µs launch floor (5,000 cells x
+3,000 steps: 0.34-0.39 s); 100,000 cells: 1.23 ms per step (811 steps/s) against a 287 µs
+bandwidth floor, the time going to the intercellular kernel (43 %, its ~35 candidate reads per
+element come from L2), the counting-sort scatter (26 %) and the intracellular kernel (12 %);
+the full model from 100 cells, 130,000 steps: 20 s (100 -> 400 cells, 4 layers).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import time
 import traceback
@@ -47,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.compute.device import backend_context, cuda_status, resolve_backend
+from app.compute.device import backend_context, resolve_backend
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig
 from app.sims.epidermis.frame import ELEMENT_BASAL, ELEMENT_C1, ELEMENT_SUPRABASAL
