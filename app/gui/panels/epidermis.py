@@ -1,0 +1,437 @@
+"""The Epidermis-3D panel: subcellular-element cells with a gene network, growth, division
+and stratification.
+
+Controls: preset or YAML file; mode (movement / genes / full), initial cells, boundary,
+neighbour search; time step, steps, growth interval, Delta threshold and division axis;
+the Morse parameters of the mechanics; speed (steps per slice, history interval, 3D
+updates per second) and engine; recording of frames and of a movie. The rest of the model
+(gene network, tissue geometry) comes from the YAML. Views: the tissue in 3D (vispy) with a
+cut to see inside, and the history of cells, layers and state fractions against simulated
+time. Exports: frames and history (NPZ), history (CSV), the current frame as a point cloud
+(PLY or VTK), the 3D view (PNG), a movie (MP4), the views (PNG).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QBuffer, QIODevice
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QGroupBox,
+                               QLabel, QPushButton, QSpinBox, QVBoxLayout)
+
+from app.gui.panels.base import DeviceProvider, Panel, cpu_device
+from app.gui.panels.epidermis_export import (FrameRecorder, MovieRecorder, movie_support, write_frames_npz,
+                                             write_history_csv, write_point_cloud)
+from app.gui.views.epidermis_history import EpidermisHistoryView
+from app.gui.views.epidermis_tissue import TissueView3D
+from app.sims.common.config import ConfigError
+from app.sims.common.output import atomic_write_bytes
+from app.sims.common.simulation import Domain, default_preset, presets
+from app.sims.epidermis.config import BOUNDARIES, DIVISION_AXES, MODES, SEARCHES, EpidermisConfig
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+EXPORTS = (("Frames (NPZ)…", "npz", "NPZ (*.npz)", "recorded frames (or the current one) and the history"),
+           ("History (CSV)…", "csv", "CSV (*.csv)", "cells, layers and state fractions against time"),
+           ("Cloud (PLY)…", "ply", "PLY (*.ply)", "the current frame's elements as a point cloud"),
+           ("Cloud (VTK)…", "vtk", "VTK (*.vtk)", "the current frame's elements as a point cloud"),
+           ("3D view (PNG)…", "png3d", "PNG (*.png)", "the 3D view as rendered"),
+           ("Movie (MP4)…", "mp4", "MP4 (*.mp4)", "the movie recorded during the run"),
+           ("Views (PNG)…", "png", "PNG (*.png)", "the 3D view and the plots"))
+
+
+def _double(lo: float, hi: float, decimals: int, step: float) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(lo, hi)
+    box.setDecimals(decimals)
+    box.setSingleStep(step)
+    return box
+
+
+def _int(lo: int, hi: int, step: int = 1) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(lo, min(hi, INT_MAX))
+    box.setSingleStep(step)
+    box.setGroupSeparatorShown(True)
+    return box
+
+
+def morse_minimum(U0: float, xi1: float, V0: float, xi2: float) -> float | None:
+    """Where the Morse force vanishes (the element spacing it holds), None if it has no minimum."""
+    if V0 <= 0 or U0 <= 0 or xi2 <= xi1:
+        return None
+    return xi1 * xi2 / (xi2 - xi1) * math.log(U0 * xi2 / (V0 * xi1))
+
+
+class EpidermisPanel(Panel):
+    """Controls and live views of an epidermis run."""
+
+    def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
+        super().__init__(domain, device, parent)
+        self.base_cfg: EpidermisConfig | None = None
+        self.arrays: dict | None = None
+        self.recorder = FrameRecorder()
+        self.movie: MovieRecorder | None = None
+        self._build_preset_group()
+        self._build_tissue_group()
+        self._build_time_group()
+        self._build_mechanics_group()
+        self._build_speed_group()
+        self._build_record_group()
+        self._build_export_group()
+        self.controls_layout.addStretch(1)
+        self._build_views()
+        try:
+            self.load_config(default_preset("epidermis"))
+        except Exception as exc:  # a broken preset must not break the window
+            log.warning("epidermis panel: default preset not loaded: %s", exc)
+
+    # ---- construction -------------------------------------------------------------------
+    def _build_preset_group(self) -> None:
+        box, self.preset_combo, self.description = self.preset_picker("Preset", presets("epidermis"))
+        self.controls_layout.addWidget(box)
+
+    def _form_group(self, title: str, rows: tuple) -> QGroupBox:
+        box = QGroupBox(title)
+        form = QFormLayout(box)
+        for label, widget in rows:
+            form.addRow(label, widget)
+        self.controls_layout.addWidget(box)
+        return box
+
+    def _build_tissue_group(self) -> None:
+        self.mode = QComboBox()
+        self.mode.addItems(MODES)
+        self.mode.setToolTip("movement: mechanics only; genes: + gene network; full: + growth and division")
+        self.cells = _int(1, 2_000_000, 10)
+        self.boundary = QComboBox()
+        self.boundary.addItems(BOUNDARIES)
+        self.boundary.setToolTip("periodic in x and y (minimum image), or no boundary")
+        self.search = QComboBox()
+        self.search.addItems(SEARCHES)
+        self.search.setToolTip("cell_list: O(N) grid of element hashes; centre_cutoff: the paper's "
+                               "cell-centre pre-filter (reference)")
+        self.seed = _int(0, INT_MAX)
+        self.tissue_label = QLabel()
+        self.tissue_label.setWordWrap(True)
+        self._form_group("Tissue", (("Mode", self.mode), ("Initial cells", self.cells),
+                                    ("Boundary", self.boundary), ("Search", self.search), ("Seed", self.seed),
+                                    ("", self.tissue_label)))
+        self.cells.valueChanged.connect(self._update_tissue)
+
+    def _build_time_group(self) -> None:
+        self.dt = _double(1e-5, 1.0, 5, 0.01)
+        self.steps = _int(1, INT_MAX, 1000)
+        self.relax = _int(0, 10**6, 100)
+        self.interval = _int(1, 10**9, 100)
+        self.delta_low = _double(0.0, 100.0, 3, 0.05)
+        self.axis = QComboBox()
+        self.axis.addItems(DIVISION_AXES)
+        self._form_group("Time, growth and division", (
+            ("Δt", self.dt), ("Steps", self.steps), ("Relax steps", self.relax),
+            ("Grow every (steps)", self.interval), ("Delta low", self.delta_low),
+            ("Division axis", self.axis)))
+        self.dt.valueChanged.connect(self._update_tissue)
+        self.steps.valueChanged.connect(self._update_tissue)
+
+    def _build_mechanics_group(self) -> None:
+        self.U0 = _double(0.0, 1e4, 3, 0.1)
+        self.V0 = _double(0.0, 1e4, 3, 0.1)
+        self.xi1 = _double(1e-3, 100.0, 3, 0.1)
+        self.xi2 = _double(1e-3, 100.0, 3, 0.1)
+        self.inter_U0 = _double(0.0, 1e4, 3, 0.1)
+        self.cutoff = _double(0.1, 20.0, 3, 0.1)
+        self.membrane_U0 = _double(0.0, 1e4, 3, 0.1)
+        self.mechanics_label = QLabel()
+        box = self._form_group("Mechanics (Morse)", (
+            ("Intra U0", self.U0), ("Intra V0", self.V0), ("Intra ξ1 (µm)", self.xi1), ("Intra ξ2 (µm)", self.xi2),
+            ("Inter U0", self.inter_U0), ("Inter cutoff (µm)", self.cutoff), ("Membrane U0", self.membrane_U0),
+            ("", self.mechanics_label)))
+        box.setToolTip("V(r) = U0·exp(-r/ξ1) - V0·exp(-r/ξ2); intercellular: repulsion only, below the cutoff; "
+                       "other settings (membrane, gene network, tissue) come from the YAML")
+        self.mechanics_label.setWordWrap(True)
+        for w in (self.U0, self.V0, self.xi1, self.xi2):
+            w.valueChanged.connect(self._update_mechanics)
+
+    def _build_speed_group(self) -> None:
+        self.slice_steps = _int(1, 10**7, 100)
+        self.slice_steps.setToolTip("steps per advance() on CUDA (the CPU engine adapts)")
+        self.history_every = _int(1, 10**7, 100)
+        self.history_every.setToolTip("steps between history samples (cells, layers, states)")
+        self.fps = _int(1, 30)
+        self.fps.setValue(10)
+        self.fps.setToolTip("at most this many 3D updates a second (large tissues: fewer keep the window fluid)")
+        self.max_markers = _int(1000, 5_000_000, 50_000)
+        self.max_markers.setValue(300_000)
+        self.max_markers.setToolTip("above this many visible elements every k-th is drawn")
+        self.backend_combo()
+        self._form_group("Speed and engine", (
+            ("Steps per slice", self.slice_steps), ("History every", self.history_every),
+            ("3D updates / s", self.fps), ("Max markers", self.max_markers), ("Engine", self.backend)))
+        self.fps.valueChanged.connect(self._update_view_limits)
+        self.max_markers.valueChanged.connect(self._update_view_limits)
+
+    def _build_record_group(self) -> None:
+        box = QGroupBox("Record")
+        self.record_frames = QCheckBox("Record frames (NPZ)")
+        self.record_frames.setToolTip("every displayed frame is kept (up to 1 GB) and exported with "
+                                      "'Frames + history (NPZ)'")
+        self.record_movie = QCheckBox("Record movie (MP4)")
+        self.record_movie.setToolTip("the 3D view rendered after each update, written when the run ends; "
+                                     "save it with Movie (MP4)")
+        self.movie_fps = _int(1, 60)
+        self.movie_fps.setValue(15)
+        why = movie_support()
+        if why:
+            self.record_movie.setEnabled(False)
+            self.record_movie.setToolTip(why)
+        self.record_label = QLabel("")
+        self.record_label.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("Movie frames / s", self.movie_fps)
+        layout = QVBoxLayout(box)
+        layout.addWidget(self.record_frames)
+        layout.addWidget(self.record_movie)
+        layout.addLayout(form)
+        layout.addWidget(self.record_label)
+        self.controls_layout.addWidget(box)
+
+    def _build_export_group(self) -> None:
+        box = QGroupBox("Export")
+        grid = QGridLayout(box)
+        self.export_buttons: dict[str, QPushButton] = {}
+        for k, (text, kind, pattern, tip) in enumerate(EXPORTS):
+            button = QPushButton(text)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self._ask_export(kind, pattern))
+            grid.addWidget(button, k // 2, k % 2)
+            self.export_buttons[kind] = button
+        self.controls_layout.addWidget(box)
+
+    def _build_views(self) -> None:
+        self.tissue = TissueView3D()
+        self.history = EpidermisHistoryView()
+        self.tissue.drawn.connect(self._record_movie_frame)
+        self.views.addWidget(self.tissue)
+        self.views.addWidget(self.history)
+        self.views.setSizes([560, 240])
+        self._update_view_limits()
+
+    # ---- derived labels -----------------------------------------------------------------
+    def _update_tissue(self, *_: Any) -> None:
+        if self.base_cfg is None:
+            return
+        n = self.cells.value()
+        side = int(-(-n ** 0.5 // 1))
+        t = self.base_cfg.tissue
+        t_end = self.steps.value() * self.dt.value()
+        self.tissue_label.setText(f"{side}×{side} lattice, box {side * t.pitch:.1f} µm, "
+                                  f"{n * t.elements:,} elements; run to t = {t_end:,.4g}")
+
+    def _update_mechanics(self, *_: Any) -> None:
+        r = morse_minimum(self.U0.value(), self.xi1.value(), self.V0.value(), self.xi2.value())
+        self.mechanics_label.setText(f"pair minimum r* = {r:.2f} µm (relaxed cells pack closer)" if r else
+                                     "no intracellular minimum (cells will not hold together)")
+        if r:
+            self.tissue.set_element_size(r)
+
+    def _update_view_limits(self, *_: Any) -> None:
+        self.tissue.min_interval = 1.0 / max(self.fps.value(), 1)
+        self.tissue.max_markers = self.max_markers.value()
+        if self.tissue.frame is not None:
+            self.tissue.redraw()
+
+    # ---- configs ------------------------------------------------------------------------
+    def apply_config(self, cfg: EpidermisConfig) -> None:
+        self.base_cfg = cfg
+        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        t, m, g, r = cfg.tissue, cfg.mechanics, cfg.growth, cfg.run
+        self.mode.setCurrentText(r.mode)
+        self.cells.setValue(t.cells)
+        self.boundary.setCurrentText(t.boundary)
+        self.search.setCurrentText(r.search)
+        self.seed.setValue(min(t.seed, INT_MAX))
+        self.dt.setValue(r.dt)
+        self.steps.setValue(min(r.steps, INT_MAX))
+        self.relax.setValue(r.relax_steps)
+        self.interval.setValue(min(g.interval, INT_MAX))
+        self.delta_low.setValue(g.delta_low)
+        self.axis.setCurrentText(g.division_axis)
+        self.U0.setValue(m.intra.U0)
+        self.V0.setValue(m.intra.V0)
+        self.xi1.setValue(m.intra.xi1)
+        self.xi2.setValue(m.intra.xi2)
+        self.inter_U0.setValue(m.inter.U0)
+        self.cutoff.setValue(m.inter_cutoff)
+        self.membrane_U0.setValue(m.membrane.U0)
+        self.slice_steps.setValue(min(r.slice_steps, 10**7))
+        self.history_every.setValue(min(r.history_every, 10**7))
+        self._update_tissue()
+        self._update_mechanics()
+
+    def current_config(self) -> EpidermisConfig:
+        if self.base_cfg is None:
+            raise ConfigError("no epidermis config loaded")
+        b = self.base_cfg
+        seed = b.tissue.seed if b.tissue.seed > INT_MAX and self.seed.value() == INT_MAX else self.seed.value()
+        tissue = replace(b.tissue, cells=self.cells.value(), boundary=self.boundary.currentText(), seed=seed)
+        m = b.mechanics
+        mechanics = replace(m, intra=replace(m.intra, U0=self.U0.value(), V0=self.V0.value(), xi1=self.xi1.value(),
+                                             xi2=self.xi2.value()),
+                            inter=replace(m.inter, U0=self.inter_U0.value()), inter_cutoff=self.cutoff.value(),
+                            membrane=replace(m.membrane, U0=self.membrane_U0.value()))
+        growth = replace(b.growth, interval=self.interval.value(), delta_low=self.delta_low.value(),
+                         division_axis=self.axis.currentText())
+        run = replace(b.run, mode=self.mode.currentText(), search=self.search.currentText(), dt=self.dt.value(),
+                      steps=self.steps.value(), relax_steps=self.relax.value(),
+                      slice_steps=self.slice_steps.value(), history_every=self.history_every.value())
+        return self.validate(replace(b, tissue=tissue, mechanics=mechanics, growth=growth, run=run))
+
+    # ---- running ------------------------------------------------------------------------
+    def start_run(self) -> bool:
+        if self.running:
+            return False
+        self.arrays = None
+        self.recorder.clear()
+        if self.movie is not None:
+            self.movie.discard()
+        self.movie = MovieRecorder(self.movie_fps.value()) if self.record_movie.isChecked() else None
+        self._update_mechanics()
+        started = super().start_run()
+        if not started and self.movie is not None:
+            self.movie.discard()
+            self.movie = None
+        self._update_record_label()
+        return started
+
+    def on_frame(self, frame) -> None:
+        if self.record_frames.isChecked():
+            self.recorder.add(frame)
+        self.tissue.readout.setText(self.readout_text(frame))
+        self.tissue.set_frame(frame)
+        self.history.set_frame(frame)
+        self._update_record_label()
+
+    @staticmethod
+    def readout_text(frame) -> str:
+        return (f"step {frame.step:,} / {frame.steps:,} · t = {frame.t:,.5g} · {frame.cells:,} cells · "
+                f"{frame.elements:,} elements · {frame.layers} layer{'s' if frame.layers != 1 else ''} · "
+                f"{frame.throughput:,.4g} {frame.throughput_unit}")
+
+    def _record_movie_frame(self) -> None:
+        """After each 3D draw of a run that records a movie: render the view into it."""
+        movie = self.movie
+        if movie is None or movie.finished or not self.tissue.isVisible():
+            return
+        try:
+            movie.add(self.tissue.render())
+        except Exception as exc:      # never let a movie problem stop the run or the window
+            log.warning("epidermis: movie recording stopped: %s", exc)
+            movie.finish()
+
+    def on_finished(self, arrays: dict, summary: dict) -> None:
+        self.arrays = arrays or None
+        self.tissue.flush()                      # the last frame is drawn (and filmed)
+        if self.movie is not None and not self.movie.finished:
+            self.attempt("Cannot finish the movie", self.movie.finish)
+        self._update_record_label()
+        if summary:
+            log.info("epidermis: %s steps, %s cells in %.2f s on %s (%s)", summary.get("steps", "?"),
+                     summary.get("cells", "?"), summary.get("wall_seconds", 0.0), summary.get("device", "?"),
+                     "finished" if summary.get("finished", True) else "stopped")
+
+    def _update_record_label(self) -> None:
+        parts = []
+        if len(self.recorder):
+            parts.append(f"{len(self.recorder)} frames recorded ({self.recorder.nbytes / 1e6:.1f} MB"
+                         f"{', full' if self.recorder.full else ''})")
+        if self.movie is not None and self.movie.frames:
+            parts.append(f"movie: {self.movie.frames} frames{' (finished)' if self.movie.finished else ''}")
+        self.record_label.setText("; ".join(parts))
+
+    def clear_views(self) -> None:
+        self.tissue.clear()
+        self.history.clear()
+
+    def reset(self) -> None:
+        if self.running:
+            return
+        self.recorder.clear()
+        if self.movie is not None:
+            self.movie.discard()
+            self.movie = None
+        self._update_record_label()
+        super().reset()
+
+    # ---- exports ------------------------------------------------------------------------
+    def export_data(self, path: str | Path) -> Path:
+        """CSV: the history; NPZ: recorded frames (or the current one), the current frame
+        under the headless keys and the history."""
+        if self.last_frame is None:
+            raise RuntimeError("nothing to export yet: run the simulation first")
+        path = Path(path)
+        if path.suffix.lower() == ".csv":
+            out = write_history_csv(path, self.last_frame)
+        else:
+            out = write_frames_npz(path, self.recorder, self.last_frame)
+        log.info("exported %s", out)
+        return out
+
+    def save_view_png(self, path: str | Path) -> Path:
+        """A PNG of the 3D view as rendered (not a screen grab), written atomically."""
+        image = np.ascontiguousarray(self.tissue.render())
+        h, w = image.shape[:2]
+        qimage = QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888)
+        buffer = QBuffer()
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        if not qimage.save(buffer, "PNG"):
+            raise OSError(f"could not encode {path}")
+        return atomic_write_bytes(path, bytes(buffer.data()))
+
+    def export(self, kind: str, path: str | Path) -> Path:
+        if kind == "png":
+            return self.save_screenshot(path)
+        if kind == "png3d":
+            out = self.save_view_png(path)
+        elif kind == "mp4":
+            if self.movie is None:
+                raise RuntimeError("no movie recorded: tick 'Record movie (MP4)' before running")
+            if not self.movie.finished:
+                log.info("epidermis: movie recording ends at this export")
+            out = self.movie.save(path)
+            self._update_record_label()
+        elif kind in ("npz", "csv"):
+            return self.export_data(path)
+        elif kind in ("ply", "vtk"):
+            out = write_point_cloud(path, self.last_frame)
+        else:
+            raise ValueError(f"unknown export {kind!r}")
+        log.info("exported %s", out)
+        return out
+
+    def _ask_export(self, kind: str, pattern: str) -> None:
+        suffix = "." + pattern.split("*.")[1].rstrip(")")
+        self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
+                      default_suffix=suffix)
+
+    # ---- closing ------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Join the worker, finish the movie and release the GL canvas."""
+        super().shutdown()
+        if self.movie is not None:
+            self.movie.finish()
+        self.tissue.close_canvas()
+
+    def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+
+__all__ = ["EpidermisPanel", "morse_minimum"]
