@@ -1,6 +1,7 @@
 """Figures for the README drawn from benchmark JSON files (pyqtgraph, offscreen).
 
     python -m app.gui.figures channel-fig7 bench-results/channel.json resources/figures/channel-fig7.png
+    xvfb-run -a python -m app.gui.figures epidermis-tissue OUT/results.npz resources/figures/epidermis.png
 """
 
 from __future__ import annotations
@@ -46,8 +47,46 @@ def channel_fig7(bench_json: str | Path, png: str | Path) -> Path:
     return Path(png)
 
 
+def epidermis_tissue(results_npz: str | Path, png: str | Path, size: tuple[int, int] = (1000, 700)) -> Path:
+    """The tissue of an epidermis run's results.npz in 3D, as the panel draws it (a vispy
+    canvas: needs a display, e.g. xvfb-run). The periodic box comes from the config.yaml
+    beside the NPZ, if there is one."""
+    import os
+    from types import SimpleNamespace
+
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise RuntimeError("the 3D figure needs a display: run it under xvfb-run -a")
+    app = ensure_application()
+    from app.gui.views.epidermis_tissue import TissueView3D
+    from app.sims.epidermis.frame import ELEMENT_BASAL, ELEMENT_C1, ELEMENT_SUPRABASAL
+
+    box = 0.0
+    config = Path(results_npz).with_name("config.yaml")
+    if config.exists():
+        from app.sims.common.simulation import load_run_config
+        _, cfg = load_run_config(config)
+        box = cfg.box if cfg.tissue.boundary == "periodic" else 0.0
+    with np.load(results_npz) as data:
+        cell, etype, supra = data["element_cell"], data["element_type"], data["cell_suprabasal"]
+        colour = np.where(etype == 1, ELEMENT_C1, np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL))
+        frame = SimpleNamespace(positions=data["positions"], element_cell=cell, element_colour=colour, box=box)
+    view = TissueView3D()
+    view.resize(*size)
+    view.show()
+    app.processEvents()
+    view.set_frame(frame)
+    image = np.ascontiguousarray(view.render())
+    view.close_canvas()
+    view.close()
+    from PySide6.QtGui import QImage
+    h, w = image.shape[:2]
+    if not QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888).save(str(png)):
+        raise OSError(f"could not write {png}")
+    return Path(png)
+
+
 def main(argv: list[str]) -> int:
-    figures = {"channel-fig7": channel_fig7}
+    figures = {"channel-fig7": channel_fig7, "epidermis-tissue": epidermis_tissue}
     if len(argv) != 3 or argv[0] not in figures:
         print(__doc__)
         return 2

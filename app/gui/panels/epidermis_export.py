@@ -28,7 +28,7 @@ def frame_arrays(frame) -> dict[str, np.ndarray]:
     the colours, centres, states and the whole history (``history_<key>``)."""
     out = {"positions": frame.positions, "element_cell": frame.element_cell,
            "element_type": frame.element_type, "element_colour": frame.element_colour,
-           "cell_state": frame.genes, "centres": frame.centres, "suprabasal": frame.suprabasal,
+           "cell_state": frame.genes, "cell_centres": frame.centres, "cell_suprabasal": frame.suprabasal,
            "gene_names": np.array(GENE_NAMES), "step": frame.step, "t": frame.t, "box": frame.box,
            "layers": frame.layers}
     for key, values in (frame.history or {}).items():
