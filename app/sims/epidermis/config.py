@@ -18,8 +18,8 @@ whose neighbours keep Delta low grow, so the count rises by about the basal coun
 
 The intracellular Morse defaults pull a 20-element body together to a mean nearest-neighbour
 distance of ~0.69 r* (2.2 µm; r* = 3.22 µm is the pair minimum): 19 partners attract over
-xi2 = 2 µm. So relaxed 20-element cells (radius ~3 µm) do not yet touch on the 9.7 µm lattice;
-they touch after a few growth events. A shorter-range attraction (xi1 = 0.5, xi2 = 1 µm, same
+xi2 = 2 µm. So relaxed 20-element cells have a radius of ~3.1 µm, and the
+default lattice pitch is 7 µm (not PARAMETERS.md's 9.7 µm, at which they would not touch). A shorter-range attraction (xi1 = 0.5, xi2 = 1 µm, same
 r* and well depth) keeps the spacing within 10 % of r*, but its force at r -> 0 is 120 instead
 of 2, which a new element placed at the cell centre does not survive at dt = 0.1, so the
 defaults stay.
@@ -140,7 +140,9 @@ class TissueSettings:
     max_elements: int = field(default=40, metadata=spec(range=(4, 64),
                               doc="a cell divides when it reaches this many elements"))
     layout: str = field(default="lattice", metadata=spec(choices=LAYOUTS))
-    pitch: float = field(default=9.7, metadata=spec(range=(1.0, 100.0),
+    # 7 µm: relaxed 20-element cells are ~6.2 µm across, so the first layer is confluent
+    # (PARAMETERS.md's 9.7 µm assumed cells of radius 4.8 µm; ours relax smaller, see above).
+    pitch: float = field(default=7.0, metadata=spec(range=(1.0, 100.0),
                          doc="µm between neighbouring cell centres at start"))
     cell_radius: float = field(default=3.9, metadata=spec(
         range=(0.5, 50.0), doc="µm; elements start uniformly in a ball of this radius"))

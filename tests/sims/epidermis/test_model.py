@@ -319,7 +319,7 @@ def test_initial_tissue_is_a_relaxed_attached_monolayer():
 
 
 def test_random_layout_places_cells_apart():
-    cfg = config(tissue={"cells": 30, "layout": "random"}, run={"relax_steps": 0})
+    cfg = config(tissue={"cells": 30, "layout": "random", "pitch": 9.7}, run={"relax_steps": 0})
     st = model.place_cells(cfg)
     ctr = model.centroids(st["pos"], st["count"], 30, cfg.box)
     d = np.sqrt(sum(model.minimum_image(ctr[a][:, None] - ctr[a][None], cfg.box) ** 2 for a in (0, 1)))
