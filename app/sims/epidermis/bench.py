@@ -65,7 +65,7 @@ FLOPS_INTRA_PAIR = 30
 FLOPS_CANDIDATE = 10
 FLOPS_PAIR = 30
 FULL_CELLS, FULL_RELAX = 100, 500     # the paper's Fig. 4 run
-TABLE3_PITCH = 7.0          # µm: a confluent monolayer (the default 9.7 leaves relaxed cells apart)
+TABLE3_PITCH = 7.0          # µm: a confluent monolayer (the config default)
 
 
 def config(cells: int, mode: str = "movement", boundary: str = "periodic",
