@@ -233,7 +233,7 @@ class EpidermisPanel(Panel):
         t = self.base_cfg.tissue
         t_end = self.steps.value() * self.dt.value()
         self.tissue_label.setText(f"{side}×{side} lattice, box {side * t.pitch:.1f} µm, "
-                                  f"{n * t.elements:,} elements; run to t = {t_end:,.4g}")
+                                  f"{n * t.elements:,} elements; run to t = {t_end:,.6g}")
 
     def _update_mechanics(self, *_: Any) -> None:
         r = morse_minimum(self.U0.value(), self.xi1.value(), self.V0.value(), self.xi2.value())
