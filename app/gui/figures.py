@@ -66,9 +66,15 @@ def epidermis_tissue(results_npz: str | Path, png: str | Path, size: tuple[int, 
         from app.sims.common.simulation import load_run_config
         _, cfg = load_run_config(config)
         box = cfg.box if cfg.tissue.boundary == "periodic" else 0.0
-    with np.load(results_npz) as data:
-        cell, etype, supra = data["element_cell"], data["element_type"], data["cell_suprabasal"]
-        colour = np.where(etype == 1, ELEMENT_C1, np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL))
+    with np.load(results_npz) as data:      # a run's results.npz or the bench's final tissue
+        cell, etype = data["element_cell"], data["element_type"]
+        if "element_colour" in data:
+            colour = data["element_colour"]
+        else:
+            supra = data["cell_suprabasal"]
+            colour = np.where(etype == 1, ELEMENT_C1,
+                              np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL))
+        box = float(data["box"]) if "box" in data else box
         frame = SimpleNamespace(positions=data["positions"], element_cell=cell, element_colour=colour, box=box)
     view = TissueView3D()
     view.resize(*size)
