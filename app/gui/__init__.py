@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -19,11 +20,17 @@ def main(argv: list[str] | None = None, config_path: str | Path | None = None) -
 
     from app.gui.errors import install_excepthook
     from app.gui.main_window import MainWindow, open_default
+    from app.gui.qt_compat import collect_garbage_in_gui_thread
 
     app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv[:1])
     app.setApplicationName("BioGPU Studio")
+    collector = collect_garbage_in_gui_thread()
     window = MainWindow()
     install_excepthook(lambda: window)
     open_default(window, config_path)
     window.show()
-    return app.exec()
+    try:
+        return app.exec()
+    finally:
+        collector.timer.stop()
+        gc.enable()

@@ -13,9 +13,8 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QLabel, QListWidget, QMai
 from app.compute.device import list_devices, resolve_backend
 from app.gui import errors
 from app.gui.log_dock import LogDock
-from app.gui.panels import PANEL_CLASSES, Panel, PlaceholderPage
+from app.gui.panels import PANEL_CLASSES, Panel
 from app.gui.views.base import configure_pyqtgraph
-from app.sims.common.config import ConfigError
 from app.sims.common.simulation import DOMAINS, default_preset, load_run_config
 
 log = logging.getLogger(__name__)
@@ -66,11 +65,8 @@ class MainWindow(QMainWindow):
         for name in PANEL_ORDER:
             domain = DOMAINS[name]
             self.panel_list.addItem(domain.label)
-            if domain.available and name in PANEL_CLASSES:
-                page = PANEL_CLASSES[name](domain, self.selected_device)
-                page.status_changed.connect(self._panel_status)
-            else:
-                page = PlaceholderPage(domain)
+            page = PANEL_CLASSES[name](domain, self.selected_device)
+            page.status_changed.connect(self._panel_status)
             self.pages[name] = page
             self.stack.addWidget(page)
         self.panel_list.setMaximumWidth(190)
@@ -149,11 +145,7 @@ class MainWindow(QMainWindow):
         """Open a run config in its domain's panel; errors are reported, never raised."""
         try:
             domain, _ = load_run_config(path)
-            panel = self.select_panel(domain.name)
-            if not isinstance(panel, Panel):
-                raise ConfigError(f"the {domain.label} panel is not built yet; run this config "
-                                  f"headless with: python -m app run {path}")
-            panel.load_config(path)
+            self.select_panel(domain.name).load_config(path)
         except Exception as exc:
             errors.report_exception(self, "Cannot open the run config", exc)
             return False

@@ -66,3 +66,16 @@ def guard_singleton_refcounts() -> bool:
     log.info("PySide6 %s loses references to %s; refcount cushion applied",
              PySide6.__version__, " and ".join(lost))
     return True
+
+
+def collect_garbage_in_gui_thread(interval: float = 1.0):
+    """Turn automatic garbage collection off and collect on a timer in the GUI thread.
+
+    Otherwise a collection triggered in a simulation worker can delete leftover Qt widgets
+    there; Qt then takes a mutex the GUI thread holds while it waits for the GIL (a deadlock
+    seen with py-spy). Keep the returned object alive as long as the application runs.
+    """
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    return GarbageCollector(interval=interval)
+

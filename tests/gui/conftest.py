@@ -42,6 +42,20 @@ from app.sims.common.simulation import PRESETS  # noqa: E402
 SSA_PRESETS = PRESETS / "ssa"
 
 
+@pytest.fixture(autouse=True)
+def collect_garbage_in_test_thread():
+    """As the app does (``qt_compat.collect_garbage_in_gui_thread``): no collection in worker
+    threads during a test; collect in the test (GUI) thread afterwards."""
+    import gc
+
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect()
+        gc.enable()
+
+
 @pytest.fixture
 def shown_errors(monkeypatch) -> list[tuple[str, str, str]]:
     """Every (title, text, detail) the app tried to show in an error box."""

@@ -1,4 +1,4 @@
-"""The shell: panel list, placeholders, device selector, status bar, errors, log dock."""
+"""The shell: panel list, device selector, status bar, errors, log dock."""
 
 from __future__ import annotations
 
@@ -6,17 +6,15 @@ import logging
 import sys
 import threading
 import time
-from dataclasses import replace
 
 import pytest
 
 pytest.importorskip("PySide6", reason="the GUI extra is not installed")
 from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QTimer
-from PySide6.QtWidgets import QApplication, QLabel, QPushButton
+from PySide6.QtWidgets import QApplication
 
 from app.gui import errors
-from app.gui.panels import PANEL_CLASSES, Panel, PlaceholderPage
-from app.gui.runner import RunControls
+from app.gui.panels import Panel
 from app.sims.common.simulation import DOMAINS
 
 pytestmark = pytest.mark.gui
@@ -34,23 +32,6 @@ def test_window_lists_the_five_panels_and_opens_ssa(window):
     assert "—" in window.device_label.text()         # the reason is shown
 
 
-UNBUILT = [n for n in DOMAINS if n not in PANEL_CLASSES]
-
-
-@pytest.mark.parametrize("name", UNBUILT or [pytest.param(None, marks=pytest.mark.skip(
-    reason="every panel is built"))])
-def test_unbuilt_panels_show_description_and_no_controls(window, name):
-    page = window.select_panel(name)
-    assert window.current_page() is page
-    assert isinstance(page, PlaceholderPage)
-    text = page.findChild(QLabel, "description").text()
-    assert DOMAINS[name].description in text
-    assert "not built yet" in text
-    assert not page.findChildren(RunControls)
-    assert not [b for b in page.findChildren(QPushButton) if b.text() == "Run"]
-    assert not window.panel_actions[0].isEnabled()   # Save run config needs a panel
-
-
 def test_broken_yaml_reports_errors_and_keeps_the_window(window, tmp_path, shown_errors):
     syntax = tmp_path / "syntax.yaml"
     syntax.write_text("domain: ssa\nmodel: {species: [\n")
@@ -66,19 +47,6 @@ def test_broken_yaml_reports_errors_and_keeps_the_window(window, tmp_path, shown
     assert "cannot read file" in shown_errors[2][1]
     assert window.isVisible()
     assert window.current_panel().base_cfg.name == "Decay-dimerization"   # unchanged
-
-
-def test_unbuilt_domain_config_is_refused(window, tmp_path, shown_errors, monkeypatch):
-    # every domain's engine is built: mark one as not built
-    monkeypatch.setitem(DOMAINS, "epidermis", replace(DOMAINS["epidermis"], available=False))
-    path = tmp_path / "epidermis.yaml"
-    path.write_text("domain: epidermis\n")
-    assert not window.open_config(path)
-    assert "not built yet" in shown_errors[0][1]
-    # the cardiac panel is built: its preset opens there
-    from app.sims.common.simulation import default_preset
-    assert window.open_config(default_preset("cardiac"))
-    assert window.current_panel().domain.name == "cardiac" and len(shown_errors) == 1
 
 
 def test_log_dock_receives_records_from_other_threads(window, qtbot):

@@ -1,4 +1,4 @@
-"""Domain panels: the built ones by domain name; the rest get a placeholder page."""
+"""Domain panels by domain name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from app.gui.panels.cardiac import CardiacPanel
 from app.gui.panels.channel import ChannelPanel
 from app.gui.panels.epidermis import EpidermisPanel
 from app.gui.panels.network import NetworkPanel
-from app.gui.panels.placeholder import PlaceholderPage
 from app.gui.panels.ssa import SSAPanel
 
 PANEL_CLASSES: dict[str, type[Panel]] = {"cardiac": CardiacPanel, "channel": ChannelPanel,
@@ -15,4 +14,4 @@ PANEL_CLASSES: dict[str, type[Panel]] = {"cardiac": CardiacPanel, "channel": Cha
                                           "ssa": SSAPanel}
 
 __all__ = ["PANEL_CLASSES", "CardiacPanel", "ChannelPanel", "EpidermisPanel", "NetworkPanel", "Panel",
-           "PlaceholderPage", "SSAPanel"]
+           "SSAPanel"]

@@ -85,7 +85,6 @@ class Domain:
     module: str                   # module with ``Simulation``, ``Config`` and ``load_config``
     description: str
     bench: str | None = None      # module with ``run_bench(backend, out_dir) -> list[dict]``
-    available: bool = True
 
     def load(self):
         return importlib.import_module(self.module)
@@ -148,7 +147,5 @@ def load_run_config(path_or_text: str | Path, *, text: bool = False,
     if name not in DOMAINS:
         raise doc.error(f"unknown domain {name!r}; valid: {', '.join(DOMAINS)}", ("domain",))
     domain = DOMAINS[name]
-    if not domain.available:
-        raise doc.error(f"the {domain.label} panel is not built yet", ("domain",))
     return domain, domain.load().load_config(doc)
 

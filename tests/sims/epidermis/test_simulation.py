@@ -37,7 +37,7 @@ def test_presets_load():
             "genes-128-periodic.yaml", "small-cpu-demo.yaml"} <= names
     for path in files:
         domain, cfg = load_run_config(path)
-        assert domain.name == "epidermis" and domain.available and cfg.description
+        assert domain.name == "epidermis" and cfg.description
     _, paper = load_run_config(PRESETS / "epidermis" / "00-full-100-cells.yaml")
     assert (paper.tissue.cells, paper.run.steps, paper.run.mode, paper.tissue.boundary,
             paper.growth.interval) == (100, 130_000, "full", "periodic", 2000)
