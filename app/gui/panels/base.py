@@ -20,7 +20,7 @@ from app.gui import errors
 from app.gui.runner import RunControls, RunState, SimulationWorker
 from app.sims.common.config import ConfigError, dump_yaml
 from app.sims.common.output import save_text
-from app.sims.common.simulation import Domain, Frame, load_run_config
+from app.sims.common.simulation import Domain, Frame, default_preset, load_run_config
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +263,13 @@ class Panel(QWidget):
             lambda: self.ask_file("Open run config", "YAML (*.yaml *.yml)", self.load_config))
         self.preset_combo = combo
         return box, combo, description
+
+    def open_default_preset(self) -> None:
+        """Open the domain's default preset; a broken one is logged and never breaks the window."""
+        try:
+            self.load_config(default_preset(self.domain.name))
+        except Exception as exc:
+            log.warning("%s panel: default preset not loaded: %s", self.domain.name, exc)
 
     def shutdown(self) -> None:
         """Stop any running worker and wait for it (the window is closing)."""

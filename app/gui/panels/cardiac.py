@@ -28,7 +28,7 @@ from app.sims.cardiac.engine import build_mesh
 from app.sims.cardiac.solvers import ADAPTIVE, METHODS
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_npz
-from app.sims.common.simulation import Domain, default_preset, presets
+from app.sims.common.simulation import Domain, presets
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +69,7 @@ class CardiacPanel(Panel):
         self._build_export_group()
         self.controls_layout.addStretch(1)
         self._build_views()
-        try:
-            self.load_config(default_preset("cardiac"))
-        except Exception as exc:  # a broken preset must not break the window
-            log.warning("cardiac panel: default preset not loaded: %s", exc)
+        self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
     def _build_preset_group(self) -> None:

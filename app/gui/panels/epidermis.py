@@ -32,7 +32,7 @@ from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
 from app.sims.common.config import ConfigError
 from app.sims.common.output import atomic_write_bytes
-from app.sims.common.simulation import Domain, default_preset, presets
+from app.sims.common.simulation import Domain, presets
 from app.sims.epidermis.config import BOUNDARIES, DIVISION_AXES, MODES, SEARCHES, EpidermisConfig
 
 log = logging.getLogger(__name__)
@@ -88,10 +88,7 @@ class EpidermisPanel(Panel):
         self._build_export_group()
         self.controls_layout.addStretch(1)
         self._build_views()
-        try:
-            self.load_config(default_preset("epidermis"))
-        except Exception as exc:  # a broken preset must not break the window
-            log.warning("epidermis panel: default preset not loaded: %s", exc)
+        self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
     def _build_preset_group(self) -> None:

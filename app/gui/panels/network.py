@@ -27,7 +27,7 @@ from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateV
 from app.sims.common.config import ConfigError, parse_yaml
 from app.sims.common.output import save_csv, save_npz
 from app.sims.common.session import load_checkpoint
-from app.sims.common.simulation import Domain, default_preset, presets
+from app.sims.common.simulation import Domain, presets
 from app.sims.network.config import LAYOUTS, NetworkConfig, load_config
 
 log = logging.getLogger(__name__)
@@ -84,10 +84,7 @@ class NetworkPanel(Panel):
         self._build_export_group()
         self.controls_layout.addStretch(1)
         self._build_views()
-        try:
-            self.load_config(default_preset("network"))
-        except Exception as exc:  # a broken preset must not break the window
-            log.warning("network panel: default preset not loaded: %s", exc)
+        self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_group(self) -> None:
