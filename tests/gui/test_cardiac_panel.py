@@ -85,6 +85,19 @@ def test_sheet_run_to_end_views_and_exports(cardiac, window, run_to_end, tmp_pat
     assert "element vertex 96" in head and "element face 154" in head
 
 
+def test_spiral_preset_loads_into_the_controls(cardiac):
+    """The S1-S2 teaching demo is in the preset list and its two stimuli reach the run config."""
+    index = cardiac.preset_combo.findText("02-sheet-spiral-s1s2")
+    assert index >= 0
+    cardiac.preset_combo.activated.emit(index)
+    assert cardiac.base_cfg.name == "sheet, S1-S2 spiral wave"
+    assert cardiac.mesh_kind.currentText() == "sheet" and (cardiac.nx.value(), cardiac.ny.value()) == (400, 400)
+    assert "160,000 cells" in cardiac.cells_label.text()
+    assert "S1:" in cardiac.stimuli_label.text() and "S2:" in cardiac.stimuli_label.text()
+    s1, s2 = cardiac.current_config().protocol.stimuli
+    assert s1.region.kind == s2.region.kind == "rect" and s2.start > s1.start + 300
+
+
 def test_sphere_pause_resume_stop_click_probe_and_render(cardiac, qtbot, tmp_path):
     _small_sphere(cardiac, tmp_path)
     assert cardiac.start_run()

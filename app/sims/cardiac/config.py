@@ -116,6 +116,10 @@ def load_config(doc: Document) -> CardiacConfig:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
     for i, st in enumerate(cfg.protocol.stimuli):
         r = st.region
+        where = ("protocol", "stimuli", i, "region")
         if r.kind == "cap" and (len(r.center) != 3 or not np.any(r.center)):
-            raise doc.error("cap center is a nonzero 3-vector", ("protocol", "stimuli", i, "region", "center"))
+            raise doc.error("cap center is a nonzero 3-vector", where + ("center",))
+        if r.kind == "rect" and (r.x0 > r.x1 or r.y0 > r.y1):
+            raise doc.error(f"stimulus {st.name}: rect needs x0 <= x1 and y0 <= y1 (mm), got "
+                            f"x {r.x0:g}..{r.x1:g}, y {r.y0:g}..{r.y1:g}", where)
     return cfg

@@ -65,6 +65,13 @@ def region_mask(mesh: Mesh, region: Region) -> np.ndarray:
     return (x >= region.x0) & (x <= region.x1) & (y >= region.y0) & (y <= region.y1)
 
 
+def _extent(mesh: Mesh) -> str:
+    if mesh.kind != "sheet":
+        return ""
+    hi = mesh.positions.max(axis=0)
+    return f" (x 0..{hi[0]:g} mm, y 0..{hi[1]:g} mm)"
+
+
 @dataclass
 class Problem:
     """Everything an engine needs, in plain arrays."""
@@ -97,7 +104,11 @@ class Problem:
         edges = []
         t_end = cfg.protocol.t_end
         for g, st in enumerate(stimuli):
-            mask |= (region_mask(mesh, st.region).astype(np.uint32) << np.uint32(g))
+            reached = region_mask(mesh, st.region)
+            if not reached.any():
+                raise ValueError(f"stimulus {st.name} ({st.region.kind}) reaches no cell of this "
+                                 f"{mesh.kind}{_extent(mesh)}")
+            mask |= (reached.astype(np.uint32) << np.uint32(g))
             table[g] = (st.start, st.duration, st.amplitude, st.period, st.count)
             k = np.arange(st.count)
             starts = st.start + k * st.period

@@ -9,6 +9,9 @@
   interpolation: the nearest time at which the reference takes the same V on a monotone
   piece), the smaller of the two; I_Abs_Error is the largest over the trace, I_Rel_Error that
   divided by the largest |V| of the trace. For several probes, the maximum over probes.
+* :func:`phase_singularities`: the topological charge of every 2x2 plaquette of a sheet's
+  phase map (time-delay embedding of V), nonzero where a spiral wave's tip (or a free wave end)
+  lies.
 """
 
 from __future__ import annotations
@@ -144,3 +147,22 @@ def accuracy(t_ref, v_ref, t, v) -> dict[str, float]:
     r = rrms(t_ref, v_ref, t, v)
     a, rel = interpolated_errors(t_ref, v_ref, t, v)
     return {"rrms": float(np.max(r)), "i_abs_error": float(np.max(a)), "i_rel_error": float(np.max(rel))}
+
+
+def phase_singularities(v_now: np.ndarray, v_before: np.ndarray, v_mid: float = -40.0) -> np.ndarray:
+    """Topological charge (-1, 0 or +1) of each 2x2 plaquette of a sheet, (ny-1, nx-1).
+
+    The phase of each cell is θ = atan2(V(t−τ) − v_mid, V(t) − v_mid) (a time-delay embedding,
+    Gray et al. 1998; τ about a quarter of the rotation period): resting cells sit at one
+    phase, and every phase occurs once around the tip of a rotating wave. Summing the wrapped
+    phase differences around a plaquette gives 2π·charge; charge ±1 marks a phase singularity.
+    A broken wavefront's free end is one too, so a singularity proves re-entry only once a
+    non-re-entrant wave would have left the sheet.
+    """
+    theta = np.arctan2(np.asarray(v_before, float) - v_mid, np.asarray(v_now, float) - v_mid)
+
+    def wrap(a: np.ndarray) -> np.ndarray:
+        return (a + np.pi) % (2 * np.pi) - np.pi
+
+    a, b, c, d = theta[:-1, :-1], theta[:-1, 1:], theta[1:, 1:], theta[1:, :-1]
+    return np.rint((wrap(b - a) + wrap(c - b) + wrap(d - c) + wrap(a - d)) / (2 * np.pi)).astype(int)

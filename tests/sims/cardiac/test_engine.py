@@ -87,3 +87,15 @@ def test_checkpoint_resume_matches_straight_run():
     arrays, _ = resumed.results()
     np.testing.assert_allclose(arrays["V_final"], straight["V_final"])
     np.testing.assert_allclose(arrays["probe_V"], straight["probe_V"])
+
+
+def test_stimulus_regions_are_validated():
+    from app.sims.common.config import ConfigError
+    with pytest.raises(ConfigError, match="x0 <= x1"):
+        config("mesh: {kind: sheet, nx: 4, ny: 4}\nprotocol: {stimuli: [{region: {kind: rect, x0: 2, x1: 1}}]}\n")
+    cfg = config("mesh: {kind: sheet, nx: 4, ny: 4, dx_mm: 0.2}\n"
+                 "protocol: {stimuli: [{name: S1}, {name: S2, region: {kind: rect, x0: 5, x1: 6}}]}\n")
+    with pytest.raises(ValueError, match=r"S2 \(rect\) reaches no cell of this sheet \(x 0..0.6 mm"):
+        Problem.from_config(cfg)
+    with pytest.raises(ConfigError, match="reaches no cell"):
+        CardiacSimulation(cfg, "cpu")

@@ -38,3 +38,17 @@ def test_beat_metrics():
     m = beat_metrics(t, v, 0.0)
     assert abs(m["rest_mV"] + 80) < 1e-6 and 10 < m["peak_mV"] < 20 and m["max_dvdt"] > 50
     assert m["apd90_ms"] > 100
+
+
+def test_phase_singularity_at_a_rotating_wave_tip_and_none_at_rest():
+    from app.sims.cardiac.metrics import phase_singularities
+    y, x = np.mgrid[0:40, 0:50] + 0.5
+    angle = np.arctan2(y - 20.0, x - 30.0)        # a rotating wave: phase = polar angle
+    v_now, v_before = -40 + 40 * np.cos(angle), -40 + 40 * np.sin(angle)
+    q = phase_singularities(v_now, v_before)
+    assert q.shape == (39, 49) and np.count_nonzero(q) == 1 and q[19, 29] == 1
+    assert phase_singularities(v_now, -40 - 40 * np.sin(angle))[19, 29] == -1   # the other sense
+    rest = np.full((40, 50), -81.0)
+    assert not phase_singularities(rest, rest).any()
+    plane = -40 + 40 * np.cos(0.3 * x)                # a planar wave train: no tip
+    assert not phase_singularities(plane, -40 + 40 * np.sin(0.3 * x)).any()
