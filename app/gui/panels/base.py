@@ -241,6 +241,13 @@ class Panel(QWidget):
             path += default_suffix
         return self.attempt(title, action, path)
 
+    def ask_export(self, kind: str, pattern: str) -> None:
+        """Ask where to write export ``kind`` (a Qt filter like 'PLY (*.ply)'), then call
+        the panel's ``export(kind, path)``."""
+        suffix = "." + pattern.split("*.")[1].rstrip(")")
+        self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
+                      default_suffix=suffix)
+
     def preset_picker(self, title: str, files: list[Path]) -> tuple[QGroupBox, QComboBox, QLabel]:
         """A group with the domain's presets, an Open YAML button and a description line;
         picking either loads that run config."""

@@ -148,7 +148,7 @@ class CardiacPanel(Panel):
                 ("Mesh (VTK)…", "vtk", "VTK (*.vtk)"), ("Mesh (PLY)…", "ply", "PLY (*.ply)"),
                 ("Screenshot (PNG)…", "png", "PNG (*.png)"))):
             button = QPushButton(text)
-            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self._ask_export(kind, pattern))
+            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
             grid.addWidget(button, k // 2, k % 2)
         self.controls_layout.addWidget(box)
 
@@ -325,11 +325,6 @@ class CardiacPanel(Panel):
         out = (write_vtk if kind == "vtk" else write_ply)(path, self.mesh, values)
         log.info("exported %s", out)
         return out
-
-    def _ask_export(self, kind: str, pattern: str) -> None:
-        suffix = "." + pattern.split("*.")[1].rstrip(")")
-        self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
-                      default_suffix=suffix)
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -207,7 +207,7 @@ class EpidermisPanel(Panel):
         for k, (text, kind, pattern, tip) in enumerate(EXPORTS):
             button = QPushButton(text)
             button.setToolTip(tip)
-            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self._ask_export(kind, pattern))
+            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
             grid.addWidget(button, k // 2, k % 2)
             self.export_buttons[kind] = button
         self.controls_layout.addWidget(box)
@@ -412,11 +412,6 @@ class EpidermisPanel(Panel):
             raise ValueError(f"unknown export {kind!r}")
         log.info("exported %s", out)
         return out
-
-    def _ask_export(self, kind: str, pattern: str) -> None:
-        suffix = "." + pattern.split("*.")[1].rstrip(")")
-        self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
-                      default_suffix=suffix)
 
     # ---- closing ------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -171,10 +171,10 @@ class NetworkPanel(Panel):
                                self.export_conn_button, self.export_png_button)):
             grid.addWidget(b, k // 2, k % 2)
         self.controls_layout.addWidget(box)
-        self.export_spikes_button.clicked.connect(lambda: self._ask_export("spikes", "NPZ (*.npz)"))
-        self.export_history_button.clicked.connect(lambda: self._ask_export("history", "CSV (*.csv)"))
-        self.export_conn_button.clicked.connect(lambda: self._ask_export("connectivity", "NPZ (*.npz)"))
-        self.export_png_button.clicked.connect(lambda: self._ask_export("png", "PNG (*.png)"))
+        self.export_spikes_button.clicked.connect(lambda: self.ask_export("spikes", "NPZ (*.npz)"))
+        self.export_history_button.clicked.connect(lambda: self.ask_export("history", "CSV (*.csv)"))
+        self.export_conn_button.clicked.connect(lambda: self.ask_export("connectivity", "NPZ (*.npz)"))
+        self.export_png_button.clicked.connect(lambda: self.ask_export("png", "PNG (*.png)"))
 
     def _build_views(self) -> None:
         self.culture = CultureView()
@@ -319,8 +319,3 @@ class NetworkPanel(Panel):
     # ---- GUI actions --------------------------------------------------------------------
     def _ask_resume(self) -> None:
         self.ask_file("Resume from a checkpoint", "NPZ (*.npz)", self.resume_from)
-
-    def _ask_export(self, kind: str, pattern: str) -> None:
-        suffix = "." + pattern.split("*.")[1].rstrip(")")
-        self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
-                      default_suffix=suffix)
