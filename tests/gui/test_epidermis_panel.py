@@ -147,3 +147,28 @@ def test_run_to_end_records_and_exports(epidermis, run_to_end, tmp_path):
     assert mp4.stat().st_size > 0 and epidermis.movie.frames >= 1
     first = iio.imread(mp4, index=0, plugin="FFMPEG")
     assert first.ndim == 3 and first.shape[0] > 50
+
+
+def test_settings_changed_while_paused_reach_the_run(epidermis, qtbot, shown_errors):
+    _tiny(epidermis, steps=200_000)
+    assert epidermis.start_run()
+    worker = epidermis.worker
+    qtbot.waitUntil(lambda: worker.frames_published >= 1, timeout=30000)
+    epidermis.pause_run()
+    qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)
+
+    epidermis.cells.setValue(9)                  # fixed for a run: refused, the run stays paused
+    epidermis.resume_run()
+    assert worker.paused and "tissue.cells" in shown_errors[-1][1]
+    epidermis.cells.setValue(4)
+
+    epidermis.interval.setValue(123)
+    epidermis.delta_low.setValue(0.25)
+    seen = []
+    epidermis.resume_run()
+    assert not worker.paused
+    worker.session.request(lambda sim: seen.append((sim.cfg.growth.interval, sim.cfg.growth.delta_low)))
+    qtbot.waitUntil(lambda: bool(seen), timeout=30000)
+    assert seen[0] == (123, 0.25)
+    with qtbot.waitSignal(worker.run_finished, timeout=30000):
+        epidermis.stop_run()

@@ -9,6 +9,10 @@ updates per second) and engine; recording of frames and of a movie. The rest of 
 cut to see inside, and the history of cells, layers and state fractions against simulated
 time. Exports: frames and history (NPZ), history (CSV), the current frame as a point cloud
 (PLY or VTK), the 3D view (PNG), a movie (MP4), the views (PNG).
+
+Pause, change the mechanics, the growth settings, Δt, the steps or the search, Resume: the
+changes reach the running tissue through ``Session.request_update`` before its next slice.
+The tissue's size, boundary, seed and mode are fixed for a run.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from app.gui.panels.epidermis_export import (FrameRecorder, MovieRecorder, movie
                                              write_history_csv, write_point_cloud)
 from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
-from app.sims.common.config import ConfigError
+from app.gui import errors
+from app.sims.common.config import ConfigError, to_plain
 from app.sims.common.output import atomic_write_bytes
 from app.sims.common.simulation import Domain, presets
 from app.sims.epidermis.config import BOUNDARIES, DIVISION_AXES, MODES, SEARCHES, EpidermisConfig
+from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +82,7 @@ class EpidermisPanel(Panel):
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: EpidermisConfig | None = None
+        self.run_cfg: EpidermisConfig | None = None
         self.arrays: dict | None = None
         self.recorder = FrameRecorder()
         self.movie: MovieRecorder | None = None
@@ -308,6 +315,38 @@ class EpidermisPanel(Panel):
         self._update_record_label()
         return started
 
+    def make_worker(self, cfg: EpidermisConfig, backend: str, index: int):
+        self.run_cfg = cfg
+        return super().make_worker(cfg, backend, index)
+
+    def live_changes(self) -> dict[str, Any]:
+        """Settings changed since the run started (or last resumed) that a running tissue
+        accepts, as dotted keys; raises ConfigError for the controls or for a fixed setting."""
+        new, old = _dotted(to_plain(self.current_config())), _dotted(to_plain(self.run_cfg))
+        changed = {k: v for k, v in new.items() if old.get(k) != v}
+        live = {k: v for k, v in changed.items() if k.split(".")[0] in LIVE_SECTIONS
+                or (k.startswith("run.") and k.split(".")[-1] in LIVE_RUN_KEYS)}
+        fixed = sorted(set(changed) - set(live))
+        if fixed:
+            raise ConfigError(f"{', '.join(fixed)} cannot change during a run (stop and start a new "
+                              "one); the mechanics, growth, Δt, steps and search can")
+        return live
+
+    def resume_run(self) -> None:
+        """Send changed settings to the paused run, then resume it."""
+        if self.running and self.worker.paused:
+            try:
+                changes = self.live_changes()
+            except Exception as exc:
+                errors.report_exception(self, "Cannot resume with these settings", exc)
+                return
+            if changes:
+                self.worker.session.request_update(changes)
+                self.run_cfg = self.current_config()
+                log.info("epidermis: for the rest of the run: %s",
+                         ", ".join(f"{k} = {v}" for k, v in changes.items()))
+        super().resume_run()
+
     def on_frame(self, frame) -> None:
         if self.record_frames.isChecked():
             self.recorder.add(frame)
@@ -427,3 +466,13 @@ class EpidermisPanel(Panel):
 
 
 __all__ = ["EpidermisPanel", "morse_minimum"]
+
+
+def _dotted(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as {'a.b.c': leaf}."""
+    if not isinstance(data, dict):
+        return {prefix.rstrip("."): data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_dotted(value, f"{prefix}{key}."))
+    return out
