@@ -78,4 +78,3 @@ def collect_garbage_in_gui_thread(interval: float = 1.0):
     from pyqtgraph.util.garbage_collector import GarbageCollector
 
     return GarbageCollector(interval=interval)
-

@@ -67,7 +67,7 @@ def test_missing_file_is_a_config_error(tmp_path):
         load_yaml(tmp_path / "nope.yaml")
 
 
-def test_run_config_domain_checks(tmp_path, monkeypatch):
+def test_run_config_domain_checks(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("domain: weather\n")
     with pytest.raises(ConfigError, match="unknown domain 'weather'"):
