@@ -741,8 +741,6 @@ extern "C" __global__ void epi_grow(const int n_cells, const int cap, float* __r
     count[c] = n + 1;
 }
 
-__device__ __forceinline__ double warp_sum_d(double v) { return warp_sum(v); }
-
 // model.divide_cells / model.split_cell, one warp per parent: parents[w] keeps the attached
 // daughter, n_cells + w receives the free one
 extern "C" __global__ void __launch_bounds__(128)

@@ -28,18 +28,20 @@ Floor estimate, per live element and step (two force evaluations), printed per c
 - flops: intracellular (n - 1) pairs x ~30 flops (two exps, a square root, a division) and
   intercellular candidates x ~10 flops + pairs within the cutoff x ~30, per evaluation; with
   n = 20 and ~40 candidates that is ~1,150 per evaluation, ~2,300 per step.
-- launches: 14 (cell list) or 8 (centre cutoff) per step, +2 with the gene network, at
-  about 5 µs each: 70-80 µs per step, which bounds the small cases.
+- launches: 14 (cell list) or 8 (centre cutoff) per step, with the gene network +2 (centres
+  and A, the network) or +1 (the network; the centre-cutoff search computes the centres
+  anyway), at about 5 µs each: 70-80 µs per step, which bounds the small cases.
 
 The floor time per step is the largest of bytes/bandwidth (measured with a device-to-device
 copy), flops/peak fp32 rate (SMs x clock x 256) and launches x measured launch time.
 
 Measured on the H100 (80 GB HBM3, 3.0 TB/s copy, 5.9-6.9 µs a launch): up to 5,000 cells the
 cell-list step is launch-bound, 87-129 µs per step against an 82 µs launch floor (5,000 cells x
-3,000 steps: 0.34-0.39 s); 100,000 cells: 1.23 ms per step (811 steps/s) against a 287 µs
-bandwidth floor, the time going to the intercellular kernel (43 %, its ~35 candidate reads per
-element come from L2), the counting-sort scatter (26 %) and the intracellular kernel (12 %);
-the full model from 100 cells, 130,000 steps: 20 s (100 -> 400 cells, 4 layers).
+3,000 steps: 0.39 s periodic, 0.34 s no boundary); 100,000 cells: 1.23 ms per step (810 steps/s)
+against a 287 µs bandwidth floor, the time going to the intercellular kernel (43 %, its ~35
+candidate reads per element come from L2), the counting-sort scatter (26 %) and the
+intracellular kernel (12 %); the full model from 100 cells, 130,000 steps: 22.8 s (100 -> 387
+cells, 5 layers, suprabasal fraction 0.76).
 """
 
 from __future__ import annotations
@@ -427,8 +429,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
             _attempt(results, full_model_case, device, out_dir, 20_000 if quick else 130_000)
     else:
         print("# CUDA not available: CPU case only")
-    if Path(__file__).with_name("cpu.py").exists():
-        _attempt(results, cpu_case, 128, 20 if quick else 200)
+    _attempt(results, cpu_case, 128, 20 if quick else 200)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench.json").write_text(json.dumps(results, indent=1, default=float))
     (out_dir / "bench.md").write_text(markdown(results))

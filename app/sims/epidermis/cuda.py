@@ -18,10 +18,11 @@ from a device bounding box read once per ``run`` call and after every growth eve
 periodic: the box divided evenly; otherwise clamped, which keeps every pair within the cutoff
 in neighbouring bins however far elements drift).
 
-Mode 'full': after every ``growth.interval``-th step the growth kernel runs, the host reads the
-element counts (the only per-event copy), and the division kernel (one warp per parent) splits
-the cells that reached ``max_elements``. The capacity doubles by reallocation when the new cells
-would not fit. Positions come back only for ``forces``, ``cells``, ``elements`` and
+Mode 'full': after every ``growth.interval``-th step the host reads the status words (a blow-up
+stops the run before growth acts on it), the growth kernel runs, the host reads the element
+counts, and the division kernel (one warp per parent) splits the cells that reached
+``max_elements``; the grid is then placed again (one more bounding-box read). The capacity
+doubles by reallocation when the new cells would not fit. Positions come back only for ``forces``, ``cells``, ``elements`` and
 ``get_state``.
 """
 
@@ -98,8 +99,8 @@ def float_params(cfg: EpidermisConfig) -> np.ndarray:
 
 
 def gene_params(cfg: EpidermisConfig) -> np.ndarray:
-    """``c_g`` of the kernel (float64[48]): rates, G, dt, L, then the Hill factors (a, b, c, h)
-    in the order of ``model.HILLS``."""
+    """``c_g`` of the kernel (float64[48]): rates, G, dt, L, one unused word, then from index 12
+    the Hill factors (a, b, c, h) in the order of ``model.HILLS``."""
     g = cfg.genes
     v = [g.k_a, g.k_d, g.d_N, g.d_D, g.d_B, g.d_O2, g.d_O1, g.d_M, g.G, cfg.run.dt,
          model.box_of(cfg) or 0.0, 0.0]
@@ -174,11 +175,9 @@ class CudaEngine(EpidermisEngine):
         self.cuda, self.ga = cuda, ga
         self.cfg = cfg
         self.E = cfg.tissue.max_elements
-        self.box = model.box_of(cfg)
         self.with_genes = cfg.run.mode != "movement"
         self.centre_search = cfg.run.search == "centre_cutoff"
-        self.defines = kernel_defines(cfg)
-        self.module = load_module(kernel_source(), "epidermis.cu", self.defines)
+        self.module = load_module(kernel_source(), "epidermis.cu", kernel_defines(cfg))
         self.fn = {}
         self._names = {}
         for name, fmt in FORMATS.items():
