@@ -1,4 +1,5 @@
-"""The main plot of a finished run as a PNG, for ``python -m app run`` (no window needed)."""
+"""The main plot of a finished run as a PNG, for ``python -m app run`` (no window needed),
+and the atomic PNG writers the panels and figures share."""
 
 from __future__ import annotations
 
@@ -21,6 +22,35 @@ def ensure_application():
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         app = QApplication([])
     return app
+
+
+def save_png(image, path: str | Path) -> Path:
+    """A QImage or QPixmap as PNG, written atomically (temporary file, then rename)."""
+    from PySide6.QtCore import QBuffer, QIODevice
+
+    from app.sims.common.output import atomic_write_bytes
+
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buffer, "PNG"):
+        raise OSError(f"could not encode {path}")
+    return atomic_write_bytes(path, bytes(buffer.data()))
+
+
+def save_rgba_png(rgba, path: str | Path) -> Path:
+    """An (H, W, 4) uint8 RGBA array (a vispy render) as PNG, written atomically."""
+    import numpy as np
+    from PySide6.QtGui import QImage
+
+    image = np.ascontiguousarray(rgba, np.uint8)
+    h, w = image.shape[:2]
+    return save_png(QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888), path)
+
+
+def _save_view(view, path: str | Path) -> Path:
+    out = save_png(view.grab(), path)
+    print(f"plot in {path}")
+    return out
 
 
 def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
@@ -52,25 +82,16 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
         for plot in view.plots.values():
             plot.enableAutoRange()
         view.plots["fractions"].setYRange(0.0, 1.0)
-        if not view.grab().save(str(path)):
-            raise OSError(f"could not write {path}")
-        print(f"plot in {path}")
-        return Path(path)
+        return _save_view(view, path)
     elif domain == "network":
         from app.gui.views.network import EpochHistoryView
         view = EpochHistoryView()
         view.set_frame(frame)
         view.resize(*SIZE)
-        if not view.grab().save(str(path)):
-            raise OSError(f"could not write {path}")
-        print(f"plot in {path}")
-        return Path(path)
+        return _save_view(view, path)
     else:
         log.warning("no plot for domain %s yet", domain)
         return None
     view.resize(*SIZE)
     view.plot.enableAutoRange()
-    if not view.grab().save(str(path)):
-        raise OSError(f"could not write {path}")
-    print(f"plot in {path}")
-    return Path(path)
+    return _save_view(view, path)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.gui.export import ensure_application
+from app.gui.export import ensure_application, save_png, save_rgba_png
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
 
@@ -42,9 +42,7 @@ def channel_fig7(bench_json: str | Path, png: str | Path) -> Path:
         plots.append(plot)
     plots[0].setXRange(0, 400)
     widget.resize(1200, 450)
-    if not widget.grab().save(str(png)):
-        raise OSError(f"could not write {png}")
-    return Path(png)
+    return save_png(widget.grab(), png)
 
 
 def epidermis_tissue(results_npz: str | Path, png: str | Path, size: tuple[int, int] = (1000, 700)) -> Path:
@@ -81,14 +79,10 @@ def epidermis_tissue(results_npz: str | Path, png: str | Path, size: tuple[int, 
     view.show()
     app.processEvents()
     view.set_frame(frame)
-    image = np.ascontiguousarray(view.render())
+    image = view.render()
     view.close_canvas()
     view.close()
-    from PySide6.QtGui import QImage
-    h, w = image.shape[:2]
-    if not QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888).save(str(png)):
-        raise OSError(f"could not write {png}")
-    return Path(png)
+    return save_rgba_png(image, png)
 
 
 def main(argv: list[str]) -> int:

@@ -23,12 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from PySide6.QtCore import QBuffer, QIODevice
-from PySide6.QtGui import QImage
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QGroupBox,
                                QLabel, QPushButton, QSpinBox, QVBoxLayout)
 
+from app.gui.export import save_rgba_png
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.epidermis_export import (FrameRecorder, MovieRecorder, movie_support, write_frames_npz,
                                              write_history_csv, write_point_cloud)
@@ -36,7 +34,6 @@ from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
 from app.gui import errors
 from app.sims.common.config import ConfigError, to_plain
-from app.sims.common.output import atomic_write_bytes
 from app.sims.common.simulation import Domain, presets
 from app.sims.epidermis.config import BOUNDARIES, DIVISION_AXES, MODES, SEARCHES, EpidermisConfig
 from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
@@ -233,11 +230,10 @@ class EpidermisPanel(Panel):
         if self.base_cfg is None:
             return
         n = self.cells.value()
-        side = int(-(-n ** 0.5 // 1))
-        t = self.base_cfg.tissue
-        t_end = self.steps.value() * self.dt.value()
-        self.tissue_label.setText(f"{side}×{side} lattice, box {side * t.pitch:.1f} µm, "
-                                  f"{n * t.elements:,} elements; run to t = {t_end:,.6g}")
+        cfg = replace(self.base_cfg, tissue=replace(self.base_cfg.tissue, cells=n))
+        side, t_end = cfg.grid_side, self.steps.value() * self.dt.value()
+        self.tissue_label.setText(f"{side}×{side} lattice, box {cfg.box:.1f} µm, "
+                                  f"{n * cfg.tissue.elements:,} elements; run to t = {t_end:,.6g}")
 
     def _update_mechanics(self, *_: Any) -> None:
         r = morse_minimum(self.U0.value(), self.xi1.value(), self.V0.value(), self.xi2.value())
@@ -422,14 +418,7 @@ class EpidermisPanel(Panel):
 
     def save_view_png(self, path: str | Path) -> Path:
         """A PNG of the 3D view as rendered (not a screen grab), written atomically."""
-        image = np.ascontiguousarray(self.tissue.render())
-        h, w = image.shape[:2]
-        qimage = QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888)
-        buffer = QBuffer()
-        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        if not qimage.save(buffer, "PNG"):
-            raise OSError(f"could not encode {path}")
-        return atomic_write_bytes(path, bytes(buffer.data()))
+        return save_rgba_png(self.tissue.render(), path)
 
     def export(self, kind: str, path: str | Path) -> Path:
         if kind == "png":

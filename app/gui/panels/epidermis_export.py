@@ -161,10 +161,6 @@ class MovieRecorder:
         self._shape: tuple[int, int] | None = None
         self.finished = False
 
-    @property
-    def recording(self) -> bool:
-        return self._writer is not None
-
     def add(self, rgba: np.ndarray) -> bool:
         """Append one rendered image (H, W, 3 or 4 uint8); False after :meth:`finish`."""
         if self.finished:

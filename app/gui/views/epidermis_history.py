@@ -32,7 +32,7 @@ class EpidermisHistoryView(QWidget):
             p.setDownsampling(auto=True, mode="peak")
             self.plots[key] = p
         self.curves["cells"] = self.plots["cells"].plot(pen=pg.mkPen(colour(0), width=2))
-        self.curves["layers"] = self.plots["layers"].plot(pen=pg.mkPen(colour(2), width=2), stepMode=None)
+        self.curves["layers"] = self.plots["layers"].plot(pen=pg.mkPen(colour(2), width=2))
         fractions = self.plots["fractions"]
         fractions.addLegend(offset=(-5, 5))
         fractions.setYRange(0.0, 1.0)

@@ -119,7 +119,6 @@ class TissueView3D(QWidget):
         self.canvas = None
         self.visible_count = 0           # markers drawn now
         self.cut_count = 0               # elements left by the cut (before subsampling)
-        self.draws = 0
         self._closed = False
         self._last_draw = -1e9
         self._paint_start = 0.0
@@ -281,7 +280,6 @@ class TissueView3D(QWidget):
             self.reset_camera()
         self.canvas.update()
         self._last_draw = time.perf_counter()
-        self.draws += 1
         self.drawn.emit()
 
     def _update_membrane(self, pos: np.ndarray, box: float) -> None:
