@@ -7,22 +7,25 @@ element 1 µm per time unit). Defaults are the PROPOSED set of
 with the gene-network values chosen here so that basal cells (attached, Ovol2 high) keep
 Delta low and grow, and detached cells switch to Ovol1 high, Delta high (see ``model.py``).
 
-Stratification with these defaults (CPU engine, seed 2010; only ``c1_height`` was tuned, see
-its comment): the small demo (16 cells, growth every 200 steps) goes 16 -> 32 -> 48 -> 64
-cells by step 16,000, 3 layers, 75 % suprabasal; 100 cells with growth every 200 steps for
-13,000 steps (the same 65 growth events as the paper's 130,000 steps at 2000) end with 402
-cells: the 100 attached cells all basal at z = 2-3.7 µm, the 302 free ones all suprabasal,
-cell centres up to 17 µm: 3 layers by the 6 µm bins of ``layer_thickness`` (a relaxed
-cell's diameter). The paper reports 535 cells: here only attached cells and the few suprabasal cells
-whose neighbours keep Delta low grow, so the count rises by about the basal count per round.
+Stratification (CPU engine, seed 2010; only ``c1_height`` was tuned, see its comment): with
+the current defaults (pitch 7 µm, layers in 6 µm bins) the small demo (16 cells, growth every
+200 steps) goes 16 -> 32 -> 48 -> 80 cells by step 16,000, 4 layers, 60 % suprabasal (see
+``small-cpu-demo.yaml``; the paper preset's CUDA result is in ``00-full-100-cells.yaml``).
+Measured before the pitch changed from PARAMETERS.md's 9.7 µm (cells not yet touching at the
+start), all other defaults as now: 100 cells with growth every 200 steps for 13,000 steps (the
+same 65 growth events as the paper's 130,000 steps at 2000) end with 402 cells: the 100
+attached cells all basal at z = 2-3.7 µm, the 302 free ones all suprabasal, cell centres up to
+17 µm: 3 layers by 6 µm bins. The paper reports 535 cells: here only attached cells and the few
+suprabasal cells whose neighbours keep Delta low grow, so the count rises by about the basal
+count per round.
 
 The intracellular Morse defaults pull a 20-element body together to a mean nearest-neighbour
 distance of ~0.69 r* (2.2 µm; r* = 3.22 µm is the pair minimum): 19 partners attract over
-xi2 = 2 µm. So relaxed 20-element cells have a radius of ~3.1 µm, and the
-default lattice pitch is 7 µm (not PARAMETERS.md's 9.7 µm, at which they would not touch). A shorter-range attraction (xi1 = 0.5, xi2 = 1 µm, same
-r* and well depth) keeps the spacing within 10 % of r*, but its force at r -> 0 is 120 instead
-of 2, which a new element placed at the cell centre does not survive at dt = 0.1, so the
-defaults stay.
+xi2 = 2 µm. So relaxed 20-element cells have a radius of ~3.1 µm, and the default lattice pitch
+is 7 µm (not PARAMETERS.md's 9.7 µm, at which they would not touch). A shorter-range
+attraction (xi1 = 0.5, xi2 = 1 µm, same r* and well depth) keeps the spacing within 10 % of r*,
+but its force at r -> 0 is 120 instead of 2, which a new element placed at the cell centre does
+not survive at dt = 0.1, so the defaults stay.
 """
 
 from __future__ import annotations

@@ -218,12 +218,11 @@ class CpuEngine(EpidermisEngine):
                 F[k] += np.bincount(target, weights=np.einsum("ijp,ijp->ip", f, d[k]).ravel(),
                                     minlength=S * C)
             if contacts:
-                wf = w.astype(np.float64)
-                Sums[0] += np.bincount(target, weights=wf.sum(axis=1).ravel(), minlength=S * C)
+                n_near = w.astype(np.float64).sum(axis=1)              # [S, P]
+                Sums[0] += np.bincount(target, weights=n_near.ravel(), minlength=S * C)
                 for k, g in enumerate((N_, D_, B_)):
                     Sums[1 + k] += np.bincount(
-                        target, weights=(wf.sum(axis=1) * genes[g][b][None, :]).ravel(),
-                        minlength=S * C)
+                        target, weights=(n_near * genes[g][b][None, :]).ravel(), minlength=S * C)
         F = F.reshape(3, S, C)
         return F, (Sums.reshape(4, S, C) if contacts else None)
 
@@ -291,13 +290,7 @@ class CpuEngine(EpidermisEngine):
                 raise model.BlownUpError(f"the gene network blew up at step {s['step']} in cell "
                                          f"{c}; lower run.dt or check the gene parameters")
             s["genes"][:, :C] = g.astype(np.float32)
-        if box:
-            new[0] = model.wrap(new[0], box)
-            new[1] = model.wrap(new[1], box)
-        new = new.astype(np.float32)
-        if box:       # float32 rounding may reach L
-            new[:2] = np.where(new[:2] >= np.float32(box), np.float32(0.0), new[:2])
-        s["pos"][:, :S, :C] = new
+        s["pos"][:, :S, :C] = model.wrap_float32(new, box)
         s["step"] += 1
 
     def run(self, nsteps: int) -> None:
@@ -331,8 +324,6 @@ class CpuEngine(EpidermisEngine):
         return ctr.astype(np.float32), s["genes"][:, :C].astype(np.float32)
 
     def elements(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        st = {k: self.s[k] for k in ("n_cells", "count")}
-        st["pos"], st["etype"] = self.s["pos"], self.s["etype"]
-        p, cell, et, _ = model.live_elements(st)
+        p, cell, et, _ = model.live_elements(self.s)
         return p.astype(np.float32), cell.astype(np.int32), et.astype(np.int8)
 

@@ -86,9 +86,7 @@ def inter_force_over_r(r: np.ndarray, m: Morse, cutoff: float) -> np.ndarray:
 
 def inter_energy(r: np.ndarray, m: Morse, cutoff: float) -> np.ndarray:
     """Energy whose gradient is :func:`inter_force_over_r` (for finite-difference tests)."""
-    r_min = m.xi1 * m.xi2 / (m.xi2 - m.xi1) * np.log(m.U0 * m.xi2 / (m.V0 * m.xi1)) \
-        if m.xi2 != m.xi1 and m.V0 > 0 else np.inf
-    edge = min(cutoff, r_min)
+    edge = min(cutoff, morse_minimum(m))
     rr = np.minimum(r, edge)
     return np.where(r < edge, morse_energy(rr, m) - morse_energy(np.asarray(edge), m), 0.0)
 
@@ -132,6 +130,17 @@ def wrap(x: np.ndarray, box: float | None) -> np.ndarray:
         return x
     out = x - box * np.floor(x / box)
     return np.where(out >= box, out - box, out)       # rounding can land exactly on L
+
+
+def wrap_float32(p: np.ndarray, box: float | None) -> np.ndarray:
+    """Positions ``p[3, ...]`` in their stored form: x and y wrapped into [0, L), rounded to
+    float32 (where that rounding lands on L, 0)."""
+    out = np.empty(p.shape, np.float32)
+    out[:2] = wrap(p[:2], box)
+    out[2] = p[2]
+    if box:
+        out[:2] = np.where(out[:2] >= np.float32(box), np.float32(0.0), out[:2])
+    return out
 
 
 # ---- gene network -----------------------------------------------------------------------
@@ -284,8 +293,8 @@ def gene_step(g: np.ndarray, means: np.ndarray, A: np.ndarray, s, dt: float) -> 
     return g + dt * k2
 
 
-def empty_state(cells: int, max_elements: int, capacity: int | None = None) -> dict:
-    cap = capacity or capacity_for(cells)
+def empty_state(cells: int, max_elements: int) -> dict:
+    cap = capacity_for(cells)
     return {"step": np.int64(0), "event": np.int64(0), "n_cells": np.int64(cells),
             "pos": np.zeros((3, max_elements, cap), np.float32),
             "etype": np.zeros((max_elements, cap), np.int8),
@@ -440,11 +449,7 @@ def grow(state: dict, cfg: EpidermisConfig, event: int) -> np.ndarray:
         return cells
     box = box_of(cfg)
     c = centroids(state["pos"], count, n, box)[:, cells]
-    new = c + growth_jitter(cfg.tissue.seed, cells, event, cfg.growth.jitter)
-    new[0], new[1] = wrap(new[0], box), wrap(new[1], box)
-    new = new.astype(np.float32)
-    if box:       # float32 rounding may reach L
-        new[:2] = np.where(new[:2] >= np.float32(box), np.float32(0.0), new[:2])
+    new = wrap_float32(c + growth_jitter(cfg.tissue.seed, cells, event, cfg.growth.jitter), box)
     slot = count[cells].astype(np.int64)
     state["pos"][:, slot, cells] = new.astype(state["pos"].dtype)
     state["etype"][slot, cells] = 0

@@ -103,12 +103,12 @@ class EpidermisSimulation(Simulation):
         return self._cells
 
     def _record(self) -> None:
-        centres, genes = self.cells()
-        n = centres.shape[1]
-        supra = model.suprabasal(genes)
         h = self.history
         if h["step"] and h["step"][-1] == self.step:
             return
+        centres, genes = self.cells()
+        n = centres.shape[1]
+        supra = model.suprabasal(genes)
         h["step"].append(self.step)
         h["t"].append(self.step * self.cfg.run.dt)
         h["cells"].append(n)
