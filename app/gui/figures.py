@@ -56,7 +56,7 @@ def epidermis_tissue(results_npz: str | Path, png: str | Path, size: tuple[int, 
         raise RuntimeError("the 3D figure needs a display: run it under xvfb-run -a")
     app = ensure_application()
     from app.gui.views.epidermis_tissue import TissueView3D
-    from app.sims.epidermis.frame import ELEMENT_BASAL, ELEMENT_C1, ELEMENT_SUPRABASAL
+    from app.sims.epidermis.frame import element_colours
 
     box = 0.0
     config = Path(results_npz).with_name("config.yaml")
@@ -69,9 +69,7 @@ def epidermis_tissue(results_npz: str | Path, png: str | Path, size: tuple[int, 
         if "element_colour" in data:
             colour = data["element_colour"]
         else:
-            supra = data["cell_suprabasal"]
-            colour = np.where(etype == 1, ELEMENT_C1,
-                              np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL))
+            colour = element_colours(etype, cell, data["cell_suprabasal"])
         box = float(data["box"]) if "box" in data else box
         frame = SimpleNamespace(positions=data["positions"], element_cell=cell, element_colour=colour, box=box)
     view = TissueView3D()

@@ -159,11 +159,12 @@ class Panel(QWidget):
         return out
 
     def save_screenshot(self, path: str | Path) -> Path:
-        """A PNG of the views area."""
-        if not self.views.grab().save(str(path)):
-            raise OSError(f"could not write {path}")
-        log.info("saved screenshot to %s", path)
-        return Path(path)
+        """A PNG of the views area, written atomically."""
+        from app.gui.export import save_png
+
+        out = save_png(self.views.grab(), path)
+        log.info("saved screenshot to %s", out)
+        return out
 
     # ---- running ------------------------------------------------------------------------
     @property

@@ -23,19 +23,43 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QGroupBox,
-                               QLabel, QPushButton, QSpinBox, QVBoxLayout)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+)
 
+from app.gui import errors
 from app.gui.export import save_rgba_png
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
-from app.gui.panels.epidermis_export import (FrameRecorder, MovieRecorder, movie_support, write_frames_npz,
-                                             write_history_csv, write_point_cloud)
+from app.gui.panels.epidermis_export import (
+    FrameRecorder,
+    MovieRecorder,
+    movie_support,
+    write_frames_npz,
+    write_history_csv,
+    write_point_cloud,
+)
 from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
-from app.gui import errors
-from app.sims.common.config import ConfigError, to_plain
+from app.sims.common.config import ConfigError, dotted_items, to_plain
 from app.sims.common.simulation import Domain, presets
-from app.sims.epidermis.config import BOUNDARIES, DIVISION_AXES, MODES, SEARCHES, EpidermisConfig
+from app.sims.epidermis.config import (
+    BOUNDARIES,
+    DIVISION_AXES,
+    MODES,
+    SEARCHES,
+    EpidermisConfig,
+    Morse,
+)
+from app.sims.epidermis.model import morse_minimum
 from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
 
 log = logging.getLogger(__name__)
@@ -64,13 +88,6 @@ def _int(lo: int, hi: int, step: int = 1) -> QSpinBox:
     box.setSingleStep(step)
     box.setGroupSeparatorShown(True)
     return box
-
-
-def morse_minimum(U0: float, xi1: float, V0: float, xi2: float) -> float | None:
-    """Where the Morse force vanishes (the element spacing it holds), None if it has no minimum."""
-    if V0 <= 0 or U0 <= 0 or xi2 <= xi1:
-        return None
-    return xi1 * xi2 / (xi2 - xi1) * math.log(U0 * xi2 / (V0 * xi1))
 
 
 class EpidermisPanel(Panel):
@@ -236,10 +253,11 @@ class EpidermisPanel(Panel):
                                   f"{n * cfg.tissue.elements:,} elements; run to t = {t_end:,.6g}")
 
     def _update_mechanics(self, *_: Any) -> None:
-        r = morse_minimum(self.U0.value(), self.xi1.value(), self.V0.value(), self.xi2.value())
-        self.mechanics_label.setText(f"pair minimum r* = {r:.2f} µm (relaxed cells pack closer)" if r else
+        r = morse_minimum(Morse(self.U0.value(), self.xi1.value(), self.V0.value(), self.xi2.value()))
+        held = 0.0 < r < math.inf
+        self.mechanics_label.setText(f"pair minimum r* = {r:.2f} µm (relaxed cells pack closer)" if held else
                                      "no intracellular minimum (cells will not hold together)")
-        if r:
+        if held:
             self.tissue.set_element_size(r)
 
     def _update_view_limits(self, *_: Any) -> None:
@@ -318,7 +336,8 @@ class EpidermisPanel(Panel):
     def live_changes(self) -> dict[str, Any]:
         """Settings changed since the run started (or last resumed) that a running tissue
         accepts, as dotted keys; raises ConfigError for the controls or for a fixed setting."""
-        new, old = _dotted(to_plain(self.current_config())), _dotted(to_plain(self.run_cfg))
+        new = dict(dotted_items(to_plain(self.current_config())))
+        old = dict(dotted_items(to_plain(self.run_cfg)))
         changed = {k: v for k, v in new.items() if old.get(k) != v}
         live = {k: v for k, v in changed.items() if k.split(".")[0] in LIVE_SECTIONS
                 or (k.startswith("run.") and k.split(".")[-1] in LIVE_RUN_KEYS)}
@@ -454,14 +473,4 @@ class EpidermisPanel(Panel):
         super().closeEvent(event)
 
 
-__all__ = ["EpidermisPanel", "morse_minimum"]
-
-
-def _dotted(data: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as {'a.b.c': leaf}."""
-    if not isinstance(data, dict):
-        return {prefix.rstrip("."): data}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(_dotted(value, f"{prefix}{key}."))
-    return out
+__all__ = ["EpidermisPanel"]

@@ -233,6 +233,16 @@ def dump_yaml(obj: Any) -> str:
     return yaml.safe_dump(to_plain(obj), sort_keys=False, default_flow_style=None)
 
 
+def dotted_items(data: Mapping[str, Any], prefix: str = ""):
+    """(``'a.b.c'``, leaf) for every leaf of nested mappings: the keys :func:`set_path` takes."""
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from dotted_items(value, name + ".")
+        else:
+            yield name, value
+
+
 def set_path(data: dict, dotted: str, raw_value: str) -> None:
     """Apply a ``--set key.sub=value`` override to plain data; the value is parsed as YAML."""
     keys = dotted.split(".")

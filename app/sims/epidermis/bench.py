@@ -58,7 +58,7 @@ import numpy as np
 from app.compute.device import backend_context, resolve_backend
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig
-from app.sims.epidermis.frame import ELEMENT_BASAL, ELEMENT_C1, ELEMENT_SUPRABASAL
+from app.sims.epidermis.frame import element_colours
 
 BYTES_PER_EVAL = {"cell_list": 28 + 44 + 40 + 25 + 56, "centre_cutoff": 25 + 56 + 12}
 CONTACT_BYTES = 16          # contact sums written at stage 1 (gene modes)
@@ -290,8 +290,7 @@ def full_model_case(device: dict, out_dir: Path, steps: int) -> dict:
     finally:
         eng.close()
     supra = model.suprabasal(genes)
-    colour = np.where(etype == 1, ELEMENT_C1,
-                      np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL)).astype(np.int8)
+    colour = element_colours(etype, cell, supra)
     layers = model.count_layers(centres[2], cfg.run.layer_thickness)
     out_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out_dir / "full_model_final.npz", positions=pos, element_cell=cell,

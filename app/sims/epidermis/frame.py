@@ -13,6 +13,12 @@ from app.sims.common.simulation import Frame
 ELEMENT_C1, ELEMENT_BASAL, ELEMENT_SUPRABASAL = 0, 1, 2
 
 
+def element_colours(etype: np.ndarray, element_cell: np.ndarray, suprabasal: np.ndarray) -> np.ndarray:
+    """Colour code (int8) per element: C1 elements, else the state of their cell."""
+    return np.where(etype == 1, ELEMENT_C1, np.where(suprabasal[element_cell], ELEMENT_SUPRABASAL,
+                                                     ELEMENT_BASAL)).astype(np.int8)
+
+
 @dataclass(frozen=True)
 class EpidermisFrame(Frame):
     """All arrays frozen; positions wrapped into the box in periodic mode."""

@@ -10,14 +10,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml, set_path, to_plain
+from app.sims.common.config import ConfigError, dotted_items, dump_yaml, parse_yaml, set_path, to_plain
 from app.sims.common.output import atomic_write_bytes
 from app.sims.common.simulation import Simulation, freeze
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, load_config
 from app.sims.epidermis.engine import STATE_KEYS, EpidermisEngine
-from app.sims.epidermis.frame import (ELEMENT_BASAL, ELEMENT_C1, ELEMENT_SUPRABASAL,
-                                      EpidermisFrame)
+from app.sims.epidermis.frame import EpidermisFrame, element_colours
 
 CPU_SLICE_SECONDS = 0.15       # wall time the CPU engine aims at per advance()
 HISTORY_KEYS = ("step", "t", "cells", "layers", "basal_fraction", "suprabasal_fraction",
@@ -123,8 +122,7 @@ class EpidermisSimulation(Simulation):
         centres, genes = self.cells()
         pos, cell, etype = self.engine.elements()
         supra = model.suprabasal(genes)
-        colour = np.where(etype == 1, ELEMENT_C1,
-                          np.where(supra[cell], ELEMENT_SUPRABASAL, ELEMENT_BASAL)).astype(np.int8)
+        colour = element_colours(etype, cell, supra)
         layers = model.count_layers(centres[2], cfg.run.layer_thickness)
         n = centres.shape[1]
         rate = self.steps_run / self.run_wall if self.run_wall > 0 else 0.0
@@ -148,7 +146,7 @@ class EpidermisSimulation(Simulation):
         if not changes:
             return
         data = to_plain(self.cfg)
-        for key, value in _flatten(changes):
+        for key, value in dotted_items(changes):
             top = key.split(".")[0]
             if top not in LIVE_SECTIONS and not (top == "run" and key.split(".")[-1] in LIVE_RUN_KEYS):
                 raise ConfigError(f"'{key}' cannot change while the tissue grows; changeable: "
@@ -222,14 +220,6 @@ class EpidermisSimulation(Simulation):
     def close(self) -> None:
         self.engine.close()
 
-
-def _flatten(changes: Mapping[str, Any], prefix: str = ""):
-    for key, value in changes.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            yield from _flatten(value, name + ".")
-        else:
-            yield name, value
 
 
 def _engine_class(backend: str):
