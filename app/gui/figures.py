@@ -80,6 +80,8 @@ def epidermis_tissue(results_npz: str | Path, png: str | Path, size: tuple[int, 
     image = view.render()
     view.close_canvas()
     view.close()
+    view.deleteLater()      # tear the GL widgets down now, not during interpreter exit
+    app.processEvents()
     return save_rgba_png(image, png)
 
 
