@@ -77,8 +77,8 @@ def morse_force_over_r(r: np.ndarray, m: Morse) -> np.ndarray:
 def inter_force_over_r(r: np.ndarray, m: Morse, cutoff: float) -> np.ndarray:
     """Intercellular: the repulsive part only, the Morse force where it pushes and r < cutoff.
 
-    With the default cutoff at the intracellular minimum r* = 2·xi1·ln(2·U0/V0) = 3.22 µm the
-    force falls continuously to zero there. Energy: V(r) - V(cutoff) inside, 0 outside.
+    With the default cutoff at the intracellular minimum (:func:`morse_minimum`; 3.22 µm for
+    the defaults) the force falls continuously to zero there. Energy: V(r) - V(cutoff) inside, 0 outside.
     """
     f = morse_force_over_r(r, m)
     return np.where((r < cutoff) & (f > 0), f, 0.0)
