@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 # The 'cuda' extra (pycuda, built against the local toolkit) only where nvcc and a driver exist.
-EXTRAS := gui,test$(shell command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo ,cuda)
+EXTRAS := gui,test,sweep$(shell command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo ,cuda)
 XVFB   := $(if $(DISPLAY),,$(if $(shell command -v xvfb-run),xvfb-run -a --server-args="-screen 0 1600x1000x24"))
 
 .PHONY: setup run test bench-ssa clean

@@ -4,6 +4,7 @@
     python -m app run CONFIG.yaml [--backend auto|cpu|cuda] [--set key=value ...] [--out DIR]
     python -m app bench NAME [--backend ...] [--out DIR]
     python -m app devices
+    python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
     sub.add_parser("devices", help="what can run here")
+    sweep = sub.add_parser("sweep", help="run a config's sweep: block on a Dask cluster")
+    sweep.add_argument("config")
+    sweep.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    sweep.add_argument("--out", default=None, help="sweep folder (default runs/<name>-sweep-<time>); "
+                       "an existing one resumes, skipping finished points")
+    sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    sweep.add_argument("--workers", type=int, default=None,
+                       help="local workers (default: one per GPU, or one per CPU core)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -51,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "sweep":
+            return _sweep(args)
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -115,3 +127,29 @@ def _bench(args: argparse.Namespace) -> int:
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")
     return module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick, **extra)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """Exit 0 when every point finished, 1 when some failed, 130 when stopped (resume with --out)."""
+    from app.sweep.runner import run_sweep
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    out = Path(args.out or f"runs/{Path(args.config).stem}-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+
+    def show(row: dict, done: int, total: int) -> None:
+        state = row.get("status", "ok")
+        extra = f"  {row.get('wall_seconds', 0):.2f} s on {row.get('worker', '?')}" if state == "ok" \
+            else f"  {row.get('error', '')}"
+        print(f"  [{done}/{total}] {row['name']} {state}{extra}", flush=True)
+
+    result = run_sweep(args.config, out, backend=args.backend, workers=args.workers,
+                       scheduler=args.scheduler, overrides=args.overrides, on_row=show)
+    s = result.summary
+    print(f"{s['finished']} of {s['points']} points finished ({s['reused']} reused, {s['failed']} failed) "
+          f"in {s['wall_seconds']:.1f} s on {s['cluster']}")
+    print(f"table: {out / 'sweep.csv'}")
+    if s["stopped"]:
+        return 130
+    return 1 if s["failed"] else 0

@@ -1,0 +1,338 @@
+"""Run a sweep's points as Dask tasks, resume a stopped sweep, stream rows as they finish.
+
+Without a scheduler address a local cluster is started: one worker per GPU (dask-cuda's
+``LocalCUDACluster`` where it is installed, else one worker process per device, pinned through
+its worker name), or on the CPU one single-threaded worker process per core group. With an
+address the points go to that existing cluster (e.g. one started by dask-jobqueue on SLURM).
+
+Each point is a whole headless run (the same ``Session`` as the GUI and ``python -m app run``)
+written to ``OUT/points/<name>/``; its ``point.json`` is written last and marks it finished, so a
+stopped sweep resumes by skipping points whose ``point.json`` has the same fingerprint. Dask
+reruns the tasks of a worker that dies on the other workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from app.sims.common.config import ConfigError, Document, load_yaml, set_path, to_plain
+from app.sims.common.output import save_json
+from app.sweep import metrics as sweep_metrics
+from app.sweep.spec import Point, SweepSpec, apply_point, get_path, parse_sweep
+from app.sweep.table import write_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """Everything a worker needs to run one point (plain data only: it is pickled)."""
+
+    domain: str
+    source: str
+    data: Mapping[str, Any]
+    backend: str
+    out_dir: str
+    point: Point
+    metrics: tuple[str, ...]
+    metric_options: Mapping[str, Any]
+    pin_by_worker_name: bool = True
+
+
+@dataclass
+class SweepPlan:
+    """A validated sweep: the domain, the spec and one task per point."""
+
+    domain: str
+    source: str
+    spec: SweepSpec
+    tasks: list[PointTask]
+    base_config: Any
+
+
+@dataclass
+class SweepResult:
+    """What a sweep produced (also written as ``summary.json``)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.rows if r.get("status") != "ok")
+
+
+def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "auto",
+               overrides: list[str] | None = None) -> SweepPlan:
+    """Read a config with a ``sweep:`` block and validate every point before anything runs."""
+    from app.sims.common.simulation import DOMAINS
+
+    doc = load_yaml(config_path)
+    if not isinstance(doc.data, dict):
+        raise doc.error("a run config is a mapping with a 'domain' key")
+    for item in overrides or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got '{item}'")
+        set_path(doc.data, key, value)
+    if "sweep" not in doc.data:
+        raise doc.error("this config has no 'sweep:' block; see the README's Sweeps section")
+    spec = parse_sweep(doc.data["sweep"], doc)
+    data = {k: v for k, v in doc.data.items() if k != "sweep"}
+    name = data.get("domain")
+    if name not in DOMAINS:
+        raise doc.error(f"unknown domain {name!r}; valid: {', '.join(DOMAINS)}", ("domain",))
+    domain = DOMAINS[name]
+    module = domain.load()
+    base = module.load_config(Document(data, doc.marks, doc.source))
+    plain = to_plain(base)
+    for i, key in enumerate(spec.keys):
+        value = get_path(plain, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise doc.error(f"'{key}' is not a numeric key of this {name} config "
+                            f"(its value is {value!r})", ("sweep", "parameters", i, "key"))
+    mmod = sweep_metrics.domain_metrics(domain.module)
+    names = sweep_metrics.check_metrics(mmod, spec.metrics)
+    seed_key = mmod.SEED_KEY
+    base_seed = get_path(plain, seed_key) if seed_key else None
+    tasks = []
+    for point in spec.points(base_seed):
+        point_data = apply_point(data, point, seed_key)
+        try:
+            module.load_config(Document(point_data, doc.marks, doc.source))
+        except ConfigError as exc:
+            raise ConfigError(f"sweep point {point.name} ({_values_text(point)}): {exc.message}",
+                              exc.source, exc.line, exc.path) from None
+        tasks.append(PointTask(name, doc.source or str(config_path), point_data, backend,
+                               str(out_dir), point, names, dict(spec.metric_options)))
+    return SweepPlan(name, str(config_path), spec, tasks, base)
+
+
+def _values_text(point: Point) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in point.values.items())
+
+
+def point_dir(task: PointTask) -> Path:
+    return Path(task.out_dir) / "points" / task.point.name
+
+
+def finished_row(task: PointTask) -> dict[str, Any] | None:
+    """The row of a point finished earlier with the same fingerprint, else None."""
+    import json
+
+    marker = point_dir(task) / "point.json"
+    try:
+        saved = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    if saved.get("fingerprint") != task.point.fingerprint() or saved.get("row", {}).get("status") != "ok":
+        return None
+    return saved["row"]
+
+
+def run_point(task: PointTask) -> dict[str, Any]:
+    """Run one point to the end (on a Dask worker) and return its table row."""
+    from app.compute.device import resolve_backend
+    from app.sims.common.session import Session, write_run_outputs
+    from app.sims.common.simulation import DOMAINS
+
+    start = time.perf_counter()
+    domain = DOMAINS[task.domain]
+    module = domain.load()
+    cfg = module.load_config(Document(dict(task.data), {}, task.source))
+    backend, _ = resolve_backend(task.backend)
+    device_index, worker = _worker_placement(backend, task.pin_by_worker_name)
+    session = Session(domain, cfg, backend, device_index)
+    session.run()
+    out = point_dir(task)
+    write_run_outputs(out, cfg, session.arrays, session.summary)
+    mmod = sweep_metrics.domain_metrics(domain.module)
+    options = {**task.metric_options, "config": cfg}
+    row: dict[str, Any] = {"point": task.point.index, "replicate": task.point.replicate,
+                           "name": task.point.name, **dict(task.point.values)}
+    if task.point.seed is not None:
+        row["seed"] = task.point.seed
+    row.update(sweep_metrics.compute(mmod, task.metrics, session.arrays, session.summary, options))
+    row.update({"status": "ok", "wall_seconds": time.perf_counter() - start, "backend": backend,
+                "device": str(session.summary.get("device", "")), "device_index": device_index,
+                "worker": worker})
+    save_json(out / "point.json", {"fingerprint": task.point.fingerprint(), "row": row})
+    return row
+
+
+def _worker_placement(backend: str, pin_by_worker_name: bool) -> tuple[int, str]:
+    """(CUDA device index, worker name): worker ``i`` of a local cluster drives GPU ``i``."""
+    try:
+        from distributed import get_worker
+        name = get_worker().name
+    except (ImportError, ValueError):
+        name = "in-process"
+    if backend != "cuda" or not pin_by_worker_name:
+        return 0, str(name)
+    from app.compute.device import cuda_status
+    count = max(1, len(cuda_status().devices))
+    index = int(name) % count if isinstance(name, int) or str(name).isdigit() else 0
+    return index, str(name)
+
+
+# ---- the cluster --------------------------------------------------------------------------------
+@dataclass
+class Cluster:
+    """A Dask client and, when we started it, its local cluster."""
+
+    client: Any
+    local: Any = None
+    description: str = ""
+    workers: int = 0
+    pin_by_worker_name: bool = True
+
+    def close(self) -> None:
+        self.client.close()
+        if self.local is not None:
+            self.local.close()
+
+
+def start_cluster(backend: str, workers: int | None = None, scheduler: str | None = None) -> Cluster:
+    """Connect to ``scheduler`` or start a local cluster sized for the GPUs or CPU cores."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise RuntimeError("sweeps run on Dask: install the 'sweep' extra "
+                           "(pip install 'biogpu-studio[sweep]')") from exc
+    if scheduler:
+        client = Client(scheduler, timeout="20s")
+        n = len(client.scheduler_info().get("workers", {}))
+        return Cluster(client, None, f"scheduler {scheduler} ({n} workers)", n)
+    from app.compute.device import resolve_backend, cuda_status
+    resolved, _ = resolve_backend(backend)
+    if resolved == "cuda":
+        gpus = len(cuda_status().devices)
+        n = min(workers or gpus, gpus)
+        try:
+            from dask_cuda import LocalCUDACluster   # pins each worker with CUDA_VISIBLE_DEVICES
+            local = LocalCUDACluster(n_workers=n, threads_per_worker=1,
+                                     CUDA_VISIBLE_DEVICES=list(range(n)))
+            return Cluster(Client(local), local, f"LocalCUDACluster, {n} GPU workers", n, False)
+        except ImportError:
+            pass
+        threads_each = 1
+    else:
+        n = workers or os.cpu_count() or 1
+        threads_each = max(1, (os.cpu_count() or 1) // n)
+    # engines that use threads (numba, BLAS) get their share of the cores, not all of them
+    environ = {"NUMBA_NUM_THREADS": str(threads_each), "OMP_NUM_THREADS": str(threads_each)}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                             dashboard_address=None)
+    kind = "GPU" if resolved == "cuda" else "CPU"
+    return Cluster(Client(local), local, f"LocalCluster, {n} {kind} workers", n, True)
+
+
+# ---- the sweep ----------------------------------------------------------------------------------
+class SweepRun:
+    """One sweep in progress: ``run()`` blocks in its thread; ``stop()`` may come from any thread."""
+
+    def __init__(self, plan: SweepPlan, cluster: Cluster,
+                 on_row: Callable[[dict[str, Any], int, int], None] | None = None):
+        self.plan, self.cluster = plan, cluster
+        self.on_row = on_row or (lambda row, done, total: None)
+        self._stop = threading.Event()
+        self._futures: list[Any] = []
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._futures:
+            self.cluster.client.cancel(self._futures)
+
+    def run(self) -> SweepResult:
+        from distributed import as_completed
+
+        out = Path(self.plan.tasks[0].out_dir) if self.plan.tasks else Path(".")
+        start = time.perf_counter()
+        rows: list[dict[str, Any]] = []
+        todo = []
+        reused = 0
+        for task in self.plan.tasks:
+            row = finished_row(task)
+            if row is None:
+                todo.append(replace_pin(task, self.cluster.pin_by_worker_name))
+            else:
+                rows.append(row)
+                reused += 1
+        total = len(self.plan.tasks)
+        for row in rows:
+            self.on_row(row, len(rows), total)
+        client = self.cluster.client
+        keys = [f"point-{t.point.name}-{t.point.fingerprint()}" for t in todo]
+        self._futures = client.map(run_point, todo, pure=False, key=keys)
+        task_of = dict(zip(keys, todo))
+        last_write = 0.0
+        try:
+            for future in as_completed(self._futures):
+                if self._stop.is_set():
+                    break
+                if future.status == "cancelled":
+                    continue
+                rows.append(self._row(future, task_of[future.key]))
+                self.on_row(rows[-1], len(rows), total)
+                if time.perf_counter() - last_write > 2.0:
+                    write_table(out, rows, self.plan.spec.keys)
+                    last_write = time.perf_counter()
+        except KeyboardInterrupt:
+            self._stop.set()
+        stopped = self._stop.is_set()
+        if stopped:
+            client.cancel(self._futures)
+        rows.sort(key=lambda r: (r["point"], r["replicate"]))
+        files = write_table(out, rows, self.plan.spec.keys)
+        summary = {
+            "domain": self.plan.domain, "config": self.plan.source, "points": total,
+            "value_rows": len(self.plan.spec.value_rows()), "replicates": self.plan.spec.replicates,
+            "keys": self.plan.spec.keys, "finished": sum(r.get("status") == "ok" for r in rows),
+            "failed": sum(r.get("status") == "failed" for r in rows), "reused": reused,
+            "stopped": stopped, "wall_seconds": time.perf_counter() - start,
+            "cluster": self.cluster.description, "workers": self.cluster.workers,
+            "devices": sorted({str(r.get("device", "")) for r in rows if r.get("device")}),
+            "metrics": list(self.plan.tasks[0].metrics) if self.plan.tasks else [],
+            "tables": [p.name for p in files],
+        }
+        save_json(out / "summary.json", summary)
+        return SweepResult(rows, summary)
+
+
+    @staticmethod
+    def _row(future: Any, task: PointTask) -> dict[str, Any]:
+        try:
+            return future.result()
+        except Exception as exc:        # one failed point does not end the sweep
+            row = {"point": task.point.index, "replicate": task.point.replicate,
+                   "name": task.point.name, **dict(task.point.values),
+                   "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+            log.warning("sweep point %s failed: %s", task.point.name, row["error"])
+            return row
+
+
+def replace_pin(task: PointTask, pin: bool) -> PointTask:
+    from dataclasses import replace
+    return replace(task, pin_by_worker_name=pin)
+
+
+def run_sweep(config_path: str | Path, out_dir: str | Path, *, backend: str = "auto",
+              workers: int | None = None, scheduler: str | None = None,
+              overrides: list[str] | None = None,
+              on_row: Callable[[dict[str, Any], int, int], None] | None = None) -> SweepResult:
+    """Plan, start (or connect to) the cluster, run every unfinished point, write the tables."""
+    plan = plan_sweep(config_path, out_dir, backend, overrides)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    cluster = start_cluster(backend, workers, scheduler)
+    try:
+        return SweepRun(plan, cluster, on_row).run()
+    finally:
+        cluster.close()

@@ -1,0 +1,148 @@
+"""Sweeps end to end on a local Dask cluster of CPU workers: table, resume, a killed worker."""
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from app.sims.common.config import ConfigError
+from app.sweep.runner import SweepRun, plan_sweep, run_point, run_sweep, start_cluster
+from app.sweep.table import read_table
+
+pytest.importorskip("distributed")
+
+NETWORK = """
+domain: ssa
+model:
+  species: {X: 0}
+  parameters: {k: 10.0, g: 0.2}
+  reactions:
+    - {name: birth, reactants: {}, products: {X: 1}, rate: k}
+    - {name: death, reactants: {X: 1}, products: {}, rate: g}
+ensemble: {realizations: REALIZATIONS, t_end: 5.0, samples: 6, seed: 7, histogram_species: [X]}
+"""
+
+
+def _config(tmp_path: Path, sweep: str, realizations: int = 64) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(NETWORK.replace("REALIZATIONS", str(realizations)) + sweep)
+    return path
+
+
+SWEEP = """
+sweep:
+  parameters:
+    - {key: model.parameters.k, values: [5.0, 20.0]}
+    - {key: model.parameters.g, values: [0.5, 1.0]}
+  replicates: 2
+  metrics: [mean, std]
+"""
+
+
+def test_sweep_table_matches_the_immigration_death_law_and_resumes(tmp_path):
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, SWEEP, realizations=2000)
+    result = run_sweep(cfg, out, backend="cpu", workers=2)
+    assert result.summary["finished"] == 8 and result.summary["failed"] == 0
+    rows = read_table(out / "sweep.csv")
+    assert len(rows) == 8 and len({r["name"] for r in rows}) == 8
+    assert (out / "sweep.parquet").exists()
+    for r in rows:
+        k, g = r["model.parameters.k"], r["model.parameters.g"]
+        mean = k / g * (1 - np.exp(-g * 5.0))          # Poisson law at t = 5 from X(0) = 0
+        assert abs(r["mean_X_t5"] - mean) < 5 * np.sqrt(mean / 2000)
+        assert r["std_X_t5"] == pytest.approx(np.sqrt(mean), rel=0.1)
+    seeds = {(r["point"], r["replicate"]): r["seed"] for r in rows}
+    assert seeds[(0, 0)] == 7 and seeds[(0, 1)] == 8
+    assert (out / "points" / "p00003-r01" / "results.npz").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["workers"] == 2 and summary["points"] == 8
+    again = run_sweep(cfg, out, backend="cpu", workers=1)
+    assert again.summary["reused"] == 8 and again.summary["finished"] == 8
+
+
+def test_changed_point_is_rerun_not_reused(tmp_path):
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, SWEEP.replace("replicates: 2", "replicates: 1"))
+    run_sweep(cfg, out, backend="cpu", workers=1)
+    cfg.write_text(cfg.read_text().replace("[5.0, 20.0]", "[5.0, 30.0]"))
+    again = run_sweep(cfg, out, backend="cpu", workers=1)
+    assert again.summary["reused"] == 2                 # only k = 5 points are the same runs
+    assert {r["model.parameters.k"] for r in read_table(out / "sweep.csv")} == {5.0, 30.0}
+
+
+def test_a_worker_killed_mid_sweep_still_gives_every_point_once(tmp_path):
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, """
+sweep:
+  parameters:
+    - {key: model.parameters.k, range: {start: 1, stop: 16, num: 16}}
+""", realizations=3000)
+    plan = plan_sweep(cfg, out, "cpu")
+    cluster = start_cluster("cpu", workers=2)
+    killed = []
+
+    def kill_one(row, done, total):
+        if done == 3 and not killed:
+            pids = cluster.client.run(os.getpid)
+            pid = next(p for w, p in pids.items() if p != os.getpid())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        result = SweepRun(plan, cluster, kill_one).run()
+    finally:
+        cluster.close()
+    assert killed
+    names = [r["name"] for r in result.rows]
+    assert sorted(names) == sorted(t.point.name for t in plan.tasks)     # every point, once
+    assert all(r["status"] == "ok" for r in result.rows)
+    assert len(list((out / "points").glob("*/point.json"))) == 16
+
+
+def test_plan_refuses_what_cannot_be_swept(tmp_path):
+    with pytest.raises(ConfigError, match="not a numeric key"):
+        plan_sweep(_config(tmp_path, "sweep:\n  parameters:\n    - {key: ensemble.algorithm, values: [1]}"),
+                   tmp_path / "o")
+    with pytest.raises(ConfigError, match="unknown metric 'apd90'"):
+        plan_sweep(_config(tmp_path, SWEEP.replace("[mean, std]", "[apd90]")), tmp_path / "o")
+    with pytest.raises(ConfigError, match=r"sweep point p00001-r00 \(ensemble.realizations=0\)"):
+        plan_sweep(_config(tmp_path, "sweep:\n  parameters:\n"
+                                     "    - {key: ensemble.realizations, values: [4, 0]}"), tmp_path / "o")
+    with pytest.raises(ConfigError, match="no 'sweep:' block"):
+        plan_sweep(_config(tmp_path, ""), tmp_path / "o")
+
+
+def test_a_failing_point_is_a_row_not_the_end_of_the_sweep(tmp_path):
+    from dataclasses import replace
+
+    plan = plan_sweep(_config(tmp_path, SWEEP.replace("replicates: 2", "replicates: 1")), tmp_path / "o", "cpu")
+    broken = dict(plan.tasks[1].data, ensemble={"realizations": 0})    # fails on the worker
+    plan.tasks[1] = replace(plan.tasks[1], data=broken)
+    cluster = start_cluster("cpu", workers=1)
+    try:
+        result = SweepRun(plan, cluster).run()
+    finally:
+        cluster.close()
+    status = {r["name"]: r["status"] for r in result.rows}
+    assert status == {"p00000-r00": "ok", "p00001-r00": "failed", "p00002-r00": "ok", "p00003-r00": "ok"}
+    failed = next(r for r in result.rows if r["status"] == "failed")
+    assert "realizations" in failed["error"] and result.summary["failed"] == 1
+    assert row_in_process_is_ok(plan.tasks[0])
+
+
+def row_in_process_is_ok(task) -> bool:
+    row = run_point(task)                  # the worker function runs without Dask as well
+    return row["status"] == "ok" and row["worker"] == "in-process"
+
+
+def test_cli_sweep_writes_the_table(tmp_path, capsys):
+    cfg = _config(tmp_path, SWEEP.replace("replicates: 2", "replicates: 1"))
+    assert main(["sweep", str(cfg), "--backend", "cpu", "--workers", "1", "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "4 of 4 points finished" in text
+    assert main(["sweep", str(cfg), "--workers", "0", "--out", str(tmp_path / "o")]) == 2
