@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
     sweep.add_argument("--workers", type=int, default=None,
                        help="local workers (default: one per GPU, or one per CPU core)")
+    sweep.add_argument("--plot", default=None, metavar="METRIC",
+                       help="metric drawn in plot.png (default: the first)")
+    sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -118,6 +121,9 @@ def _save_png(domain: str, session, path: Path) -> None:
 def _bench(args: argparse.Namespace) -> int:
     from app.sims.common.simulation import DOMAINS
 
+    if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
+        from app.sweep import bench as sweep_bench
+        return sweep_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     domain = DOMAINS.get(args.name)
     if domain is None or domain.bench is None:
         names = [d.name for d in DOMAINS.values() if d.bench]
@@ -133,7 +139,6 @@ def _sweep(args: argparse.Namespace) -> int:
     """Exit 0 when every point finished, 1 when some failed, 130 when stopped (resume with --out)."""
     from app.sweep.runner import run_sweep
 
-    logging.getLogger("distributed").setLevel(logging.WARNING)
     out = Path(args.out or f"runs/{Path(args.config).stem}-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
@@ -150,6 +155,12 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"{s['finished']} of {s['points']} points finished ({s['reused']} reused, {s['failed']} failed) "
           f"in {s['wall_seconds']:.1f} s on {s['cluster']}")
     print(f"table: {out / 'sweep.csv'}")
+    if not args.no_png and s["finished"]:
+        try:
+            from app.gui.export import render_sweep_plot
+            render_sweep_plot(result.rows, s["keys"], out / "plot.png", args.plot)
+        except ImportError as exc:
+            print(f"PNG skipped: the GUI packages are not installed ({exc.name})")
     if s["stopped"]:
         return 130
     return 1 if s["failed"] else 0

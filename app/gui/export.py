@@ -95,3 +95,25 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
     view.resize(*SIZE)
     view.plot.enableAutoRange()
     return _save_view(view, path)
+
+
+def render_sweep_plot(rows, keys, path: str | Path, metric: str | None = None) -> Path | None:
+    """The sweep view of a finished sweep (first metric unless ``metric`` is named) as PNG."""
+    ensure_application()
+    from app.gui.views.sweep import SweepView
+
+    view = SweepView()
+    view.resize(*SIZE)
+    view.set_rows(rows, keys)
+    if metric:
+        view.metric_box.setCurrentText(metric)
+    if not view.metric_box.currentText():
+        log.warning("the sweep has no metric to plot")
+        return None
+    view.show()                      # lay out, then grab the plots alone (no combo box)
+    out = save_png(view.plots.grab(), path)
+    view.close()
+    import shiboken6
+    shiboken6.delete(view)           # now, not at interpreter exit (Qt may be gone by then)
+    print(f"plot in {path}")
+    return out

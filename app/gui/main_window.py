@@ -100,6 +100,25 @@ class MainWindow(QMainWindow):
                 self.panel_actions.append(action)
         menu.addSeparator()
         menu.addAction("&Quit", QKeySequence.StandardKey.Quit, self.close)
+        sweep = self.menuBar().addMenu("S&weep")
+        action = sweep.addAction("Sweep this panel's config…")
+        action.triggered.connect(self.open_sweep)
+        self.panel_actions.append(action)
+
+    def open_sweep(self):
+        """The Sweep dialog for the current panel (non-modal; returns it, or None)."""
+        panel = self.current_panel()
+        if panel is None:
+            return None
+        from app.gui.sweep_dialog import SweepDialog
+        try:
+            dialog = SweepDialog(panel, self)
+        except Exception as exc:
+            errors.report_exception(self, "Cannot sweep this panel", exc)
+            return None
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose, True)
+        dialog.show()
+        return dialog
 
     # ---- devices ------------------------------------------------------------------------
     def selected_device(self) -> tuple[str, int, str]:

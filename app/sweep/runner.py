@@ -198,6 +198,13 @@ class Cluster:
             self.local.close()
 
 
+def quiet_dask_logs() -> None:
+    """Dask's per-worker INFO lines would drown the sweep's own progress lines."""
+    for name in list(logging.root.manager.loggerDict):
+        if name.split(".")[0] == "distributed":
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def start_cluster(backend: str, workers: int | None = None, scheduler: str | None = None) -> Cluster:
     """Connect to ``scheduler`` or start a local cluster sized for the GPUs or CPU cores."""
     try:
@@ -206,6 +213,7 @@ def start_cluster(backend: str, workers: int | None = None, scheduler: str | Non
     except ImportError as exc:
         raise RuntimeError("sweeps run on Dask: install the 'sweep' extra "
                            "(pip install 'biogpu-studio[sweep]')") from exc
+    quiet_dask_logs()
     if scheduler:
         client = Client(scheduler, timeout="20s")
         n = len(client.scheduler_info().get("workers", {}))
