@@ -1,6 +1,7 @@
-"""Sweep benchmark: Dask's cost on many tiny points, against the same points in one process.
+"""Sweep benchmarks: Dask's cost on many tiny CPU points, and the scaling over GPUs.
 
-    python -m app bench sweep [--quick]
+    python -m app bench sweep [--quick]              # CPU: Dask against one process
+    python -m app bench sweep --backend cuda         # 64 SSA points on 1 GPU, then on every GPU
 
 256 birth-death ensembles of 32 realizations (a few milliseconds each) run three ways: one after
 another in this process (``run_point`` called directly, the floor: no scheduling at all), on a
@@ -33,12 +34,31 @@ sweep:
 """
 
 
-def _timed_dask(cfg: Path, out: Path, workers: int) -> float:
+GPU_POINTS_CONFIG = """
+domain: ssa
+name: sweep benchmark (decay-dimerization, c2 over 64 values)
+model:
+  species: {S1: 100000, S2: 0, S3: 0}
+  parameters: {c1: 1.0, c2: 0.002, c3: 0.5, c4: 0.04}
+  reactions:
+    - {name: decay, reactants: {S1: 1}, products: {}, rate: c1}
+    - {name: dimerize, reactants: {S1: 2}, products: {S2: 1}, rate: c2}
+    - {name: dissociate, reactants: {S2: 1}, products: {S1: 2}, rate: c3}
+    - {name: convert, reactants: {S2: 1}, products: {S3: 1}, rate: c4}
+ensemble: {realizations: REALIZATIONS, t_end: 10.0, samples: 11, seed: 1}
+sweep:
+  parameters:
+    - {key: model.parameters.c2, range: {start: 0.001, stop: 0.004, num: POINTS}}
+  metrics: [mean, std, throughput]
+"""
+
+
+def _timed_dask(cfg: Path, out: Path, workers: int, backend: str = "cpu") -> float:
     from app.sweep.runner import SweepRun, plan_sweep, start_cluster
 
     start = time.perf_counter()
-    plan = plan_sweep(cfg, out, "cpu")
-    cluster = start_cluster("cpu", workers=workers)
+    plan = plan_sweep(cfg, out, backend)
+    cluster = start_cluster(backend, workers=workers)
     try:
         result = SweepRun(plan, cluster).run()
     finally:
@@ -58,7 +78,38 @@ def _timed_in_process(cfg: Path, out: Path) -> float:
     return time.perf_counter() - start
 
 
+def gpu_scaling(out_dir: Path, quick: bool) -> int:
+    """64 decay-dimerization points of 2^17 realizations on one GPU, then on every GPU."""
+    from app.compute.device import cuda_status
+
+    gpus = len(cuda_status().devices)
+    points, realizations = (8, 1 << 14) if quick else (64, 1 << 17)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "sweep.yaml"
+        cfg.write_text(GPU_POINTS_CONFIG.replace("POINTS", str(points))
+                       .replace("REALIZATIONS", str(realizations)))
+        _timed_dask(cfg, Path(tmp) / "warm", 1, "cuda")        # kernel compile cached on disk
+        for n in sorted({1, gpus}):
+            rows.append((n, _timed_dask(cfg, Path(tmp) / f"g{n}", n, "cuda")))
+    print(f"sweep GPU scaling: {points} decay-dimerization points x {realizations} realizations "
+          f"(t = 10), {cuda_status().devices[0].name} x {gpus}")
+    print(f"{'GPUs':>4s} {'wall s':>8s} {'points/s':>9s} {'speed-up':>9s}")
+    results = []
+    for n, wall in rows:
+        print(f"{n:4d} {wall:8.2f} {points / wall:9.2f} {rows[0][1] / wall:8.2f}x")
+        results.append({"gpus": n, "wall_seconds": wall, "points": points,
+                        "realizations": realizations, "speedup": rows[0][1] / wall})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sweep-gpu.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
+    from app.compute.device import resolve_backend
+
+    if backend != "cpu" and resolve_backend(backend)[0] == "cuda":
+        return gpu_scaling(out_dir, quick)
     points = 32 if quick else 256
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
