@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
     sweep.add_argument("--workers", type=int, default=None,
                        help="local workers (default: one per GPU, or one per CPU core)")
+    sweep.add_argument("--no-batch", action="store_true",
+                       help="one task per point even where the CUDA engine could batch points")
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
@@ -150,7 +152,8 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"  [{done}/{total}] {row['name']} {state}{extra}", flush=True)
 
     result = run_sweep(args.config, out, backend=args.backend, workers=args.workers,
-                       scheduler=args.scheduler, overrides=args.overrides, on_row=show)
+                       scheduler=args.scheduler, overrides=args.overrides,
+                       batch=not args.no_batch, on_row=show)
     s = result.summary
     print(f"{s['finished']} of {s['points']} points finished ({s['reused']} reused, {s['failed']} failed) "
           f"in {s['wall_seconds']:.1f} s on {s['cluster']}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import numpy as np
 import tempfile
 import time
 from pathlib import Path
@@ -53,11 +55,11 @@ sweep:
 """
 
 
-def _timed_dask(cfg: Path, out: Path, workers: int, backend: str = "cpu") -> float:
+def _timed_dask(cfg: Path, out: Path, workers: int, backend: str = "cpu", batch: bool = True) -> float:
     from app.sweep.runner import SweepRun, plan_sweep, start_cluster
 
     start = time.perf_counter()
-    plan = plan_sweep(cfg, out, backend)
+    plan = plan_sweep(cfg, out, backend, batch=batch)
     cluster = start_cluster(backend, workers=workers)
     try:
         result = SweepRun(plan, cluster).run()
@@ -91,25 +93,76 @@ def gpu_scaling(out_dir: Path, quick: bool) -> int:
         cfg.write_text(GPU_POINTS_CONFIG.replace("POINTS", str(points))
                        .replace("REALIZATIONS", str(realizations)))
         _timed_dask(warm, Path(tmp) / "warm", gpus, "cuda")   # kernel compiled once, cached on disk
-        for n in sorted({1, gpus}):
-            rows.append((n, _timed_dask(cfg, Path(tmp) / f"g{n}", n, "cuda")))
+        for batched in (False, True):
+            for n in sorted({1, gpus}):
+                wall = _timed_dask(cfg, Path(tmp) / f"g{n}{batched}", n, "cuda", batched)
+                rows.append((batched, n, wall))
     print(f"sweep GPU scaling: {points} decay-dimerization points x {realizations} realizations "
           f"(t = 10), {cuda_status().devices[0].name} x {gpus}")
-    print(f"{'GPUs':>4s} {'wall s':>8s} {'points/s':>9s} {'speed-up':>9s}")
+    print(f"{'tasks':>22s} {'GPUs':>4s} {'wall s':>8s} {'points/s':>9s} {'speed-up':>9s}")
     results = []
-    for n, wall in rows:
-        print(f"{n:4d} {wall:8.2f} {points / wall:9.2f} {rows[0][1] / wall:8.2f}x")
-        results.append({"gpus": n, "wall_seconds": wall, "points": points,
-                        "realizations": realizations, "speedup": rows[0][1] / wall})
+    for batched, n, wall in rows:
+        one = next(w for b, g, w in rows if b == batched and g == 1)
+        how = "batched (launch/GPU)" if batched else "one task per point"
+        print(f"{how:>22s} {n:4d} {wall:8.2f} {points / wall:9.2f} {one / wall:8.2f}x")
+        results.append({"batched": batched, "gpus": n, "wall_seconds": wall, "points": points,
+                        "realizations": realizations, "speedup": one / wall})
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "sweep-gpu.json").write_text(json.dumps(results, indent=2))
     return 0
+
+
+def _dimer_config(realizations: int, c2: float = 0.002, seed: int = 1):
+    from app.sims.common.config import parse_yaml
+    from app.sims.ssa.config import load_config
+
+    text = GPU_POINTS_CONFIG.split("sweep:")[0].replace("REALIZATIONS", str(realizations))
+    text = text.replace("c2: 0.002", f"c2: {c2!r}").replace("seed: 1", f"seed: {seed}")
+    return load_config(parse_yaml(text, "<bench>"))
+
+
+def batching(out_dir: Path, quick: bool) -> dict:
+    """1,000 points x 1,024 realizations in one batch against one ensemble of the same size."""
+    from app.compute.device import backend_context
+    from app.sims.ssa import batch
+    from app.sims.ssa.simulation import SSASimulation
+
+    points, per = (50, 1024) if quick else (1000, 1024)
+    cfgs = [_dimer_config(per, float(c2), seed) for seed, c2 in
+            enumerate(np.linspace(0.001, 0.004, points), start=1)]
+    with backend_context("cuda"):
+        batch.run(cfgs[:2])                                     # compile and warm
+        start = time.perf_counter()
+        results = batch.run(cfgs)
+        batch_wall = time.perf_counter() - start
+        fired = sum(s["reactions_fired"] for _, s in results)
+        single = SSASimulation(_dimer_config(points * per), "cuda")
+        start = time.perf_counter()
+        while not single.finished:
+            single.advance()
+        single_wall = time.perf_counter() - start
+        _, s1 = single.results()
+        single.close()
+    row = {"points": points, "realizations_per_point": per, "batch_wall_seconds": batch_wall,
+           "batch_reactions_per_second": fired / batch_wall,
+           "single_wall_seconds": single_wall,
+           "single_reactions_per_second": s1["reactions_fired"] / single_wall}
+    row["ratio"] = row["batch_reactions_per_second"] / row["single_reactions_per_second"]
+    print(f"SSA batching: {points} points x {per} realizations (decay-dimerization, t = 10, "
+          f"c2 from 0.001 to 0.004) in one batch: {batch_wall:.2f} s, "
+          f"{row['batch_reactions_per_second']:.3g} reactions/s; one ensemble of {points * per} "
+          f"realizations at c2 = 0.002: {single_wall:.2f} s, {row['single_reactions_per_second']:.3g} "
+          f"reactions/s; ratio {row['ratio']:.2f}")
+    return row
 
 
 def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     from app.compute.device import resolve_backend
 
     if backend != "cpu" and resolve_backend(backend)[0] == "cuda":
+        row = batching(out_dir, quick)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "sweep-batching.json").write_text(json.dumps(row, indent=2))
         return gpu_scaling(out_dir, quick)
     points = 32 if quick else 256
     cores = os.cpu_count() or 1

@@ -54,6 +54,19 @@ class SweepPlan:
     spec: SweepSpec
     tasks: list[PointTask]
     base_config: Any
+    configs: list[Any] = field(default_factory=list)    # the validated config of each task
+    batch: bool = False                                  # points share launches where they can
+
+    def groups(self, tasks: list[PointTask], workers: int = 1) -> list[list[PointTask]]:
+        """The tasks in the batches one worker runs together (singletons without batching),
+        at least one batch per worker where there are enough points."""
+        if not self.batch or len(tasks) < 2:
+            return [[t] for t in tasks]
+        index = {id(t): i for i, t in enumerate(self.tasks)}
+        from app.sims.common.simulation import DOMAINS
+        module = batch_module(DOMAINS[self.domain].module)
+        cfgs = [self.configs[index[id(t)]] for t in tasks]
+        return [[tasks[i] for i in members] for members in module.group(cfgs, workers)]
 
 
 @dataclass
@@ -69,8 +82,12 @@ class SweepResult:
 
 
 def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "auto",
-               overrides: list[str] | None = None) -> SweepPlan:
-    """Read a config with a ``sweep:`` block and validate every point before anything runs."""
+               overrides: list[str] | None = None, batch: bool = True) -> SweepPlan:
+    """Read a config with a ``sweep:`` block and validate every point before anything runs.
+
+    With ``batch`` (the default) and the CUDA engine, points that the domain's batch engine can
+    run together (SSA: the same network up to rates, initial counts and seed) share launches.
+    """
     from app.sims.common.simulation import DOMAINS
 
     doc = load_yaml(config_path)
@@ -101,17 +118,28 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
     names = sweep_metrics.check_metrics(mmod, spec.metrics)
     seed_key = mmod.SEED_KEY
     base_seed = get_path(plain, seed_key) if seed_key else None
-    tasks = []
+    tasks, configs = [], []
     for point in spec.points(base_seed):
         point_data = apply_point(data, point, seed_key)
         try:
-            module.load_config(Document(point_data, doc.marks, doc.source))
+            configs.append(module.load_config(Document(point_data, doc.marks, doc.source)))
         except ConfigError as exc:
             raise ConfigError(f"sweep point {point.name} ({_values_text(point)}): {exc.message}",
                               exc.source, exc.line, exc.path) from None
         tasks.append(PointTask(name, doc.source or str(config_path), point_data, backend,
                                str(out_dir), point, names, dict(spec.metric_options)))
-    return SweepPlan(name, str(config_path), spec, tasks, base)
+    use_batch = batch and batch_module(domain.module) is not None and _runs_on_cuda(backend)
+    return SweepPlan(name, str(config_path), spec, tasks, base, configs, use_batch)
+
+
+def _runs_on_cuda(backend: str) -> bool:
+    """Whether the points will run on CUDA (asked for, or 'auto' with a GPU here)."""
+    if backend == "cuda":
+        return True
+    if backend == "auto":
+        from app.compute.device import cuda_status
+        return cuda_status().available
+    return False
 
 
 def _values_text(point: Point) -> str:
@@ -139,28 +167,68 @@ def finished_row(task: PointTask) -> dict[str, Any] | None:
 def run_point(task: PointTask) -> dict[str, Any]:
     """Run one point to the end (on a Dask worker) and return its table row."""
     from app.compute.device import resolve_backend
-    from app.sims.common.session import Session, write_run_outputs
+    from app.sims.common.session import Session
     from app.sims.common.simulation import DOMAINS
 
     start = time.perf_counter()
     domain = DOMAINS[task.domain]
-    module = domain.load()
-    cfg = module.load_config(Document(dict(task.data), {}, task.source))
+    cfg = domain.load().load_config(Document(dict(task.data), {}, task.source))
     backend, _ = resolve_backend(task.backend)
     device_index, worker = _worker_placement(backend, task.pin_by_worker_name)
     session = Session(domain, cfg, backend, device_index)
     session.run()
+    return _finish_point(task, cfg, session.arrays, session.summary, backend, device_index, worker,
+                         time.perf_counter() - start)
+
+
+def run_points(tasks: list[PointTask]) -> list[dict[str, Any]]:
+    """Run a batch of points in one go with the domain's batch engine (on a Dask worker)."""
+    from app.compute.device import backend_context, resolve_backend
+    from app.sims.common.simulation import DOMAINS
+
+    if len(tasks) == 1:
+        return [run_point(tasks[0])]
+    start = time.perf_counter()
+    domain = DOMAINS[tasks[0].domain]
+    module = domain.load()
+    cfgs = [module.load_config(Document(dict(t.data), {}, t.source)) for t in tasks]
+    backend, _ = resolve_backend(tasks[0].backend)
+    device_index, worker = _worker_placement(backend, tasks[0].pin_by_worker_name)
+    batch = batch_module(domain.module)
+    with backend_context(backend, device_index):
+        results = batch.run(cfgs)
+    wall = time.perf_counter() - start
+    return [_finish_point(t, cfg, arrays, summary, backend, device_index, worker, wall)
+            for t, cfg, (arrays, summary) in zip(tasks, cfgs, results)]
+
+
+def batch_module(domain_module: str):
+    """The domain's ``batch`` module (``group`` and ``run``), or None where it has none."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"{domain_module}.batch")
+    except ModuleNotFoundError:
+        return None
+
+
+def _finish_point(task: PointTask, cfg: Any, arrays: Mapping[str, Any], summary: Mapping[str, Any],
+                  backend: str, device_index: int, worker: str, wall: float) -> dict[str, Any]:
+    """Write the point's files and its ``point.json`` (last: it marks the point finished)."""
+    from app.sims.common.session import write_run_outputs
+    from app.sims.common.simulation import DOMAINS
+
     out = point_dir(task)
-    write_run_outputs(out, cfg, session.arrays, session.summary)
-    mmod = sweep_metrics.domain_metrics(domain.module)
+    write_run_outputs(out, cfg, arrays, summary)
+    mmod = sweep_metrics.domain_metrics(DOMAINS[task.domain].module)
     options = {**task.metric_options, "config": cfg}
     row: dict[str, Any] = {"point": task.point.index, "replicate": task.point.replicate,
                            "name": task.point.name, **dict(task.point.values)}
     if task.point.seed is not None:
         row["seed"] = task.point.seed
-    row.update(sweep_metrics.compute(mmod, task.metrics, session.arrays, session.summary, options))
-    row.update({"status": "ok", "wall_seconds": time.perf_counter() - start, "backend": backend,
-                "device": str(session.summary.get("device", "")), "device_index": device_index,
+    row.update(sweep_metrics.compute(mmod, task.metrics, arrays, summary, options))
+    row.update({"status": "ok", "wall_seconds": wall, "backend": backend,
+                "device": str(summary.get("device", "")), "device_index": device_index,
                 "worker": worker})
     save_json(out / "point.json", {"fingerprint": task.point.fingerprint(), "row": row})
     return row
@@ -278,9 +346,10 @@ class SweepRun:
         for row in rows:
             self.on_row(row, len(rows), total)
         client = self.cluster.client
-        keys = [f"point-{t.point.name}-{t.point.fingerprint()}" for t in todo]
-        self._futures = client.map(run_point, todo, pure=False, key=keys)
-        task_of = dict(zip(keys, todo))
+        groups = self.plan.groups(todo, max(1, self.cluster.workers))
+        keys = [f"points-{g[0].point.name}-{len(g)}-{g[0].point.fingerprint()}" for g in groups]
+        self._futures = client.map(run_points, groups, pure=False, key=keys)
+        group_of = dict(zip(keys, groups))
         last_write = 0.0
         try:
             for future in as_completed(self._futures):
@@ -288,8 +357,9 @@ class SweepRun:
                     break
                 if future.status == "cancelled":
                     continue
-                rows.append(self._row(future, task_of[future.key]))
-                self.on_row(rows[-1], len(rows), total)
+                for row in self._rows(future, group_of[future.key]):
+                    rows.append(row)
+                    self.on_row(row, len(rows), total)
                 if time.perf_counter() - last_write > 2.0:
                     write_table(out, rows, self.plan.spec.keys)
                     last_write = time.perf_counter()
@@ -309,6 +379,7 @@ class SweepRun:
             "cluster": self.cluster.description, "workers": self.cluster.workers,
             "devices": sorted({str(r.get("device", "")) for r in rows if r.get("device")}),
             "metrics": list(self.plan.tasks[0].metrics) if self.plan.tasks else [],
+            "batched": self.plan.batch, "tasks_submitted": len(self._futures),
             "tables": [p.name for p in files],
         }
         save_json(out / "summary.json", summary)
@@ -316,15 +387,14 @@ class SweepRun:
 
 
     @staticmethod
-    def _row(future: Any, task: PointTask) -> dict[str, Any]:
+    def _rows(future: Any, tasks: list[PointTask]) -> list[dict[str, Any]]:
         try:
             return future.result()
-        except Exception as exc:        # one failed point does not end the sweep
-            row = {"point": task.point.index, "replicate": task.point.replicate,
-                   "name": task.point.name, **dict(task.point.values),
-                   "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
-            log.warning("sweep point %s failed: %s", task.point.name, row["error"])
-            return row
+        except Exception as exc:        # a failed point (or batch) does not end the sweep
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            log.warning("sweep points %s failed: %s", ", ".join(t.point.name for t in tasks), error)
+            return [{"point": t.point.index, "replicate": t.point.replicate, "name": t.point.name,
+                     **dict(t.point.values), "status": "failed", "error": error} for t in tasks]
 
 
 def replace_pin(task: PointTask, pin: bool) -> PointTask:
@@ -334,10 +404,10 @@ def replace_pin(task: PointTask, pin: bool) -> PointTask:
 
 def run_sweep(config_path: str | Path, out_dir: str | Path, *, backend: str = "auto",
               workers: int | None = None, scheduler: str | None = None,
-              overrides: list[str] | None = None,
+              overrides: list[str] | None = None, batch: bool = True,
               on_row: Callable[[dict[str, Any], int, int], None] | None = None) -> SweepResult:
     """Plan, start (or connect to) the cluster, run every unfinished point, write the tables."""
-    plan = plan_sweep(config_path, out_dir, backend, overrides)
+    plan = plan_sweep(config_path, out_dir, backend, overrides, batch)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(backend, workers, scheduler)
     try:

@@ -146,3 +146,15 @@ def test_cli_sweep_writes_the_table(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "4 of 4 points finished" in text
     assert main(["sweep", str(cfg), "--workers", "0", "--out", str(tmp_path / "o")]) == 2
+
+
+@pytest.mark.gpu
+def test_cuda_sweep_batches_points_into_one_task_with_the_same_rows(tmp_path):
+    cfg = _config(tmp_path, SWEEP, realizations=256)
+    batched = run_sweep(cfg, tmp_path / "b", backend="cuda", workers=1)
+    lone = run_sweep(cfg, tmp_path / "l", backend="cuda", workers=1, batch=False)
+    assert batched.summary["batched"] and batched.summary["tasks_submitted"] == 1
+    assert lone.summary["tasks_submitted"] == 8
+    key = lambda r: r["name"]                                       # noqa: E731
+    for a, b in zip(sorted(batched.rows, key=key), sorted(lone.rows, key=key)):
+        assert a["mean_X_t5"] == b["mean_X_t5"] and a["std_X_t5"] == b["std_X_t5"]

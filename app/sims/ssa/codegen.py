@@ -1,7 +1,7 @@
 """CUDA code for one reaction network, generated from its compiled arrays (never from user text).
 
-Species and reactions become integer indices and rate constants a constant-memory array, so
-nothing the user typed reaches the C source. Small networks are fully unrolled so the state
+Species and reactions become integer indices and rate constants a device array read through
+``rate`` (one row per parameter set of a batch), so nothing the user typed reaches the C source. Small networks are fully unrolled so the state
 and propensities stay in registers; above ``UNROLL_LIMIT`` reactions the sums and searches
 are loops over local arrays (the per-reaction update switch stays unrolled).
 """
@@ -24,7 +24,7 @@ def _term(s: int, m: int) -> str:
 
 
 def _propensity(j: int, reactants: list[tuple[int, int]]) -> str:
-    return " * ".join([f"c_rate[{j}]", *(_term(s, m) for s, m in reactants)])
+    return " * ".join([f"rate[{j}]", *(_term(s, m) for s, m in reactants)])
 
 
 def _binary_search(lo: int, hi: int, indent: str) -> str:
@@ -42,13 +42,13 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     unrolled = nr <= UNROLL_LIMIT
     out = [f"// generated for {ns} species, {nr} reactions, algorithm {algorithm}",
            f"#define SSA_NS {ns}", f"#define SSA_NR {nr}", f"#define SSA_HS {hs}",
-           "__constant__ float c_rate[SSA_NR];",
            f"__constant__ int c_hist_species[SSA_HS] = {{{', '.join(map(str, hist_idx))}}};",
            "",
            "__device__ __forceinline__ int ssa_hist(const int h, const int* x)\n{\n    switch (h) {"]
     out += [f"    case {h}: return x[{s}];" for h, s in enumerate(hist_idx)]
     out += ["    }\n    return 0;\n}", ""]
-    out.append("__device__ __forceinline__ void ssa_init(const int* x, float* a)\n{")
+    out.append("__device__ __forceinline__ void ssa_init(const float* __restrict__ rate, const int* x, "
+               "float* a)\n{")
     out += [f"    a[{j}] = {_propensity(j, r)};" for j, r in enumerate(reactants)]
     out += ["}", ""]
     pragma = "#pragma unroll" if unrolled else "#pragma unroll 1"
@@ -74,7 +74,8 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
                        "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
         out.append("    return j;\n}\n")
     deps = net.dependents()
-    out.append("__device__ __forceinline__ void ssa_fire(const int j, int* x, float* a)\n{\n    switch (j) {")
+    out.append("__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, "
+               "int* x, float* a)\n{\n    switch (j) {")
     for j in range(nr):
         body = [f"x[{s}] += {int(d)};" for s, d in enumerate(net.change[j]) if d]
         body += [f"a[{k}] = {_propensity(k, reactants[k])};" for k in deps[j]]

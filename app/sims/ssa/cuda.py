@@ -4,9 +4,16 @@ Per sample interval: one ``ssa_advance`` launch (every realization runs to the s
 and reduces sums, sums of squares, minima and maxima into device buffers), then one
 ``ssa_histogram`` launch with bins laid out from the reduced range. Only the statistics come
 back to the host, plus the full (S x R) state at the times the user asks for.
+
+A launch can hold a batch of P parameter sets of one network (:class:`CudaBatch`): each point's
+realizations read its own rate row, seed and initial counts, and reduce into its own statistics,
+so a sweep of P points is one launch per sample time instead of P. :class:`CudaEnsemble` is the
+engine of one point (a single run is a batch of one).
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
@@ -21,112 +28,207 @@ HIST_BLOCK = 256
 INT32_MAX = 2**31 - 1
 
 
-class CudaEnsemble(EnsembleEngine):
-    """R realizations of ``network`` on the current CUDA context (see ``backend_context``)."""
+def batch_compatible(a: Network, b: Network) -> bool:
+    """Whether two networks differ only in rate constants and initial counts."""
+    return (a.species == b.species and a.n_reactions == b.n_reactions
+            and np.array_equal(a.change, b.change)
+            and a.reactant_lists() == b.reactant_lists())
 
-    def __init__(self, network: Network, realizations: int, seed: int, algorithm: str,
-                 hist_idx: list[int], bins: int, t0: float = 0.0):
+
+class CudaBatch:
+    """P points of one network structure, ``realizations`` each, on the current CUDA context."""
+
+    def __init__(self, networks: Sequence[Network], realizations: int, seeds: Sequence[int],
+                 algorithm: str, hist_idx: list[int], bins: int, t0: float = 0.0):
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
 
-        if network.x0.max(initial=0) > INT32_MAX // 2:
+        net = networks[0]
+        if any(not batch_compatible(net, other) for other in networks[1:]):
+            raise ValueError("a batch holds one network structure (only rates and initial counts "
+                             "may differ)")
+        if len(seeds) != len(networks):
+            raise ValueError("one seed per point")
+        points = len(networks)
+        if points > 1 and realizations % 32:
+            raise ValueError(f"a batch needs a multiple of 32 realizations per point, got {realizations}")
+        x0 = np.array([n.x0 for n in networks], np.int64)              # (P, S)
+        if x0.max(initial=0) > INT32_MAX // 2:
             raise ValueError("the CUDA engine keeps counts in 32-bit integers; initial counts "
                              f"must stay below {INT32_MAX // 2}")
+        if points * realizations > INT32_MAX:
+            raise ValueError(f"{points} x {realizations} realizations is more than one launch indexes")
         self.cuda, self.gpuarray = cuda, gpuarray
-        self.net, self.realizations, self.seed = network, realizations, seed
+        self.net, self.points, self.realizations = net, points, realizations
         self.hist_idx, self.bins, self.t = hist_idx, bins, t0
-        self.reactions_fired = 0
-        source = kernel_source(network, hist_idx, algorithm)
+        self.fired_total = np.zeros(points, np.int64)
+        source = kernel_source(net, hist_idx, algorithm)
         self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK})
         self._advance = self.module.get_function("ssa_advance")
-        self._advance.prepare("PPiddQPPPP")
+        self._advance.prepare("PPiiddPPPPPP")
         self._histogram = self.module.get_function("ssa_histogram")
-        self._histogram.prepare("PiPP")
-        s, r, h = network.n_species, realizations, len(hist_idx)
-        self.x = gpuarray.to_gpu(np.ascontiguousarray(
-            np.broadcast_to(network.x0.astype(np.int32)[:, None], (s, r))))
-        self.draws = gpuarray.zeros(r, np.uint64)
-        self.shift = gpuarray.to_gpu(network.x0.astype(np.float64))
-        self.sums = gpuarray.zeros(2 * s, np.float64)
-        self.minmax = gpuarray.zeros(2 * max(h, 1), np.int32)
-        self.fired = gpuarray.zeros(1, np.uint64)
-        self.lo_width = gpuarray.zeros(2 * max(h, 1), np.int32)
-        self.counts = gpuarray.zeros(max(h, 1) * bins, np.uint32)
-        self.set_rates(network.rates)
-        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+        self._histogram.prepare("PiiPP")
+        s, h, r_all = net.n_species, max(len(hist_idx), 1), points * realizations
+        self.r_all = r_all
+        per_realization = np.repeat(x0, realizations, axis=0).T        # (S, P*R)
+        self.x = gpuarray.to_gpu(np.ascontiguousarray(per_realization.astype(np.int32)))
+        self.draws = gpuarray.zeros(r_all, np.uint64)
+        self.seeds = gpuarray.to_gpu(np.asarray(seeds, np.uint64))
+        self.rates = gpuarray.to_gpu(np.array([n.rates for n in networks], np.float32))
+        self.shift = gpuarray.to_gpu(x0.astype(np.float64))
+        self.sums = gpuarray.zeros(points * 2 * s, np.float64)
+        self.minmax = gpuarray.zeros(points * 2 * h, np.int32)
+        self.fired = gpuarray.zeros(points, np.uint64)
+        self.lo_width = gpuarray.zeros(points * 2 * h, np.int32)
+        self.counts = gpuarray.zeros(points * h * bins, np.uint32)
+        self._minmax_init = np.tile(np.array([INT32_MAX, -INT32_MAX - 1], np.int32), points * h)
         self.stream = cuda.Stream()
-        self._grid = ((r + BLOCK - 1) // BLOCK, 1)
+        self._grid = ((r_all + BLOCK - 1) // BLOCK, 1)
         sms = cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
-        self._hist_grid = (min((r + HIST_BLOCK - 1) // HIST_BLOCK, 8 * sms), 1)
+        per_point = (realizations + HIST_BLOCK - 1) // HIST_BLOCK
+        self._hist_grid = (max(1, min(per_point, (8 * sms + points - 1) // points)), points)
+        self._stats: tuple[np.ndarray, np.ndarray, list] | None = None
+        self._x_host: np.ndarray | None = None      # (S, P*R) copy, read once per interval
 
-    def set_rates(self, rates: np.ndarray) -> None:
-        ptr, _ = self.module.get_global("c_rate")
-        self.cuda.memcpy_htod(ptr, np.asarray(rates, np.float32))
+    def set_rates(self, p: int, rates: np.ndarray) -> None:
+        row = np.asarray(rates, np.float32)
+        self.cuda.memcpy_htod(int(self.rates.gpudata) + p * row.nbytes, row)
 
-    def advance(self, t_to: float, max_steps: int = 0) -> bool:
-        """Run the whole interval in one launch (the launch itself is the bounded slice)."""
-        h = len(self.hist_idx)
+    def point_rates(self, p: int) -> np.ndarray:
+        return self.rates.get()[p].astype(np.float64)
+
+    def advance(self, t_to: float) -> None:
+        """Every realization of every point to ``t_to`` in one launch."""
+        if t_to <= self.t:
+            return
         self.sums.fill(0)
         self.fired.fill(0)
-        self.minmax.set(np.tile(np.array([INT32_MAX, -INT32_MAX - 1], np.int32), max(h, 1)))
+        self.minmax.set(self._minmax_init)
         self._advance.prepared_async_call(
             self._grid, (BLOCK, 1, 1), self.stream, self.x.gpudata, self.draws.gpudata,
-            np.int32(self.realizations), np.float64(self.t), np.float64(t_to),
-            np.uint64(self.seed), self.shift.gpudata, self.sums.gpudata, self.minmax.gpudata,
-            self.fired.gpudata)
+            np.int32(self.r_all), np.int32(self.realizations), np.float64(self.t), np.float64(t_to),
+            self.seeds.gpudata, self.rates.gpudata, self.shift.gpudata, self.sums.gpudata,
+            self.minmax.gpudata, self.fired.gpudata)
         self.stream.synchronize()   # releases the GIL while the GPU works
         self.t = t_to
-        self.reactions_fired += int(self.fired.get()[0])
-        return True
+        self.fired_total += self.fired.get().astype(np.int64)
+        self._stats = self._x_host = None
 
-    def stats(self, keep_states: bool) -> IntervalStats:
-        r = self.realizations
-        sums = self.sums.get()
-        s = self.net.n_species
-        shift = self.shift.get()
-        d1, d2 = sums[:s] / r, sums[s:] / r
+    def _interval_stats(self) -> tuple[np.ndarray, np.ndarray, list]:
+        """(mean (P, S), var (P, S), histograms per point) of the last interval, once."""
+        if self._stats is not None:
+            return self._stats
+        r, s, p_n = self.realizations, self.net.n_species, self.points
+        sums = self.sums.get().reshape(p_n, 2, s)
+        shift = self.shift.get().reshape(p_n, s)
+        d1, d2 = sums[:, 0] / r, sums[:, 1] / r
         mean = shift + d1
         if (mean < 0).any():
             raise RuntimeError("a species count overflowed the CUDA engine's 32-bit integers; "
                                "use the CPU engine (64-bit) for this model")
         var = np.maximum(d2 - d1 * d1, 0.0)
-        self.shift.set(np.round(mean))
-        hists = ()
+        self.shift.set(np.round(mean).ravel())
+        hists: list[tuple[Histogram, ...]] = [() for _ in range(p_n)]
         if self.hist_idx:
-            minmax = self.minmax.get().reshape(-1, 2)
-            layout = np.array([bin_layout(lo, hi, self.bins) for lo, hi in minmax], np.int32)
+            h = len(self.hist_idx)
+            minmax = self.minmax.get().reshape(p_n, h, 2)
+            layout = np.array([[bin_layout(lo, hi, self.bins) for lo, hi in m] for m in minmax], np.int32)
             self.lo_width.set(layout.ravel())
             self.counts.fill(0)
             self._histogram.prepared_async_call(
                 self._hist_grid, (HIST_BLOCK, 1, 1), self.stream, self.x.gpudata,
-                np.int32(r), self.lo_width.gpudata, self.counts.gpudata)
+                np.int32(self.r_all), np.int32(r), self.lo_width.gpudata, self.counts.gpudata)
             self.stream.synchronize()
-            counts = self.counts.get().reshape(-1, self.bins).astype(np.int64)
-            hists = tuple(Histogram(int(lo), int(w), c) for (lo, w), c in zip(layout, counts))
-        return IntervalStats(mean, var, hists, self.states() if keep_states else None)
+            counts = self.counts.get().reshape(p_n, h, self.bins).astype(np.int64)
+            hists = [tuple(Histogram(int(lo), int(w), c) for (lo, w), c in zip(layout[p], counts[p]))
+                     for p in range(p_n)]
+        self._stats = (mean, var, hists)
+        return self._stats
+
+    def point_stats(self, p: int, keep_states: bool) -> IntervalStats:
+        mean, var, hists = self._interval_stats()
+        return IntervalStats(mean[p], var[p], hists[p], self.point_states(p) if keep_states else None)
+
+    def point_states(self, p: int) -> np.ndarray:
+        """(R, S) int64 counts of point ``p``."""
+        r = self.realizations
+        if self._x_host is None:
+            self._x_host = self.x.get()
+        return self._x_host[:, p * r:(p + 1) * r].T.astype(np.int64)
+
+    def point_draws(self, p: int) -> np.ndarray:
+        r = self.realizations
+        return self.draws.get()[p * r:(p + 1) * r]
+
+    def load_point(self, p: int, x: np.ndarray, draws: np.ndarray, t: float) -> None:
+        """Resume point ``p`` from (R, S) counts and its draw counters."""
+        r = self.realizations
+        host = self.x.get()
+        host[:, p * r:(p + 1) * r] = np.asarray(x).T.astype(np.int32)
+        self.x.set(host)
+        all_draws = self.draws.get()
+        all_draws[p * r:(p + 1) * r] = np.asarray(draws, np.uint64)
+        self.draws.set(all_draws)
+        shift = self.shift.get().reshape(self.points, -1)
+        shift[p] = np.round(np.asarray(x, np.float64).mean(axis=0))
+        self.shift.set(shift.ravel())
+        self.t = t
+        self._stats = self._x_host = None
+
+    def close(self) -> None:
+        for buf in (self.x, self.draws, self.seeds, self.rates, self.shift, self.sums, self.minmax,
+                    self.fired, self.lo_width, self.counts):
+            buf.gpudata.free()
+
+
+class CudaEnsemble(EnsembleEngine):
+    """The engine of one point of a :class:`CudaBatch` (of its own batch of one by default).
+
+    Advancing any point of a shared batch advances them all, once per sample time.
+    """
+
+    def __init__(self, network: Network, realizations: int, seed: int, algorithm: str,
+                 hist_idx: list[int], bins: int, t0: float = 0.0, *,
+                 batch: CudaBatch | None = None, point: int = 0):
+        self.batch = batch or CudaBatch([network], realizations, [seed], algorithm, hist_idx, bins, t0)
+        self.owns_batch = batch is None
+        self.point, self.net, self.realizations = point, network, realizations
+
+    @property
+    def t(self) -> float:
+        return self.batch.t
+
+    @property
+    def reactions_fired(self) -> int:
+        return int(self.batch.fired_total[self.point])
+
+    def set_rates(self, rates: np.ndarray) -> None:
+        self.batch.set_rates(self.point, rates)
+
+    def advance(self, t_to: float, max_steps: int = 0) -> bool:
+        """Run the whole interval in one launch (the launch itself is the bounded slice)."""
+        self.batch.advance(t_to)
+        return True
+
+    def stats(self, keep_states: bool) -> IntervalStats:
+        return self.batch.point_stats(self.point, keep_states)
 
     def states(self) -> np.ndarray:
-        return self.x.get().T.astype(np.int64)
+        return self.batch.point_states(self.point)
 
     def checkpoint(self) -> dict[str, np.ndarray]:
-        ptr, size = self.module.get_global("c_rate")
-        rates = np.empty(self.net.n_reactions, np.float32)
-        self.cuda.memcpy_dtoh(rates, ptr)
-        return {"x": self.states(), "draws": self.draws.get(), "t": np.float64(self.t),
-                "rates": rates.astype(np.float64), "reactions_fired": np.int64(self.reactions_fired)}
+        return {"x": self.states(), "draws": self.batch.point_draws(self.point),
+                "t": np.float64(self.t), "rates": self.batch.point_rates(self.point),
+                "reactions_fired": np.int64(self.reactions_fired)}
 
     def load(self, state: dict[str, np.ndarray]) -> None:
         if np.ptp(np.atleast_1d(state["t"])) != 0:
             raise ValueError("this checkpoint was taken inside a sample interval on the CPU engine; "
                              "resume it on the CPU engine")
-        self.x.set(np.ascontiguousarray(np.asarray(state["x"]).T.astype(np.int32)))
-        self.draws.set(np.asarray(state["draws"], np.uint64))
-        self.t = float(np.max(state["t"]))
-        self.reactions_fired = int(state["reactions_fired"])
+        self.batch.load_point(self.point, state["x"], state["draws"], float(np.max(state["t"])))
+        self.batch.fired_total[self.point] = int(state["reactions_fired"])
         self.set_rates(state["rates"])
-        self.shift.set(np.round(np.asarray(state["x"], np.float64).mean(axis=0)))
 
     def close(self) -> None:
-        for buf in (self.x, self.draws, self.shift, self.sums, self.minmax, self.fired,
-                    self.lo_width, self.counts):
-            buf.gpudata.free()
+        if self.owns_batch:
+            self.batch.close()
