@@ -85,6 +85,9 @@ def gpu_scaling(out_dir: Path, quick: bool) -> int:
     from app.compute.device import cuda_status
 
     gpus = len(cuda_status().devices)
+    if gpus < 2:
+        print("sweep GPU scaling: one GPU here, nothing to compare (run it on a multi-GPU host)")
+        return 0
     points, realizations = (8, 1 << 14) if quick else (64, 1 << 17)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
