@@ -75,7 +75,7 @@ class CudaBatch:
         self.draws = gpuarray.zeros(r_all, np.uint64)
         self.seeds = gpuarray.to_gpu(np.asarray(seeds, np.uint64))
         self.rates = gpuarray.to_gpu(np.array([n.rates for n in networks], np.float32))
-        self.shift = gpuarray.to_gpu(x0.astype(np.float64))
+        self.shift = gpuarray.to_gpu(x0.astype(np.float64).ravel())          # (P*S,)
         self.sums = gpuarray.zeros(points * 2 * s, np.float64)
         self.minmax = gpuarray.zeros(points * 2 * h, np.int32)
         self.fired = gpuarray.zeros(points, np.uint64)
