@@ -62,10 +62,10 @@ class SweepPlan:
         at least one batch per worker where there are enough points."""
         if not self.batch or len(tasks) < 2:
             return [[t] for t in tasks]
-        index = {id(t): i for i, t in enumerate(self.tasks)}
+        index = {t.point.name: i for i, t in enumerate(self.tasks)}
         from app.sims.common.simulation import DOMAINS
         module = batch_module(DOMAINS[self.domain].module)
-        cfgs = [self.configs[index[id(t)]] for t in tasks]
+        cfgs = [self.configs[index[t.point.name]] for t in tasks]
         return [[tasks[i] for i in members] for members in module.group(cfgs, workers)]
 
 

@@ -158,3 +158,15 @@ def test_cuda_sweep_batches_points_into_one_task_with_the_same_rows(tmp_path):
     key = lambda r: r["name"]                                       # noqa: E731
     for a, b in zip(sorted(batched.rows, key=key), sorted(lone.rows, key=key)):
         assert a["mean_X_t5"] == b["mean_X_t5"] and a["std_X_t5"] == b["std_X_t5"]
+
+
+def test_batched_plan_groups_compatible_points_one_batch_per_worker(tmp_path):
+    from dataclasses import replace
+
+    plan = plan_sweep(_config(tmp_path, SWEEP), tmp_path / "o", "cpu")
+    assert not plan.batch                                   # the CPU engine runs points alone
+    plan.batch = True
+    todo = [replace(t, pin_by_worker_name=False) for t in plan.tasks]   # copies, as run() makes
+    groups = plan.groups(todo, workers=2)
+    assert [len(g) for g in groups] == [4, 4]
+    assert sorted(t.point.name for g in groups for t in g) == sorted(t.point.name for t in plan.tasks)
