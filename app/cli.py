@@ -4,6 +4,7 @@
     python -m app run CONFIG.yaml [--backend auto|cpu|cuda] [--set key=value ...] [--out DIR]
     python -m app bench NAME [--backend ...] [--out DIR]
     python -m app devices
+    python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
 """
 
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
     sub.add_parser("devices", help="what can run here")
+    cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
+    cache.add_argument("action", nargs="?", default="info", choices=("info", "clear"))
     sweep = sub.add_parser("sweep", help="run a config's sweep: block on a Dask cluster")
     sweep.add_argument("config")
     sweep.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
@@ -62,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             return gui_main(config_path=getattr(args, "config", None))
         if args.command == "devices":
             return _devices()
+        if args.command == "cache":
+            return _cache(args.action)
         if args.command == "run":
             return _run(args)
         if args.command == "bench":
@@ -83,6 +88,26 @@ def _devices() -> int:
     for dev in list_devices():
         print(f"  {dev.backend:5s} {dev.index}  {dev.name}  {dev.detail}")
     print(f"auto picks: {resolve_backend('auto')[1]}")
+    from app.compute import compilers, kernel_cache
+    compiler, reason = compilers.choose()
+    print(f"kernel compiler: {reason}")
+    others = [c.describe() for c in compilers.available() if compiler is None or c.name != compiler.name]
+    if others:
+        print(f"  also here: {', '.join(others)} (BIOGPU_COMPILER=nvrtc|nvcc picks one)")
+    print(f"kernel cache: {kernel_cache.cache_dir()} ({len(kernel_cache.entries())} compiled modules)")
+    return 0
+
+
+def _cache(action: str) -> int:
+    from app.compute import kernel_cache
+
+    if action == "clear":
+        files, size = kernel_cache.clear()
+        print(f"removed {files} compiled kernels ({size / 2**20:.1f} MiB) from {kernel_cache.cache_dir()}")
+        return 0
+    files = kernel_cache.entries()
+    size = sum(p.stat().st_size for p in files)
+    print(f"{kernel_cache.cache_dir()}: {len(files)} compiled kernels, {size / 2**20:.1f} MiB")
     return 0
 
 

@@ -13,8 +13,7 @@
 // Pade approximant, columns renormalised to sum 1 after every step (exp(Q t) is column-
 // stochastic; without it float32 mass drift doubles with each squaring); the steady state by
 // GTH state reduction (only sums and products of non-negative rates: full relative accuracy).
-#include <stdint.h>
-#include <float.h>
+#include "portable.cuh"
 #include "philox.cuh"
 
 #ifndef CH_MAX_SWEEPS

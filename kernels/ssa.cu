@@ -15,7 +15,7 @@
 // multiple of 32 so that every warp belongs to one point. Rates are data, so parameter edits
 // need no recompile.
 // Compile-time defines: SSA_BINS (histogram bins), SSA_BLOCK (threads per block).
-#include <stdint.h>
+#include "portable.cuh"
 #include "philox.cuh"
 #include "reduce.cuh"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import shutil
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -30,11 +29,12 @@ class CudaStatus:
     available: bool
     reason: str
     devices: tuple[Device, ...] = ()
+    compiler: str = ""        # the kernel compiler that will be used, with its version
 
 
 @functools.lru_cache(maxsize=1)
 def cuda_status() -> CudaStatus:
-    """Probe pycuda, the driver and nvcc once per process."""
+    """Probe pycuda, the driver and a kernel compiler (NVRTC or nvcc) once per process."""
     try:
         import pycuda.driver as cuda
     except ImportError:
@@ -46,8 +46,11 @@ def cuda_status() -> CudaStatus:
         return CudaStatus(False, f"no working CUDA driver: {exc}")
     if count == 0:
         return CudaStatus(False, "the CUDA driver reports no device")
-    if shutil.which("nvcc") is None:
-        return CudaStatus(False, "nvcc not found on PATH; kernels cannot be compiled")
+    from app.compute.compilers import choose
+
+    compiler, compiler_text = choose()
+    if compiler is None:
+        return CudaStatus(False, compiler_text)
     devices = []
     for i in range(count):
         dev = cuda.Device(i)
@@ -56,7 +59,7 @@ def cuda_status() -> CudaStatus:
         devices.append(Device("cuda", i, dev.name(),
                               f"sm_{major}{minor}, {mem:.0f} GiB, "
                               f"{dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)} SMs"))
-    return CudaStatus(True, f"{count} CUDA device(s)", tuple(devices))
+    return CudaStatus(True, f"{count} CUDA device(s)", tuple(devices), compiler_text)
 
 
 def cpu_device() -> Device:

@@ -1,7 +1,7 @@
 // Philox4x32-10 (Salmon et al. 2011), bit-identical to app/compute/philox.py.
 // Key = 64-bit seed as two words; counter = (n_lo, n_hi, stream_lo, stream_hi).
 #pragma once
-#include <stdint.h>
+#include "portable.cuh"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

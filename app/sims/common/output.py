@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from app.fileio import atomic_write_bytes
 
-def atomic_write_bytes(path: str | Path, payload: bytes) -> Path:
-    """Write ``payload`` to ``path`` so that readers see the old file or the whole new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+__all__ = ["atomic_write_bytes", "save_csv", "save_json", "save_npz", "save_text"]
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, Any]) -> Path:

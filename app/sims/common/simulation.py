@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from app.package_data import data_dir
 from app.sims.common.config import ConfigError, load_yaml, parse_yaml
 
 
@@ -112,7 +113,7 @@ DOMAINS: dict[str, Domain] = {
     ]
 }
 
-RESOURCES = Path(__file__).resolve().parents[3] / "resources"
+RESOURCES = data_dir("resources")
 PRESETS = RESOURCES / "presets"
 
 
@@ -130,12 +131,29 @@ def default_preset(domain: str) -> Path:
     return files[0]
 
 
+def find_preset(name: str) -> Path | None:
+    """A shipped preset by name: ``birth-death``, ``ssa/birth-death`` (or with ``.yaml``)."""
+    stem = name[:-5] if name.endswith(".yaml") else name
+    domain, _, preset = stem.rpartition("/")
+    found = [p for d in ([domain] if domain else DOMAINS) if d in DOMAINS for p in presets(d)
+             if p.stem == preset]
+    return found[0] if len(found) == 1 else None
+
+
+def resolve_config_path(name: str | Path) -> Path:
+    """A config file path as given, else the shipped preset of that name."""
+    path = Path(name)
+    if path.exists() or path.suffix not in ("", ".yaml"):
+        return path
+    return find_preset(str(name)) or path
+
+
 def load_run_config(path_or_text: str | Path, *, text: bool = False,
                     overrides: list[str] | None = None) -> tuple[Domain, Any]:
     """Load a run config file (or text) of any domain, apply ``key=value`` overrides, validate."""
     from app.sims.common.config import set_path
 
-    doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(path_or_text)
+    doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(resolve_config_path(path_or_text))
     if not isinstance(doc.data, dict):
         raise doc.error("a run config is a mapping with a 'domain' key")
     for item in overrides or []:
