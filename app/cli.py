@@ -159,7 +159,19 @@ def _bench(args: argparse.Namespace) -> int:
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")
-    return module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick, **extra)
+    start = time.perf_counter()
+    code = module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick, **extra)
+    _print_compile_stats(time.perf_counter() - start)
+    return code
+
+
+def _print_compile_stats(wall: float) -> None:
+    """How much of a run was kernel compilation (0 compiled on a start with a warm cache)."""
+    from app.compute.kernels import STATS
+
+    if STATS.compiled or STATS.from_cache:
+        print(f"kernels: {STATS.compiled} compiled in {STATS.compile_seconds:.2f} s, "
+              f"{STATS.from_cache} from the kernel cache (whole command {wall:.1f} s)")
 
 
 def _sweep(args: argparse.Namespace) -> int:
