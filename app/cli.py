@@ -1,7 +1,7 @@
 """Command line: the GUI, headless runs, benchmarks and device listing (one code path with the GUI).
 
     python -m app                                  # the GUI
-    python -m app run CONFIG.yaml [--backend auto|cpu|cuda] [--set key=value ...] [--out DIR]
+    python -m app run CONFIG.yaml [--backend auto|cpu|cpu-reference|cuda] [--set key=value ...] [--out DIR]
     python -m app bench NAME [--backend ...] [--out DIR]
     python -m app devices
     python -m app cache [info|clear]               # the compiled-kernel cache
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.compute.device import cuda_status, list_devices, resolve_backend
+from app.compute.device import BACKENDS, cuda_status, list_devices, resolve_backend
 from app.compute.kernels import KernelCompileError
 from app.sims.common.config import ConfigError
 
@@ -30,13 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     gui.add_argument("config", nargs="?", help="run config to open")
     run = sub.add_parser("run", help="run a config headless and write its results")
     run.add_argument("config")
-    run.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    run.add_argument("--backend", default="auto", choices=BACKENDS)
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--out", default=None, help="output folder (default runs/<name>-<time>)")
     run.add_argument("--no-png", action="store_true", help="skip the PNG of the main plot")
     bench = sub.add_parser("bench", help="run a domain's benchmark; prints a table, writes JSON")
     bench.add_argument("name")
-    bench.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    bench.add_argument("--backend", default="auto", choices=BACKENDS)
     bench.add_argument("--out", default="bench-results", help="folder for the JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("action", nargs="?", default="info", choices=("info", "clear"))
     sweep = sub.add_parser("sweep", help="run a config's sweep: block on a Dask cluster")
     sweep.add_argument("config")
-    sweep.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    sweep.add_argument("--backend", default="auto", choices=BACKENDS)
     sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     sweep.add_argument("--out", default=None, help="sweep folder (default runs/<name>-sweep-<time>); "
                        "an existing one resumes, skipping finished points")

@@ -66,7 +66,7 @@ def cpu_device() -> Device:
     import os
     import platform
     return Device("cpu", 0, platform.processor() or platform.machine(),
-                  f"{os.cpu_count()} cores, NumPy engine")
+                  f"{os.cpu_count()} cores, compiled engine (numba); NumPy reference as 'cpu-reference'")
 
 
 def list_devices() -> list[Device]:
@@ -74,21 +74,28 @@ def list_devices() -> list[Device]:
     return [*cuda_status().devices, cpu_device()]
 
 
+# What a user may ask for. 'cpu' is the compiled multi-core engine (numba), 'cpu-reference'
+# the readable float64 NumPy engine the tests compare against; 'auto' is CUDA, else 'cpu'.
+BACKENDS = ("auto", "cpu", "cpu-reference", "cuda")
+
+
 def resolve_backend(requested: str = "auto") -> tuple[str, str]:
-    """Map 'auto' | 'cpu' | 'cuda' to the backend that will run, with a reason line.
+    """Map one of :data:`BACKENDS` to the backend that will run, with a reason line.
 
     Raises RuntimeError when 'cuda' is asked for and cannot run.
     """
-    if requested not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"backend must be auto, cpu or cuda, got {requested!r}")
-    status = cuda_status()
+    if requested not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
     if requested == "cpu":
-        return "cpu", "CPU engine (asked for)"
+        return "cpu", "compiled CPU engine (asked for)"
+    if requested == "cpu-reference":
+        return "cpu-reference", "NumPy reference engine (asked for)"
+    status = cuda_status()
     if status.available:
         return "cuda", f"CUDA engine on {status.devices[0].name}"
     if requested == "cuda":
         raise RuntimeError(f"CUDA was asked for but cannot run: {status.reason}")
-    return "cpu", f"CPU engine: {status.reason}"
+    return "cpu", f"compiled CPU engine: {status.reason}"
 
 
 @contextlib.contextmanager

@@ -52,6 +52,7 @@ class MainWindow(QMainWindow):
             self.device_combo.addItem(dev.label, (dev.backend, dev.index))
             self.device_combo.setItemData(self.device_combo.count() - 1, dev.detail,
                                           Qt.ItemDataRole.ToolTipRole)
+        self.device_combo.addItem("CPU reference (NumPy)", ("cpu-reference", 0))
         toolbar.addWidget(QLabel(" Device: "))
         toolbar.addWidget(self.device_combo)
         self.addToolBar(toolbar)
@@ -129,11 +130,13 @@ class MainWindow(QMainWindow):
             return backend, 0, f"auto: {reason}"
         if backend == "cuda":
             return "cuda", index, f"CUDA device {index} (chosen)"
-        return "cpu", 0, "CPU engine (chosen)"
+        if backend == "cpu-reference":
+            return "cpu-reference", 0, "NumPy reference engine (chosen)"
+        return "cpu", 0, "compiled CPU engine (chosen)"
 
     def _device_changed(self) -> None:
         backend, index, reason = self.selected_device()
-        name = "CPU" if backend == "cpu" else f"CUDA {index}"
+        name = f"CUDA {index}" if backend == "cuda" else "CPU"
         self.device_label.setText(f"{name} — {reason}")
         log.info("device: %s (%s)", name, reason)
 

@@ -20,7 +20,12 @@ def test_cuda_request_without_cuda_says_why(monkeypatch):
     monkeypatch.setattr(device, "cuda_status", lambda: device.CudaStatus(False, "no driver here"))
     with pytest.raises(RuntimeError, match="no driver here"):
         device.resolve_backend("cuda")
-    assert device.resolve_backend("auto") == ("cpu", "CPU engine: no driver here")
+    assert device.resolve_backend("auto") == ("cpu", "compiled CPU engine: no driver here")
+
+
+def test_cpu_reference_is_asked_for_by_name():
+    assert device.resolve_backend("cpu-reference")[0] == "cpu-reference"
+    assert set(device.BACKENDS) == {"auto", "cpu", "cpu-reference", "cuda"}
 
 
 def test_cpu_context_is_a_no_op():

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.gui
 
 
 def test_run_pause_resume_stop_dimer(ssa, window, qtbot, set_ensemble):
-    set_ensemble(ssa)                               # dimer: slow enough on the CPU to pause
+    # dimer, 2e8 reactions: seconds on the compiled CPU engine, long enough to pause
+    set_ensemble(ssa, realizations=512, t_end=10.0, samples=11)
     assert ssa.start_run()
     worker = ssa.worker
     assert ssa.run_controls.state is RunState.RUNNING
@@ -46,7 +47,7 @@ def test_run_pause_resume_stop_dimer(ssa, window, qtbot, set_ensemble):
     edges, p = ssa.histogram.curve.getData()
     assert len(p) > 0 and p.sum() > 0
     assert "reactions/s" in window.throughput_label.text()
-    assert "32 realizations" in window.throughput_label.text()
+    assert "512 realizations" in window.throughput_label.text()
 
     ssa.reset()
     assert ssa.run_controls.state is RunState.IDLE and ssa.last_frame is None

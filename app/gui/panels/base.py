@@ -116,16 +116,18 @@ class Panel(QWidget):
         return backend, 0, reason
 
     def backend_combo(self) -> QComboBox:
-        """The panel's backend choice (toolbar device, CPU, CUDA); CUDA is disabled with the
+        """The panel's backend choice (toolbar device, compiled CPU, NumPy reference, CUDA); CUDA is disabled with the
         reason as its tooltip where it cannot run. Sets :attr:`backend`."""
         self.backend = QComboBox()
         self.backend.addItem("Toolbar device", None)
-        self.backend.addItem("CPU", "cpu")
+        self.backend.addItem("CPU (compiled)", "cpu")
+        self.backend.addItem("CPU reference (NumPy)", "cpu-reference")
         self.backend.addItem("CUDA", "cuda")
         status = cuda_status()
         if not status.available:
-            self.backend.model().item(2).setEnabled(False)
-            self.backend.setItemData(2, status.reason, Qt.ItemDataRole.ToolTipRole)
+            cuda_row = self.backend.findData("cuda")
+            self.backend.model().item(cuda_row).setEnabled(False)
+            self.backend.setItemData(cuda_row, status.reason, Qt.ItemDataRole.ToolTipRole)
         return self.backend
 
     def status_text(self, frame: Frame) -> str:

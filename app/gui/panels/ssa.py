@@ -214,7 +214,7 @@ class SSAPanel(Panel):
         cfg = replace(cfg, ensemble=replace(ens, realizations=n,
                                             seed=(ens.seed + REFERENCE_SEED_OFFSET) % 2**64))
         label = f"CPU reference ({n} realizations)"
-        worker = SimulationWorker(self.domain, cfg, "cpu", 0, parent=self)
+        worker = SimulationWorker(self.domain, cfg, "cpu-reference", 0, parent=self)
         worker.frame_ready.connect(lambda f: self._reference_frame(f, label))
         worker.run_finished.connect(self._reference_done)
         worker.failed.connect(lambda m, d: (self._reference_done(),

@@ -40,6 +40,7 @@ class EnsembleEngine:
 
     realizations: int
     reactions_fired: int
+    compile_seconds: float = 0.0   # first-use compile (or on-disk cache load) of a compiled engine
 
     def advance(self, t_to: float, max_steps: int) -> bool:
         """Advance towards ``t_to``; True once every realization is there."""
