@@ -109,6 +109,9 @@ def backend_context(backend: str, device_index: int = 0) -> Iterator[None]:
         return
     import pycuda.driver as cuda
 
+    from app.compute.kernels import route_pycuda_compiler
+
+    route_pycuda_compiler()
     cuda.init()
     ctx = cuda.Device(device_index).retain_primary_context()
     ctx.push()

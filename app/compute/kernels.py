@@ -58,21 +58,23 @@ def _headers_text() -> str:
     return "".join(p.name + "\0" + p.read_text(encoding="utf-8") for p in sorted(COMMON_DIR.glob("*.cuh")))
 
 
-def _options(defines: Mapping[str, object] | None, fast_math: bool) -> compilers.Options:
+def _options(defines: Mapping[str, object] | None, fast_math: bool,
+             include_dirs: tuple[str, ...] = ()) -> compilers.Options:
     return compilers.Options(tuple((str(k), str(v)) for k, v in sorted((defines or {}).items())),
-                             (str(COMMON_DIR),), fast_math)
+                             (str(COMMON_DIR), *include_dirs), fast_math)
 
 
 def compile_image(source: str, name: str, defines: Mapping[str, object] | None = None,
                   arch: int = 90, fast_math: bool = True,
-                  compiler: compilers.Compiler | None = None) -> compilers.Image:
+                  compiler: compilers.Compiler | None = None,
+                  include_dirs: tuple[str, ...] = ()) -> compilers.Image:
     """The compiled image of ``source`` for compute capability ``arch``, from the cache or the
     chosen compiler (which needs no GPU)."""
     if compiler is None:
         compiler, reason = compilers.choose()
         if compiler is None:
             raise KernelCompileError(name, reason)
-    options = _options(defines, fast_math)
+    options = _options(defines, fast_math, include_dirs)
     try:
         target = compiler.target(arch)
     except compilers.CompileFailed as exc:
@@ -122,6 +124,37 @@ def load_module(source: str, name: str, defines: Mapping[str, object] | None = N
             raise KernelCompileError(name, f"the CUDA driver refused the compiled {image.kind} "
                                            f"for sm_{image.arch}: {exc}") from None
     return modules[memo]
+
+
+def route_pycuda_compiler() -> None:
+    """Make PyCUDA's own kernels (``gpuarray.fill``, elementwise and reduction kernels) compile
+    through :func:`compile_image` too, so no part of the app needs nvcc and all of it is cached."""
+    import pycuda.compiler
+
+    if getattr(pycuda.compiler.compile, "_biogpu", False):
+        return
+
+    def compile_for_pycuda(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False,
+                           arch=None, code=None, cache_dir=None, include_dirs=None, target="cubin"):
+        import pycuda.driver as cuda
+
+        if not no_extern_c:
+            source = 'extern "C" {\n%s\n}\n' % source
+        opts = list(options or [])
+        defines = {}
+        for i, flag in enumerate(opts):
+            text = flag[2:] if flag.startswith("-D") and len(flag) > 2 else (
+                opts[i + 1] if flag == "-D" and i + 1 < len(opts) else None)
+            if text:
+                key, _, value = text.partition("=")
+                defines[key] = value or "1"
+        major, minor = cuda.Context.get_device().compute_capability()
+        dirs = (*(include_dirs or ()), pycuda.compiler._find_pycuda_include_path())
+        return compile_image(source, "pycuda-kernel.cu", defines, 10 * major + minor,
+                             fast_math="--use_fast_math" in opts, include_dirs=tuple(dirs)).data
+
+    compile_for_pycuda._biogpu = True
+    pycuda.compiler.compile = compile_for_pycuda
 
 
 def _modules() -> dict:
