@@ -47,11 +47,17 @@ class ChannelSimulation(Simulation):
         self.times = np.concatenate([s.times() for s in self.protocol.sweeps])
         self.settings: GASettings = cfg.ga
         start = time.perf_counter()
+        args = (self.model, self.protocol, self.target, cfg.ga.population, cfg.ga.seed)
         if backend == "cuda":
             from app.sims.channel.cuda import CudaGA
-            self.engine = CudaGA(self.model, self.protocol, self.target, cfg.ga.population, cfg.ga.seed)
+            self.engine = CudaGA(*args)
+        elif backend == "cpu-reference":
+            self.engine = CpuGA(*args)
         else:
-            self.engine = CpuGA(self.model, self.protocol, self.target, cfg.ga.population, cfg.ga.seed)
+            from app.sims.channel.compiled import CompiledGA
+            self.engine = CompiledGA(*args)
+        # first-use compile (or cache load) of the compiled CPU engine, for the status and summary
+        self.compile_seconds = getattr(self.engine, "compile_seconds", 0.0)
         self.setup_seconds = time.perf_counter() - start
         self.generation = 0
         self.best_history: list[float] = []
@@ -113,7 +119,8 @@ class ChannelSimulation(Simulation):
             progress=min(self.generation / self.settings.generations, 1.0), done=bool(self.finished),
             wall_seconds=self.wall, throughput=rate,
             throughput_unit="evaluations/s",
-            status=f"generation {self.generation}, best chi2 {self.best_chi2:.4g}",
+            status=f"generation {self.generation}, best chi2 {self.best_chi2:.4g}"
+                   + (f", engine compiled in {self.compile_seconds:.1f} s" if self.compile_seconds >= 0.05 else ""),
             generation=self.generation, param_names=self.model.param_names,
             history_best=freeze(np.array(self.best_history)),
             history_median=freeze(np.array(self.median_history)),
@@ -170,6 +177,7 @@ class ChannelSimulation(Simulation):
             "population": self.settings.population, "evaluations": self.evaluations,
             "evaluations_per_second": self.evaluations / self.wall if self.wall else 0.0,
             "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
+            "compile_seconds": self.compile_seconds,
             "data_points": int(self.protocol.n_points), "backend": self.backend,
             "reached_threshold": bool(self.best_chi2 <= self.settings.chi2_threshold),
         }

@@ -45,11 +45,46 @@ def compare(gpu_final: np.ndarray, cpu_final: np.ndarray, species: tuple[str, ..
     return rows
 
 
+def compiled_cpu_rows(results: dict, t_end: float, quick: bool) -> None:
+    """The compiled engine on 1, 2, 4, ... threads (per-thread rows), its compile time, and
+    GillesPy2's SSACSolver on one core in the same run where it is installed."""
+    from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
+    from app.sims.ssa import peer_gillespy2
+    from app.sims.ssa.compiled import warm_up
+
+    results["compile"] = {"cold_seconds": cold_compile_seconds("app.sims.ssa.compiled:warm_up"),
+                          "cached_seconds": warm_up()}
+    per_thread = 8 if quick else 64
+    reactions_per_realization = None
+    rates = {}
+    for n in thread_counts():
+        with threads(n):
+            _, summary = run_case("cpu", per_thread * n, "direct", t_end, seed=7)
+        results["cases"].append({"engine": "cpu", "threads": n, **summary})
+        rates[n] = summary["reactions_per_second"]
+        reactions_per_realization = summary["reactions_fired"] / summary["realizations"]
+    top = max(rates)
+    results["scaling"] = {"threads": top, "speedup": rates[top] / rates[1],
+                          "efficiency": rates[top] / rates[1] / top}
+    if peer_gillespy2.available():
+        _, cfg = load_run_config(PRESET)
+        peer = peer_gillespy2.run(cfg.network(), 4 if quick else 40, t_end, 101)
+        rate = peer["trajectories"] * reactions_per_realization / peer["wall_seconds"]
+        results["cases"].append({"engine": "gillespy2-ssac", "threads": 1, "algorithm": "direct",
+                                 "realizations": peer["trajectories"],
+                                 "reactions_fired": int(peer["trajectories"] * reactions_per_realization),
+                                 "wall_seconds": peer["wall_seconds"], "reactions_per_second": rate,
+                                 "build_seconds": peer["build_seconds"]})
+        results["peer_ratio_per_core"] = rates[1] / rate
+        print(f"# GillesPy2 SSACSolver: {rate:.3g} reactions/s on one core "
+              f"(expected reactions from our run; C++ build {peer['build_seconds']:.1f} s excluded)")
+
+
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
     print(f"# SSA benchmark: decay-dimerization, t_end = 10, 101 samples\n# {reason}")
     gpu_sizes = [1 << 14] if quick else [1 << 16, 1 << 20]
-    cpu_size = 16 if quick else 128
+    cpu_size = 8 if quick else (16 if resolved != "cuda" else 128)
     t_end = 0.5 if quick else 10.0
     results: dict = {"device": None, "cases": [], "convention": DISTANCE_CONVENTION}
     gpu_final = None
@@ -67,15 +102,25 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                                                   for i, n in enumerate(sim.net.species)}
                     sim.close()
     start = time.perf_counter()
-    sim, summary = run_case("cpu", cpu_size, "direct", t_end, seed=99)
-    results["cases"].append({"engine": "cpu", **summary})
+    if resolved != "cuda":
+        compiled_cpu_rows(results, t_end, quick)
+    sim, summary = run_case("cpu-reference", cpu_size, "direct", t_end, seed=99)
+    results["cases"].append({"engine": "cpu-reference", "threads": 1, **summary})
     if gpu_final is not None:
         results["comparison"] = compare(gpu_final, sim.final, sim.net.species)
-    print(f"\n{'engine':6s} {'algorithm':10s} {'realizations':>12s} {'reactions':>14s} "
-          f"{'wall s':>8s} {'reactions/s':>12s}")
+    print(f"\n{'engine':14s} {'threads':>7s} {'algorithm':10s} {'realizations':>12s} {'reactions':>14s} "
+          f"{'wall s':>8s} {'reactions/s':>12s} {'per thread':>11s}")
     for c in results["cases"]:
-        print(f"{c['engine']:6s} {c['algorithm']:10s} {c['realizations']:12d} {c['reactions_fired']:14d} "
-              f"{c['wall_seconds']:8.3f} {c['reactions_per_second']:12.4g}")
+        threads = c.get("threads", 0)
+        per = f"{c['reactions_per_second'] / threads:11.4g}" if threads else f"{'-':>11s}"
+        print(f"{c['engine']:14s} {threads or '-':>7} {c['algorithm']:10s} {c['realizations']:12d} "
+              f"{c['reactions_fired']:14d} {c['wall_seconds']:8.3f} {c['reactions_per_second']:12.4g} {per}")
+    if "compile" in results:
+        print(f"\ncompiled engine: first use {results['compile']['cold_seconds']:.2f} s (empty cache), "
+              f"{results['compile']['cached_seconds']:.3f} s from the on-disk cache")
+    if "scaling" in results:
+        print(f"scaling 1 -> {results['scaling']['threads']} threads: {results['scaling']['speedup']:.2f}x "
+              f"({results['scaling']['efficiency']:.2f} of linear)")
     if "gpu_moments" in results:
         print(f"\nt = {t_end:g} mean (SD), CUDA {gpu_sizes[-1]} realizations vs GillesPy2 1000 runs:")
         for name, (m, sd) in results["gpu_moments"].items():
@@ -87,6 +132,8 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
             verdict = "inside" if row["distance"] <= row["band_99"] else "OUTSIDE"
             print(f"  {row['species']}: D = {row['distance']:.4f}, expected self-distance "
                   f"{row['expected_self_distance']:.4f}, 99% band {row['band_99']:.4f} -> {verdict}")
+    if "peer_ratio_per_core" in results:
+        print(f"compiled engine / GillesPy2 SSACSolver, one core each: {results['peer_ratio_per_core']:.1f}x")
     out = save_json(Path(out_dir) / "ssa.json", results)
     print(f"\nwrote {out} ({time.perf_counter() - start:.0f} s for the CPU part)")
     return 0

@@ -1,0 +1,233 @@
+"""The compiled multi-core CPU channel engine (numba): the NumPy engine's numerics per
+individual, individuals spread over all cores.
+
+Rates are evaluated by the reference's printer (:meth:`ChannelModel.q_matrix`, vectorised over
+the population, once per distinct voltage: a few dozen numbers per individual), so no second
+printer of the rate trees exists. The compiled part is everything per individual after that:
+exp(Q tau) by scaling and squaring with the (6, 6) Padé approximant and column renormalisation,
+the GTH steady state, and the sample loop with the chi^2 sum (see :mod:`numerics`). The sample
+loop applies E one step at a time where the reference doubles blocks, so the two agree to float64
+rounding accumulated over the sweep (tested), not bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numba import njit, prange
+
+from app.sims.channel.cpu import BAD_SCORE
+from app.sims.channel.engine import CpuGA
+from app.sims.channel.model import ChannelModel
+from app.sims.channel.numerics import PADE, PADE_DEGREE, SCALE_NORM
+from app.sims.channel.protocol import Protocol
+
+CHUNK = 8192   # individuals whose Q matrices are held at once
+
+
+@njit(inline="always", cache=True, error_model="numpy")
+def _normalise_columns(e):
+    n = e.shape[0]
+    for c in range(n):
+        s = 0.0
+        for r in range(n):
+            s += e[r, c]
+        for r in range(n):
+            e[r, c] /= s
+
+
+@njit(cache=True, error_model="numpy")
+def _expm(a, pade):
+    """exp(A) of one small matrix, as ``numerics.expm`` (Padé (6,6), scaling and squaring)."""
+    n = a.shape[0]
+    norm = 0.0
+    for c in range(n):
+        s = 0.0
+        for r in range(n):
+            s += abs(a[r, c])
+        norm = max(norm, s)
+    s_f = np.ceil(np.log2(max(norm, 1e-300) / SCALE_NORM))
+    if np.isnan(s_f):
+        s_f = 0.0
+    squarings = int(min(max(s_f, 0.0), 200.0))
+    x = a / np.ldexp(1.0, squarings)
+    power = np.eye(n)
+    even = pade[0] * np.eye(n)
+    odd = np.zeros((n, n))
+    for k in range(1, PADE_DEGREE + 1):
+        power = power @ x
+        if k % 2:
+            odd += pade[k] * power
+        else:
+            even += pade[k] * power
+    lhs = even - odd
+    e = even + odd
+    # Gaussian elimination with partial pivoting on (lhs | e)
+    for k in range(n):
+        p = k
+        for r in range(k + 1, n):
+            if abs(lhs[r, k]) > abs(lhs[p, k]):
+                p = r
+        if p != k:
+            for c in range(n):
+                lhs[k, c], lhs[p, c] = lhs[p, c], lhs[k, c]
+                e[k, c], e[p, c] = e[p, c], e[k, c]
+        for r in range(k + 1, n):
+            f = lhs[r, k] / lhs[k, k]
+            for c in range(n):
+                lhs[r, c] -= f * lhs[k, c]
+                e[r, c] -= f * e[k, c]
+    for k in range(n - 1, -1, -1):
+        for c in range(n):
+            rest = 0.0
+            for j in range(k + 1, n):
+                rest += lhs[k, j] * e[j, c]
+            e[k, c] = (e[k, c] - rest) / lhs[k, k]
+    _normalise_columns(e)
+    for _ in range(squarings):
+        e = e @ e
+        _normalise_columns(e)
+    return e
+
+
+@njit(cache=True, error_model="numpy")
+def _steady_state(q):
+    """GTH steady state of one generator, as ``numerics.steady_state``."""
+    n = q.shape[0]
+    a = q.T.copy()
+    for k in range(n - 1, 0, -1):
+        s = 0.0
+        for j in range(k):
+            s += a[k, j]
+        for i in range(k):
+            a[i, k] /= s
+        for i in range(k):
+            for j in range(k):
+                a[i, j] += a[i, k] * a[k, j]
+    p = np.zeros(n)
+    p[0] = 1.0
+    for k in range(1, n):
+        acc = 0.0
+        for i in range(k):
+            acc += p[i] * a[i, k]
+        p[k] = acc
+    return p / p.sum()
+
+
+@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+def _scores(q_by_v, pair_v, pair_tau, sweep_hold, sweep_ops, op_pair, op_v, op_n, open_mask,
+            g, e_rev, target, pade, bad, keep, traces, scores):
+    """chi^2 of every individual (and its currents where ``keep``)."""
+    pop = q_by_v.shape[1]
+    n = q_by_v.shape[2]
+    n_points = target.shape[0]
+    for i in prange(pop):
+        e_all = np.empty((pair_v.shape[0], n, n))
+        for k in range(pair_v.shape[0]):
+            e_all[k] = _expm(q_by_v[pair_v[k], i] * pair_tau[k], pade)
+        col = 0
+        acc = 0.0
+        p_next = np.empty(n)
+        for sw in range(sweep_hold.shape[0]):
+            p = _steady_state(q_by_v[sweep_hold[sw], i])
+            for o in range(sweep_ops[sw], sweep_ops[sw + 1]):
+                e = e_all[op_pair[o]]
+                drive = g[i] * (op_v[o] - e_rev)
+                steps = max(op_n[o], 1)
+                for _ in range(steps):
+                    for r in range(n):
+                        s = 0.0
+                        for c in range(n):
+                            s += e[r, c] * p[c]
+                        p_next[r] = s
+                    p, p_next = p_next, p
+                    if op_n[o] == 0:
+                        break
+                    open_p = 0.0
+                    for r in range(n):
+                        if open_mask[r]:
+                            open_p += p[r]
+                    current = drive * open_p
+                    if keep:
+                        traces[i, col] = current
+                    d = current - target[col]
+                    acc += d * d
+                    col += 1
+        score = acc / n_points
+        scores[i] = min(score, bad) if np.isfinite(score) else bad
+
+
+class _Layout:
+    """The protocol as flat arrays: distinct voltages, distinct (voltage, tau) pairs, ops."""
+
+    def __init__(self, protocol: Protocol):
+        volts: dict[float, int] = {}
+        pairs: dict[tuple[float, float], int] = {}
+        hold, starts, op_pair, op_v, op_n = [], [0], [], [], []
+        for sweep in protocol.sweeps:
+            hold.append(volts.setdefault(sweep.holding, len(volts)))
+            for v, tau, n in sweep.ops:
+                volts.setdefault(v, len(volts))
+                op_pair.append(pairs.setdefault((v, tau), len(pairs)))
+                op_v.append(v)
+                op_n.append(n)
+            starts.append(len(op_pair))
+        self.volts = list(volts)
+        self.pair_v = np.array([volts[v] for v, _ in pairs], np.int64)
+        self.pair_tau = np.array([tau for _, tau in pairs], np.float64)
+        self.sweep_hold = np.array(hold, np.int64)
+        self.sweep_ops = np.array(starts, np.int64)
+        self.op_pair = np.array(op_pair, np.int64)
+        self.op_v = np.array(op_v, np.float64)
+        self.op_n = np.array(op_n, np.int64)
+
+
+def evaluate(model: ChannelModel, protocol: Protocol, params: np.ndarray, target: np.ndarray,
+             keep_traces: bool = False, layout: _Layout | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """chi^2 (pop,) of every individual and, where asked, their currents (pop, n_points)."""
+    params = np.atleast_2d(np.asarray(params, np.float64))
+    layout = layout or _Layout(protocol)
+    pop = params.shape[0]
+    scores = np.empty(pop)
+    traces = np.empty((pop, protocol.n_points)) if keep_traces else np.empty((1, 1))
+    target = np.ascontiguousarray(target, np.float64)
+    for lo in range(0, pop, CHUNK):
+        rows = params[lo:lo + CHUNK]
+        q_by_v = np.stack([model.q_matrix(rows, v) for v in layout.volts])
+        out_traces = traces[lo:lo + CHUNK] if keep_traces else traces
+        _scores(q_by_v, layout.pair_v, layout.pair_tau, layout.sweep_hold, layout.sweep_ops,
+                layout.op_pair, layout.op_v, layout.op_n, model.open_mask.astype(np.bool_),
+                np.ascontiguousarray(rows[:, model.conductance]), float(model.e_rev), target, PADE,
+                float(BAD_SCORE), keep_traces, out_traces, scores[lo:lo + CHUNK])
+    return scores, (traces if keep_traces else None)
+
+
+def warm_up() -> float:
+    """Compile (or load from the on-disk cache) the kernel; returns the seconds it took."""
+    start = time.perf_counter()
+    q = np.array([[[[-1.0, 2.0], [1.0, -2.0]]]])
+    one = np.zeros(1, np.int64)
+    _scores(q, one, np.ones(1), one, np.array([0, 1]), one, np.zeros(1), np.ones(1, np.int64),
+            np.array([False, True]), np.ones(1), 0.0, np.zeros(1), PADE, 1e30, False,
+            np.empty((1, 1)), np.empty(1))
+    return time.perf_counter() - start
+
+
+class CompiledGA(CpuGA):
+    """The reference GA (same NumPy operators and Philox decisions) scored by compiled code."""
+
+    def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int):
+        super().__init__(model, protocol, target, size, seed)
+        self.compile_seconds = warm_up()
+        self._layout = _Layout(protocol)
+
+    def evaluate(self) -> np.ndarray:
+        self.scores, _ = evaluate(self.model, self.protocol, self.population, self.target,
+                                  layout=self._layout)
+        return self.scores
+
+    def traces(self, index: int) -> np.ndarray:
+        _, traces = evaluate(self.model, self.protocol, self.population[index][None, :], self.target,
+                             keep_traces=True, layout=self._layout)
+        return traces[0]
