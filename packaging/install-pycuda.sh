@@ -5,7 +5,8 @@
 #   PY=.venv/bin/python bash packaging/install-pycuda.sh [--find-links DIR]
 #
 # With nvcc on PATH, PyCUDA builds against that toolkit as usual. Without one, it builds against
-# the CUDA headers of NVIDIA's `nvidia-cuda-runtime` wheel (it ships cuda.h) and links the
+# the CUDA headers of NVIDIA's `nvidia-cuda-runtime` and `nvidia-cuda-profiler-api` wheels
+# (cuda.h, cudaProfiler.h) and links the
 # driver's own libcuda.so.1; kernels then compile through NVRTC (the `nvidia-cuda-nvrtc` wheel
 # of the `cuda` extra), so nothing of the toolkit is needed at run time either.
 # --find-links DIR: take pycuda's sdist and the wheels from DIR only (an offline machine).
@@ -31,7 +32,8 @@ if [ -z "$libcuda" ]; then
     exit 1
 fi
 echo "install-pycuda: no nvcc; building PyCUDA against the nvidia-cuda-runtime wheel and $libcuda"
-"$PY" -m pip install -q "${pip_opts[@]}" "nvidia-cuda-runtime>=13.0,<14" setuptools wheel
+"$PY" -m pip install -q "${pip_opts[@]}" "nvidia-cuda-runtime>=13.0,<14" \
+    "nvidia-cuda-profiler-api>=13.0,<14" setuptools wheel    # cuda.h, cudaProfiler.h
 include=$("$PY" - <<'PYEOF'
 import pathlib, nvidia
 for base in nvidia.__path__:
