@@ -6,9 +6,9 @@
 #
 # With nvcc on PATH, PyCUDA builds against that toolkit as usual. Without one, it builds against
 # the CUDA headers of NVIDIA's `nvidia-cuda-runtime` and `nvidia-cuda-profiler-api` wheels
-# (cuda.h, cudaProfiler.h) and links the
-# driver's own libcuda.so.1; kernels then compile through NVRTC (the `nvidia-cuda-nvrtc` wheel
-# of the `cuda` extra), so nothing of the toolkit is needed at run time either.
+# (cuda.h, cudaProfiler.h) and links the driver's own libcuda.so.1; kernels then compile
+# through NVRTC (the `nvidia-cuda-nvrtc` wheel of the `cuda` extra), so nothing of the toolkit
+# is needed at run time either.
 # --find-links DIR: take pycuda's sdist and the wheels from DIR only (an offline machine).
 # Needs a C++ compiler and the Python headers (Debian: g++ python3-dev).
 set -euo pipefail
