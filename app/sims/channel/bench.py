@@ -1,6 +1,7 @@
 """``python -m app bench channel``: seconds per GA generation for Model B on the paper's
 12,500-point protocols (GA operators included), on CUDA for 11,200 / 112,000 / 1,120,000
-individuals and on the CPU engine for a small population; with ``--fig7`` also the paper's
+individuals, the compiled CPU engine on 1..all threads (``--backend cpu``) and the NumPy
+reference for a small population; with ``--fig7`` also the paper's
 Fig. 7 experiment (generations and wall time to a chi^2 threshold against population size)."""
 
 from __future__ import annotations
@@ -60,6 +61,25 @@ def fig7(populations: list[int], threshold: float, max_generations: int, max_sec
     return rows
 
 
+def compiled_cpu_rows(results: dict, quick: bool) -> None:
+    """The compiled engine on 1, 2, 4, ... threads (GA operators included), its compile time
+    (empty cache, in a fresh interpreter, and from the on-disk cache) and the scaling."""
+    from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
+    from app.sims.channel.compiled import warm_up
+
+    results["compile"] = {"cold_seconds": cold_compile_seconds("app.sims.channel.compiled:warm_up"),
+                          "cached_seconds": warm_up()}
+    rates = {}
+    for n in thread_counts():
+        with threads(n):
+            case = time_generations("cpu", (256 if quick else 2048) * n, 2 if quick else 3)
+        results["cases"].append({**case, "threads": n})
+        rates[n] = case["individual_samples_per_second"]
+    top = max(rates)
+    results["scaling"] = {"threads": top, "speedup": rates[top] / rates[1],
+                          "efficiency": rates[top] / rates[1] / top}
+
+
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False,
          fig7_run: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
@@ -76,15 +96,25 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                 print("\nFig. 7: Model B surrogate data, chi^2 threshold 0.6 pA^2")
                 pops = [112, 1120, 11_200, 112_000, 1_120_000]
                 results["fig7"] = fig7(pops, 0.6, 10_000, 40.0)
-    results["cases"].append(time_generations("cpu", 56 if quick else 112, 2 if quick else 3))
-    print(f"\n{'engine':6s} {'population':>10s} {'s/generation':>13s} {'gen/s':>8s} "
-          f"{'ind*samples/s':>14s} {'floor s/gen':>12s}")
+    if resolved != "cuda":
+        compiled_cpu_rows(results, quick)
+    results["cases"].append({**time_generations("cpu-reference", 56 if quick else 112, 2 if quick else 3),
+                             "threads": 1})
+    print(f"\n{'engine':14s} {'threads':>7s} {'population':>10s} {'s/generation':>13s} {'gen/s':>8s} "
+          f"{'ind*samples/s':>14s} {'per thread':>11s} {'floor s/gen':>12s}")
     for c in results["cases"]:
         floor = c["population"] * c["data_points"] * FLOPS_PER_SAMPLE / 67e12
         c["fp32_floor_seconds"] = floor if c["engine"] == "cuda" else None
-        print(f"{c['engine']:6s} {c['population']:10,d} {c['seconds_per_generation']:13.4f} "
-              f"{c['generations_per_second']:8.2f} {c['individual_samples_per_second']:14.3e} "
+        threads = c.get("threads", 0)
+        per = f"{c['individual_samples_per_second'] / threads:11.3e}" if threads else f"{'-':>11s}"
+        print(f"{c['engine']:14s} {threads or '-':>7} {c['population']:10,d} {c['seconds_per_generation']:13.4f} "
+              f"{c['generations_per_second']:8.2f} {c['individual_samples_per_second']:14.3e} {per} "
               f"{floor if c['engine'] == 'cuda' else float('nan'):12.4f}")
+    if "compile" in results:
+        print(f"\ncompiled engine: first use {results['compile']['cold_seconds']:.2f} s (empty cache), "
+              f"{results['compile']['cached_seconds']:.3f} s from the on-disk cache")
+        print(f"scaling 1 -> {results['scaling']['threads']} threads: {results['scaling']['speedup']:.2f}x "
+              f"({results['scaling']['efficiency']:.2f} of linear)")
     out = save_json(Path(out_dir) / "channel.json", results)
     print(f"\nwrote {out}")
     return 0

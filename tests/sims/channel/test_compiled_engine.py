@@ -2,7 +2,8 @@
 
 Same float64 numerics per individual; the sample loop applies exp(Q dt) step by step where the
 reference doubles blocks, so chi^2 agrees to accumulated float64 rounding: 12,500 dependent
-steps of ~1e-16 each bound the relative difference near 1e-12; the tolerance is 1e-10.
+steps of ~1e-16 each (fastmath contraction included) bound the relative difference near 1e-12;
+the tolerance is 1e-10.
 """
 
 import numpy as np
