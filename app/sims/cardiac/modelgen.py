@@ -109,18 +109,24 @@ class ModelSource:
         wrapped.__name__ = func_name
         return wrapped
 
-    def scalar_function(self, func_name: str = "model_scalar") -> Callable:
-        """The same equations on Python floats (``math``), for one cell at a time: ~50x less
-        overhead than NumPy on 1-element arrays. Overflowing exponentials give inf as in C."""
+    def scalar_source(self, func_name: str = "model_scalar") -> str:
+        """The equations on scalars, calling ``math`` and the helpers ``_exp``, ``_expm1``,
+        ``_pow``, ``_div``: run as Python floats (:meth:`scalar_function`) or compiled by numba
+        with numba versions of the helpers (``app/sims/cardiac/compiled.py``)."""
         args = ", ".join([*self.inputs, *self.parameters])
         body = [f"def {func_name}({args}):"]
         for eq in self.equations:
             body.append(f"    {eq.name} = {_emit(eq.tree, 'py', self.constants)}")
         outs = [_emit(ast.Name(o), "py", self.constants) for o in self.outputs]
         body.append(f"    return ({', '.join(outs)},)")
+        return "\n".join(body) + "\n"
+
+    def scalar_function(self, func_name: str = "model_scalar") -> Callable:
+        """The same equations on Python floats (``math``), for one cell at a time: ~50x less
+        overhead than NumPy on 1-element arrays. Overflowing exponentials give inf as in C."""
         namespace: dict = {"_exp": _safe_exp, "_expm1": _safe_expm1, "math": math,
                            "_pow": _safe_pow, "_div": _safe_div}
-        exec(compile("\n".join(body) + "\n", f"<{func_name}>", "exec"), namespace)  # noqa: S102
+        exec(compile(self.scalar_source(func_name), f"<{func_name}>", "exec"), namespace)  # noqa: S102
         return namespace[func_name]
 
     # ---- CUDA -------------------------------------------------------------------------------

@@ -173,7 +173,10 @@ def _make_engine(problem: Problem, backend: str):
     if backend == "cuda":
         from app.sims.cardiac.cuda import CudaTissue
         return CudaTissue(problem)
-    return CpuTissue(problem)
+    if backend == "cpu-reference":
+        return CpuTissue(problem)
+    from app.sims.cardiac.compiled import CompiledTissue
+    return CompiledTissue(problem)
 
 
 def _device_name(backend: str) -> str:

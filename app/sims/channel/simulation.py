@@ -113,14 +113,19 @@ class ChannelSimulation(Simulation):
             self._score()
         return self.frame()
 
+    def _compile_note(self) -> str:
+        """The compiled engine's first-use compile (or cache load) time for the status bar."""
+        if self.compile_seconds < 0.05:
+            return ""
+        return f", compiled engine ready in {self.compile_seconds:.1f} s (compile or cache load)"
+
     def frame(self) -> ChannelFrame:
         rate = self.evaluations / self.wall if self.wall else 0.0
         return ChannelFrame(
             progress=min(self.generation / self.settings.generations, 1.0), done=bool(self.finished),
             wall_seconds=self.wall, throughput=rate,
             throughput_unit="evaluations/s",
-            status=f"generation {self.generation}, best chi2 {self.best_chi2:.4g}"
-                   + (f", engine compiled in {self.compile_seconds:.1f} s" if self.compile_seconds >= 0.05 else ""),
+            status=f"generation {self.generation}, best chi2 {self.best_chi2:.4g}" + self._compile_note(),
             generation=self.generation, param_names=self.model.param_names,
             history_best=freeze(np.array(self.best_history)),
             history_median=freeze(np.array(self.median_history)),

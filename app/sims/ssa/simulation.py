@@ -201,7 +201,7 @@ def _make_engine(cfg: SSAConfig, net, backend: str, hist_idx: list[int]) -> Ense
 def _compile_note(engine: EnsembleEngine) -> str:
     """The first-use compile time for the status bar, where there was one worth naming."""
     seconds = engine.compile_seconds
-    return f", engine compiled in {seconds:.1f} s" if seconds >= 0.05 else ""
+    return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""
 
 
 def _device_name(backend: str) -> str:
