@@ -65,8 +65,43 @@ def run_once(cfg, backend: str) -> tuple[dict, dict]:
     return arrays, summary
 
 
+SHEET = """domain: cardiac
+mesh: {kind: sheet, nx: %d, ny: %d, dx_mm: 0.25}
+protocol: {t_end: %g, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.75}}]}
+solver: {method: rlfe, dt: 0.05, precision: float64}
+output: {random_probes: 0, probe_cells: [0], dt_save: 1.0}
+"""
+
+
+def sheet_throughput(quick: bool) -> list[dict]:
+    """Cell-steps/s of the compiled engine on a 100x100 sheet (RLFE, dt 0.05 ms) on 1..all
+    threads, and of the NumPy reference on one core: the issue-13 fast-CPU rows."""
+    from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
+    from app.sims.cardiac.config import load_config
+    from app.sims.common.config import parse_yaml
+
+    side, t_end = (40, 2.0) if quick else (100, 10.0)
+    cfg = load_config(parse_yaml(SHEET % (side, side, t_end), "<bench sheet>"))
+    steps = int(round(t_end / 0.05))
+    rows = []
+    print(f"# compiled CPU engine: {side}x{side} sheet, RLFE dt 0.05 ms, {steps} steps; first use "
+          f"{cold_compile_seconds('app.sims.cardiac.compiled:warm_up'):.1f} s (empty cache)")
+    for backend, counts in (("cpu", thread_counts()), ("cpu-reference", [1])):
+        for n in counts:
+            with threads(n):
+                _, summary = run_once(cfg, backend)
+            rate = side * side * steps / summary["wall_seconds"]
+            rows.append({"engine": backend, "threads": n, "cells": side * side, "steps": steps,
+                         "wall_seconds": summary["wall_seconds"], "cell_steps_per_second": rate})
+            print(f"  {backend:14s} {n:3d} threads  {summary['wall_seconds']:7.3f} s  "
+                  f"{rate:10.3g} cell-steps/s  {rate / n:10.3g} per thread", flush=True)
+    return rows
+
+
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
+    if resolved == "cpu":
+        save_json(Path(out_dir) / "cardiac-sheet.json", {"cases": sheet_throughput(quick)})
     _, base = load_run_config(PRESET)
     level = 7 if resolved == "cuda" and not quick else (4 if quick else 5)
     t_end = 300.0 if not quick else 60.0

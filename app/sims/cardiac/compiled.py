@@ -68,7 +68,7 @@ def _module_source(model: CellModel) -> str:
         "from app.sims.cardiac.compiled import _div, _exp, _expm1, _pow",
         "",
         "",
-        "@njit(inline='always', cache=True, error_model='numpy')",
+        "@njit(cache=True, error_model='numpy')",
         src.scalar_source("cell_rates"),
         "",
         "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
@@ -82,10 +82,31 @@ def _module_source(model: CellModel) -> str:
         inf, tau = N_NONGATING + g, N_NONGATING + N_GATES + g
         lines.append(f"        a[{g}, c] = -1.0 / r[{tau}]")
         lines.append(f"        b[{g}, c] = r[{inf}] / r[{tau}]")
+    # Rush-Larsen forward Euler fused with the model (what solvers.rk_step + combine compute for
+    # the one-stage RL tableau 'rlfe'): y + h k for the non-gating states (diffusion in lap),
+    # w + h (a w + b) phi1(h a) for the gates, phi1(z) = expm1(z)/z (1 + z/2 for |z| < 1e-5).
+    lines += [
+        "",
+        "",
+        "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
+        "def tissue_rl_euler(y, i_st, params, lap, h, out):",
+        "    for c in prange(y.shape[1]):",
+        f"        r = cell_rates({', '.join(cell_args)})",
+        "        out[0, c] = y[0, c] + h * (r[0] + lap[c])",
+    ]
+    for k in range(1, N_NONGATING):
+        lines.append(f"        out[{k}, c] = y[{k}, c] + h * r[{k}]")
+    for g in range(N_GATES):
+        inf, tau, row = N_NONGATING + g, N_NONGATING + N_GATES + g, N_NONGATING + g
+        lines += [f"        a = -1.0 / r[{tau}]",
+                  "        z = h * a",
+                  "        phi = 1.0 + 0.5 * z if abs(z) < 1e-5 else math.expm1(z) / z",
+                  f"        out[{row}, c] = y[{row}, c] + h * (a * y[{row}, c] + r[{inf}] / r[{tau}]) * phi"]
     return "\n".join(lines) + "\n"
 
 
-def load_rates(model: CellModel):
+def _module(model: CellModel):
+    """The generated module of ``model`` (written once per model text, then imported)."""
     """The compiled ``tissue_rates(y, i_st, params, dng, a, b)`` of ``model`` (generated once)."""
     source = _module_source(model)
     name = "cardiac_" + hashlib.sha256(source.encode()).hexdigest()[:16]
@@ -100,7 +121,21 @@ def load_rates(model: CellModel):
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module     # numba's cache finds the module's globals by its name
         spec.loader.exec_module(module)
-    return module.tissue_rates
+    return module
+
+
+def warm_up() -> float:
+    """Generate, compile (or load from the cache) the default CRN model; returns the seconds."""
+    from app.sims.cardiac.model import crn_model
+
+    start = time.perf_counter()
+    model = crn_model()
+    y = model.initial_state()[:, None].copy()
+    out = [np.empty((k, 1)) for k in (N_NONGATING, N_GATES, N_GATES)]
+    module = _module(model)
+    module.tissue_rates(y, np.zeros(1), model.parameter_vector(), *out)
+    module.tissue_rl_euler(y, np.zeros(1), model.parameter_vector(), np.zeros(1), 0.01, np.empty_like(y))
+    return time.perf_counter() - start
 
 
 class CompiledTissue(CpuTissue):
@@ -111,10 +146,16 @@ class CompiledTissue(CpuTissue):
     def __init__(self, problem: Problem):
         super().__init__(problem)
         start = time.perf_counter()
-        self._rates = load_rates(problem.model)
+        module = _module(problem.model)
+        self._rates, self._rl_euler = module.tissue_rates, module.tissue_rl_euler
         n = problem.n_cells
-        self._rates(self.y[:, :1].copy(), np.zeros(1, self.y.dtype), problem.params,
+        one = self.y[:, :1].copy()
+        self._rates(one, np.zeros(1, self.y.dtype), problem.params,
                     *(np.empty((k, 1), self.y.dtype) for k in (N_NONGATING, N_GATES, N_GATES)))
+        self._rl_euler(one, np.zeros(1, self.y.dtype), problem.params, np.zeros(1, self.y.dtype),
+                       0.01, np.empty_like(one))
+        tab = problem.tableau
+        self._fused = not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
         self.compile_seconds = time.perf_counter() - start
         self._out = tuple(np.empty((k, n), self.y.dtype) for k in (N_NONGATING, N_GATES, N_GATES))
 
@@ -126,3 +167,23 @@ class CompiledTissue(CpuTissue):
         if p.mesh.n_cells > 1 and p.cfg.D > 0:
             dng[0] = dng[0] + p.mesh.laplacian(y[0], p.cfg.D).astype(y.dtype)
         return dng, a, b
+
+    def advance(self, max_steps: int) -> None:
+        """RLFE: model and update fused per cell (what rk_step + combine compute); else the
+        NumPy engine's solver around the compiled model."""
+        if not self._fused:
+            super().advance(max_steps)
+            return
+        p, dt = self.p, self.p.cfg.solver.dt
+        diffuse = p.mesh.n_cells > 1 and p.cfg.D > 0
+        for _ in range(max_steps):
+            if self.finished:
+                return
+            y0, t0 = self.y, self.t
+            stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t0).astype(y0.dtype), (y0.shape[1],)))
+            lap = (p.mesh.laplacian(y0[0], p.cfg.D).astype(y0.dtype) if diffuse
+                   else np.zeros(y0.shape[1], y0.dtype))
+            high = np.empty_like(y0)
+            self._rl_euler(y0, stim, p.params, lap, dt, high)
+            self._accept(high, (self.step_index + 1) * dt)
+            self.step_index += 1

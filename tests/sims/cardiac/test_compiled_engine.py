@@ -6,6 +6,7 @@ most): activation times within 1e-9 ms, voltages within 1e-8 mV after a full ups
 """
 
 import numpy as np
+import pytest
 
 from app.sims.cardiac.compiled import CompiledTissue
 from app.sims.cardiac.engine import CpuTissue
@@ -20,10 +21,13 @@ def finished(text: str, backend: str):
     return sim
 
 
-def test_compiled_cable_matches_reference_in_float64():
-    text = cable(0.1, t_end=8.0)
+@pytest.mark.parametrize("method,fused", [("rlfe", True), ("midpoint", False)])
+def test_compiled_cable_matches_reference_in_float64(method, fused):
+    """rlfe runs the fused model + Rush-Larsen update; midpoint the NumPy solver around the model."""
+    text = cable(0.1, t_end=8.0, method=method)
     fast, ref = finished(text, "cpu"), finished(text, "cpu-reference")
     assert isinstance(fast.engine, CompiledTissue) and type(ref.engine) is CpuTissue
+    assert fast.engine._fused is fused
     a, _ = fast.results()
     b, _ = ref.results()
     assert np.isfinite(b["activation_time"]).sum() > 10          # the wave crossed the cable
