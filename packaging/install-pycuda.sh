@@ -14,7 +14,7 @@
 set -euo pipefail
 PY=${PY:-python3}
 pip_opts=()
-if [ "${1:-}" = "--find-links" ]; then pip_opts=(--no-index --find-links "$2"); fi
+if [ "${1:-}" = "--find-links" ]; then pip_opts=(--no-index --find-links "$(cd "$2" && pwd)"); fi
 
 if command -v nvcc >/dev/null 2>&1; then
     echo "install-pycuda: building PyCUDA against the CUDA toolkit of $(command -v nvcc)"
