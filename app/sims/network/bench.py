@@ -45,8 +45,10 @@ def engine_case(backend: str, width: int, radius: float, seconds: float, grow: b
     t0 = time.perf_counter()
     if backend == "cuda":
         from app.sims.network.cuda import CudaEngine as Engine
-    else:
+    elif backend == "cpu-reference":
         from app.sims.network.cpu import CpuEngine as Engine
+    else:
+        from app.sims.network.compiled import CompiledEngine as Engine
     eng = Engine(culture, consts, cfg.growth, cfg.run.seed, radius)
     setup = time.perf_counter() - t0
     synapses = eng.n_synapses
@@ -150,15 +152,20 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                                      **engine_case("cuda", 1000, PAPER_RADIUS, 1.0 if quick else 10.0)})
             results["simulation"] = simulation_case("cuda", 100, PAPER_RADIUS, epoch)
     cpu_seconds = 2.0 if quick else 20.0
-    results["cases"].append({"case": "10x10 CPU engine (radius 1.0)",
-                             **engine_case("cpu", 10, 1.0, cpu_seconds)})
+    if resolved == "cpu":      # the compiled engine: the issue-13 row (one core; the loop is serial)
+        results["cases"].append({"case": "100x100 equilibrium, compiled CPU",
+                                 **engine_case("cpu", 100, PAPER_RADIUS, 1.0 if quick else 10.0, grow=False)})
+        results["cases"].append({"case": "10x10 compiled CPU (radius 1.0)",
+                                 **engine_case("cpu", 10, 1.0, cpu_seconds)})
+    results["cases"].append({"case": "10x10 NumPy reference (radius 1.0)",
+                             **engine_case("cpu-reference", 10, 1.0, cpu_seconds)})
     b2_seconds = 0.2 if quick else 2.0
     results["brian2"] = brian2_case(b2_seconds, timeout=120 if quick else 240)
-    print(f"\n{'case':42s} {'engine':6s} {'neurons':>8s} {'synapses':>9s} {'sim s':>6s} "
+    print(f"\n{'case':42s} {'engine':13s} {'neurons':>8s} {'synapses':>9s} {'sim s':>6s} "
           f"{'wall s':>8s} {'grow s':>7s} {'x realtime':>10s} {'rate Hz':>8s} {'launch/s':>8s}")
     for c in results["cases"]:
         grow = c["grow_wall_seconds"]
-        print(f"{c['case']:42s} {c['engine']:6s} {c['neurons']:8d} {c['synapses']:9d} "
+        print(f"{c['case']:42s} {c['engine']:13s} {c['neurons']:8d} {c['synapses']:9d} "
               f"{c['sim_seconds']:6.0f} {c['run_wall_seconds']:8.3f} "
               f"{'' if grow is None else f'{grow:7.3f}':>7s} {c['realtime_factor']:10.1f} "
               f"{c['mean_rate_hz']:8.2f} {c.get('launches_per_sim_second', 0):8.0f}")

@@ -312,8 +312,11 @@ def _make_engine(cfg: NetworkConfig, culture, consts, backend: str) -> NetworkEn
     if backend == "cuda":
         from app.sims.network.cuda import CudaEngine
         return CudaEngine(*args)
-    from app.sims.network.cpu import CpuEngine
-    return CpuEngine(*args)
+    if backend == "cpu-reference":
+        from app.sims.network.cpu import CpuEngine
+        return CpuEngine(*args)
+    from app.sims.network.compiled import CompiledEngine
+    return CompiledEngine(*args)
 
 
 def _device_name(backend: str) -> str:
