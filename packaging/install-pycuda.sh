@@ -55,4 +55,5 @@ cd "$work"/pycuda-*/
     --cudadrv-lib-dir="$work/lib" --no-cuda-enable-curand >/dev/null
 "$PY" setup.py -q build_ext --parallel "$(nproc)" >/dev/null
 "$PY" -m pip install -q "${pip_opts[@]}" --no-build-isolation .
+cd /                                  # import the installed PyCUDA, not the source tree
 "$PY" -c "import pycuda.driver as d; d.init(); print('install-pycuda: PyCUDA', __import__('pycuda').VERSION_TEXT, 'sees', d.Device.count(), 'device(s)')"
