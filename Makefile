@@ -1,19 +1,26 @@
 # Two entry points (see README.md):
 #   make run    set up .venv and start the GUI on its default preset
 #   make test   set up .venv and run the whole test suite (under Xvfb when there is no display)
+# and:  make bundle (desktop bundle in dist/), make cache-clear (compiled kernels), make wheel
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
-# The 'cuda' extra (pycuda, built against the local toolkit) only where nvcc and a driver exist.
-EXTRAS := gui,test,sweep$(shell command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo ,cuda)
+EXTRAS := gui,test,sweep
+# Where an NVIDIA driver answers: NVRTC from NVIDIA's wheel, and PyCUDA built against the local
+# toolkit or, without one, against NVIDIA's header wheels (packaging/install-pycuda.sh).
+HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 XVFB   := $(if $(DISPLAY),,$(if $(shell command -v xvfb-run),xvfb-run -a --server-args="-screen 0 1600x1000x24"))
 
-.PHONY: setup run test bench-ssa clean
+.PHONY: setup run test bench-ssa bundle wheel cache-clear clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+ifeq ($(HAVE_GPU),yes)
+	$(PY) -m pip install -q "nvidia-cuda-nvrtc>=13.0,<14"
+	PY=$(PY) bash packaging/install-pycuda.sh || echo "PyCUDA could not be built: the CPU engines will run (see above)"
+endif
 	touch $@
 
 setup: $(VENV)/.installed
@@ -27,5 +34,17 @@ test: setup
 bench-ssa: setup
 	$(PY) -m app bench ssa
 
+wheel: setup
+	$(PY) -m pip install -q build
+	$(PY) -m build -o dist .
+
+bundle: setup
+	$(PY) -m pip install -q "pyinstaller>=6.5"
+	$(PY) -m PyInstaller --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller packaging/biogpu.spec
+	@du -sh dist/biogpu-studio
+
+cache-clear: setup
+	$(PY) -m app cache clear
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     gui = sub.add_parser("gui", help="start the GUI (the default)")
     gui.add_argument("config", nargs="?", help="run config to open")
+    gui.add_argument("--quit-after", type=float, default=None, metavar="SECONDS",
+                     help="close the window after this long (a smoke test of an install)")
     run = sub.add_parser("run", help="run a config headless and write its results")
     run.add_argument("config")
     run.add_argument("--backend", default="auto", choices=BACKENDS)
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in (None, "gui"):
             from app.gui import main as gui_main
-            return gui_main(config_path=getattr(args, "config", None))
+            return gui_main(config_path=getattr(args, "config", None),
+                            quit_after=getattr(args, "quit_after", None))
         if args.command == "devices":
             return _devices()
         if args.command == "cache":
