@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint32, uint64
 
+from app.compute.jit import CACHE
+
 _M0 = 0xD2511F53
 _M1 = 0xCD9E8D57
 _W0 = 0x9E3779B9
@@ -17,7 +19,7 @@ _W1 = 0xBB67AE85
 _MASK = 0xFFFFFFFF
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=CACHE)
 def philox_words(key_lo, key_hi, n, stream):
     """Four uint32 words of draw ``n`` (uint64) in ``stream`` (uint64) under key (lo, hi)."""
     mask = uint64(_MASK)
@@ -41,13 +43,13 @@ def philox_words(key_lo, key_hi, n, stream):
     return uint32(c0), uint32(c1), uint32(c2), uint32(c3)
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=CACHE)
 def unit_float64(word):
     """uint32 -> float64 in (0, 1): (x + 0.5) / 2**32, as ``philox.to_unit_float64``."""
     return (np.float64(word) + 0.5) * 2.3283064365386963e-10
 
 
-@njit(cache=True)
+@njit(cache=CACHE)
 def draw_block(key_lo, key_hi, streams, counters):
     """(4, N) uint32 words for arrays of streams and counters (the test entry point)."""
     out = np.empty((4, streams.shape[0]), np.uint32)

@@ -22,26 +22,27 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from app.compute.jit import CACHE
 from app.sims.cardiac.engine import CpuTissue, Problem
 from app.sims.cardiac.model import N_GATES, N_NONGATING, CellModel
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=CACHE)
 def _exp(x):
     return math.exp(x) if x < 709.0 else math.inf
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=CACHE)
 def _expm1(x):
     return math.expm1(x) if x < 709.0 else math.inf
 
 
-@njit(inline="always", cache=True, error_model="numpy")
+@njit(inline="always", cache=CACHE, error_model="numpy")
 def _pow(x, y):
     return x ** y
 
 
-@njit(inline="always", cache=True, error_model="numpy")
+@njit(inline="always", cache=CACHE, error_model="numpy")
 def _div(x, y):
     return x / y
 

@@ -17,6 +17,7 @@ import time
 import numpy as np
 from numba import njit, prange
 
+from app.compute.jit import CACHE
 from app.sims.channel.cpu import BAD_SCORE
 from app.sims.channel.engine import CpuGA
 from app.sims.channel.model import ChannelModel
@@ -27,7 +28,7 @@ CHUNK = 8192   # individuals whose Q matrices are held at once
 LANES = 16     # individuals advanced together in the sample loop (SIMD across individuals; measured: 16 > 8)
 
 
-@njit(inline="always", cache=True, error_model="numpy")
+@njit(inline="always", cache=CACHE, error_model="numpy")
 def _normalise_columns(e):
     n = e.shape[0]
     for c in range(n):
@@ -38,7 +39,7 @@ def _normalise_columns(e):
             e[r, c] /= s
 
 
-@njit(inline="always", cache=True, error_model="numpy")
+@njit(inline="always", cache=CACHE, error_model="numpy")
 def _matmul_into(a, b, out):
     """out = a @ b for small square matrices in plain loops (numba's @ calls BLAS: slow at 3x3)."""
     n = a.shape[0]
@@ -51,7 +52,7 @@ def _matmul_into(a, b, out):
                 out[r, c] += f * b[k, c]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _expm_into(q, tau, pade, work, e):
     """e = exp(q tau) of one small matrix, as ``numerics.expm`` (Padé (6,6), scaling and
     squaring, columns renormalised); ``work`` (5, n, n) is scratch, nothing is allocated."""
@@ -118,7 +119,7 @@ def _expm_into(q, tau, pade, work, e):
         _normalise_columns(e)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=CACHE, error_model="numpy")
 def _steady_state(q):
     """GTH steady state of one generator, as ``numerics.steady_state``."""
     n = q.shape[0]
@@ -142,7 +143,7 @@ def _steady_state(q):
     return p / p.sum()
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy", fastmath=True)
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy", fastmath=True)
 def _scores(q_by_v, pair_v, pair_tau, sweep_hold, sweep_ops, op_pair, op_v, op_n, open_mask,
             g, e_rev, target, pade, bad, keep, traces, scores):
     """chi^2 of every individual (and its currents where ``keep``).

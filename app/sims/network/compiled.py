@@ -16,18 +16,19 @@ import time
 import numpy as np
 from numba import njit, prange
 
+from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words
 from app.sims.network.cpu import NOISE_BLOCK, RING, CpuEngine
 
 
-@njit(inline="always", cache=True, error_model="numpy")
+@njit(inline="always", cache=CACHE, error_model="numpy")
 def _box_muller(a, b):
     u1 = ((a >> np.uint32(9)) + 0.5) * 1.1920928955078125e-07      # exact on the float32 grid
     u2 = ((b >> np.uint32(9)) + 0.5) * 1.1920928955078125e-07
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
 def _noise(key_lo, key_hi, m0, out):
     """:func:`app.sims.network.engine.noise_block` compiled: out (k, n) standard normals, Box-Muller
     on the float32-grid uniforms of Philox draw ``m >> 1`` of stream ``neuron`` (words 0, 1 on
@@ -46,7 +47,7 @@ def _noise(key_lo, key_hi, m0, out):
                 j += 1
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=CACHE, error_model="numpy")
 def _run(m0, nsteps, noise, noise_m0, V, refrac, gE, gI, counts, ring, ring_len,
          c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
          g_dv, g_sel, g_sel_off, g_ptr, last, u_s, r_s, U, D, F, W, post, exc,

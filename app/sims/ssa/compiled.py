@@ -17,13 +17,14 @@ import time
 import numpy as np
 from numba import njit, prange
 
+from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words, unit_float64
 from app.sims.ssa.cpu import CpuEnsemble
 from app.sims.ssa.engine import EnsembleEngine, IntervalStats, host_stats
 from app.sims.ssa.model import Network
 
 
-@njit(inline="always", cache=True, error_model="numpy")
+@njit(inline="always", cache=CACHE, error_model="numpy")
 def _propensity(x, r, j, rates, r_species, r_order):
     a = rates[j]
     for q in range(r_species.shape[1]):
@@ -38,7 +39,7 @@ def _propensity(x, r, j, rates, r_species, r_order):
     return a
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
 def _advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, change, dep,
              key_lo, key_hi, t_to, max_steps, logdirect):
     """Advance every active realization by up to ``max_steps`` reactions towards ``t_to``."""
@@ -91,7 +92,7 @@ def _advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, chan
         fired[r] += count
 
 
-@njit(parallel=True, nogil=True, cache=True, error_model="numpy")
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
 def _all_propensities(x, a, rates, r_species, r_order):
     for r in prange(a.shape[0]):
         for j in range(a.shape[1]):
