@@ -31,7 +31,7 @@ def network(window):
 
 
 def test_run_pause_resume_stop(network, window, qtbot):
-    network.epochs.setValue(50)
+    network.epochs.setValue(5000)   # 2,000 s simulated: the compiled engine does 50 epochs in 0.3 s
     assert network.start_run()
     worker = network.worker
     qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
