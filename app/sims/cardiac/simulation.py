@@ -87,6 +87,9 @@ class CardiacSimulation(Simulation):
         status = f"t = {e.t:.2f} of {self.problem.t_end:g} ms, {e.steps_accepted} steps"
         if e.steps_rejected:
             status += f" ({e.steps_rejected} rejected)"
+        compile_s = getattr(e, "compile_seconds", 0.0)   # the compiled CPU engine's first use
+        if compile_s >= 0.05:
+            status += f", compiled engine ready in {compile_s:.1f} s (compile or cache load)"
         if self.stopped is not None:
             status = str(self.stopped)
         return CardiacFrame(
@@ -133,6 +136,7 @@ class CardiacSimulation(Simulation):
         summary: dict[str, Any] = {
             "steps_accepted": int(e.steps_accepted), "steps_rejected": int(e.steps_rejected),
             "sim_ms": float(e.t), "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
+            "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
             "backend": self.backend, "device": _device_name(self.backend),
             "method": self.cfg.solver.method, "rush_larsen": p.tableau.rl,
