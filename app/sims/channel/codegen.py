@@ -6,8 +6,8 @@ individual); the per-sample propagation and the residuals run in float32.
 
 from __future__ import annotations
 
+from app.compute.codegen import to_c
 from app.compute.kernels import read_kernel
-from app.sims.channel.expr import to_c
 from app.sims.channel.model import ChannelModel
 
 

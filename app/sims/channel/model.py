@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.sims.channel.expr import ExprError, Node, evaluate, parse
+from app.compute.codegen import ExprError, Node, evaluate, parse
 from app.sims.common.config import ConfigError, Document, spec
 
 RATE_MAX = 1.0e4       # 1/ms

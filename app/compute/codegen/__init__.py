@@ -1,5 +1,15 @@
-"""A whitelist parser for rate expressions, and the two things made from its trees:
-C source for the CUDA ``createQmat`` and a NumPy evaluator.
+"""The one expression core: a whitelist parser for model expressions, and every printer.
+
+API (all generators print through this module; nothing else parses user text)::
+
+    tree = parse(text, names)          # Node tree; ExprError (text + position) on anything else
+    names_used(tree)                   # identifiers the tree reads
+    evaluate(tree, env)                # NumPy float64 over arrays (errors become inf/nan)
+    to_python(tree, symbol)            # Python source on floats using ``math``; numba-compatible
+    to_c(tree, symbol, single=False)   # CUDA/C source, double (or float32 with ``single``)
+    fill_template(template, slots)     # put printed code into ``{{SLOT}}`` places of a kernel
+
+``symbol`` maps a name in the tree to the target's variable (``lambda n: f"p[{k[n]}]"``).
 
 Grammar (precedence low to high)::
 
@@ -9,9 +19,12 @@ Grammar (precedence low to high)::
     power  := atom ('**' factor)?
     atom   := NUMBER | NAME | FUNC '(' expr (',' expr)* ')' | '(' expr ')'
 
-Only numbers, known names (parameters, ``v``, earlier rates) and the functions in
-:data:`FUNCTIONS` are accepted; anything else raises :class:`ExprError` with the offending
-text and its position. No user text ever reaches C or ``eval``: C is printed from the tree.
+Only numbers, known names and the functions in :data:`FUNCTIONS` are accepted; anything
+else raises :class:`ExprError` with the offending text and its position. Expressions longer
+than :data:`MAX_LENGTH` characters, nested deeper than :data:`MAX_DEPTH` or giving a tree
+deeper than :data:`MAX_TREE_DEPTH` are refused the same way (never a RecursionError). No user text ever reaches C, Python or ``eval``: code is
+printed from the tree, and :func:`fill_template` admits only printed code, checked
+identifiers and numbers.
 """
 
 from __future__ import annotations
@@ -26,6 +39,9 @@ FUNCTIONS: dict[str, tuple[int, int]] = {   # name -> (min args, max args)
     "exp": (1, 1), "log": (1, 1), "sqrt": (1, 1), "abs": (1, 1),
     "pow": (2, 2), "min": (2, 2), "max": (2, 2),
 }
+MAX_LENGTH = 100_000    # characters in one expression
+MAX_DEPTH = 100         # nesting of parentheses, unary signs, powers and calls
+MAX_TREE_DEPTH = 300    # depth of the tree (long chains of + or * included); printers recurse
 _TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)"
                     r"|(?P<op>\*\*|[-+*/(),]))")
 
@@ -73,12 +89,31 @@ Node = Union[Num, Name, Unary, Binary, Call]
 
 def parse(text: str, names: set[str]) -> Node:
     """Parse ``text`` into a tree; ``names`` are the identifiers it may use."""
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"expression longer than {MAX_LENGTH} characters", text[:40] + "...", 40)
     tokens = _tokenize(text)
     parser = _Parser(text, tokens, names)
     node = parser.expr()
     if parser.i < len(tokens):
         raise ExprError(f"unexpected '{tokens[parser.i][1]}'", text, tokens[parser.i][2])
+    if _tree_depth(node) > MAX_TREE_DEPTH:
+        raise ExprError(f"expression tree deeper than {MAX_TREE_DEPTH} levels (split it)", text, 0)
     return node
+
+
+def _tree_depth(root: Node) -> int:
+    """Depth of the tree, without recursion."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, Unary):
+            stack.append((node.arg, depth + 1))
+        elif isinstance(node, Binary):
+            stack += [(node.left, depth + 1), (node.right, depth + 1)]
+        elif isinstance(node, Call):
+            stack += [(a, depth + 1) for a in node.args]
+    return deepest
 
 
 def _tokenize(text: str) -> list[tuple[str, str, int]]:
@@ -100,6 +135,14 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
 class _Parser:
     def __init__(self, text: str, tokens: list, names: set[str]):
         self.text, self.tokens, self.names, self.i = text, tokens, names, 0
+        self.depth = 0
+
+    def _enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            tok = self._peek()
+            pos = tok[2] if tok else len(self.text)
+            raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels", self.text, pos)
 
     def _peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -128,12 +171,16 @@ class _Parser:
         return node
 
     def factor(self) -> Node:
-        tok = self._peek()
-        if tok and tok[0] == "op" and tok[1] in ("-", "+"):
-            self.i += 1
-            arg = self.factor()
-            return Unary("-", arg) if tok[1] == "-" else arg
-        return self.power()
+        self._enter()
+        try:
+            tok = self._peek()
+            if tok and tok[0] == "op" and tok[1] in ("-", "+"):
+                self.i += 1
+                arg = self.factor()
+                return Unary("-", arg) if tok[1] == "-" else arg
+            return self.power()
+        finally:
+            self.depth -= 1
 
     def power(self) -> Node:
         base = self.atom()
@@ -188,19 +235,23 @@ _C_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "fabs", "pow": "p
 def to_c(node: Node, symbol: Callable[[str], str], single: bool = False) -> str:
     """C source of ``node`` in double (or float32 with ``single``); ``symbol`` maps a name to
     its C variable."""
+    return Code(_c(node, symbol, single))
+
+
+def _c(node: Node, symbol: Callable[[str], str], single: bool) -> str:
     suffix = "f" if single else ""
     if isinstance(node, Num):
         return f"{float(node.value)!r}{suffix}".replace("inf", "INFINITY")
     if isinstance(node, Name):
         return symbol(node.name)
     if isinstance(node, Unary):
-        return f"(-{to_c(node.arg, symbol, single)})"
+        return f"(-{_c(node.arg, symbol, single)})"
     if isinstance(node, Binary):
-        left, right = to_c(node.left, symbol, single), to_c(node.right, symbol, single)
+        left, right = _c(node.left, symbol, single), _c(node.right, symbol, single)
         if node.op == "**":
             return f"pow{suffix}({left}, {right})"
         return f"({left} {node.op} {right})"
-    args = ", ".join(to_c(a, symbol, single) for a in node.args)
+    args = ", ".join(_c(a, symbol, single) for a in node.args)
     return f"{_C_FUNCS[node.func]}{suffix}({args})"
 
 
@@ -222,3 +273,63 @@ def evaluate(node: Node, env: Mapping[str, np.ndarray]) -> np.ndarray:
             return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
                     "**": np.power}[node.op](a, b)
         return _NP_FUNCS[node.func](*(evaluate(a, env) for a in node.args))
+
+
+_PY_FUNCS = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "abs",
+             "pow": "math.pow", "min": "min", "max": "max"}
+
+
+class Code(str):
+    """Source printed from a tree by this module (the only text :func:`fill_template` takes)."""
+
+
+def to_python(node: Node, symbol: Callable[[str], str]) -> Code:
+    """Python source of ``node`` on floats, calling ``math`` (so numba compiles it too)."""
+    return Code(_py(node, symbol))
+
+
+def _py(node: Node, symbol: Callable[[str], str]) -> str:
+    if isinstance(node, Num):
+        return repr(float(node.value)).replace("inf", "math.inf")
+    if isinstance(node, Name):
+        return symbol(node.name)
+    if isinstance(node, Unary):
+        return f"(-{_py(node.arg, symbol)})"
+    if isinstance(node, Binary):
+        return f"({_py(node.left, symbol)} {node.op} {_py(node.right, symbol)})"
+    args = ", ".join(_py(a, symbol) for a in node.args)
+    return f"{_PY_FUNCS[node.func]}({args})"
+
+
+_SLOT = re.compile(r"\{\{([A-Z][A-Z0-9_]*)\}\}")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def fill_template(template: str, slots: Mapping[str, "Code | int | float | str"]) -> str:
+    """``template`` with each ``{{SLOT}}`` replaced by ``slots[SLOT]``.
+
+    A value is printed code (:class:`Code`, from :func:`to_c`/:func:`to_python`), an int or
+    float (printed with ``repr``), or a string that is a plain identifier; anything else, a
+    missing slot or an unused one raises ``ValueError`` naming the slot.
+    """
+    used = set(_SLOT.findall(template))
+    if missing := used - set(slots):
+        raise ValueError(f"template slots without a value: {sorted(missing)}")
+    if unused := set(slots) - used:
+        raise ValueError(f"values for slots the template does not have: {sorted(unused)}")
+
+    def text(name: str) -> str:
+        value = slots[name]
+        if isinstance(value, Code):
+            return str(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"slot {name}: {type(value).__name__} is not code, a number or an identifier")
+        if isinstance(value, (int, float)):
+            if not np.isfinite(value):
+                raise ValueError(f"slot {name}: {value!r} is not a finite number")
+            return repr(value)
+        if not _IDENTIFIER.fullmatch(value):
+            raise ValueError(f"slot {name}: {value!r} is not an identifier")
+        return value
+
+    return _SLOT.sub(lambda m: text(m.group(1)), template)

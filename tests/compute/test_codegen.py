@@ -1,0 +1,128 @@
+import math
+
+import numpy as np
+import pytest
+
+from app.compute.codegen import ExprError, evaluate, names_used, parse, to_c
+
+NAMES = {"a1", "a2", "a3", "v", "k21"}
+
+
+@pytest.mark.parametrize("text", [
+    "a1*exp(a2*v)", "4*a1*(a2-v)/(exp((a2-v)/a3)-1)", "3*k21/4", "-v**2 + pow(v, 2)",
+    "max(min(v, a1), -a2)", "sqrt(abs(v)) + log(a3)", "1.5e-3*v", ".5*-v",
+])
+def test_accepts_and_evaluates_like_python(text):
+    tree = parse(text, NAMES)
+    env = {"a1": 0.3, "a2": 7.0, "a3": 2.5, "v": -12.0, "k21": 0.8}
+    py = eval(text.replace("exp", "math.exp").replace("sqrt", "math.sqrt").replace("log", "math.log")
+              .replace("pow", "math.pow"), {"math": math, "min": min, "max": max, "abs": abs}, dict(env))
+    got = evaluate(tree, {k: np.array(v) for k, v in env.items()})
+    assert np.isclose(got, py, rtol=1e-12)
+    assert names_used(tree) <= NAMES
+
+
+@pytest.mark.parametrize("text,message,position", [
+    ("exp(v);}", "character ';' is not allowed", 6),
+    ("v; system(1)", "character ';' is not allowed", 1),
+    ("__import__(v)", "unknown name '__import__'", 0),
+    ("__import__('os')", "character ''' is not allowed", 11),
+    ("v[0]", "character '[' is not allowed", 1),
+    ("a1 + ", "unexpected end of expression", 5),
+    ("exp(v", "unexpected end of expression", 5),
+    ("max(v)", "max() takes 2 arguments", 0),
+    ("printf(v)", "unknown name 'printf'", 0),
+    ("a1 a2", "unexpected 'a2'", 3),
+    ("v /* comment */", "unexpected '*'", 3),
+    ('"x"', "character '\"' is not allowed", 0),
+])
+def test_rejects_with_text_and_position(text, message, position):
+    with pytest.raises(ExprError) as info:
+        parse(text, NAMES)
+    assert message in str(info.value)
+    assert info.value.position == position
+    assert text in str(info.value)
+
+
+def test_c_is_printed_from_the_tree():
+    tree = parse("a1*exp(-a2*v) + min(v, 2)", NAMES)
+    c = to_c(tree, lambda n: f"s_{n}", single=True)
+    assert c == "((s_a1 * expf(((-s_a2) * s_v))) + fminf(s_v, 2.0f))"
+    assert to_c(tree, lambda n: f"s_{n}") == "((s_a1 * exp(((-s_a2) * s_v))) + fmin(s_v, 2.0))"
+
+
+# --- printers against each other, and the limits -------------------------------------------
+
+from app.compute.codegen import (
+    MAX_DEPTH,
+    MAX_TREE_DEPTH,
+    Code,
+    fill_template,
+    to_python,
+)
+
+_LEAVES = ["a1", "a2", "a3", "v", "k21", "0.5", "2", "1.5e-3"]
+
+
+def _random_expression(rng, depth: int) -> str:
+    """A random expression whose every operation is defined for the test's positive inputs."""
+    if depth == 0 or rng.random() < 0.2:
+        return str(rng.choice(_LEAVES))
+    a, b = _random_expression(rng, depth - 1), _random_expression(rng, depth - 1)
+    form = rng.integers(9)
+    return [f"({a} + {b})", f"({a} - {b})", f"({a} * {b})", f"({a}) / (1 + abs({b}))",
+            f"exp(-abs({a}) / 10)", f"sqrt(abs({a}))", f"log(1 + abs({a}))",
+            f"max({a}, -{b})", f"min({a}, {b}) ** 2"][form]
+
+
+def test_numpy_and_python_printers_agree_on_random_expressions():
+    rng = np.random.default_rng(18)
+    for _ in range(300):
+        text = _random_expression(rng, 4)
+        tree = parse(text, NAMES)
+        env = {n: float(rng.uniform(0.1, 3.0)) for n in NAMES}
+        source = to_python(tree, lambda n: f"env[{n!r}]")
+        py = eval(source, {"math": math, "min": min, "max": max, "abs": abs}, {"env": env})
+        got = evaluate(tree, {k: np.array(v) for k, v in env.items()})
+        assert np.isclose(got, py, rtol=1e-12, atol=1e-300), text
+
+
+def test_python_printer_compiles_with_numba():
+    numba = pytest.importorskip("numba")
+    tree = parse("max(a1*exp(-a2*v), sqrt(abs(v))) - min(v, 2) ** 2", NAMES)
+    body = to_python(tree, lambda n: n)
+    scope = {"math": math}
+    exec(f"def f(a1, a2, a3, v, k21):\n    return {body}\n", scope)
+    compiled = numba.njit(scope["f"])
+    args = (0.3, 7.0, 2.5, -1.2, 0.8)
+    assert compiled(*args) == pytest.approx(scope["f"](*args), rel=1e-14)
+
+
+def test_deep_nesting_is_refused_with_a_position_not_a_recursion_error():
+    text = "(" * (MAX_DEPTH + 5) + "v" + ")" * (MAX_DEPTH + 5)
+    with pytest.raises(ExprError, match="nested deeper") as info:
+        parse(text, NAMES)
+    assert 0 < info.value.position <= MAX_DEPTH + 5
+    assert parse("(" * (MAX_DEPTH - 5) + "v" + ")" * (MAX_DEPTH - 5), NAMES) == parse("v", NAMES)
+    with pytest.raises(ExprError, match="nested deeper"):
+        parse("-" * (MAX_DEPTH + 1) + "v", NAMES)
+    with pytest.raises(ExprError, match="tree deeper"):
+        parse("+".join(["v"] * (MAX_TREE_DEPTH + 5)), NAMES)
+    long_sum = parse("+".join(["v"] * (MAX_TREE_DEPTH - 5)), NAMES)
+    assert evaluate(long_sum, {"v": np.array(1.0)}) == MAX_TREE_DEPTH - 5
+
+
+def test_fill_template_admits_only_printed_code_identifiers_and_numbers():
+    code = to_c(parse("a1*v", NAMES), lambda n: n)
+    out = fill_template("{{TYPE}} f() { return {{BODY}} + {{N}}; }", {"TYPE": "double", "BODY": code, "N": 3})
+    assert out == "double f() { return (a1 * v) + 3; }"
+    assert isinstance(code, Code)
+    for bad in ["x); system(1", "a b", "1;"]:
+        with pytest.raises(ValueError, match="BODY"):
+            fill_template("{{BODY}}", {"BODY": bad})
+    with pytest.raises(ValueError, match="N"):
+        fill_template("{{N}}", {"N": float("nan")})
+    with pytest.raises(ValueError, match="without a value"):
+        fill_template("{{A}} {{B}}", {"A": 1})
+    with pytest.raises(ValueError, match="does not have"):
+        fill_template("{{A}}", {"A": 1, "B": 2})
