@@ -1,4 +1,6 @@
 import math
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -69,10 +71,11 @@ def _random_expression(rng, depth: int) -> str:
     if depth == 0 or rng.random() < 0.2:
         return str(rng.choice(_LEAVES))
     a, b = _random_expression(rng, depth - 1), _random_expression(rng, depth - 1)
-    form = rng.integers(9)
+    form = rng.integers(11)
     return [f"({a} + {b})", f"({a} - {b})", f"({a} * {b})", f"({a}) / (1 + abs({b}))",
             f"exp(-abs({a}) / 10)", f"sqrt(abs({a}))", f"log(1 + abs({a}))",
-            f"max({a}, -{b})", f"min({a}, {b}) ** 2"][form]
+            f"max({a}, -{b})", f"min({a}, {b}) ** 2",
+            f"where({a} < {b}, {a}, 2 * {b})", f"expm1(-abs({a}) / 10) + where({a} >= 1, 1, 0)"][form]
 
 
 def test_numpy_and_python_printers_agree_on_random_expressions():
@@ -126,3 +129,37 @@ def test_fill_template_admits_only_printed_code_identifiers_and_numbers():
         fill_template("{{A}} {{B}}", {"A": 1})
     with pytest.raises(ValueError, match="does not have"):
         fill_template("{{A}}", {"A": 1, "B": 2})
+
+
+def test_where_takes_a_comparison_and_prints_to_c_and_python():
+    tree = parse("where(v <= a1, expm1(v), -v)", NAMES)
+    assert to_c(tree, lambda n: n) == "((v <= a1) ? expm1(v) : (-v))"
+    assert to_python(tree, lambda n: n) == "(math.expm1(v) if (v <= a1) else (-v))"
+    env = {"v": np.array([-1.0, 2.0]), "a1": np.array(0.5)}
+    assert np.allclose(evaluate(tree, env), [math.expm1(-1.0), -2.0])
+    with pytest.raises(ExprError, match="needs a comparison"):
+        parse("where(v, 1, 2)", NAMES)
+    with pytest.raises(ExprError, match="unexpected '<'"):
+        parse("v < 1", NAMES)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to run the C printer's output")
+def test_c_printer_agrees_with_python_printer_when_compiled(tmp_path):
+    """The double C printer, compiled by the host C compiler (as nvcc compiles the same text),
+    against the Python printer on random expressions; float printing is checked to 1e-5."""
+    rng = np.random.default_rng(7)
+    env = {n: float(rng.uniform(0.1, 3.0)) for n in sorted(NAMES)}
+    trees = [parse(_random_expression(rng, 4), NAMES) for _ in range(60)]
+    decls = "".join(f"    const double {n} = {v!r};\n    const float {n}_f = {v!r}f;\n" for n, v in env.items())
+    body = "".join(f'    printf("%.17g %.9g\\n", (double)({to_c(t, lambda n: n)}), '
+                   f'(double)({to_c(t, lambda n: n + "_f", single=True)}));\n' for t in trees)
+    (tmp_path / "p.c").write_text(f"#include <math.h>\n#include <stdio.h>\nint main(void) {{\n{decls}{body}    return 0;\n}}\n")
+    subprocess.run(["cc", "-O0", "-o", str(tmp_path / "p"), str(tmp_path / "p.c"), "-lm"], check=True)
+    lines = subprocess.run([str(tmp_path / "p")], check=True, capture_output=True, text=True).stdout.split("\n")
+    assert len(lines) == len(trees) + 1
+    for tree, line in zip(trees, lines[:-1], strict=True):
+        py = eval(to_python(tree, lambda n: f"env[{n!r}]"), {"math": math, "min": min, "max": max, "abs": abs},
+                  {"env": env})
+        double, single = (float(x) for x in line.split())
+        assert double == pytest.approx(py, rel=1e-12, abs=1e-300)
+        assert single == pytest.approx(py, rel=1e-5, abs=1e-6)

@@ -7,6 +7,7 @@ API (all generators print through this module; nothing else parses user text)::
     evaluate(tree, env)                # NumPy float64 over arrays (errors become inf/nan)
     to_python(tree, symbol)            # Python source on floats using ``math``; numba-compatible
     to_c(tree, symbol, single=False)   # CUDA/C source, double (or float32 with ``single``)
+    # where(a < b, x, y) prints as np.where, (x if a < b else y) and (a < b ? x : y)
     fill_template(template, slots)     # put printed code into ``{{SLOT}}`` places of a kernel
 
 ``symbol`` maps a name in the tree to the target's variable (``lambda n: f"p[{k[n]}]"``).
@@ -18,6 +19,7 @@ Grammar (precedence low to high)::
     factor := ('-' | '+') factor | power
     power  := atom ('**' factor)?
     atom   := NUMBER | NAME | FUNC '(' expr (',' expr)* ')' | '(' expr ')'
+            | 'where' '(' expr CMP expr ',' expr ',' expr ')'     CMP: < <= > >= ==
 
 Only numbers, known names and the functions in :data:`FUNCTIONS` are accepted; anything
 else raises :class:`ExprError` with the offending text and its position. Expressions longer
@@ -37,13 +39,14 @@ import numpy as np
 
 FUNCTIONS: dict[str, tuple[int, int]] = {   # name -> (min args, max args)
     "exp": (1, 1), "log": (1, 1), "sqrt": (1, 1), "abs": (1, 1),
-    "pow": (2, 2), "min": (2, 2), "max": (2, 2),
+    "pow": (2, 2), "min": (2, 2), "max": (2, 2), "expm1": (1, 1), "where": (3, 3),
 }
+COMPARISONS = ("<=", ">=", "==", "<", ">")   # only as the first argument of where()
 MAX_LENGTH = 100_000    # characters in one expression
 MAX_DEPTH = 100         # nesting of parentheses, unary signs, powers and calls
 MAX_TREE_DEPTH = 300    # depth of the tree (long chains of + or * included); printers recurse
 _TOKEN = re.compile(r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)"
-                    r"|(?P<op>\*\*|[-+*/(),]))")
+                    r"|(?P<op>\*\*|<=|>=|==|[-+*/(),<>]))")
 
 
 class ExprError(ValueError):
@@ -84,7 +87,16 @@ class Call:
     args: tuple["Node", ...]
 
 
-Node = Union[Num, Name, Unary, Binary, Call]
+@dataclass(frozen=True)
+class Compare:
+    """``left op right``; only the condition of ``where(cond, if_true, if_false)``."""
+
+    op: str
+    left: "Node"
+    right: "Node"
+
+
+Node = Union[Num, Name, Unary, Binary, Call, Compare]
 
 
 def parse(text: str, names: set[str]) -> Node:
@@ -109,7 +121,7 @@ def _tree_depth(root: Node) -> int:
         deepest = max(deepest, depth)
         if isinstance(node, Unary):
             stack.append((node.arg, depth + 1))
-        elif isinstance(node, Binary):
+        elif isinstance(node, (Binary, Compare)):
             stack += [(node.left, depth + 1), (node.right, depth + 1)]
         elif isinstance(node, Call):
             stack += [(a, depth + 1) for a in node.args]
@@ -163,6 +175,15 @@ class _Parser:
             node = Binary(tok[1], node, self.term())
         return node
 
+    def comparison(self) -> Node:
+        left = self.expr()
+        tok = self._peek()
+        if tok is None or tok[1] not in COMPARISONS:
+            raise ExprError("where() needs a comparison (< <= > >= ==) first", self.text,
+                            tok[2] if tok else len(self.text))
+        self.i += 1
+        return Compare(tok[1], left, self.expr())
+
     def term(self) -> Node:
         node = self.factor()
         while (tok := self._peek()) and tok[0] == "op" and tok[1] in ("*", "/"):
@@ -197,7 +218,7 @@ class _Parser:
         if kind == "name":
             if value in FUNCTIONS:
                 self._take("(")
-                args = [self.expr()]
+                args = [self.comparison() if value == "where" else self.expr()]
                 while (tok := self._peek()) and tok[1] == ",":
                     self.i += 1
                     args.append(self.expr())
@@ -221,7 +242,7 @@ def names_used(node: Node) -> set[str]:
         return {node.name}
     if isinstance(node, Unary):
         return names_used(node.arg)
-    if isinstance(node, Binary):
+    if isinstance(node, (Binary, Compare)):
         return names_used(node.left) | names_used(node.right)
     if isinstance(node, Call):
         return set().union(*(names_used(a) for a in node.args))
@@ -229,7 +250,7 @@ def names_used(node: Node) -> set[str]:
 
 
 _C_FUNCS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "fabs", "pow": "pow",
-            "min": "fmin", "max": "fmax"}
+            "min": "fmin", "max": "fmax", "expm1": "expm1"}
 
 
 def to_c(node: Node, symbol: Callable[[str], str], single: bool = False) -> str:
@@ -251,12 +272,19 @@ def _c(node: Node, symbol: Callable[[str], str], single: bool) -> str:
         if node.op == "**":
             return f"pow{suffix}({left}, {right})"
         return f"({left} {node.op} {right})"
+    if isinstance(node, Compare):
+        return f"({_c(node.left, symbol, single)} {node.op} {_c(node.right, symbol, single)})"
     args = ", ".join(_c(a, symbol, single) for a in node.args)
+    if node.func == "where":
+        return f"({_c(node.args[0], symbol, single)} ? " \
+               f"{_c(node.args[1], symbol, single)} : {_c(node.args[2], symbol, single)})"
     return f"{_C_FUNCS[node.func]}{suffix}({args})"
 
 
 _NP_FUNCS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "pow": np.power,
-             "min": np.fmin, "max": np.fmax}
+             "min": np.fmin, "max": np.fmax, "expm1": np.expm1, "where": np.where}
+_NP_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+               "==": np.equal}
 
 
 def evaluate(node: Node, env: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -272,11 +300,13 @@ def evaluate(node: Node, env: Mapping[str, np.ndarray]) -> np.ndarray:
             a, b = evaluate(node.left, env), evaluate(node.right, env)
             return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
                     "**": np.power}[node.op](a, b)
+        if isinstance(node, Compare):
+            return _NP_COMPARE[node.op](evaluate(node.left, env), evaluate(node.right, env))
         return _NP_FUNCS[node.func](*(evaluate(a, env) for a in node.args))
 
 
 _PY_FUNCS = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "abs",
-             "pow": "math.pow", "min": "min", "max": "max"}
+             "pow": "math.pow", "min": "min", "max": "max", "expm1": "math.expm1"}
 
 
 class Code(str):
@@ -297,6 +327,11 @@ def _py(node: Node, symbol: Callable[[str], str]) -> str:
         return f"(-{_py(node.arg, symbol)})"
     if isinstance(node, Binary):
         return f"({_py(node.left, symbol)} {node.op} {_py(node.right, symbol)})"
+    if isinstance(node, Compare):
+        return f"({_py(node.left, symbol)} {node.op} {_py(node.right, symbol)})"
+    if node.func == "where":
+        cond, yes, no = (_py(a, symbol) for a in node.args)
+        return f"({yes} if {cond} else {no})"
     args = ", ".join(_py(a, symbol) for a in node.args)
     return f"{_PY_FUNCS[node.func]}({args})"
 
