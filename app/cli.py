@@ -6,6 +6,11 @@
     python -m app devices
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
+
+Exit codes: 0 done; 1 a failure while running (message printed; what the run had is written
+where it could be); 2 bad input (a config, a file, an option: the message names it; nothing
+ran); 3 a run that stopped before its end (a blow-up, a non-finite state) with what it had
+written; 130 stopped by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -81,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 130
+    except (RuntimeError, OSError, MemoryError, ValueError) as exc:
+        print(f"error: {type(exc).__name__ if not isinstance(exc, RuntimeError) else ''}"
+              f"{': ' if not isinstance(exc, RuntimeError) else ''}{exc}", file=sys.stderr)
         return 1
     return 0
 
@@ -126,6 +135,8 @@ def _run(args: argparse.Namespace) -> int:
     backend, reason = resolve_backend(args.backend)
     print(reason)
     out = Path(args.out or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    from app.sims.common.output import check_output_dir
+    check_output_dir(out)                      # before the run, not after it
     last = [0.0]
 
     def progress(frame) -> None:
@@ -140,6 +151,10 @@ def _run(args: argparse.Namespace) -> int:
         _save_png(domain.name, session, out / "plot.png")
     print(json.dumps(session.summary, indent=2))
     print(f"results in {out}/")
+    stopped = session.summary.get("stopped")
+    if stopped and not session.stopped:
+        print(f"error: the run stopped before its end: {stopped}", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -103,7 +103,7 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
     spec = parse_sweep(doc.data["sweep"], doc)
     data = {k: v for k, v in doc.data.items() if k != "sweep"}
     name = data.get("domain")
-    if name not in DOMAINS:
+    if not isinstance(name, str) or name not in DOMAINS:
         raise doc.error(f"unknown domain {name!r}; valid: {', '.join(DOMAINS)}", ("domain",))
     domain = DOMAINS[name]
     module = domain.load()

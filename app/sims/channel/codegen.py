@@ -22,7 +22,9 @@ def model_block(model: ChannelModel) -> str:
         return rates.get(name) or params[name]
 
     n = model.n_states
-    lines = [f"// generated for {model.name or 'a channel model'}",
+    # Only checked identifiers (model.IDENTIFIER) and printed numbers reach this source; the
+    # model's free-text name never does.
+    lines = ["// generated channel model",
              f"#define CH_NS {n}", f"#define CH_NP {model.n_params}",
              f"#define CH_NRATES {len(model.rate_defs)}", f"#define CH_G {model.conductance}",
              f"#define CH_EREV {float(model.e_rev)!r}", "",

@@ -22,7 +22,8 @@ RATE_MAX = 1.0e4       # 1/ms
 SINGULAR_DV = 1.0e-3   # mV
 MAX_STATES = 8
 _TRANSITION = re.compile(r"^k(\d)(\d)$")
-_RATE_LINE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(.*)$")
+_RATE_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$", re.ASCII | re.DOTALL)
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)   # what may reach generated code
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,10 @@ def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple =
     if unknown or not spec_.open_states:
         raise fail(f"open states must name states ({', '.join(spec_.states)})", ("open_states",))
     names = [p.name for p in spec_.parameters]
+    for k, name in enumerate(names):
+        if not IDENTIFIER.fullmatch(name):
+            raise fail(f"parameter name {name[:40]!r} is not an identifier (letters, digits, '_'; "
+                       "a letter or '_' first; at most 64)", ("parameters", k, "name"))
     if len(set(names)) != len(names) or "v" in names:
         raise fail("parameter names must be distinct and not 'v'", ("parameters",))
     for k, p in enumerate(spec_.parameters):
@@ -132,6 +137,8 @@ def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple =
         if not m:
             raise fail(f"a rate is written 'name = expression', got '{line}'", ("rates", k))
         name, text = m.group(1), m.group(2).strip()
+        if not IDENTIFIER.fullmatch(name):
+            raise fail(f"rate name {name[:40]!r} is too long (at most 64 characters)", ("rates", k))
         if name in known:
             raise fail(f"'{name}' is defined twice or shadows a parameter", ("rates", k))
         try:

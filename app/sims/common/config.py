@@ -11,6 +11,7 @@ naming the file, the line, the key path and the valid range.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -60,8 +61,21 @@ class Document:
         return ConfigError(message, self.source, self.line(path), path)
 
 
+MAX_CONFIG_BYTES = 8 << 20        # a run config is text a person writes; data files are separate
+MAX_CONFIG_VALUES = 1_000_000     # values after YAML aliases are expanded (a "billion laughs" stops here)
+MAX_CONFIG_DEPTH = 200            # nesting of mappings and lists
+INT64_MAX = 2**63 - 1
+
+
 def parse_yaml(text: str, source: str | None = None) -> Document:
-    """Parse YAML text, keeping the line of each key; syntax errors name the line."""
+    """Parse YAML text, keeping the line of each key; syntax errors name the line.
+
+    Bounded: at most :data:`MAX_CONFIG_BYTES` of text, :data:`MAX_CONFIG_VALUES` values once
+    aliases are expanded and :data:`MAX_CONFIG_DEPTH` levels of nesting.
+    """
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"the config is {len(text):,} characters; the limit is {MAX_CONFIG_BYTES:,} "
+                          "(large data belongs in a data file the config names)", source)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -69,23 +83,53 @@ def parse_yaml(text: str, source: str | None = None) -> Document:
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"YAML syntax error: {problem}", source, line) from None
+    except RecursionError:
+        raise ConfigError(f"the YAML is nested too deeply (the limit is {MAX_CONFIG_DEPTH} levels)",
+                          source) from None
     marks: Marks = {}
-    data = _to_python(node, (), marks, source) if node is not None else None
+    budget = [MAX_CONFIG_VALUES]
+    data = _to_python(node, (), marks, source, budget) if node is not None else None
     return Document(data, marks, source)
 
 
 def load_yaml(path: str | Path) -> Document:
-    """Read and parse a YAML file."""
+    """Read and parse a YAML file (UTF-8 text of bounded size)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.is_dir():
+            raise ConfigError("this is a folder, not a config file", str(path))
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"the file is {size:,} bytes; a run config may have at most "
+                              f"{MAX_CONFIG_BYTES:,}", str(path))
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read file: {exc.strerror}", str(path)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                          "a run config is a YAML text file", str(path), line) from None
+    if "\x00" in text:
+        raise ConfigError("this is a binary file, not a YAML run config", str(path))
     return parse_yaml(text, str(path))
 
 
-def _to_python(node: yaml.Node, path: tuple, marks: Marks, source: str | None) -> Any:
+def _to_python(node: yaml.Node, path: tuple, marks: Marks, source: str | None,
+               budget: list[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ConfigError(f"the config expands to more than {MAX_CONFIG_VALUES:,} values "
+                          "(through YAML aliases?)", source, node.start_mark.line + 1, path)
+    if len(path) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"the YAML is nested more than {MAX_CONFIG_DEPTH} levels deep", source,
+                          node.start_mark.line + 1, path[:3])
     marks.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in (
+            "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:omap"):
+        raise ConfigError(f"not a plain YAML value: the tag {node.tag} is not allowed", source,
+                          node.start_mark.line + 1, path)
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:
@@ -95,13 +139,17 @@ def _to_python(node: yaml.Node, path: tuple, marks: Marks, source: str | None) -
             if key in out:
                 raise ConfigError(f"duplicate key '{key}'", source, key_node.start_mark.line + 1, path)
             marks[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _to_python(value_node, path + (key,), marks, source)
+            out[key] = _to_python(value_node, path + (key,), marks, source, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_to_python(v, path + (i,), marks, source) for i, v in enumerate(node.value)]
+        return [_to_python(v, path + (i,), marks, source, budget) for i, v in enumerate(node.value)]
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node)
+    except yaml.YAMLError as exc:      # e.g. !!python/name: tags, which the safe loader refuses
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"not a plain YAML value: {problem}", source,
+                          node.start_mark.line + 1, path) from None
     finally:
         loader.dispose()
 
@@ -173,10 +221,17 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
                 value = int(value)
             else:
                 raise doc.error(f"expected a whole number, got {_kind(value)}", path)
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise doc.error(f"{value:.3g} does not fit a 64-bit integer", path)
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise doc.error(f"expected a number, got {_kind(value)}", path)
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise doc.error(f"{value:.3g} is too large for a floating-point number", path) from None
+        if not math.isfinite(value):
+            raise doc.error(f"expected a finite number, got {value}", path)
     elif tp is str:
         if not isinstance(value, str):
             raise doc.error(f"expected text, got {_kind(value)}", path)
@@ -251,4 +306,8 @@ def set_path(data: dict, dotted: str, raw_value: str) -> None:
         target = target.setdefault(key, {})
         if not isinstance(target, dict):
             raise ConfigError(f"cannot set '{dotted}': '{key}' is not a mapping")
-    target[keys[-1]] = yaml.safe_load(raw_value)
+    try:
+        target[keys[-1]] = yaml.safe_load(raw_value)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"--set {dotted}={raw_value}: the value is not valid YAML ({problem})") from None

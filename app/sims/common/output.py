@@ -47,3 +47,23 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def check_output_dir(out: str | Path, what: str = "--out") -> Path:
+    """Make sure results can be written to ``out`` before a run starts (ConfigError if not)."""
+    import tempfile
+
+    from app.sims.common.config import ConfigError
+
+    path = Path(out)
+    try:
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{what} {path} is a file, not a folder")
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except ConfigError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"cannot write results to {what} {path}: {exc.strerror or exc}") from None
+    return path

@@ -100,6 +100,14 @@ class Session:
                     self.on_frame(frame)
                 self._apply_requests(sim)
                 self.arrays, self.summary = sim.results()
+            except Exception as exc:          # keep what the run had, then report the failure
+                try:
+                    self.arrays, summary = sim.results()
+                    self.summary = {**summary, "finished": False,
+                                    "stopped": {"reason": f"{type(exc).__name__}: {exc}"}}
+                except Exception:             # results of a broken state are not always there
+                    pass
+                raise
             finally:
                 sim.close()
         return self.last_frame
@@ -141,7 +149,13 @@ def run_headless(domain: Domain, cfg: Any, backend: str, out_dir: str | Path | N
     """The CLI path: run to the end on this thread and write the run's files."""
     start = time.perf_counter()
     session = Session(domain, cfg, backend, on_frame=progress)
-    session.run()
+    try:
+        session.run()
+    except Exception:
+        if out_dir is not None and session.summary:
+            write_run_outputs(out_dir, cfg, session.arrays, session.summary)
+            log.warning("the run failed; what it had is in %s", out_dir)
+        raise
     log.info("run finished in %.2f s", time.perf_counter() - start)
     if out_dir is not None:
         write_run_outputs(out_dir, cfg, session.arrays, session.summary)

@@ -162,7 +162,7 @@ def load_run_config(path_or_text: str | Path, *, text: bool = False,
             raise ConfigError(f"--set expects key=value, got '{item}'")
         set_path(doc.data, key, value)
     name = doc.data.get("domain")
-    if name not in DOMAINS:
+    if not isinstance(name, str) or name not in DOMAINS:
         raise doc.error(f"unknown domain {name!r}; valid: {', '.join(DOMAINS)}", ("domain",))
     domain = DOMAINS[name]
     return domain, domain.load().load_config(doc)
