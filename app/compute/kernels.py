@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
 from app.compute import compilers, kernel_cache

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from app.sims.common.config import ConfigError, Document, load_yaml, set_path, to_plain
+from app.sims.common.config import ConfigError, Document, to_plain
 from app.sims.common.output import save_json
 from app.sweep import metrics as sweep_metrics
 from app.sweep.spec import Point, SweepSpec, apply_point, get_path, parse_sweep
@@ -88,16 +88,9 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
     With ``batch`` (the default) and the CUDA engine, points that the domain's batch engine can
     run together (SSA: the same network up to rates, initial counts and seed) share launches.
     """
-    from app.sims.common.simulation import DOMAINS
+    from app.sims.common.simulation import DOMAINS, read_run_document
 
-    doc = load_yaml(config_path)
-    if not isinstance(doc.data, dict):
-        raise doc.error("a run config is a mapping with a 'domain' key")
-    for item in overrides or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects key=value, got '{item}'")
-        set_path(doc.data, key, value)
+    doc = read_run_document(config_path, overrides=overrides)
     if "sweep" not in doc.data:
         raise doc.error("this config has no 'sweep:' block; see the README's Sweeps section")
     spec = parse_sweep(doc.data["sweep"], doc)

@@ -148,9 +148,9 @@ def resolve_config_path(name: str | Path) -> Path:
     return find_preset(str(name)) or path
 
 
-def load_run_config(path_or_text: str | Path, *, text: bool = False,
-                    overrides: list[str] | None = None) -> tuple[Domain, Any]:
-    """Load a run config file (or text) of any domain, apply ``key=value`` overrides, validate."""
+def read_run_document(path_or_text: str | Path, *, text: bool = False,
+                      overrides: list[str] | None = None):
+    """A run config file (or text) parsed as a mapping, with ``key=value`` overrides applied."""
     from app.sims.common.config import set_path
 
     doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(resolve_config_path(path_or_text))
@@ -161,6 +161,13 @@ def load_run_config(path_or_text: str | Path, *, text: bool = False,
         if not sep:
             raise ConfigError(f"--set expects key=value, got '{item}'")
         set_path(doc.data, key, value)
+    return doc
+
+
+def load_run_config(path_or_text: str | Path, *, text: bool = False,
+                    overrides: list[str] | None = None) -> tuple[Domain, Any]:
+    """Load a run config file (or text) of any domain, apply ``key=value`` overrides, validate."""
+    doc = read_run_document(path_or_text, text=text, overrides=overrides)
     name = doc.data.get("domain")
     if not isinstance(name, str) or name not in DOMAINS:
         raise doc.error(f"unknown domain {name!r}; valid: {', '.join(DOMAINS)}", ("domain",))
