@@ -146,9 +146,9 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  {frame.progress:6.1%}  {frame.status}  {frame.throughput:.3g} {frame.throughput_unit}",
                   flush=True)
 
-    session = run_headless(domain, cfg, backend, out, progress)
-    if not args.no_png:
-        _save_png(domain.name, session, out / "plot.png")
+    png = None if args.no_png else (lambda session, folder: _save_png(domain.name, session,
+                                                                          folder / "plot.png"))
+    session = run_headless(domain, cfg, backend, out, progress, png)
     print(json.dumps(session.summary, indent=2))
     print(f"results in {out}/")
     stopped = session.summary.get("stopped")
@@ -165,6 +165,8 @@ def _save_png(domain: str, session, path: Path) -> None:
         render_main_plot(domain, session.last_frame, path)
     except ImportError as exc:
         print(f"PNG skipped: the GUI packages are not installed ({exc.name})")
+    except Exception as exc:          # a plot of a run that failed early: the results still count
+        print(f"PNG skipped: {type(exc).__name__}: {exc}")
 
 
 def _bench(args: argparse.Namespace) -> int:

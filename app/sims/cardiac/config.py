@@ -123,3 +123,41 @@ def load_config(doc: Document) -> CardiacConfig:
             raise doc.error(f"stimulus {st.name}: rect needs x0 <= x1 and y0 <= y1 (mm), got "
                             f"x {r.x0:g}..{r.x1:g}, y {r.y0:g}..{r.y1:g}", where)
     return cfg
+
+
+def n_cells(mesh: MeshSettings) -> int:
+    """Cells of the mesh the settings describe (the geodesic sphere: 10·4^level + 2)."""
+    if mesh.kind == "sphere":
+        return 10 * 4 ** mesh.level + 2
+    return mesh.nx * mesh.ny if mesh.kind == "sheet" else 1
+
+
+def estimate_memory(cfg: CardiacConfig, backend: str):
+    """Host and GPU bytes: the state and the solver's stages (cells x states), the mesh, the
+    activation maps, the probe recordings (probes x saved times) and a single cell's history."""
+    from app.sims.cardiac import crn
+    from app.sims.common.memory import estimate
+
+    n, states = float(n_cells(cfg.mesh)), float(len(crn.STATES))
+    width = 8.0 if cfg.solver.precision == "float64" else 4.0
+    stages = 8.0                                  # stages, error and accepted copies (at most)
+    out, t_end = cfg.output, cfg.protocol.t_end
+    step = out.dt_save if out.dt_save > 0 else cfg.solver.dt
+    probes = float(min(out.random_probes, n) + len(out.probe_cells))
+    saves = t_end / step + 2
+    host = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
+            n * states * stages * max(width, 8.0 if backend != "cuda" else 0.0),
+            "mesh, activation maps and voltage copies": n * (7 * 12 + 6 * 8),
+            f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B": probes * saves * 8}
+    if n == 1:
+        host["single-cell history: every step's states"] = (t_end / cfg.solver.dt + 2) * states * 8 * 2
+    gpu = {}
+    if backend == "cuda":
+        host[f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies"] = n * states * 8
+        gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
+               n * states * stages * width,
+               "mesh and activation maps": n * (7 * 12 + 6 * 8)}
+    key = ("mesh", "level") if cfg.mesh.kind == "sphere" else ("mesh", "nx")
+    recordings = f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B"
+    single = "single-cell history: every step's states"
+    return estimate(host, gpu, key, {recordings: ("output", "dt_save"), single: ("solver", "dt")})

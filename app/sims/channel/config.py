@@ -106,3 +106,25 @@ def load_config(doc: Document) -> ChannelConfig:
     if cfg.data.source != "surrogate" and not cfg.data.path:
         raise doc.error(f"data source '{cfg.data.source}' needs a 'path'", ("data",))
     return replace(cfg, model=model, protocols=protocols, base_dir=base)
+
+
+def estimate_memory(cfg: ChannelConfig, backend: str):
+    """Host and GPU bytes of the fit's largest arrays: the population and its copies, the
+    data and traces (recorded points), one chunk of scored individuals."""
+    from app.sims.channel.protocol import protocol_size
+    from app.sims.common.memory import estimate
+
+    _, points = protocol_size(cfg.protocols)
+    t, pop = float(points), float(cfg.ga.population)
+    n_params, n_states = float(len(cfg.model.parameters)), float(len(cfg.model.states))
+    chunk = min(pop, 8192.0)
+    host = {f"data and best traces: {t:,.0f} recorded points x 6 x 8 B": 6 * t * 8,
+            f"population: {pop:,.0f} individuals x {n_params:.0f} parameters x 4 copies x 8 B":
+            4 * pop * (n_params + 1) * 8,
+            "one chunk of individuals scored at once": chunk * (t * (3 if backend == "cpu-reference" else 0)
+                                                               + 64 * n_states * n_states) * 8}
+    gpu = {}
+    if backend == "cuda":
+        gpu = {"population and its next generation (float32)": 2 * pop * n_params * 4 + pop * 8,
+               "data and traces (float32)": 2 * t * 4}
+    return estimate(host, gpu, ("ga", "population"))

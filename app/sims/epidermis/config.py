@@ -218,3 +218,21 @@ def load_config(doc: Document) -> EpidermisConfig:
     if m.centre_cutoff < m.inter_cutoff:
         raise doc.error("centre_cutoff must not be below inter_cutoff", ("mechanics", "centre_cutoff"))
     return cfg
+
+
+def estimate_memory(cfg: EpidermisConfig, backend: str):
+    """Host and GPU bytes: the element arrays at twice the initial cells (the first capacity),
+    the engine's forces, contact sums and cell list, and the placement's work arrays."""
+    from app.sims.common.memory import estimate
+
+    t = cfg.tissue
+    cap = float(max(64, 2 * t.cells) + 31) // 32 * 32
+    e = float(t.max_elements)
+    elements = cap * e
+    host = {f"elements: {cap:,.0f} cells of capacity x {e:.0f} elements x 13 B": elements * 13 + cap * 28,
+            f"forces, contact sums and cell list: {elements:,.0f} element slots x 80 B": elements * 80,
+            f"placement: {t.cells:,} cells x {t.elements} elements x 5 x 24 B": float(t.cells) * t.elements * 120}
+    gpu = {}
+    if backend == "cuda":
+        gpu = {"elements, forces and cell list": elements * (13 + 80) + cap * 28}
+    return estimate(host, gpu, ("tissue", "cells"))

@@ -3,7 +3,6 @@ frames for the GUI, results for the CLI, checkpoints in the canonical (engine-ag
 
 from __future__ import annotations
 
-import io
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -11,7 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.common.config import ConfigError, dotted_items, dump_yaml, parse_yaml, set_path, to_plain
-from app.sims.common.output import atomic_write_bytes
+from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.simulation import Simulation, freeze
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, load_config
@@ -56,7 +55,7 @@ class EpidermisSimulation(Simulation):
         path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
         if path is not None and cfg.run.resume and path.exists():
             from app.sims.common.session import load_checkpoint
-            return cls.restore(load_checkpoint(path), backend, cfg=cfg)
+            return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         sim = cls(cfg, backend)
         sim._record()
         return sim
@@ -170,18 +169,15 @@ class EpidermisSimulation(Simulation):
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ, written atomically."""
-        buf = io.BytesIO()
-        np.savez(buf, **{k: np.asarray(v) for k, v in self.state().items()})
-        return atomic_write_bytes(path, buf.getvalue())
+        return write_checkpoint(path, self.state(), self.domain)
 
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str,
-                cfg: EpidermisConfig | None = None) -> "EpidermisSimulation":
+    def restore(cls, state: Mapping[str, Any], backend: str, cfg: EpidermisConfig | None = None,
+                path: str | Path | None = None) -> "EpidermisSimulation":
         saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
         cfg = cfg or saved
-        if (cfg.tissue, cfg.run.mode) != (saved.tissue, saved.run.mode):
-            raise ConfigError("the checkpoint belongs to a different tissue or mode; only "
-                              "mechanics, genes, growth and the run length may change on resume")
+        refuse_mismatch(path, saved, cfg, ("tissue", "run.mode"), "tissue or mode")
+        refuse_past_end(path, int(np.asarray(state["engine_step"])), cfg.run.steps, "run.steps", "steps")
         engine_state = {k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS}
         sim = cls(cfg, backend, state=engine_state)
         sim.wall = float(state["wall"])

@@ -3,7 +3,6 @@ end, a checkpoint after every epoch, frames for the GUI and results for the CLI.
 
 from __future__ import annotations
 
-import io
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -12,8 +11,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
-from app.sims.common.output import atomic_write_bytes
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.network.config import NetworkConfig, load_config
 from app.sims.network.engine import STATE_KEYS, NetworkEngine
@@ -23,6 +22,9 @@ CPU_SLICE_SECONDS = 0.15       # wall time the CPU engine aims at per advance()
 STRONGEST = 300                # synapses drawn in the culture view
 STRONGEST_MAX_NEURONS = 40000  # above this the strongest synapses are not copied back
 POP_WINDOW_SECONDS = 20.0
+# config keys a resumed run may not change (run length, growth rates and outputs may)
+FIXED_ON_RESUME = ("culture", "neuron", "synapses", "growth.start_radius", "run.dt",
+                   "run.epoch_seconds")
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class NetworkSimulation(Simulation):
         path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
         if path is not None and cfg.run.resume and path.exists():
             from app.sims.common.session import load_checkpoint
-            return cls.restore(load_checkpoint(path), backend, cfg=cfg)
+            return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         return cls(cfg, backend)
 
     def _epoch_bins(self) -> int:
@@ -234,21 +236,15 @@ class NetworkSimulation(Simulation):
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ (fast enough to write every epoch), written
         atomically (temporary file, fsync, rename)."""
-        buf = io.BytesIO()
-        np.savez(buf, **{k: np.asarray(v) for k, v in self.state().items()})
-        return atomic_write_bytes(path, buf.getvalue())
+        return write_checkpoint(path, self.state(), self.domain)
 
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str,
-                cfg: NetworkConfig | None = None) -> "NetworkSimulation":
+    def restore(cls, state: Mapping[str, Any], backend: str, cfg: NetworkConfig | None = None,
+                path: str | Path | None = None) -> "NetworkSimulation":
         saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
         cfg = cfg or saved
-        if (cfg.culture, cfg.neuron, cfg.synapses, cfg.growth.start_radius, cfg.run.dt,
-                cfg.run.epoch_seconds) != (saved.culture, saved.neuron, saved.synapses,
-                                           saved.growth.start_radius, saved.run.dt,
-                                           saved.run.epoch_seconds):
-            raise ConfigError("the checkpoint belongs to a different culture or model; "
-                              "only run length, growth rates and outputs may change on resume")
+        refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "culture or model")
+        refuse_past_end(path, int(state["epoch"]), cfg.run.epochs, "run.epochs", "epochs")
         sim = cls(cfg, backend)
         sim.engine.set_state({k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS})
         sim.epoch, sim.step_in_epoch = int(state["epoch"]), int(state["step_in_epoch"])
