@@ -39,9 +39,10 @@ class ConfigError(ValueError):
 
 
 def spec(range: tuple[float, float] | None = None, choices: tuple | None = None,
-         doc: str = "") -> dict:
-    """Field metadata: an inclusive numeric ``range``, allowed ``choices`` and a ``doc`` line."""
-    return {"range": range, "choices": choices, "doc": doc}
+         doc: str = "", unit: str = "") -> dict:
+    """Field metadata: an inclusive numeric ``range``, allowed ``choices``, a ``doc`` line and
+    the ``unit`` (the GUI builds its controls and tooltips from these)."""
+    return {"range": range, "choices": choices, "doc": doc, "unit": unit}
 
 
 @dataclasses.dataclass
