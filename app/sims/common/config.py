@@ -197,7 +197,7 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
             except ConfigError as exc:
                 errors.append(exc.message)
         raise doc.error(" or ".join(errors), path)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, doc, path)
     if origin in (list, tuple):
         if not isinstance(value, list):
