@@ -234,9 +234,12 @@ class ConfigForm:
 
     def expose(self, owner: object, names: Mapping[str, str] | None = None) -> None:
         """Set each control as an attribute of ``owner``: its field name, or ``names[path]``."""
-        names = names or {}
+        names = {path: (names or {}).get(path, path.rsplit(".", 1)[-1]) for path in self.widgets}
+        taken = [n for n in names.values() if list(names.values()).count(n) > 1]
+        if taken:
+            raise ValueError(f"two fields would both be exposed as {taken[0]!r}: name one of them")
         for path, widget in self.widgets.items():
-            setattr(owner, names.get(path, path.rsplit(".", 1)[-1]), widget)
+            setattr(owner, names[path], widget)
 
     def show(self, cfg: Any) -> None:
         """Show the form's fields of ``cfg``."""
