@@ -13,13 +13,13 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QLabel, QListWidget, QMai
 from app.compute.device import list_devices, resolve_backend
 from app.gui import errors
 from app.gui.log_dock import LogDock
-from app.gui.panels import PANEL_CLASSES, Panel
+from app.gui.panels import Panel, panel_class
 from app.gui.views.base import configure_pyqtgraph
 from app.sims.common.simulation import DOMAINS, default_preset, load_run_config
 
 log = logging.getLogger(__name__)
 
-PANEL_ORDER = ("channel", "cardiac", "network", "epidermis", "ssa")
+FIRST_PANEL = "ssa"        # the page the window opens on (where its default preset belongs)
 
 
 class MainWindow(QMainWindow):
@@ -37,7 +37,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_menu()
         self.resizeDocks([self.log_dock], [110], Qt.Orientation.Vertical)
-        self.panel_list.setCurrentRow(PANEL_ORDER.index("ssa"))
+        self.select_panel(FIRST_PANEL if FIRST_PANEL in self.pages else next(iter(self.pages)))
         self._device_changed()
 
     # ---- construction -------------------------------------------------------------------
@@ -63,10 +63,12 @@ class MainWindow(QMainWindow):
         self.panel_list.setObjectName("panelList")
         self.stack = QStackedWidget()
         self.pages: dict[str, QWidget] = {}
-        for name in PANEL_ORDER:
-            domain = DOMAINS[name]
+        for name, domain in DOMAINS.items():         # the registry's order
+            cls = panel_class(domain)
+            if cls is None:
+                continue
             self.panel_list.addItem(domain.label)
-            page = PANEL_CLASSES[name](domain, self.selected_device)
+            page = cls(domain, self.selected_device)
             page.status_changed.connect(self._panel_status)
             self.pages[name] = page
             self.stack.addWidget(page)
@@ -149,7 +151,7 @@ class MainWindow(QMainWindow):
         return page if isinstance(page, Panel) else None
 
     def select_panel(self, name: str) -> QWidget:
-        self.panel_list.setCurrentRow(PANEL_ORDER.index(name))
+        self.panel_list.setCurrentRow(list(self.pages).index(name))
         return self.pages[name]
 
     def _page_changed(self, row: int) -> None:
@@ -228,5 +230,5 @@ class MainWindow(QMainWindow):
 
 
 def open_default(window: MainWindow, config_path: str | Path | None = None) -> bool:
-    """Open ``config_path``, or the default SSA preset."""
-    return window.open_config(config_path or default_preset("ssa"))
+    """Open ``config_path``, or the default preset of the first panel."""
+    return window.open_config(config_path or default_preset(FIRST_PANEL))

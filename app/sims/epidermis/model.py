@@ -426,7 +426,8 @@ def initial_state(cfg: EpidermisConfig, engine: Callable | None = None, relax: b
     state = place_cells(cfg)
     if relax and cfg.run.relax_steps > 0:
         if engine is None:
-            from app.sims.epidermis.cpu import CpuEngine as engine
+            from app.sims.common.registry import DOMAINS     # by name: cpu.py imports this module
+            engine = DOMAINS["epidermis"].engine_class("cpu-reference")
         mcfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, mode="movement"))
         eng = engine(mcfg, state)
         try:
