@@ -116,12 +116,23 @@ def resolve_config_path(name: str | Path) -> Path:
     return find_preset(str(name)) or path
 
 
+def sbml_run_document(path: Path):
+    """An SBML model file opened as a run: an SSA config with default ensemble settings."""
+    import yaml
+
+    data = {"domain": "ssa", "name": path.stem, "sbml": str(path.expanduser().resolve())}
+    return parse_yaml(yaml.safe_dump(data, sort_keys=False), str(path))
+
+
 def read_run_document(path_or_text: str | Path, *, text: bool = False,
                       overrides: list[str] | None = None):
     """A run config file (or text) parsed as a mapping, with ``key=value`` overrides applied."""
     from app.sims.common.config import set_path
 
-    doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(resolve_config_path(path_or_text))
+    if not text and Path(str(path_or_text)).suffix.lower() in (".xml", ".sbml"):
+        doc = sbml_run_document(Path(path_or_text))
+    else:
+        doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(resolve_config_path(path_or_text))
     if not isinstance(doc.data, dict):
         raise doc.error("a run config is a mapping with a 'domain' key")
     for item in overrides or []:

@@ -8,6 +8,15 @@ import numpy as np
 
 from app.sims.ssa.stats import Histogram, histogram, moments
 
+ALGORITHMS = ("direct", "logdirect")
+
+
+def check_algorithm(name: str) -> str:
+    """``name`` if an engine runs it; a ValueError naming the choices otherwise."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown SSA algorithm {name!r}; choose one of {', '.join(ALGORITHMS)}")
+    return name
+
 
 @dataclass(frozen=True)
 class IntervalStats:
@@ -29,6 +38,11 @@ def host_stats(states: np.ndarray, hist_idx: list[int], bins: int, keep_states: 
 def initial_stats(net, realizations: int, hist_idx: list[int], bins: int,
                   keep_states: bool) -> IntervalStats:
     """Statistics of the deterministic initial state (every realization starts at x0)."""
+    if net.derived:
+        from app.sims.ssa.events import apply_derived
+        x0 = net.x0[None, :].copy()
+        apply_derived(net, x0)
+        net = net.with_values(x0=x0[0])
     hists = tuple(Histogram(int(net.x0[s]), 1, np.eye(1, bins, dtype=np.int64)[0] * realizations)
                   for s in hist_idx)
     states = np.broadcast_to(net.x0, (realizations, net.n_species)).copy() if keep_states else None
