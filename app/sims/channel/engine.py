@@ -1,4 +1,8 @@
-"""The GA engines: a population, its scores, and one generation at a time."""
+"""The GA engines: a population, its scores, and one generation at a time.
+
+Every engine also scores and simulates any batch of parameter rows (``evaluate_params``,
+``simulate``): what CMA-ES, the local refinement and the MCMC chains call.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ from app.sims.channel.protocol import Protocol
 class CpuGA:
     """Population and GA operators in NumPy float64 (the reference; small populations)."""
 
-    def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int):
+    def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int,
+                 weights: np.ndarray | None = None):
         self.model, self.protocol, self.target, self.seed = model, protocol, target, seed
+        self.weights = None if weights is None else np.asarray(weights, np.float64)
         self.population = ga.initial_population(seed, size, model.lower, model.upper)
         self.scores = np.full(size, np.inf)
         self.chunk = max(16, 2_000_000 // max(protocol.n_points, 1))
@@ -24,8 +30,16 @@ class CpuGA:
 
     def evaluate(self) -> np.ndarray:
         """Score every individual; returns the scores (host copy)."""
-        self.scores = cpu.evaluate(self.model, self.protocol, self.population, self.target, self.chunk)
+        self.scores = self.evaluate_params(self.population)
         return self.scores
+
+    def evaluate_params(self, params: np.ndarray) -> np.ndarray:
+        """chi^2 (k,) of parameter rows (k, P)."""
+        return cpu.evaluate(self.model, self.protocol, params, self.target, self.chunk, self.weights)
+
+    def simulate(self, params: np.ndarray) -> np.ndarray:
+        """Currents (k, n_points) of parameter rows (k, P), float64."""
+        return cpu.simulate(self.model, self.protocol, params)
 
     def breed(self, generation: int, best: int, crossover: float, mutation: float,
               creep: float = 0.0, creep_fraction: float = 0.0) -> None:
@@ -35,7 +49,7 @@ class CpuGA:
 
     def traces(self, index: int) -> np.ndarray:
         """Simulated currents of one individual (float64)."""
-        return cpu.simulate(self.model, self.protocol, self.population[index][None, :])[0]
+        return self.simulate(self.population[index][None, :])[0]
 
     def median(self) -> float:
         return float(np.median(self.scores))

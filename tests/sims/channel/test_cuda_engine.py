@@ -107,3 +107,28 @@ def test_short_fit_on_cuda_improves_and_resumes():
     again = ChannelSimulation.restore(state, "cuda")
     assert again.best_history[-1] == pytest.approx(sim.best_history[-1], rel=1e-6)
     again.close()
+
+
+def test_ramps_weights_and_batches_match_cpu():
+    """Ramp protocols (Magnus-4 exponentials per step, in double), per-point weights and the
+    batch calls CMA-ES and the refinement use, against the float64 CPU engine."""
+    from app.sims.channel.protocol import compile_protocols
+    from tests.sims.channel.test_ramps import RAMPS
+    m = preset("00-model-b-surrogate").model_()
+    protocol = compile_protocols(RAMPS)
+    rng = np.random.default_rng(4)
+    population = m.true_values * (1 + 0.2 * rng.uniform(-1, 1, size=(64, m.n_params)))
+    population = population.astype(np.float32).astype(np.float64)
+    reference = cpu.simulate(m, protocol, population)
+    target = reference[0] + rng.normal(0, 0.5, protocol.n_points)
+    weights = rng.uniform(0, 2, protocol.n_points)
+    weights[:20] = 0.0
+    engine = CudaGA(m, protocol, target, 16, seed=1, weights=weights)
+    traces = engine.simulate(population)
+    scores = engine.evaluate_params(population)
+    engine.close()
+    scale = np.abs(reference).max()
+    assert np.abs(traces - reference).max() < 1e-4 * scale       # float32 steps over 350 samples
+    ref = cpu.chi2(reference, target, weights)
+    d_current = 1e-4 * scale
+    assert (np.abs(scores - ref) <= 2 * np.sqrt(ref) * d_current + d_current**2 + 1e-6 * ref).all()
