@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QDoubleSpinBox, QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton,
-                               QSpinBox, QSplitter)
+from PySide6.QtWidgets import QDoubleSpinBox, QLabel, QLineEdit, QSpinBox, QSplitter
 
 from app.gui.forms import ConfigForm
 
@@ -33,6 +32,12 @@ from app.sims.common.output import save_npz
 from app.sims.common.simulation import Domain, presets
 
 log = logging.getLogger(__name__)
+
+EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
+           ("Maps (NPZ)…", "maps", "NPZ (*.npz)", "per-cell maps (V, activation, APD90), probes and steps"),
+           ("Mesh (VTK)…", "vtk", "VTK (*.vtk)", "the mesh with its maps, for ParaView"),
+           ("Mesh (PLY)…", "ply", "PLY (*.ply)", "the mesh with its maps"),
+           ("Screenshot (PNG)…", "png", "PNG (*.png)", "the views"))
 
 
 def region_for(kind: str, region: Region, dx: float) -> Region:
@@ -62,7 +67,7 @@ class CardiacPanel(Panel):
         self._build_solver_group()
         self._build_protocol_group()
         self.form.expose(self, {"mesh.kind": "mesh_kind", "mesh.dx_mm": "dx"})
-        self._build_export_group()
+        self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
         self.open_default_preset()
@@ -102,18 +107,6 @@ class CardiacPanel(Panel):
         self.form.rows(box.layout(), ["output.random_probes"])
         box.layout().addRow("Probe cells", self.probe_cells)
         box.layout().addRow("Stimuli", self.stimuli_label)
-        self.controls_layout.addWidget(box)
-
-    def _build_export_group(self) -> None:
-        box = QGroupBox("Export")
-        grid = QGridLayout(box)
-        for k, (text, kind, pattern) in enumerate((
-                ("Traces (CSV)…", "traces", "CSV (*.csv)"), ("Maps (NPZ)…", "maps", "NPZ (*.npz)"),
-                ("Mesh (VTK)…", "vtk", "VTK (*.vtk)"), ("Mesh (PLY)…", "ply", "PLY (*.ply)"),
-                ("Screenshot (PNG)…", "png", "PNG (*.png)"))):
-            button = QPushButton(text)
-            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
-            grid.addWidget(button, k // 2, k % 2)
         self.controls_layout.addWidget(box)
 
     def _build_views(self) -> None:

@@ -26,10 +26,8 @@ from typing import Any
 from PySide6.QtWidgets import (
     QCheckBox,
     QFormLayout,
-    QGridLayout,
     QGroupBox,
     QLabel,
-    QPushButton,
     QSpinBox,
     QVBoxLayout,
 )
@@ -87,7 +85,7 @@ class EpidermisPanel(Panel):
                                 "mechanics.inter.U0": "inter_U0", "mechanics.inter_cutoff": "cutoff",
                                 "mechanics.membrane.U0": "membrane_U0"})
         self._build_record_group()
-        self._build_export_group()
+        self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
         self.open_default_preset()
@@ -164,18 +162,6 @@ class EpidermisPanel(Panel):
         layout.addWidget(self.record_movie)
         layout.addLayout(form)
         layout.addWidget(self.record_label)
-        self.controls_layout.addWidget(box)
-
-    def _build_export_group(self) -> None:
-        box = QGroupBox("Export")
-        grid = QGridLayout(box)
-        self.export_buttons: dict[str, QPushButton] = {}
-        for k, (text, kind, pattern, tip) in enumerate(EXPORTS):
-            button = QPushButton(text)
-            button.setToolTip(tip)
-            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
-            grid.addWidget(button, k // 2, k % 2)
-            self.export_buttons[kind] = button
         self.controls_layout.addWidget(box)
 
     def _build_views(self) -> None:
