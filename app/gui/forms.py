@@ -8,8 +8,9 @@ or choices and its tooltip; the form shows a config and reads the edited one bac
     cfg = form.read(cfg)           # widgets -> a copy of cfg with those fields replaced
 
 Fields are named by dotted paths from the root dataclass. Widgets: a check box (bool), a
-combo box (choices), a spin box (int within Qt's 32-bit range, float), a line edit (text, and
-whole numbers beyond 32 bits such as 64-bit seeds). Panels add only their domain's own widgets.
+combo box (choices), a spin box (int within Qt's 32-bit range, float), a line edit (text,
+whole numbers beyond 32 bits such as 64-bit seeds, numbers over many decades such as
+1e-30..1e30). Panels add only their domain's own widgets.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import types
 import typing
 from typing import Any, Iterable, Mapping
 
-from PySide6.QtGui import QRegularExpressionValidator
+from PySide6.QtGui import QDoubleValidator, QRegularExpressionValidator
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QLineEdit, QSpinBox, QWidget)
 
@@ -108,6 +109,11 @@ def make_widget(spec: FieldSpec, *, decimals: int | None = None, step: float | N
     elif spec.type is int:
         widget = QLineEdit()
         widget.setValidator(QRegularExpressionValidator(r"-?\d{1,20}" if lo < 0 else r"\d{1,20}"))
+    elif spec.type is float and max(abs(lo), abs(hi)) > FLOAT_LIMIT:      # many decades: 1e-30 .. 1e30
+        widget = QLineEdit()
+        validator = QDoubleValidator(lo, hi, MAX_DECIMALS + 6)
+        validator.setNotation(QDoubleValidator.Notation.ScientificNotation)
+        widget.setValidator(validator)
     elif spec.type is float:
         widget = QDoubleSpinBox()
         reference = abs(spec.default or 0.0) or max(abs(lo), abs(hi), 1.0)
@@ -150,11 +156,12 @@ def get_value(spec: FieldSpec, widget: QWidget) -> Any:
     if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
         return widget.value()
     text = widget.text().strip()
-    if spec.type is int:
+    if spec.type in (int, float):
         try:
-            value = int(text)
+            value = spec.type(text)
         except ValueError:
-            raise ConfigError(f"{spec.path}: enter a whole number, got {text!r}") from None
+            kind = "a whole number" if spec.type is int else "a number"
+            raise ConfigError(f"{spec.path}: enter {kind}, got {text!r}") from None
         if spec.range is not None and not spec.range[0] <= value <= spec.range[1]:
             raise ConfigError(f"{spec.path}: {value} is out of range; valid range is "
                               f"[{spec.range[0]:g}, {spec.range[1]:g}]")

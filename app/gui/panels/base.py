@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel,
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QGroupBox, QHBoxLayout, QLabel,
                                QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
 from app.compute.device import cuda_status, resolve_backend
@@ -250,6 +250,21 @@ class Panel(QWidget):
         suffix = "." + pattern.split("*.")[1].rstrip(")")
         self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
                       default_suffix=suffix)
+
+    def export_group(self, exports: Iterable[tuple[str, str, str, str]]) -> QGroupBox:
+        """An Export group with a button per ``(text, kind, Qt file filter, tooltip)``, two to a
+        row, each asking for a file and calling the panel's ``export(kind, path)``. Sets
+        :attr:`export_buttons` (kind -> button)."""
+        box = QGroupBox("Export")
+        grid = QGridLayout(box)
+        self.export_buttons: dict[str, QPushButton] = {}
+        for k, (text, kind, pattern, tip) in enumerate(exports):
+            button = QPushButton(text)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
+            grid.addWidget(button, k // 2, k % 2)
+            self.export_buttons[kind] = button
+        return box
 
     def preset_picker(self, title: str, files: list[Path]) -> tuple[QGroupBox, QComboBox, QLabel]:
         """A group with the domain's presets, an Open YAML button and a description line;

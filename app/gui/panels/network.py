@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QGridLayout, QGroupBox, QLabel, QPushButton, QSplitter
+from PySide6.QtWidgets import QCheckBox, QLabel, QPushButton, QSplitter
 
 from app.gui.forms import ConfigForm
 
@@ -32,6 +32,10 @@ from app.sims.network.config import NetworkConfig, load_config
 
 log = logging.getLogger(__name__)
 
+EXPORTS = (("Spikes (NPZ)…", "spikes", "NPZ (*.npz)", "every recorded spike (or the raster window shown)"),
+           ("History (CSV)…", "history", "CSV (*.csv)", "per-epoch radius, rate, synapses and bursts"),
+           ("Connectivity (NPZ)…", "connectivity", "NPZ (*.npz)", "the final synapses and radii"),
+           ("Views (PNG)…", "png", "PNG (*.png)", "the views"))
 HISTORY_KEYS = ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute")
 
 
@@ -79,7 +83,7 @@ class NetworkPanel(Panel):
         self.resume_path: Path | None = None
         self._build_model_group()
         self._build_form()
-        self._build_export_group()
+        self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
         self.open_default_preset()
@@ -113,22 +117,6 @@ class NetworkPanel(Panel):
             box.layout().addRow(widget)
         self.controls_layout.addWidget(box)
         self.resume_button.clicked.connect(self._ask_resume)
-
-    def _build_export_group(self) -> None:
-        box = QGroupBox("Export")
-        self.export_spikes_button = QPushButton("Spikes (NPZ)…")
-        self.export_history_button = QPushButton("History (CSV)…")
-        self.export_conn_button = QPushButton("Connectivity (NPZ)…")
-        self.export_png_button = QPushButton("Views (PNG)…")
-        grid = QGridLayout(box)
-        for k, b in enumerate((self.export_spikes_button, self.export_history_button,
-                               self.export_conn_button, self.export_png_button)):
-            grid.addWidget(b, k // 2, k % 2)
-        self.controls_layout.addWidget(box)
-        self.export_spikes_button.clicked.connect(lambda: self.ask_export("spikes", "NPZ (*.npz)"))
-        self.export_history_button.clicked.connect(lambda: self.ask_export("history", "CSV (*.csv)"))
-        self.export_conn_button.clicked.connect(lambda: self.ask_export("connectivity", "NPZ (*.npz)"))
-        self.export_png_button.clicked.connect(lambda: self.ask_export("png", "PNG (*.png)"))
 
     def _build_views(self) -> None:
         self.culture = CultureView()
