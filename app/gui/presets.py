@@ -61,7 +61,7 @@ def engine_kind(backend: str) -> str:
 
 def roles(domain: str) -> dict[str, str]:
     """{role: preset stem} of ``domain`` from roles.yaml ({} when it names none)."""
-    data = load_yaml(PRESETS / "roles.yaml")
+    data = load_yaml(PRESETS / "roles.yaml").data
     entry = data.get(domain, {}) if isinstance(data, dict) else {}
     return {k: str(v) for k, v in entry.items() if k in ROLES}
 

@@ -137,6 +137,7 @@ class EpidermisPanel(Panel):
         self.search.setToolTip("cell_list: O(N) grid of element hashes; centre_cutoff: the paper's "
                                "cell-centre pre-filter (reference)")
         self.seed = _int(0, INT_MAX)
+        self.seed.setGroupSeparatorShown(False)      # a seed is a label, not a quantity
         self.tissue_label = QLabel()
         self.tissue_label.setWordWrap(True)
         self._form_group("Tissue", (("Mode", self.mode), ("Initial cells", self.cells),
@@ -372,7 +373,7 @@ class EpidermisPanel(Panel):
 
     @staticmethod
     def readout_text(frame) -> str:
-        return (f"step {frame.step:,} / {frame.steps:,} · t = {frame.t:,.5g} · {frame.cells:,} cells · "
+        return (f"step {frame.step:,} / {frame.steps:,} · t = {frame.t:,.5g} · {frame.cells:,} cell{'' if frame.cells == 1 else 's'} · "
                 f"{frame.elements:,} elements · {frame.layers} layer{'s' if frame.layers != 1 else ''} · "
                 f"{frame.throughput:,.4g} {frame.throughput_unit}")
 
