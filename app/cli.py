@@ -175,6 +175,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
         return sweep_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    if args.name == "gui":              # not a domain: each panel in the GUI against headless
+        from app.gui import bench as gui_bench
+        return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     domain = DOMAINS.get(args.name)
     if domain is None or domain.bench is None:
         names = [d.name for d in DOMAINS.values() if d.bench]

@@ -130,7 +130,7 @@ class CardiacPanel(Panel):
             w.setEnabled(kind == "sheet")
         n = {"sphere": 10 * 4 ** self.level.value() + 2, "sheet": self.nx.value() * self.ny.value(),
              "single": 1}[kind]
-        self.cells_label.setText(f"{n:,} cells")
+        self.cells_label.setText(f"{n:,} cell{'' if n == 1 else 's'}")
 
     def _update_solver(self, *_: Any) -> None:
         adaptive = self.method.currentText() in ADAPTIVE

@@ -128,7 +128,8 @@ class EpidermisSimulation(Simulation):
         return EpidermisFrame(
             progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
-            status=f"step {self.step:,}/{cfg.run.steps:,}, {n} cells, {layers} layers, "
+            status=f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
+                   f"{layers} layer{'' if layers == 1 else 's'}, "
                    f"{supra.mean() if n else 0:.0%} suprabasal",
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
             cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),

@@ -109,7 +109,8 @@ class SSASimulation(Simulation):
         return SSAFrame(
             progress=self.k / len(self.times), done=self.finished, wall_seconds=self.wall,
             throughput=rate, throughput_unit="reactions/s",
-            status=f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}, "
+            status=f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}"
+                   + ("" if self.finished else f" (running to {self.times[self.k]:.4g})") + ", "
                    f"{self.engine.realizations} realizations" + _compile_note(self.engine),
             species=self.net.species, times=freeze(self.times[:k]), mean=freeze(self.mean[:k]),
             std=freeze(np.sqrt(self.var[:k])), hist_species=tuple(self.hist_idx),
