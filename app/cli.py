@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
     dsmts = sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
                            add_help=False)
-    dsmts.add_argument("options", nargs=argparse.REMAINDER)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["dsmts"]:            # its own options (app.sims.ssa.dsmts.main parses them)
+        from app.sims.ssa.dsmts import main as dsmts_main
+        return dsmts_main(argv[1:])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -87,9 +90,6 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "sweep":
             return _sweep(args)
-        if args.command == "dsmts":
-            from app.sims.ssa.dsmts import main as dsmts_main
-            return dsmts_main(args.options)
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
