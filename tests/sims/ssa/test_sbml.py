@@ -187,3 +187,30 @@ def test_cli_refuses_with_exit_2(tmp_path, capsys):
                               f'</rateRule></listOfRules>'))
     assert main(["run", str(bad), "--backend", "cpu", "--no-png", "--out", str(tmp_path / "o")]) == 2
     assert "rateRule 'X'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("preset", ["00-decay-dimerization", "schlogl", "toggle-switch", "lotka-volterra"])
+def test_yaml_sbml_yaml_round_trip(preset, tmp_path):
+    """YAML network -> SBML file -> import -> YAML spec compiles to the same network."""
+    from app.sims.common.simulation import PRESETS, load_run_config
+    from app.sims.ssa.model import compile_network
+    from app.sims.ssa.sbml_export import export_sbml, network_spec
+
+    _, cfg = load_run_config(PRESETS / "ssa" / f"{preset}.yaml")
+    original = compile_network(cfg.model)
+    path = export_sbml(cfg.model, tmp_path / "net.xml", preset)
+    imported = read_sbml(path).require_network()
+    again = compile_network(network_spec(imported))
+    for net in (imported, again):
+        assert net.species == original.species and net.laws is None
+        assert np.array_equal(net.x0, original.x0)
+        assert np.array_equal(net.reactant_order, original.reactant_order)
+        assert np.array_equal(net.change, original.change)
+        np.testing.assert_allclose(net.rates, original.rates, rtol=1e-15)
+
+
+def test_export_refuses_general_networks(tmp_path):
+    from app.sims.ssa.sbml_export import export_sbml
+
+    with pytest.raises(ValueError, match="general kinetic laws"):
+        export_sbml(read_sbml(DATA / "hill-events.xml").network, tmp_path / "x.xml")
