@@ -251,6 +251,9 @@ class Panel(QWidget):
         self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
                       default_suffix=suffix)
 
+    open_label = "Open YAML…"              # a domain that opens other model files says so here
+    open_filter = "YAML (*.yaml *.yml)"
+
     def preset_picker(self, title: str, files: list[Path]) -> tuple[QGroupBox, QComboBox, QLabel]:
         """A group with the domain's presets, an Open YAML button and a description line;
         picking either loads that run config."""
@@ -258,7 +261,7 @@ class Panel(QWidget):
         combo = QComboBox()
         for path in files:
             combo.addItem(path.stem, str(path.resolve()))
-        button = QPushButton("Open YAML…")
+        button = QPushButton(self.open_label)
         description = QLabel()
         description.setWordWrap(True)
         row = QHBoxLayout()
@@ -270,7 +273,7 @@ class Panel(QWidget):
         combo.activated.connect(
             lambda index: self.attempt("Cannot open the run config", self.load_config, combo.itemData(index)))
         button.clicked.connect(
-            lambda: self.ask_file("Open run config", "YAML (*.yaml *.yml)", self.load_config))
+            lambda: self.ask_file("Open run config", self.open_filter, self.load_config))
         self.preset_combo = combo
         return box, combo, description
 
