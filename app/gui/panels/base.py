@@ -289,6 +289,9 @@ class Panel(QWidget):
         self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
                       default_suffix=suffix)
 
+    open_label = "Open YAML…"              # a domain that opens other model files says so here
+    open_filter = "YAML (*.yaml *.yml)"
+
     def export_group(self, exports: Iterable[tuple[str, str, str, str]]) -> QGroupBox:
         """An Export group with a button per ``(text, kind, Qt file filter, tooltip)``, two to a
         row, each asking for a file and calling the panel's ``export(kind, path)``. Sets
@@ -312,7 +315,7 @@ class Panel(QWidget):
         for path in files:
             combo.addItem(path.stem, str(path.resolve()))
         combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        button = QPushButton("Open YAML…")
+        button = QPushButton(self.open_label)
         description = QLabel()
         description.setWordWrap(True)
         row = QHBoxLayout()
@@ -344,7 +347,7 @@ class Panel(QWidget):
         combo.activated.connect(
             lambda index: self.attempt("Cannot open the run config", self.load_config, combo.itemData(index)))
         button.clicked.connect(
-            lambda: self.ask_file("Open run config", "YAML (*.yaml *.yml)", self.load_config))
+            lambda: self.ask_file("Open run config", self.open_filter, self.load_config))
         self.preset_combo = combo
         return box, combo, description
 
