@@ -9,9 +9,9 @@ import numpy as np
 
 from app.sims.channel.model import ChannelModel, ChannelSpec, compile_model
 from app.sims.channel.protocol import Protocol, ProtocolSpec, compile_protocols
+from app.sims.channel.files import resolve
 from app.sims.channel.recordings import FamilyData
-from app.sims.common.config import ConfigError, Document, build, load_yaml, spec
-from app.sims.common.simulation import RESOURCES
+from app.sims.common.config import Document, build, load_yaml, spec
 
 MAX_POPULATION = 4_000_000
 
@@ -106,17 +106,6 @@ class FitData:
     target: np.ndarray
     weights: np.ndarray | None
     notes: dict
-
-
-def resolve(path: str, base_dir: str) -> Path:
-    """A relative path against the config's folder, then against ``resources/``."""
-    p = Path(path)
-    if p.is_absolute():
-        return p
-    for root in (Path(base_dir or "."), RESOURCES):
-        if (root / p).exists():
-            return root / p
-    raise ConfigError(f"file not found: {path} (looked in {base_dir or '.'} and {RESOURCES})")
 
 
 def _load_part(value, kind, base_dir: str, key: str, doc: Document) -> tuple:

@@ -14,7 +14,7 @@ import numpy as np
 from app.compute.codegen import to_python
 from app.sims.channel.model import RATE_MAX, ChannelModel
 from app.sims.channel.numerics import steady_state
-from app.sims.channel.protocol import Protocol, Sweep
+from app.sims.channel.protocol import Protocol
 
 
 def q_function(model: ChannelModel, params: np.ndarray) -> Callable[[float], np.ndarray]:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.common.config import dump_yaml, parse_yaml
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.network.config import NetworkConfig, load_config
 from app.sims.network.engine import STATE_KEYS, NetworkEngine
