@@ -120,6 +120,14 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
 #endif
             ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0), rate, x, a);
             ++fired;
+            // every 64 reactions: stop a realization past the limit (64 firings cannot carry a
+            // count from 2^30 past 2^31, so int32 never wraps before this test sees it)
+            if ((fired & 63u) == 0u) {
+                bool over = false;
+#pragma unroll
+                for (int s = 0; s < SSA_NS; ++s) over |= x[s] > SSA_COUNT_LIMIT;
+                if (over) break;
+            }
 #if SSA_NE > 0
             if (ssa_species_events(x, &bits)) ssa_init(rate, x, a);
 #endif

@@ -108,6 +108,10 @@ def check_counts(cfg: SSAConfig, network: Network, backend: str) -> None:
         if int(x) > limit:
             raise ConfigError(f"the initial count {int(x):,} of {name} does not fit {engine}: "
                               f"at most {limit:,}", path=where + ((name,) if cfg.model else ()))
+    if backend == "cuda" and network.n_reactions and int(abs(network.change).max()) > 2**24:
+        raise ConfigError(f"a reaction changes a count by {int(abs(network.change).max()):,}: the CUDA "
+                          "engine checks its 32-bit counts every 64 reactions, so at most 2^24 a reaction",
+                          path=where)
     total = int(sum(int(x) for x in network.x0))
     if total > limit and network.n_reactions and (network.change.sum(axis=1) <= 0).all():
         raise ConfigError(f"the initial counts add up to {total:,}, and the reactions keep the total, "

@@ -50,10 +50,11 @@ def test_assignment_rule_species_on_the_device():
 
 
 def test_count_overflow_is_refused(tmp_path):
-    """Counts past 2^30 stop the CUDA run with a message (the CPU engine holds 64 bits)."""
+    """Counts past 2^30 stop the CUDA run with a message within 64 reactions of crossing it (the
+    CPU engine holds 64 bits)."""
     from .test_sbml import sbml
 
-    text = sbml(species='<species id="X" compartment="cell" initialAmount="1000000000" '
+    text = sbml(species='<species id="X" compartment="cell" initialAmount="1073000000" '
                         'hasOnlySubstanceUnits="true" boundaryCondition="false" constant="false"/>',
                 reactions='<reaction id="grow" reversible="false"><listOfReactants><speciesReference '
                           'species="X" stoichiometry="1" constant="true"/></listOfReactants><listOfProducts>'
