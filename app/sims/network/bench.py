@@ -152,7 +152,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                                      **engine_case("cuda", 1000, PAPER_RADIUS, 1.0 if quick else 10.0)})
             results["simulation"] = simulation_case("cuda", 100, PAPER_RADIUS, epoch)
     cpu_seconds = 2.0 if quick else 20.0
-    if resolved == "cpu":      # the compiled engine: the issue-13 row (one core; the loop is serial)
+    if resolved == "cpu":      # the compiled engine: the issue-13 row (parallel over neurons and target partitions)
         results["cases"].append({"case": "100x100 equilibrium, compiled CPU",
                                  **engine_case("cpu", 100, PAPER_RADIUS, 1.0 if quick else 10.0, grow=False)})
         results["cases"].append({"case": "10x10 compiled CPU (radius 1.0)",
