@@ -20,8 +20,11 @@ from numba import njit, prange
 from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words, unit_float64
 from app.sims.ssa.cpu import CpuEnsemble
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, host_stats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, host_stats
 from app.sims.ssa.model import Network
+
+
+INT64_MAX = np.int64(2**63 - 1)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -41,8 +44,9 @@ def _propensity(x, r, j, rates, r_species, r_order):
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
 def _advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, change, dep,
-             key_lo, key_hi, t_to, max_steps, logdirect):
-    """Advance every active realization by up to ``max_steps`` reactions towards ``t_to``."""
+             key_lo, key_hi, t_to, max_steps, logdirect, overflow):
+    """Advance every active realization by up to ``max_steps`` reactions towards ``t_to``; a
+    reaction that would push a count past int64 stops the realization (``overflow[r]`` set)."""
     n_real, m = a.shape
     for r in prange(n_real):
         if not active[r]:
@@ -80,6 +84,14 @@ def _advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, chan
                 j = m - 1
                 while j > 0 and a[r, j] <= 0.0:
                     j -= 1
+            over = -1
+            for s in range(change.shape[1]):
+                if change[j, s] > 0 and x[r, s] > INT64_MAX - change[j, s]:
+                    over = s
+            if over >= 0:
+                overflow[r] = over + 1
+                active[r] = False
+                break
             for s in range(change.shape[1]):
                 x[r, s] += change[j, s]
             t[r] = t_new
@@ -108,7 +120,8 @@ def warm_up() -> float:
               np.zeros((1, 2), np.int64), np.full((1, 1), -1, np.int64))
     _all_propensities(x, a, *tables[:3])
     _advance(x, a, np.zeros((1, 1)), np.zeros(1), np.ones(1, np.bool_), np.zeros(1, np.uint64),
-             np.zeros(1, np.int64), *tables, np.uint64(0), np.uint64(0), 0.0, 0, False)
+             np.zeros(1, np.int64), *tables, np.uint64(0), np.uint64(0), 0.0, 0, False,
+             np.zeros(1, np.int64))
     return time.perf_counter() - start
 
 
@@ -138,6 +151,7 @@ class CompiledEnsemble(EnsembleEngine):
         self.active = np.ones(realizations, np.bool_)
         self.draws = np.zeros(realizations, np.uint64)
         self._fired = np.zeros(realizations, np.int64)
+        self._overflow = np.zeros(realizations, np.int64)     # 1 + species that would overflow
         self._base_fired = 0
         seed64 = int(seed) & 0xFFFFFFFFFFFFFFFF
         self._key = (np.uint64(seed64 & 0xFFFFFFFF), np.uint64(seed64 >> 32))
@@ -154,7 +168,11 @@ class CompiledEnsemble(EnsembleEngine):
         _advance(self.x, self.a, self._cum, self.t, self.active, self.draws, self._fired,
                  self.rates, self.r_species, self.r_order, self.change, self.dep,
                  self._key[0], self._key[1], float(t_to), int(min(max_steps, 1 << 62)),
-                 self.algorithm == "logdirect")
+                 self.algorithm == "logdirect", self._overflow)
+        hit = np.flatnonzero(self._overflow)
+        if hit.size:
+            r = int(hit[0])
+            raise CountOverflow(self.net.species[int(self._overflow[r]) - 1], INT64_MAX, r)
         if self.active.any():
             return False
         self.t[:] = t_to

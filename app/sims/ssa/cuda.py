@@ -19,7 +19,7 @@ import numpy as np
 
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
 
@@ -66,6 +66,7 @@ class CudaBatch:
         self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK})
         self._advance = self.module.get_function("ssa_advance")
         self._advance.prepare("PPiiddPPPPPP")
+        self._overflow_flag = self.module.get_global("ssa_overflow")[0]
         self._histogram = self.module.get_function("ssa_histogram")
         self._histogram.prepare("PiiPP")
         s, h, r_all = net.n_species, max(len(hist_idx), 1), points * realizations
@@ -110,6 +111,10 @@ class CudaBatch:
             self.seeds.gpudata, self.rates.gpudata, self.shift.gpudata, self.sums.gpudata,
             self.minmax.gpudata, self.fired.gpudata)
         self.stream.synchronize()   # releases the GIL while the GPU works
+        flag = np.zeros(1, np.int32)
+        self.cuda.memcpy_dtoh(flag, self._overflow_flag)
+        if flag[0]:
+            raise CountOverflow(self.net.species[int(flag[0]) - 1], INT32_MAX)
         self.t = t_to
         self.fired_total += self.fired.get().astype(np.int64)
         self._stats = self._x_host = None
