@@ -36,7 +36,8 @@ __constant__ int c_op_n[CH_MAX_OPS];                // 0: advance by tau once; n
 __constant__ float c_lower[CH_NP];
 __constant__ float c_upper[CH_NP];
 
-// Q(v) with the engines' rate rules: NaN -> evaluate at v + CH_SINGULAR_DV; clamp to [0, max].
+// Q(v) with the engines' rate rules: NaN -> evaluate at v + CH_SINGULAR_DV; clamp to [0, max];
+// a rate still NaN, or infinite, stays NaN (an invalid individual: its score is FLT_MAX).
 __device__ __forceinline__ void ch_q(const double* p, const double v, double* Q)
 {
     double r[CH_NRATES];
@@ -51,7 +52,7 @@ __device__ __forceinline__ void ch_q(const double* p, const double v, double* Q)
         for (int k = 0; k < CH_NRATES; ++k) r[k] = isnan(r[k]) ? s[k] : r[k];
     }
 #pragma unroll
-    for (int k = 0; k < CH_NRATES; ++k) r[k] = fmin(fmax(r[k], 0.0), CH_RATE_MAX);
+    for (int k = 0; k < CH_NRATES; ++k) r[k] = isfinite(r[k]) ? fmin(fmax(r[k], 0.0), CH_RATE_MAX) : r[k] - r[k];
     ch_fill_q(r, Q);
 }
 

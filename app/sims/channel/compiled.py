@@ -23,6 +23,7 @@ from app.sims.channel.engine import CpuGA
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.numerics import PADE, PADE_DEGREE, SCALE_NORM
 from app.sims.channel.protocol import Protocol
+from app.sims.common.progress import SetupProgress
 
 CHUNK = 8192   # individuals whose Q matrices are held at once
 LANES = 16     # individuals advanced together in the sample loop (SIMD across individuals; measured: 16 > 8)
@@ -246,7 +247,9 @@ def evaluate(model: ChannelModel, protocol: Protocol, params: np.ndarray, target
     scores = np.empty(pop)
     traces = np.empty((pop, protocol.n_points)) if keep_traces else np.empty((1, 1))
     target = np.ascontiguousarray(target, np.float64)
+    report = SetupProgress(f"scoring {pop:,} individuals", pop)
     for lo in range(0, pop, CHUNK):
+        report(lo)
         rows = params[lo:lo + CHUNK]
         q_by_v = np.stack([model.q_matrix(rows, v) for v in layout.volts])
         out_traces = traces[lo:lo + CHUNK] if keep_traces else traces

@@ -7,6 +7,7 @@ import numpy as np
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.numerics import expm, propagate, steady_state
 from app.sims.channel.protocol import Protocol
+from app.sims.common.progress import SetupProgress
 
 BAD_SCORE = np.float64(np.finfo(np.float32).max)   # score of an individual whose simulation failed
 
@@ -56,5 +57,9 @@ def evaluate(model: ChannelModel, protocol: Protocol, params: np.ndarray, target
              chunk: int = 4096) -> np.ndarray:
     """chi^2 (pop,) of every individual, in chunks to bound memory."""
     params = np.atleast_2d(params)
-    return np.concatenate([chi2(simulate(model, protocol, params[i:i + chunk]), target)
-                           for i in range(0, len(params), chunk)])
+    report = SetupProgress(f"scoring {len(params):,} individuals", len(params))
+    scores = []
+    for i in range(0, len(params), chunk):
+        report(i)
+        scores.append(chi2(simulate(model, protocol, params[i:i + chunk]), target))
+    return np.concatenate(scores)
