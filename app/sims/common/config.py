@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -65,6 +66,7 @@ MAX_CONFIG_BYTES = 8 << 20        # a run config is text a person writes; data f
 MAX_CONFIG_VALUES = 1_000_000     # values after YAML aliases are expanded (a "billion laughs" stops here)
 MAX_CONFIG_DEPTH = 200            # nesting of mappings and lists
 INT64_MAX = 2**63 - 1
+_YAML11_EXPONENT = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+")   # 1e-3: text to YAML 1.1
 
 
 def parse_yaml(text: str, source: str | None = None) -> Document:
@@ -225,7 +227,14 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
             raise doc.error(f"{value:.3g} does not fit a 64-bit integer", path)
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise doc.error(f"expected a number, got {_kind(value)}", path)
+            hint = ""
+            if isinstance(value, str) and _YAML11_EXPONENT.fullmatch(value.strip()):
+                mantissa, _, exponent = value.strip().lower().partition("e")
+                mantissa = mantissa if "." in mantissa else mantissa + ".0"
+                exponent = exponent if exponent[:1] in "+-" else "+" + exponent
+                hint = (f" (YAML reads {value.strip()} as text: a number with an exponent needs a "
+                        f"decimal point and a signed exponent, write {mantissa}e{exponent})")
+            raise doc.error(f"expected a number, got {_kind(value)}{hint}", path)
         try:
             value = float(value)
         except OverflowError:
