@@ -155,7 +155,12 @@ def _run(args: argparse.Namespace) -> int:
 
     png = None if args.no_png else (lambda session, folder: _save_png(domain.name, session,
                                                                           folder / "plot.png"))
-    session = run_headless(domain, cfg, backend, out, progress, png)
+    try:
+        session = run_headless(domain, cfg, backend, out, progress, png)
+    except ConfigError as exc:           # found before the run (memory, integers, checkpoint)
+        if exc.source is None:
+            exc.source = str(args.config)
+        raise
     print(json.dumps(session.summary, indent=2))
     print(f"results in {out}/")
     stopped = session.summary.get("stopped")

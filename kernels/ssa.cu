@@ -136,10 +136,11 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         event_bits[r] = bits;
 #endif
         ssa_derive(x);
-        bool bad = false;
+        int bad = 0;   // 1 + a species outside [0, 2^30]
 #pragma unroll
-        for (int s = 0; s < SSA_NS; ++s) bad |= x[s] < 0 || x[s] > SSA_COUNT_LIMIT;
-        if (bad) atomicOr(overflow, 1);
+        for (int s = 0; s < SSA_NS; ++s)
+            if (x[s] < 0 || x[s] > SSA_COUNT_LIMIT) bad = s + 1;
+        if (bad) atomicMax(overflow, bad);
         draw_counter[r] = n;
 #pragma unroll
         for (int s = 0; s < SSA_NS; ++s) x_all[(size_t)s * R + r] = x[s];

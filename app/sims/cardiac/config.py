@@ -88,6 +88,17 @@ class OutputSettings:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    """Checkpoints, as for the network and the epidermis: written every ``checkpoint_every``
+    simulated ms and at the end; a run starts from the file when it exists and ``resume``."""
+
+    checkpoint: str = field(default="", metadata=spec(doc="checkpoint file"))
+    resume: bool = field(default=True, metadata=spec(doc="start from the checkpoint if it exists"))
+    checkpoint_every: float = field(default=100.0, metadata=spec(range=(1e-3, 1e8),
+                                    doc="simulated ms between checkpoint writes"))
+
+
+@dataclass(frozen=True)
 class CardiacConfig:
     domain: str = "cardiac"
     name: str = ""
@@ -98,6 +109,25 @@ class CardiacConfig:
     protocol: Protocol = field(default_factory=Protocol)
     solver: SolverSettings = field(default_factory=SolverSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
+    run: RunSettings = field(default_factory=RunSettings)
+
+
+def _check_fixed_step(doc: Document, st: Stimulus, dt: float, where: tuple) -> None:
+    """A fixed step must not step over a pulse: dt at most the pulse, and the pulse edges
+    (start, start + duration, every period) on whole steps, where the solver lands."""
+    if dt > st.duration * (1 + 1e-9):
+        raise doc.error(f"solver.dt = {dt:g} ms is longer than stimulus {st.name}'s {st.duration:g} ms "
+                        "pulse: a fixed-step solver would step over it (use dt <= the pulse, or an "
+                        "adaptive method, which lands on every pulse edge)", where + ("duration",))
+    edges = {"start": st.start, "duration": st.duration}
+    if st.count > 1:
+        edges["period"] = st.period
+    for key, value in edges.items():
+        steps = value / dt
+        if abs(steps - round(steps)) > 1e-6 * max(1.0, steps):
+            raise doc.error(f"stimulus {st.name}: {key} = {value:g} ms is not a whole number of "
+                            f"solver.dt = {dt:g} ms steps, so the fixed-step solver would not land on "
+                            "the pulse edge (choose dt dividing it, or an adaptive method)", where + (key,))
 
 
 def load_config(doc: Document) -> CardiacConfig:
@@ -114,9 +144,20 @@ def load_config(doc: Document) -> CardiacConfig:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
+    cells = n_cells(cfg.mesh)
+    for i, c in enumerate(cfg.output.probe_cells):
+        if not 0 <= c < cells:
+            raise doc.error(f"probe cell {c} is not a cell of this {cfg.mesh.kind} "
+                            f"(cells 0..{cells - 1})", ("output", "probe_cells", i))
     for i, st in enumerate(cfg.protocol.stimuli):
         r = st.region
         where = ("protocol", "stimuli", i, "region")
+        for j, c in enumerate(r.cells if r.kind == "cells" else []):
+            if not 0 <= c < cells:
+                raise doc.error(f"stimulus {st.name}: cell {c} is not a cell of this {cfg.mesh.kind} "
+                                f"(cells 0..{cells - 1})", where + ("cells", j))
+        if s.method not in ADAPTIVE:
+            _check_fixed_step(doc, st, s.dt, ("protocol", "stimuli", i))
         if r.kind == "cap" and (len(r.center) != 3 or not np.any(r.center)):
             raise doc.error("cap center is a nonzero 3-vector", where + ("center",))
         if r.kind == "rect" and (r.x0 > r.x1 or r.y0 > r.y1):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -11,10 +12,15 @@ import numpy as np
 from app.sims.cardiac.config import CardiacConfig, load_config
 from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
 from app.sims.cardiac.metrics import beat_metrics
+from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 CPU_SLICE_SECONDS = 0.15
+# config keys a resumed run may not change (the run length, checkpoints and live views may)
+FIXED_ON_RESUME = ("mesh", "D", "model", "protocol.stimuli", "solver", "output.random_probes",
+                   "output.probe_cells", "output.probe_seed", "output.dt_save",
+                   "output.activation_threshold")
 
 
 @dataclass(frozen=True)
@@ -51,9 +57,14 @@ class CardiacSimulation(Simulation):
         self.wall = 0.0
         self._steps = 16
         self.stopped: RunStopped | None = None
+        self._last_checkpoint = 0.0
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, backend: str) -> "CardiacSimulation":
+        path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
+        if path is not None and cfg.run.resume and path.exists():
+            from app.sims.common.session import load_checkpoint
+            return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         return cls(cfg, backend)
 
     @property
@@ -70,6 +81,10 @@ class CardiacSimulation(Simulation):
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
+            run = self.cfg.run
+            if run.checkpoint and self.stopped is None and (
+                    self.engine.finished or self.engine.t >= self._last_checkpoint + run.checkpoint_every):
+                self.save_checkpoint(run.checkpoint)
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":
@@ -110,16 +125,33 @@ class CardiacSimulation(Simulation):
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
+        hist = getattr(self.engine, "h_history", None) or []
         return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
+                "h_history": np.array(hist, np.float64).reshape(-1, 2),
                 **{f"engine_{k}": v for k, v in self.engine.checkpoint().items()}}
 
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """The state as one NPZ (with the whole step-size history), written atomically."""
+        self._last_checkpoint = self.engine.t
+        return write_checkpoint(path, self.state(), self.domain)
+
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str) -> "CardiacSimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+    def restore(cls, state: Mapping[str, Any], backend: str, cfg: CardiacConfig | None = None,
+                path: str | Path | None = None) -> "CardiacSimulation":
+        saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        cfg = cfg or saved
+        refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "tissue, model or solver")
+        refuse_past_end(path, float(state["engine_t"]), cfg.protocol.t_end, "protocol.t_end", "ms")
         sim = cls(cfg, backend)
-        sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
-                         if k.startswith("engine_")})
+        try:
+            sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
+                             if k.startswith("engine_")})
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(path or "<state>", f"cannot resume it on this engine: {exc}") from None
+        if "h_history" in state and hasattr(sim.engine, "h_history"):
+            sim.engine.h_history = [(float(t), float(h)) for t, h in np.asarray(state["h_history"])]
         sim.wall = float(state["wall"])
+        sim._last_checkpoint = sim.engine.t
         return sim
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -162,3 +162,22 @@ def estimate_memory(cfg: ChannelConfig, backend: str):
         gpu = {"population and its next generation (float32)": 2 * pop * n_params * 4 + pop * 8,
                "data and traces (float32)": 2 * t * 4}
     return estimate(host, gpu, ("ga", "population"))
+
+
+def check_before_run(cfg: ChannelConfig, backend: str) -> None:
+    """A rate that is NaN for every parameter set at some protocol voltage is a model error
+    (an individual with a NaN rate is only an invalid individual): tried on parameter sets
+    drawn as the GA's first generation is."""
+    from app.sims.channel.ga import initial_population
+    from app.sims.channel.model import undefined_rate
+
+    model, protocol = cfg.model_(), cfg.protocol()
+    voltages = sorted({s.holding for s in protocol.sweeps} | {v for s in protocol.sweeps for v, _, _ in s.ops})
+    params = initial_population(cfg.ga.seed, min(cfg.ga.population, 256), model.lower, model.upper)
+    found = undefined_rate(model, params, voltages)
+    if found is not None:
+        name, v = found
+        raise ConfigError(f"rate {name} is not a number at v = {v:g} mV for every one of "
+                          f"{len(params)} parameter sets in the parameter ranges: the model is "
+                          "wrong there (e.g. the square root or log of a negative number)",
+                          path=("model", "rates"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -111,8 +111,11 @@ def check_target(path: str | Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CheckpointError(path, f"cannot create its folder: {exc.strerror}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise CheckpointError(path, f"the folder {folder} is not writable")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise CheckpointError(path, f"cannot write into its folder {folder}: {exc.strerror or exc}") from None
     return path
 
 

@@ -39,6 +39,7 @@ BOUNDARIES = ("periodic", "none")              # periodic in x and y, or no boun
 SEARCHES = ("cell_list", "centre_cutoff")      # O(N) hash-sorted grid, or the paper's Alg. 2
 DIVISION_AXES = ("long", "vertical")
 LAYOUTS = ("lattice", "random")
+MAX_RANDOM_LAYOUT_CELLS = 50_000               # dart throwing is quadratic: about 30 s at this size
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,11 @@ def load_config(doc: Document) -> EpidermisConfig:
         if cfg.box < need:
             raise doc.error(f"the periodic box is {cfg.box:g} µm (grid side x pitch); the minimum "
                             f"image needs at least {need:g} µm ({what})", ("tissue", "pitch"))
+    if t.layout == "random" and t.cells > MAX_RANDOM_LAYOUT_CELLS:
+        raise doc.error(f"the random layout places cells one by one against all placed so far "
+                        f"(time grows with the square of the count): at most "
+                        f"{MAX_RANDOM_LAYOUT_CELLS:,} cells, got {t.cells:,}; use layout: lattice",
+                        ("tissue", "cells"))
     if m.centre_cutoff < m.inter_cutoff:
         raise doc.error("centre_cutoff must not be below inter_cutoff", ("mechanics", "centre_cutoff"))
     return cfg

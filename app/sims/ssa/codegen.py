@@ -109,6 +109,12 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
                        "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
         out.append("    return j;\n}\n")
     deps = net.dependents()
+    # A count that would pass INT_MAX saturates and raises ssa_overflow (read by the host after
+    # each interval: the run stops with the species named); counts only fall to 0 otherwise.
+    out.append("__device__ int ssa_overflow = 0;\n"
+               "__device__ __forceinline__ int ssa_add(const int v, const int d, const int s)\n{\n"
+               "    if (v > 2147483647 - d) { atomicCAS(&ssa_overflow, 0, s + 1); return 2147483647; }\n"
+               "    return v + d;\n}\n")
     out.append("__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, "
                "int* x, float* a)\n{\n    switch (j) {")
     for j in range(nr):

@@ -101,7 +101,8 @@ def check_counts(cfg: SSAConfig, network: Network, backend: str) -> None:
     """Refuse, before the run, counts the engine's integers cannot hold: initial counts over the
     limit, and in a network whose reactions never raise the total count (then every count stays
     at most the initial total) an initial total over it. Open networks are checked while running."""
-    limit = count_limit(backend)
+    # the CUDA engine keeps its sums relative to the initial counts: half the int32 range
+    limit = INT32_MAX // 2 if backend == "cuda" else INT64_MAX
     engine = "the CUDA engine (32-bit counts)" if backend == "cuda" else "the CPU engines (64-bit counts)"
     where = ("grid",) if cfg.grid is not None else ("model", "species")
     for name, x in zip(network.species, network.x0):

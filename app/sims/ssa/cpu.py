@@ -13,9 +13,10 @@ import numpy as np
 from app.compute import philox
 from app.compute.codegen import evaluate
 from app.sims.ssa import events
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, check_algorithm, host_stats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, check_algorithm, host_stats
 from app.sims.ssa.model import Network
 
+INT64_MAX = np.int64(2**63 - 1)
 DRAW_BLOCK = 32  # Philox draws generated at once per realization (amortizes NumPy overhead)
 
 
@@ -145,6 +146,11 @@ class CpuEnsemble(EnsembleEngine):
             rows = idx[fire]
             if rows.size:
                 j = self._select(a[fire], u2[fire] * a0[fire])
+                room = INT64_MAX - self.x[rows]
+                over = (self.change[j] > 0) & (room < self.change[j])
+                if over.any():
+                    k, s = np.argwhere(over)[0]
+                    raise CountOverflow(self.net.species[int(s)], INT64_MAX, int(rows[k]))
                 self.x[rows] += self.change[j]
                 self.t[rows] = t_new[fire]
                 deps = self.dep[j]

@@ -19,10 +19,12 @@ import numpy as np
 
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, check_algorithm
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, check_algorithm
 from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
+
+COUNT_LIMIT = 2**30   # SSA_COUNT_LIMIT in kernels/ssa.cu: a realization stops within 64 reactions past it
 
 BLOCK = 128
 HIST_BLOCK = 256
@@ -112,9 +114,9 @@ class CudaBatch:
             self.seeds.gpudata, self.rates.gpudata, self.shift.gpudata, self.sums.gpudata,
             self.minmax.gpudata, self.fired.gpudata, self.event_bits.gpudata, self.overflow.gpudata)
         self.stream.synchronize()   # releases the GIL while the GPU works
-        if self.overflow.get()[0]:
-            raise RuntimeError(f"a species count left [0, 2^30] by t = {t_to:g}: the CUDA engine keeps "
-                               "32-bit counts; run this model on the CPU engine (64-bit)")
+        flag = int(self.overflow.get()[0])
+        if flag:
+            raise CountOverflow(self.net.species[flag - 1], COUNT_LIMIT)
         self.t = t_to
         self.fired_total += self.fired.get().astype(np.int64)
         self._stats = self._x_host = None

@@ -49,6 +49,25 @@ def initial_stats(net, realizations: int, hist_idx: list[int], bins: int,
     return IntervalStats(net.x0.astype(np.float64), np.zeros(net.n_species), hists, states)
 
 
+class CountOverflow(RuntimeError):
+    """A reaction would push a species count past what the engine's integers hold; the
+    realization stopped before it (its state is the last valid one)."""
+
+    def __init__(self, species: str, limit: int, realization: int | None = None):
+        self.species, self.limit, self.realization = species, limit, realization
+        where = f" in realization {realization}" if realization is not None else ""
+        super().__init__(f"the count of {species}{where} would exceed {limit:,} (the engine's "
+                         "integer range); the run stopped before the overflow")
+
+
+def overflowing_species(x: np.ndarray, change: np.ndarray, limit: int) -> int | None:
+    """Index of a species that one more firing of some reaction would push past ``limit`` in
+    any realization of ``x`` (R, S), else None (a conservative check on the host)."""
+    up = change.max(axis=0)[: x.shape[1]]
+    bad = (up > 0) & (x.max(axis=0) > limit - np.maximum(up, 0))
+    return int(np.flatnonzero(bad)[0]) if bad.any() else None
+
+
 class EnsembleEngine:
     """Interface of the CPU and CUDA ensembles (both advance every realization to a time)."""
 

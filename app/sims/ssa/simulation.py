@@ -11,7 +11,7 @@ import numpy as np
 from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.ssa.config import SSAConfig, load_config
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, initial_stats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, initial_stats
 from app.sims.ssa.stats import Histogram
 
 CPU_SLICE_SECONDS = 0.15
@@ -62,6 +62,7 @@ class SSASimulation(Simulation):
         self.snapshots: dict[int, np.ndarray] = {}
         self.final: np.ndarray | None = None
         self.k = 0                     # samples recorded so far
+        self.stopped: str | None = None
         self.wall = 0.0
         self._steps = 64
         self._record(initial_stats(self.net, self.engine.realizations, self.hist_idx,
@@ -74,12 +75,15 @@ class SSASimulation(Simulation):
     # ---- the loop -----------------------------------------------------------------------
     @property
     def finished(self) -> bool:
-        return self.k >= len(self.times)
+        return self.k >= len(self.times) or self.stopped is not None
 
     def advance(self) -> SSAFrame:
         if not self.finished:
             start = time.perf_counter()
-            done = self.engine.advance(float(self.times[self.k]), self._steps)
+            try:
+                done = self.engine.advance(float(self.times[self.k]), self._steps)
+            except CountOverflow as exc:      # stop with the last valid sample, and say why
+                self.stopped, done = str(exc), False
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":   # keep a CPU slice near CPU_SLICE_SECONDS
@@ -109,9 +113,10 @@ class SSASimulation(Simulation):
         return SSAFrame(
             progress=self.k / len(self.times), done=self.finished, wall_seconds=self.wall,
             throughput=rate, throughput_unit="reactions/s",
-            status=f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}"
-                   + ("" if self.finished else f" (running to {self.times[self.k]:.4g})") + ", "
-                   f"{self.engine.realizations} realizations" + _compile_note(self.engine),
+            status=self.stopped or (
+                f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}"
+                + ("" if self.finished else f" (running to {self.times[self.k]:.4g})") + ", "
+                f"{self.engine.realizations} realizations" + _compile_note(self.engine)),
             species=self.net.species, times=freeze(self.times[:k]), mean=freeze(self.mean[:k]),
             std=freeze(np.sqrt(self.var[:k])), hist_species=tuple(self.hist_idx),
             hist_lo=freeze(self.hist_lo[:k]), hist_width=freeze(self.hist_width[:k]),
@@ -178,8 +183,11 @@ class SSASimulation(Simulation):
             "compile_seconds": self.engine.compile_seconds,
             "backend": self.backend, "device": _device_name(self.backend),
             "algorithm": self.cfg.ensemble.algorithm, "seed": self.cfg.ensemble.seed,
-            "t_end": self.cfg.ensemble.t_end, "samples_done": k, "finished": self.finished,
+            "t_end": self.cfg.ensemble.t_end, "samples_done": k,
+            "finished": self.finished and self.stopped is None,
         }
+        if self.stopped is not None:
+            summary["stopped"] = {"t": float(self.times[k - 1]), "reason": self.stopped}
         return arrays, summary
 
     def close(self) -> None:
