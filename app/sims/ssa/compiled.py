@@ -19,6 +19,7 @@ from numba import njit, prange
 
 from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words, unit_float64
+from app.sims.common.engine import choose
 from app.sims.ssa.cpu import CpuEnsemble
 from app.sims.ssa.engine import EnsembleEngine, IntervalStats, host_stats
 from app.sims.ssa.model import Network
@@ -112,11 +113,15 @@ def warm_up() -> float:
     return time.perf_counter() - start
 
 
+LOG_SEARCH = {"direct": False, "logdirect": True}   # algorithm name -> binary search in _advance
+
+
 class CompiledEnsemble(EnsembleEngine):
     """R realizations of ``network`` in compiled code over all cores (numba threads)."""
 
     def __init__(self, network: Network, realizations: int, seed: int, algorithm: str,
                  hist_idx: list[int], bins: int, t0: float = 0.0):
+        self.log_search = choose(LOG_SEARCH, algorithm, "SSA algorithm")
         self.compile_seconds = warm_up()
         # the NumPy engine builds the tables (dummy species column, reactant and dependency rows)
         tables = CpuEnsemble.__new__(CpuEnsemble)
@@ -154,7 +159,7 @@ class CompiledEnsemble(EnsembleEngine):
         _advance(self.x, self.a, self._cum, self.t, self.active, self.draws, self._fired,
                  self.rates, self.r_species, self.r_order, self.change, self.dep,
                  self._key[0], self._key[1], float(t_to), int(min(max_steps, 1 << 62)),
-                 self.algorithm == "logdirect")
+                 self.log_search)
         if self.active.any():
             return False
         self.t[:] = t_to
@@ -171,12 +176,12 @@ class CompiledEnsemble(EnsembleEngine):
         self.rates = np.asarray(rates, np.float64).copy()
         self._refresh()
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.draws.copy(), "t": self.t.copy(),
                 "active": self.active.copy(), "rates": self.rates.copy(),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         self.x[:, :-1] = state["x"]
         self.draws[:] = state["draws"]
         self.t[:] = state["t"]

@@ -216,12 +216,12 @@ class CudaEnsemble(EnsembleEngine):
     def states(self) -> np.ndarray:
         return self.batch.point_states(self.point)
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.batch.point_draws(self.point),
                 "t": np.float64(self.t), "rates": self.batch.point_rates(self.point),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         if np.ptp(np.atleast_1d(state["t"])) != 0:
             raise ValueError("this checkpoint was taken inside a sample interval on the CPU engine; "
                              "resume it on the CPU engine")

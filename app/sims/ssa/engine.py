@@ -36,7 +36,8 @@ def initial_stats(net, realizations: int, hist_idx: list[int], bins: int,
 
 
 class EnsembleEngine:
-    """Interface of the CPU and CUDA ensembles (both advance every realization to a time)."""
+    """The SSA engines' surface (:class:`app.sims.common.engine.Engine`): every engine advances
+    every realization to a time."""
 
     realizations: int
     reactions_fired: int
@@ -53,11 +54,11 @@ class EnsembleEngine:
         """(R, S) int64 counts, copied to the host."""
         raise NotImplementedError
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
-        """Resume from :meth:`checkpoint` output."""
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Resume from :meth:`state` output."""
         raise NotImplementedError
 
     def set_rates(self, rates: np.ndarray) -> None:
