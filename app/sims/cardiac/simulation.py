@@ -9,9 +9,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.cardiac.config import CardiacConfig, load_config
-from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
+from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.metrics import beat_metrics
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.common.config import ConfigError
+from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
+                                     engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 CPU_SLICE_SECONDS = 0.15
@@ -46,7 +48,7 @@ class CardiacSimulation(Simulation):
             self.problem = problem or Problem.from_config(cfg)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.engine = _make_engine(self.problem, backend)
+        self.engine = make_engine("cardiac", backend, self.problem)
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
@@ -110,15 +112,12 @@ class CardiacSimulation(Simulation):
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
-                **{f"engine_{k}": v for k, v in self.engine.checkpoint().items()}}
+        return {**config_state(self.cfg), "wall": np.float64(self.wall), **engine_state(self.engine)}
 
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str) -> "CardiacSimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
-        sim = cls(cfg, backend)
-        sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
-                         if k.startswith("engine_")})
+        sim = cls(config_from_state(state, load_config), backend)
+        sim.engine.restore(engine_part(state))
         sim.wall = float(state["wall"])
         return sim
 
@@ -138,7 +137,7 @@ class CardiacSimulation(Simulation):
             "sim_ms": float(e.t), "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
-            "backend": self.backend, "device": _device_name(self.backend),
+            "backend": self.backend, "device": device_name(self.backend),
             "method": self.cfg.solver.method, "rush_larsen": p.tableau.rl,
             "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
@@ -171,20 +170,3 @@ def _analysed_onset(p: Problem) -> float | None:
         return None
     full = [o for o in onsets if p.t_end - o >= 400.0]
     return float(full[-1] if full else onsets[0])
-
-
-def _make_engine(problem: Problem, backend: str):
-    if backend == "cuda":
-        from app.sims.cardiac.cuda import CudaTissue
-        return CudaTissue(problem)
-    if backend == "cpu-reference":
-        return CpuTissue(problem)
-    from app.sims.cardiac.compiled import CompiledTissue
-    return CompiledTissue(problem)
-
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label
