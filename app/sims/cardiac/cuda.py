@@ -12,6 +12,7 @@ from app.compute.kernels import load_module, read_kernel
 from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.model import N_NONGATING, N_STATES
 from app.sims.cardiac.solvers import Tableau
+from app.sims.common.engine import EngineBase
 
 BLOCK = 128
 CONTROL_BLOCK = 128
@@ -58,8 +59,7 @@ def padded(n: int) -> int:
     return (n + 31) // 32 * 32
 
 
-class CudaTissue:
-    compile_seconds = 0.0     # kernels compile through the kernel cache (STATS)
+class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     name = "cuda"
 
     def __init__(self, problem: Problem):

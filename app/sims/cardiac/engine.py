@@ -23,6 +23,7 @@ from app.sims.cardiac.config import CardiacConfig, Region
 from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
 from app.sims.cardiac.model import N_NONGATING, CellModel, crn_model
 from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+from app.sims.common.engine import EngineBase
 
 V_LIMIT = 200.0
 MAX_STIMULI = 16
@@ -207,8 +208,7 @@ def check_state(t: float, v: np.ndarray) -> None:
         raise RunStopped(t, k, reason)
 
 
-class CpuTissue:
-    compile_seconds = 0.0     # NumPy: nothing to compile
+class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     """The NumPy engine: state (21, N) in the config's precision, the same algorithm as CUDA."""
 
     name = "cpu"

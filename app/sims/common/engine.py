@@ -9,10 +9,13 @@ the one a backend asks for. A simulation's checkpoint keeps its config as YAML t
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from app.fileio import atomic_write_bytes
 from app.sims.common.config import Document, dump_yaml, parse_yaml
 from app.sims.common.registry import DOMAINS
 
@@ -41,6 +44,24 @@ class Engine(Protocol):
     def restore(self, state: Mapping[str, np.ndarray]) -> None: ...
 
     def close(self) -> None: ...
+
+
+class EngineBase:
+    """A base for engine classes: ``compile_seconds`` 0 unless set, and a subclass that still
+    defines a method under a name ``renamed`` lists (``class X(EngineBase, renamed={"run":
+    "advance"})``) is refused at import, where the protocol's name would otherwise bypass it."""
+
+    compile_seconds: float = 0.0
+    _renamed: Mapping[str, str] = {}
+
+    def __init_subclass__(cls, renamed: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if renamed is not None:
+            cls._renamed = dict(renamed)
+        old = [name for name in cls._renamed if name in vars(cls)]
+        if old:
+            raise TypeError(f"{cls.__qualname__} defines {old[0]}(); the Engine protocol calls it "
+                            f"{cls._renamed[old[0]]}() (app.sims.common.engine.Engine)")
 
 
 def make_engine(domain: str, backend: str, *args: Any, **kwargs: Any) -> Any:
@@ -73,6 +94,14 @@ def config_state(cfg: Any) -> dict[str, np.ndarray]:
 def config_from_state(state: Mapping[str, Any], load_config: Callable[[Document], Any]) -> Any:
     """The validated config a checkpoint was taken with."""
     return load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+
+
+def write_checkpoint(path: str | Path, state: Mapping[str, Any]) -> Path:
+    """A simulation's state as one uncompressed NPZ (fast enough to write every epoch),
+    written atomically (temporary file, fsync, rename)."""
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in state.items()})  # type: ignore[arg-type]
+    return atomic_write_bytes(path, buf.getvalue())
 
 
 def engine_state(engine: Engine) -> dict[str, np.ndarray]:

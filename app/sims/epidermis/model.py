@@ -431,8 +431,8 @@ def initial_state(cfg: EpidermisConfig, engine: Callable | None = None, relax: b
         mcfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, mode="movement"))
         eng = engine(mcfg, state)
         try:
-            eng.run(cfg.run.relax_steps)
-            state = {k: np.array(v) for k, v in eng.get_state().items()}
+            eng.advance(cfg.run.relax_steps)
+            state = {k: np.array(v) for k, v in eng.state().items()}
         finally:
             eng.close()
         state["step"], state["event"] = np.int64(0), np.int64(0)

@@ -138,7 +138,7 @@ class CompiledEngine(CpuEngine):
         self._g_ptr = (np.stack([ptr for _, _, ptr in self.groups]).astype(np.int64) if self.groups
                        else np.zeros((0, n + 1), np.int64))
 
-    def run(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+    def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         n, k = self.c.n, self.k
         ring = np.zeros((RING, n), np.int64)
         ring_len = np.zeros(RING, np.int64)

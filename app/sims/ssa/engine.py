@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.sims.common.engine import EngineBase
 from app.sims.ssa.stats import Histogram, histogram, moments
 
 
@@ -35,13 +36,12 @@ def initial_stats(net, realizations: int, hist_idx: list[int], bins: int,
     return IntervalStats(net.x0.astype(np.float64), np.zeros(net.n_species), hists, states)
 
 
-class EnsembleEngine:
+class EnsembleEngine(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     """The SSA engines' surface (:class:`app.sims.common.engine.Engine`): every engine advances
     every realization to a time."""
 
     realizations: int
     reactions_fired: int
-    compile_seconds: float = 0.0   # first-use compile (or on-disk cache load) of a compiled engine
 
     def advance(self, t_to: float, max_steps: int) -> bool:
         """Advance towards ``t_to``; True once every realization is there."""
