@@ -9,8 +9,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.channel.config import ChannelConfig, GASettings, load_config
-from app.sims.channel.engine import CpuGA
 from app.sims.common.config import ConfigError, build, dump_yaml, parse_yaml
+from app.sims.common.engine import config_from_state, config_state, engine_part, engine_state, make_engine
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 
@@ -47,17 +47,10 @@ class ChannelSimulation(Simulation):
         self.times = np.concatenate([s.times() for s in self.protocol.sweeps])
         self.settings: GASettings = cfg.ga
         start = time.perf_counter()
-        args = (self.model, self.protocol, self.target, cfg.ga.population, cfg.ga.seed)
-        if backend == "cuda":
-            from app.sims.channel.cuda import CudaGA
-            self.engine = CudaGA(*args)
-        elif backend == "cpu-reference":
-            self.engine = CpuGA(*args)
-        else:
-            from app.sims.channel.compiled import CompiledGA
-            self.engine = CompiledGA(*args)
+        self.engine = make_engine("channel", backend, self.model, self.protocol, self.target,
+                                  cfg.ga.population, cfg.ga.seed)
         # first-use compile (or cache load) of the compiled CPU engine, for the status and summary
-        self.compile_seconds = getattr(self.engine, "compile_seconds", 0.0)
+        self.compile_seconds = self.engine.compile_seconds
         self.setup_seconds = time.perf_counter() - start
         self.generation = 0
         self.best_history: list[float] = []
@@ -106,7 +99,7 @@ class ChannelSimulation(Simulation):
         if not self.finished:
             start = time.perf_counter()
             s = self.settings
-            self.engine.breed(self.generation, self.best_index, s.crossover, s.mutation,
+            self.engine.advance(self.generation, self.best_index, s.crossover, s.mutation,
                               s.creep, s.creep_fraction)
             self.wall += time.perf_counter() - start
             self.generation += 1
@@ -149,17 +142,16 @@ class ChannelSimulation(Simulation):
 
     # ---- checkpoint and results -----------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "generation": np.int64(self.generation),
-                "population": self.engine.get_population(), "best_history": np.array(self.best_history),
+        return {**config_state(self.cfg), **engine_state(self.engine), "generation": np.int64(self.generation),
+                "best_history": np.array(self.best_history),
                 "median_history": np.array(self.median_history), "wall_history": np.array(self.wall_history),
                 "param_history": np.array(self.param_history), "wall": np.float64(self.wall),
                 "evaluations": np.int64(self.evaluations)}
 
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str) -> "ChannelSimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
-        sim = cls(cfg, backend)
-        sim.engine.set_population(state["population"])
+        sim = cls(config_from_state(state, load_config), backend)
+        sim.engine.restore(engine_part(state))
         sim.generation = int(state["generation"])
         sim.wall, sim.evaluations = float(state["wall"]), int(state["evaluations"])
         sim.best_history = list(state["best_history"][:-1])
