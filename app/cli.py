@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
-    dsmts = sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
-                           add_help=False)
+    sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
+                   add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["dsmts"]:            # its own options (app.sims.ssa.dsmts.main parses them)
         from app.sims.ssa.dsmts import main as dsmts_main

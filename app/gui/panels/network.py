@@ -59,18 +59,9 @@ def export_connectivity_npz(path: str | Path, arrays: dict | None) -> Path:
     return save_npz(path, {k: arrays[k] for k in keys})
 
 
-class NetworkWorker(SimulationWorker):
-    """Pauses itself right after an epoch's growth update when asked (in the worker thread,
-    so no further slice runs before the pause takes effect)."""
-
-    def __init__(self, *args, pause_at_epoch: bool = False, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.pause_at_epoch = pause_at_epoch
-
-    def _store(self, frame) -> None:
-        if self.pause_at_epoch and frame.epoch_boundary and not frame.done:
-            self.session.pause()
-        super()._store(frame)
+def epoch_end(frame) -> bool:
+    """The frame right after an epoch's growth update (where a run may pause)."""
+    return bool(frame.epoch_boundary)
 
 
 class NetworkPanel(Panel):
@@ -117,6 +108,7 @@ class NetworkPanel(Panel):
             box.layout().addRow(widget)
         self.controls_layout.addWidget(box)
         self.resume_button.clicked.connect(self._ask_resume)
+        self.pause_at_epoch.toggled.connect(self._pause_at_epoch_toggled)
 
     def _build_views(self) -> None:
         self.culture = CultureView()
@@ -160,13 +152,14 @@ class NetworkPanel(Panel):
 
     # ---- running ------------------------------------------------------------------------
     def make_worker(self, cfg: Any, backend: str, index: int) -> SimulationWorker:
-        worker = NetworkWorker(self.domain, cfg, backend, index, parent=self,
-                               pause_at_epoch=self.pause_at_epoch.isChecked())
-        worker.frame_ready.connect(self._frame_ready)
-        worker.run_finished.connect(self._run_finished)
-        worker.failed.connect(self._run_failed)
-        self.pause_at_epoch.toggled.connect(lambda on: setattr(worker, "pause_at_epoch", on))
+        worker = super().make_worker(cfg, backend, index)
+        self._pause_at_epoch_toggled(self.pause_at_epoch.isChecked(), worker)
         return worker
+
+    def _pause_at_epoch_toggled(self, on: bool, worker: SimulationWorker | None = None) -> None:
+        worker = worker or self.worker
+        if worker is not None:
+            worker.session.pause_when(epoch_end if on else None)
 
     def start_run(self) -> bool:
         self.arrays = None

@@ -11,7 +11,7 @@ from app.sims.channel.model import ChannelModel, ChannelSpec, compile_model
 from app.sims.channel.protocol import Protocol, ProtocolSpec, compile_protocols
 from app.sims.channel.files import resolve
 from app.sims.channel.recordings import FamilyData
-from app.sims.common.config import Document, build, load_yaml, spec
+from app.sims.common.config import ConfigError, Document, build, load_yaml, spec
 
 MAX_POPULATION = 4_000_000
 

@@ -59,7 +59,7 @@ def engine_case(backend: str, width: int, radius: float, seconds: float, grow: b
     done = 0
     while done < steps:
         n = min(slice_steps, steps - done)
-        s, _ = eng.run(n)
+        s, _ = eng.advance(n)
         spikes += s.size
         done += n
     run_s = time.perf_counter() - t0

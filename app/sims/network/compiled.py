@@ -176,7 +176,7 @@ class CompiledEngine(CpuEngine):
             self._parts = n_parts
         return n_parts
 
-    def run(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+    def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         n, k = self.c.n, self.k
         ring = np.zeros((RING, n), np.int64)
         ring_len = np.zeros(RING, np.int64)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from app.compute.codegen import to_c
 from app.compute.kernels import read_kernel
 from app.sims.ssa.events import MAX_CASCADE
+from app.sims.common.engine import choose
 from app.sims.ssa.model import Network
 
 NEVER = 1e308     # the instant of a species event (no time event is due then)
@@ -69,6 +70,30 @@ def _binary_search(lo: int, hi: int, indent: str) -> str:
             f"{indent}}} else {{\n{_binary_search(mid + 1, hi, indent + '    ')}{indent}}}\n")
 
 
+def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
+    return [f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
+            "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
+            "        if (a[k] > 0.f) last = k;\n        if (j < 0 && target < acc) j = k;\n"
+            "    }\n    return j < 0 ? last : j;\n}\n"]
+
+
+def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
+    out = [f"    float cum[SSA_NR];\n    float acc = 0.f;\n    int last = 0;\n{pragma}\n"
+           "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; if (a[k] > 0.f) last = k; }\n"
+           "    if (!(target < cum[SSA_NR - 1])) return last;\n    int j;"]
+    if unrolled:
+        out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
+    else:
+        out.append("    int lo = 0, hi = SSA_NR - 1;\n    while (lo < hi) {\n"
+                   "        const int mid = (lo + hi) >> 1;\n"
+                   "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
+    out.append("    return j;\n}\n")
+    return out
+
+
+SELECTIONS = {"direct": _direct_selection, "logdirect": _logdirect_selection}   # by algorithm name
+
+
 def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     """The generated definitions ``kernels/ssa.cu`` expects for ``net``."""
     ns, nr, hs = net.n_species, net.n_reactions, len(hist_idx)
@@ -92,29 +117,8 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     # Selection: first k with cumulative propensity > target; rounding at the very top falls
     # back to the last reaction with a positive propensity.
     out.append("__device__ __forceinline__ int ssa_select(const float* a, const float target)\n{")
-    if algorithm == "direct":
-        out.append(f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
-                   "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
-                   "        if (a[k] > 0.f) last = k;\n        if (j < 0 && target < acc) j = k;\n"
-                   "    }\n    return j < 0 ? last : j;\n}\n")
-    else:
-        out.append(f"    float cum[SSA_NR];\n    float acc = 0.f;\n    int last = 0;\n{pragma}\n"
-                   "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; if (a[k] > 0.f) last = k; }\n"
-                   "    if (!(target < cum[SSA_NR - 1])) return last;\n    int j;")
-        if unrolled:
-            out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
-        else:
-            out.append("    int lo = 0, hi = SSA_NR - 1;\n    while (lo < hi) {\n"
-                       "        const int mid = (lo + hi) >> 1;\n"
-                       "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
-        out.append("    return j;\n}\n")
+    out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     deps = net.dependents()
-    # A count that would pass INT_MAX saturates and raises ssa_overflow (read by the host after
-    # each interval: the run stops with the species named); counts only fall to 0 otherwise.
-    out.append("__device__ int ssa_overflow = 0;\n"
-               "__device__ __forceinline__ int ssa_add(const int v, const int d, const int s)\n{\n"
-               "    if (v > 2147483647 - d) { atomicCAS(&ssa_overflow, 0, s + 1); return 2147483647; }\n"
-               "    return v + d;\n}\n")
     out.append("__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, "
                "int* x, float* a)\n{\n    switch (j) {")
     for j in range(nr):

@@ -23,9 +23,10 @@ import numpy as np
 
 from app.compute.codegen import Code, fill_template, to_python
 from app.compute.jit import generated_module
+from app.sims.common.engine import choose
 from app.sims.ssa import events
 from app.sims.ssa.cpu import CpuEnsemble
-from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, check_algorithm, host_stats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, host_stats
 from app.sims.ssa.model import Network
 
 INT64_MAX = 2**63 - 1
@@ -244,6 +245,9 @@ def _exercise(module) -> None:
                    np.uint64(0), np.uint64(0), 0.0, 0, False, np.zeros(1, np.int64))
 
 
+LOG_SEARCH = {"direct": False, "logdirect": True}   # algorithm name -> binary search in _advance
+
+
 class CompiledEnsemble(EnsembleEngine):
     """R realizations of ``network`` in compiled code over all cores (numba threads)."""
 
@@ -251,13 +255,14 @@ class CompiledEnsemble(EnsembleEngine):
                  hist_idx: list[int], bins: int, t0: float = 0.0):
         start = time.perf_counter()
         self.module = network_module(network)
+        self.log_search = choose(LOG_SEARCH, algorithm, "SSA algorithm")
         # the NumPy engine builds the tables (dummy species column, reactant and dependency rows)
         tables = CpuEnsemble.__new__(CpuEnsemble)
         tables.net = network
         tables._reactant_tables()
         tables._dependency_table()
         self.net, self.realizations, self.seed = network, realizations, seed
-        self.algorithm, self.hist_idx, self.bins = check_algorithm(algorithm), hist_idx, bins
+        self.algorithm, self.hist_idx, self.bins = algorithm, hist_idx, bins
         s, m = network.n_species, network.n_reactions
         self.r_species, self.r_order, self.dep = tables.r_species, tables.r_order, tables.dep
         self.change = np.zeros((m, s + 1), np.int64)
@@ -291,7 +296,7 @@ class CompiledEnsemble(EnsembleEngine):
         self.module.advance(self.x, self.a, self._cum, self.t, self.active, self.draws, self._fired,
                             self.rates, self.r_species, self.r_order, self.change, self.dep,
                             self.bits, self.event_times, self._key[0], self._key[1], float(t_to),
-                            int(min(max_steps, 1 << 62)), self.algorithm == "logdirect",
+                            int(min(max_steps, 1 << 62)), self.log_search,
                             self._overflow)
         hit = np.flatnonzero(self._overflow)
         if hit.size:
@@ -316,12 +321,12 @@ class CompiledEnsemble(EnsembleEngine):
         self.rates = np.asarray(rates, np.float64).copy()
         self._refresh()
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.draws.copy(), "t": self.t.copy(),
                 "active": self.active.copy(), "rates": self.rates.copy(),
                 "events": self.bits.copy(), "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         self.x[:, :-1] = state["x"]
         self.draws[:] = state["draws"]
         self.t[:] = state["t"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
-from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, check_algorithm
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats
 from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
@@ -45,7 +45,6 @@ class CudaBatch:
         import pycuda.gpuarray as gpuarray
 
         net = networks[0]
-        check_algorithm(algorithm)
         if any(not batch_compatible(net, other) for other in networks[1:]):
             raise ValueError("a batch holds one network structure (only rates and initial counts "
                              "may differ)")
@@ -232,13 +231,13 @@ class CudaEnsemble(EnsembleEngine):
     def states(self) -> np.ndarray:
         return self.batch.point_states(self.point)
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.batch.point_draws(self.point),
                 "t": np.float64(self.t), "rates": self.batch.point_rates(self.point),
                 "events": self.batch.point_event_bits(self.point),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         if np.ptp(np.atleast_1d(state["t"])) != 0:
             raise ValueError("this checkpoint was taken inside a sample interval on the CPU engine; "
                              "resume it on the CPU engine")
