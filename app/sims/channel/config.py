@@ -172,7 +172,8 @@ def check_before_run(cfg: ChannelConfig, backend: str) -> None:
     from app.sims.channel.model import undefined_rate
 
     model, protocol = cfg.model_(), cfg.protocol()
-    voltages = sorted({s.holding for s in protocol.sweeps} | {v for s in protocol.sweeps for v, _, _ in s.ops})
+    voltages = sorted({s.holding for s in protocol.sweeps}
+                      | {v for s in protocol.sweeps for op in s.ops for v in (op.v, op.v_end)})
     params = initial_population(cfg.ga.seed, min(cfg.ga.population, 256), model.lower, model.upper)
     found = undefined_rate(model, params, voltages)
     if found is not None:

@@ -108,17 +108,6 @@ class ChannelModel:
             q[..., i, i] -= rates[name]
         return q
 
-    def check_rates(self, params: np.ndarray, volts) -> None:
-        """Raise a ConfigError naming the rate and voltage where a rate is NaN or infinite
-        for every parameter row of ``params`` (a model error, not a bad individual)."""
-        volts = np.unique(np.asarray(list(volts), float))
-        rates = self.rate_values(np.atleast_2d(params), volts)
-        for name, r in rates.items():
-            dead = np.isnan(r).all(axis=1)
-            if dead.any():
-                raise ConfigError(f"model error: rate {name} is NaN or infinite at v = {volts[dead][0]:g} mV "
-                                  f"for every one of {r.shape[1]} parameter sets in the search ranges")
-
 
 def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple = ("model",)) -> ChannelModel:
     """Validate ``spec_``; every problem names its YAML line when ``doc`` is given."""

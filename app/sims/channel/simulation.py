@@ -69,7 +69,6 @@ class ChannelSimulation(Simulation):
         args = (self.model, self.protocol, self.target, size, cfg.ga.seed, self.weights)
         self.engine = make_engine("channel", backend, *args)
         self.exact = self._float64_engine()
-        self.model.check_rates(self.engine.state()["population"][:256], self._voltages())
         # first-use compile (or cache load) of the compiled CPU engine, for the status and summary
         self.compile_seconds = self.engine.compile_seconds
         self.setup_seconds = time.perf_counter() - start
@@ -104,13 +103,6 @@ class ChannelSimulation(Simulation):
             return self.engine
         from app.sims.channel.compiled import CompiledGA
         return CompiledGA(self.model, self.protocol, self.target, 2, self.cfg.ga.seed, self.weights)
-
-    def _voltages(self) -> list[float]:
-        volts = {s.holding for s in self.protocol.sweeps}
-        for s in self.protocol.sweeps:
-            for op in s.ops:
-                volts.update((op.v, op.v_end))
-        return sorted(volts)
 
     @classmethod
     def from_config(cls, cfg: ChannelConfig, backend: str) -> "ChannelSimulation":
