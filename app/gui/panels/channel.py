@@ -1,11 +1,13 @@
-"""The channel-fitting panel: a Markov channel model fitted to voltage-clamp traces by a GA.
+"""The channel-fitting panel: a Markov channel model fitted to voltage-clamp traces.
 
 Controls (tabs in the left column): *Model* — preset picker, the model YAML editor validated as
 you type, and the parameter table (name, min, max, true value) that writes back into the
-YAML; *Fit* — protocol file, target data (surrogate / CSV / ABF), GA settings, backend, and the
-exports. Views: convergence (best and median chi^2 against generation or wall time, log
-scale), the best individual's normalised parameters against generation, and the best fit
-over the data for every sweep. The status bar shows generations/s and evaluations/s.
+YAML; *Fit* — protocol file, target data (surrogate / CSV / ABF / recordings per family),
+the search (GA or CMA-ES), the refinement (Levenberg–Marquardt or Nelder–Mead), intervals and
+MCMC, backend, and the exports (results and the fitted model as YAML, Myokit, NMODL). Views:
+convergence (best and median chi^2 against step or wall time, log scale, a line where the
+optimiser changes), the best point's normalised parameters, and tabs with the best fit over
+the data for every sweep and the uncertainty (intervals table, warnings, corner plot).
 
 Pause, change GA settings (crossover, mutation, creep, creep fraction, chi^2 threshold,
 generations), Resume: the changes reach the running GA through ``Session.request_update``
@@ -19,11 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QDoubleValidator, QRegularExpressionValidator
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
+                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from app.gui import errors
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
@@ -32,9 +37,12 @@ from app.gui.panels.channel_data import (export_best_parameters, export_history,
 from app.gui.panels.channel_model import ModelEditor, ParameterTable
 from app.gui.runner import RunState, SimulationWorker
 from app.gui.views.convergence import ConvergenceView
+from app.gui.views.intervals import IntervalsView
 from app.gui.views.parameter_history import ParameterHistoryView
 from app.gui.views.sweep_fit import SweepFitView
-from app.sims.channel.config import MAX_POPULATION, ChannelConfig, DataSpec, GASettings, resolve
+from app.sims.channel.config import (MAX_POPULATION, ChannelConfig, DataSpec, FitSettings, GASettings,
+                                     resolve)
+from app.sims.channel.recordings import FamilyData
 from app.sims.channel.model import ChannelSpec
 from app.sims.channel.protocol import ProtocolSpec, compile_protocols
 from app.sims.common.config import ConfigError, build, convert, dump_yaml, load_yaml, parse_yaml
@@ -44,7 +52,10 @@ log = logging.getLogger(__name__)
 
 PROTOCOLS = RESOURCES / "protocols" / "channel"
 DATA_SOURCES = (("Surrogate (model's true values)", "surrogate"), ("CSV file", "csv"),
-                ("ABF file", "abf"))
+                ("ABF file", "abf"), ("Recordings per family", "recordings"))
+OPTIMIZERS = (("Genetic algorithm (paper)", "ga"), ("CMA-ES", "cmaes"))
+REFINEMENTS = (("none", "none"), ("Levenberg–Marquardt", "lm"), ("Nelder–Mead", "nelder-mead"))
+FAMILY_COLUMNS = ("family", "file", "protocol", "mask ms", "weight")
 # GA settings that may change between generations, and their widgets' attribute names.
 LIVE_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_fraction", "chi2_threshold")
 INLINE = "<inline>"
@@ -139,6 +150,7 @@ class ChannelPanel(Panel):
         layout.addWidget(self._build_protocol_group())
         layout.addWidget(self._build_data_group())
         layout.addWidget(self._build_ga_group())
+        layout.addWidget(self._build_fit_group())
         layout.addWidget(self._build_export_group())
         layout.addStretch(1)
         return page
@@ -182,10 +194,20 @@ class ChannelPanel(Panel):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.data_path, 1)
         row.addWidget(self.data_browse)
+        self.families = QTableWidget(0, len(FAMILY_COLUMNS))
+        self.families.setHorizontalHeaderLabels(FAMILY_COLUMNS)
+        self.families.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.families.setToolTip("one recording per protocol family (CSV, ABF or NWB); protocol "
+                                 "'file' reads the family's sweeps from the ABF command waveform. "
+                                 "Sweep maps, leak subtraction and windows come from the run config.")
+        self.families.setMinimumHeight(110)
+        self.family_browse = QPushButton("File for the selected family…")
+        self.family_browse.clicked.connect(self._ask_family_file)
         self.data_form = QFormLayout(box)
         for label, widget in (("Source", self.data_source), ("Noise SD", self.noise_sd),
                               ("Noise seed", self.data_seed), ("File", path_row),
-                              ("ABF channel", self.abf_channel)):
+                              ("ABF channel", self.abf_channel), ("Families", self.families),
+                              ("", self.family_browse)):
             self.data_form.addRow(label, widget)
         self.data_source.currentIndexChanged.connect(self._source_changed)
         self.data_browse.clicked.connect(self._ask_data)
@@ -226,6 +248,39 @@ class ChannelPanel(Panel):
         form.addRow(self.ga_note)
         return box
 
+    def _build_fit_group(self) -> QGroupBox:
+        box = QGroupBox("Optimiser, refinement, uncertainty")
+        self.optimizer = QComboBox()
+        for label, key in OPTIMIZERS:
+            self.optimizer.addItem(label, key)
+        self.sigma = unit_spin(3, 0.05)
+        self.sigma.setMinimum(0.001)
+        self.sigma.setToolTip("CMA-ES initial step as a fraction of each search range")
+        self.refine = QComboBox()
+        for label, key in REFINEMENTS:
+            self.refine.addItem(label, key)
+        self.refine_iterations = QSpinBox()
+        self.refine_iterations.setRange(1, 1_000_000)
+        self.intervals_on = QCheckBox("Gauss–Newton intervals and correlations at the end")
+        self.mcmc_chains = QSpinBox()
+        self.mcmc_chains.setRange(0, 4_000_000)
+        self.mcmc_chains.setGroupSeparatorShown(True)
+        self.mcmc_chains.setToolTip("parallel adaptive-Metropolis chains (0: no posterior)")
+        self.mcmc_steps = QSpinBox()
+        self.mcmc_steps.setRange(1, 10_000_000)
+        form = QFormLayout(box)
+        for label, widget in (("Search", self.optimizer), ("CMA-ES σ", self.sigma),
+                              ("Refinement", self.refine), ("Refinement iterations", self.refine_iterations),
+                              ("", self.intervals_on), ("MCMC chains", self.mcmc_chains),
+                              ("MCMC steps", self.mcmc_steps)):
+            form.addRow(label, widget)
+        note = QLabel("CMA-ES uses the population, generations, χ² threshold and seed above; "
+                      "the refinement and intervals run in float64 on the CPU.")
+        note.setWordWrap(True)
+        note.setStyleSheet("color: #555")
+        form.addRow(note)
+        return box
+
     def _build_export_group(self) -> QGroupBox:
         box = QGroupBox("Export")
         self.export_buttons = {}
@@ -243,18 +298,29 @@ class ChannelPanel(Panel):
         grid.addWidget(self.export_buttons["history"])
         grid.addWidget(self.export_buttons["npz"])
         layout.addLayout(grid)
+        grid = QHBoxLayout()
+        for key, text in (("model", "Model (YAML)…"), ("myokit", "Myokit .mmt…"), ("nmodl", "NEURON .mod…")):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, k=key: self._ask_export(k))
+            self.export_buttons[key] = button
+            grid.addWidget(button)
+        layout.addLayout(grid)
         return box
 
     def _build_views(self) -> None:
         self.convergence = ConvergenceView()
         self.parameters = ParameterHistoryView()
         self.fit = SweepFitView()
+        self.uncertainty = IntervalsView()
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.convergence)
         top.addWidget(self.parameters)
         top.setChildrenCollapsible(False)
         self.views.addWidget(top)
-        self.views.addWidget(self.fit)
+        self.bottom_tabs = QTabWidget()
+        self.bottom_tabs.addTab(self.fit, "Fit to the data")
+        self.bottom_tabs.addTab(self.uncertainty, "Uncertainty")
+        self.views.addWidget(self.bottom_tabs)
         self.views.setSizes([380, 420])
 
     # ---- configs ------------------------------------------------------------------------
@@ -277,6 +343,49 @@ class ChannelPanel(Panel):
             getattr(self, name).setValue(getattr(g, name))
         self.chi2_threshold.setText(f"{g.chi2_threshold:g}")
         self.ga_seed.setText(str(g.seed))
+        f = cfg.fit
+        self.optimizer.setCurrentIndex(self.optimizer.findData(f.optimizer))
+        self.refine.setCurrentIndex(self.refine.findData(f.refine))
+        self.sigma.setValue(f.sigma)
+        self.refine_iterations.setValue(f.refine_iterations)
+        self.intervals_on.setChecked(f.uncertainty)
+        self.mcmc_chains.setValue(f.mcmc_chains)
+        self.mcmc_steps.setValue(f.mcmc_steps)
+        self._set_families(d.families, cfg.base_dir)
+
+    def _set_families(self, families: list[FamilyData], base_dir: str) -> None:
+        self.families.setRowCount(len(families))
+        for r, f in enumerate(families):
+            path = str(resolve(f.path, base_dir)) if _exists(f.path, base_dir) else f.path
+            for c, text in enumerate((f.family, path, f.protocol, f"{f.mask:g}", f"{f.weight:g}")):
+                self.families.setItem(r, c, QTableWidgetItem(text))
+
+    def family_specs(self) -> list[FamilyData]:
+        """The family table merged with the run config's settings of the same family (sweep
+        maps, leak, windows); raises ConfigError."""
+        known = {f.family: f for f in (self.base_cfg.data.families if self.base_cfg else [])}
+        out = []
+        for r in range(self.families.rowCount()):
+            cells = [(self.families.item(r, c).text().strip() if self.families.item(r, c) else "")
+                     for c in range(len(FAMILY_COLUMNS))]
+            name, path, protocol, mask, weight = cells
+            if not name or not path:
+                raise ConfigError(f"data.families row {r + 1}: give the family and its file")
+            values = {"family": name, "path": path, "protocol": protocol or "config",
+                      "mask": float(mask or 0), "weight": float(weight or 1)}
+            base = known.get(name)
+            merged = replace(base, **values) if base else values
+            doc = parse_yaml(dump_yaml(merged), f"<family {name}>")
+            out.append(build(FamilyData, doc.data, doc))
+        return out
+
+    def fit_settings(self) -> FitSettings:
+        values = {"optimizer": self.optimizer.currentData(), "refine": self.refine.currentData(),
+                  "sigma": self.sigma.value(), "refine_iterations": self.refine_iterations.value(),
+                  "uncertainty": self.intervals_on.isChecked(), "mcmc_chains": self.mcmc_chains.value(),
+                  "mcmc_steps": self.mcmc_steps.value()}
+        doc = parse_yaml(dump_yaml(values), "<fit settings>")
+        return build(FitSettings, doc.data, doc)
 
     def load_config(self, path: str | Path) -> None:
         """Load a run config; a model or protocol given as a file shows that file as written."""
@@ -308,6 +417,9 @@ class ChannelPanel(Panel):
         self.protocols = list(specs)
         if path is None:
             self._inline_protocols = list(specs)
+        if not specs:
+            self.protocol_info.setText("every family's protocol comes from its recording's command waveform")
+            return
         protocol = compile_protocols(self.protocols)
         self.protocol_info.setText(f"{len(specs)} families, {len(protocol.sweeps)} sweeps, "
                                    f"{protocol.n_points:,} fitted points")
@@ -329,6 +441,9 @@ class ChannelPanel(Panel):
             raise ConfigError("data.seed: enter a whole number >= 0")
         source = self.data_source.currentData()
         path = self.data_path.text().strip() or None
+        if source == "recordings":
+            return DataSpec(source=source, families=self.family_specs(), noise_sd=self.noise_sd.value(),
+                            seed=int(self.data_seed.text()))
         if source != "surrogate" and not path:
             raise ConfigError(f"data: choose a {source.upper()} file")
         return DataSpec(source=source, path=path if source != "surrogate" else None,
@@ -348,14 +463,14 @@ class ChannelPanel(Panel):
         if self.base_cfg is None:
             raise ConfigError("no model loaded")
         cfg = replace(self.base_cfg, model=self.model_spec(), protocols=list(self.protocols),
-                      data=self.data_spec(), ga=self.ga_settings())
+                      data=self.data_spec(), ga=self.ga_settings(), fit=self.fit_settings())
         return self.validate(cfg)
 
     # ---- running ------------------------------------------------------------------------
     def make_worker(self, cfg: ChannelConfig, backend: str, index: int) -> SimulationWorker:
         worker = super().make_worker(cfg, backend, index)
         self.run_cfg, self.run_ga = cfg, cfg.ga
-        self.run_protocol = cfg.protocol()
+        self.run_protocol = cfg.fit_data(cfg.model_()).protocol if cfg.data.source == "recordings" else cfg.protocol()
         for box in (self.population, self.ga_seed):
             box.setEnabled(False)
         worker.finished.connect(self._run_ended)
@@ -388,13 +503,15 @@ class ChannelPanel(Panel):
 
     def status_text(self, frame) -> str:
         gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0
-        return (f"{gens:.3g} generations/s, {short_number(frame.evaluations_per_second)} evaluations/s, "
+        phase = "" if frame.phase == "search" else f"{frame.status.split(',')[0]}, "
+        return (f"{phase}{gens:.3g} generations/s, {short_number(frame.evaluations_per_second)} evaluations/s, "
                 f"generation {frame.generation}, best χ² {frame.best_chi2:.4g}")
 
     def on_frame(self, frame) -> None:
         self.convergence.set_frame(frame)
         self.parameters.set_frame(frame)
         self.fit.set_frame(frame)
+        self.uncertainty.set_frame(frame)
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         if summary:
@@ -406,6 +523,7 @@ class ChannelPanel(Panel):
         self.convergence.clear()
         self.parameters.clear()
         self.fit.clear()
+        self.uncertainty.clear()
 
     # ---- exports ------------------------------------------------------------------------
     def _frame(self):
@@ -422,12 +540,30 @@ class ChannelPanel(Panel):
     def export_history(self, path: str | Path) -> Path:
         return export_history(path, self._frame())
 
+    def export_model(self, path: str | Path, kind: str) -> Path:
+        """The fitted model as our YAML (``model``), Myokit (``myokit``) or NMODL (``nmodl``)."""
+        from app.sims.channel import export
+        from app.sims.common.output import save_text
+        frame = self._frame()
+        spec = self.run_cfg.model if self.run_cfg is not None else self.model_spec()
+        model = self.run_cfg.model_() if self.run_cfg is not None else self.current_config().model_()
+        values = np.asarray(frame.best_params, float)
+        name = Path(path).stem
+        text = {"model": lambda: export.to_yaml(spec, values, frame.best_chi2),
+                "myokit": lambda: export.to_myokit(model, values, name),
+                "nmodl": lambda: export.to_nmodl(model, values, name)}[kind]()
+        return save_text(path, text)
+
     def export_data(self, path: str | Path) -> Path:
         """By suffix: .yaml best parameters, .npz all arrays, .csv the fitted traces (or the
         convergence history when the file name contains 'history' or 'convergence')."""
         path = Path(path)
         suffix, stem = path.suffix.lower(), path.stem.lower()
-        if suffix in (".yaml", ".yml"):
+        if suffix in (".mod", ".mmt"):
+            out = self.export_model(path, "nmodl" if suffix == ".mod" else "myokit")
+        elif suffix in (".yaml", ".yml") and "model" in stem:
+            out = self.export_model(path, "model")
+        elif suffix in (".yaml", ".yml"):
             out = self.export_best_parameters(path)
         elif suffix == ".csv":
             history = "history" in stem or "convergence" in stem
@@ -470,10 +606,13 @@ class ChannelPanel(Panel):
     def _source_changed(self) -> None:
         source = self.data_source.currentData()
         for widget, visible in ((self.noise_sd, source == "surrogate"), (self.data_seed, source == "surrogate"),
-                                (self.data_path.parentWidget(), source != "surrogate"),
-                                (self.abf_channel, source == "abf")):
+                                (self.data_path.parentWidget(), source in ("csv", "abf")),
+                                (self.abf_channel, source == "abf"), (self.families, source == "recordings"),
+                                (self.family_browse, source == "recordings")):
             widget.setVisible(visible)
-            self.data_form.labelForField(widget).setVisible(visible)
+            label = self.data_form.labelForField(widget)
+            if label is not None:
+                label.setVisible(visible)
 
     def _protocol_chosen(self, index: int) -> None:
         key = self.protocol_combo.itemData(index)
@@ -496,11 +635,24 @@ class ChannelPanel(Panel):
         if path:
             self.data_path.setText(path)
 
+    def _ask_family_file(self) -> None:
+        row = self.families.currentRow()
+        if row < 0:
+            self.families.insertRow(self.families.rowCount())
+            row = self.families.rowCount() - 1
+        path, _ = QFileDialog.getOpenFileName(self, "Recording of the family", "",
+                                              "Recordings (*.csv *.txt *.abf *.nwb)")
+        if path:
+            self.families.setItem(row, 1, QTableWidgetItem(path))
+
     def _ask_export(self, kind: str) -> None:
         names = {"params": ("best-parameters.yaml", "YAML (*.yaml)", self.export_best_parameters),
                  "traces": ("fitted-traces.csv", "CSV (*.csv)", self.export_traces),
                  "history": ("convergence.csv", "CSV (*.csv)", self.export_history),
-                 "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame()))}
+                 "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame())),
+                 "model": ("fitted-model.yaml", "YAML (*.yaml)", lambda p: self.export_model(p, "model")),
+                 "myokit": ("fitted_channel.mmt", "Myokit (*.mmt)", lambda p: self.export_model(p, "myokit")),
+                 "nmodl": ("fitted_channel.mod", "NMODL (*.mod)", lambda p: self.export_model(p, "nmodl"))}
         default, pattern, write = names[kind]
         out = self.ask_file("Export", pattern, write, save=True, directory=default,
                             default_suffix=Path(default).suffix)
