@@ -48,6 +48,7 @@ class ChannelFrame(Frame):
 
 
 PHASES = ("ga", "cmaes", "lm", "nelder-mead", "mcmc")
+STALL_TOLERANCE = 1e-9       # relative improvement that counts for fit.stall
 MAX_POSTERIOR_ROWS = 200_000   # MCMC states kept in results.npz (thinned beyond)
 
 class ChannelSimulation(Simulation):
@@ -132,7 +133,10 @@ class ChannelSimulation(Simulation):
         return self.phase == "done"
 
     def _search_done(self) -> bool:
-        return (self.generation >= self.settings.generations
+        stall = self.cfg.fit.stall
+        stalled = (self.search is not None and stall > 0 and len(self.best_history) > stall
+                   and self.best_history[-stall - 1] - self.best_chi2 <= STALL_TOLERANCE * self.best_chi2)
+        return (stalled or self.generation >= self.settings.generations
                 or (bool(self.best_history) and self.best_chi2 <= self.settings.chi2_threshold))
 
     def _record(self, params: np.ndarray, best: float, median: float, phase: str, evaluations: int) -> None:
