@@ -55,8 +55,8 @@ def test_cmaes_and_lm_recover_the_generated_channel(generated):
     assert summary["optimizer"] == "cmaes" and summary["refine"] == "lm"
 
 
-def test_nelder_mead_refinement_improves_a_ga_result(generated):
-    cfg, m = generated
+def test_nelder_mead_refinement_improves_a_ga_result():
+    cfg = preset("model-a-surrogate", dt=5.0)
     cfg = replace(cfg, ga=replace(cfg.ga, population=64, generations=5),
                   fit=replace(cfg.fit, optimizer="ga", refine="nelder-mead", refine_iterations=15,
                               uncertainty=False))
