@@ -225,3 +225,18 @@ def test_cmaes_refinement_intervals_mcmc_and_model_exports(channel, window, tmp_
     assert "POINT_PROCESS k_fit" in mod.read_text() and "[[model]]" in mmt.read_text()
     fitted = yaml.safe_load(model.read_text())
     assert [q["value"] for q in fitted["parameters"]] == pytest.approx(list(frame.best_params))
+
+
+def test_recordings_preset_fills_the_family_table(window):
+    """The shipped per-family recordings preset: the table shows both files, and the config
+    the panel builds keeps them (and runs: the fit data load)."""
+    from app.sims.common.simulation import PRESETS
+    panel = window.select_panel("channel")
+    panel.load_config(PRESETS / "channel" / "recordings-two-state-k.yaml")
+    assert panel.data_source.currentData() == "recordings" and panel.families.rowCount() == 2
+    assert panel.families.item(1, 1).text().endswith("deactivation.abf")
+    assert panel.optimizer.currentData() == "cmaes" and panel.refine.currentData() == "lm"
+    cfg = panel.current_config()
+    assert [f.family for f in cfg.data.families] == ["activation", "deactivation"]
+    fit = cfg.fit_data(cfg.model_())
+    assert fit.protocol.n_points == 11 * 1500 + 12 * 2786
