@@ -51,7 +51,7 @@ class FitSettings:
     refine: str = field(default="none", metadata=spec(choices=("none", "lm", "nelder-mead")))
     sigma: float = field(default=0.3, metadata=spec(range=(1e-6, 1.0)))      # CMA-ES, of the range
     stall: int = field(default=30, metadata=spec(range=(0, 1_000_000)))   # CMA-ES: generations
-    # without a relative improvement of 1e-9 that end the search (0: only the generation limit)
+    # without a relative improvement of 1e-6 that end the search (0: only the generation limit)
     refine_iterations: int = field(default=200, metadata=spec(range=(1, 1_000_000)))
     uncertainty: bool = True                    # Gauss-Newton intervals and correlations at the end
     mcmc_chains: int = field(default=0, metadata=spec(range=(0, 4_000_000)))   # 0: no posterior
