@@ -152,3 +152,20 @@ def test_generated_recordings_fit_on_the_gpu_within_targets():
     sim.close()
     assert error.max() < 0.01 and sim.best_chi2 <= 1.5 * chi2_best
     assert elapsed < 30.0, elapsed
+
+
+def test_nan_rate_fails_the_individual_on_the_device():
+    from app.sims.channel.model import ChannelSpec, ParameterSpec, compile_model
+    from app.sims.channel.protocol import compile_protocols
+    from tests.sims.channel.test_ramps import RAMPS
+    m = compile_model(ChannelSpec(states=["C", "O"], open_states=["O"],
+                                  parameters=[ParameterSpec("a", -1.0, 1.0), ParameterSpec("gmax", 0.0, 10.0)],
+                                  rates=["k12 = sqrt(a)*exp(v/50)", "k21 = 0.1"]))
+    protocol = compile_protocols(RAMPS)
+    params = np.array([[0.25, 5.0], [-0.25, 5.0]])
+    engine = CudaGA(m, protocol, np.zeros(protocol.n_points), 2, seed=1)
+    scores = engine.evaluate_params(params)
+    engine.close()
+    assert scores[1] == np.float32(np.finfo(np.float32).max) and scores[0] < 1e30
+    ref = cpu.evaluate(m, protocol, params, np.zeros(protocol.n_points))
+    assert abs(scores[0] - ref[0]) < 1e-4 * ref[0]
