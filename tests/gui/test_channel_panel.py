@@ -219,6 +219,10 @@ def test_cmaes_refinement_intervals_mcmc_and_model_exports(channel, window, tmp_
     p = len(frame.param_names)
     assert len(channel.uncertainty.corner.panels) == p * (p + 1) // 2
     assert frame.posterior_samples.shape[1] == p
+    npz = tmp_path / "all.npz"
+    assert window.export_data(npz)
+    with np.load(npz) as data:
+        assert data["correlation"].shape == (p, p) and data["history_phase"].max() == 4
     mod, mmt, model = tmp_path / "k_fit.mod", tmp_path / "k_fit.mmt", tmp_path / "fitted-model.yaml"
     for path in (mod, mmt, model):
         assert window.export_data(path)
