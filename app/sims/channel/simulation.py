@@ -75,7 +75,7 @@ class ChannelSimulation(Simulation):
         else:
             from app.sims.channel.compiled import CompiledGA
             self.engine = CompiledGA(*args)
-        self.exact = self._float64_engine()
+        self._exact = None
         self.model.check_rates(self.engine.get_population()[:256], self._voltages())
         # first-use compile (or cache load) of the compiled CPU engine, for the status and summary
         self.compile_seconds = getattr(self.engine, "compile_seconds", 0.0)
@@ -109,12 +109,18 @@ class ChannelSimulation(Simulation):
         else:
             self._score()
 
-    def _float64_engine(self):
-        """The engine the refinement and the intervals use: float64 on the CPU."""
-        if isinstance(self.engine, CpuGA):
-            return self.engine
-        from app.sims.channel.compiled import CompiledGA
-        return CompiledGA(self.model, self.protocol, self.target, 2, self.cfg.ga.seed, self.weights)
+    @property
+    def exact(self):
+        """The engine the refinement and the intervals use: float64 on the CPU (built on
+        first use: a GA-only CUDA run never needs it)."""
+        if self._exact is None:
+            if isinstance(self.engine, CpuGA):
+                self._exact = self.engine
+            else:
+                from app.sims.channel.compiled import CompiledGA
+                self._exact = CompiledGA(self.model, self.protocol, self.target, 2, self.cfg.ga.seed,
+                                         self.weights)
+        return self._exact
 
     def _voltages(self) -> list[float]:
         volts = {s.holding for s in self.protocol.sweeps}
@@ -401,8 +407,8 @@ class ChannelSimulation(Simulation):
 
     def close(self) -> None:
         self.engine.close()
-        if self.exact is not self.engine:
-            self.exact.close()
+        if self._exact is not None and self._exact is not self.engine:
+            self._exact.close()
 
 
 def _plain(settings: GASettings) -> dict:
