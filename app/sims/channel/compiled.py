@@ -23,6 +23,7 @@ from app.sims.channel.engine import CpuGA
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.numerics import PADE, PADE_DEGREE, SCALE_NORM
 from app.sims.channel.protocol import MAGNUS_C, Protocol
+from app.sims.common.progress import SetupProgress
 
 CHUNK = 8192   # individuals whose Q matrices are held at once (at most)
 Q_BUDGET = 256 * 2**20   # bytes of Q matrices per call (ramps have a voltage per Gauss point)
@@ -295,7 +296,9 @@ def evaluate(model: ChannelModel, protocol: Protocol, params: np.ndarray, target
     target = np.ascontiguousarray(target, np.float64)
     weights = np.ones_like(target) if weights is None else np.ascontiguousarray(weights, np.float64)
     chunk = layout.chunk(model.n_states)
+    report = SetupProgress(f"scoring {pop:,} individuals", pop)
     for lo in range(0, pop, chunk):
+        report(lo)
         rows = params[lo:lo + chunk]
         q_by_v = np.ascontiguousarray(model.q_matrix(rows, layout.volts))
         out_traces = traces[lo:lo + chunk] if keep_traces else traces

@@ -9,9 +9,9 @@ import numpy as np
 
 from app.sims.channel.model import ChannelModel, ChannelSpec, compile_model
 from app.sims.channel.protocol import Protocol, ProtocolSpec, compile_protocols
+from app.sims.channel.files import resolve
 from app.sims.channel.recordings import FamilyData
 from app.sims.common.config import ConfigError, Document, build, load_yaml, spec
-from app.sims.common.simulation import RESOURCES
 
 MAX_POPULATION = 4_000_000
 
@@ -110,17 +110,6 @@ class FitData:
     notes: dict
 
 
-def resolve(path: str, base_dir: str) -> Path:
-    """A relative path against the config's folder, then against ``resources/``."""
-    p = Path(path)
-    if p.is_absolute():
-        return p
-    for root in (Path(base_dir or "."), RESOURCES):
-        if (root / p).exists():
-            return root / p
-    raise ConfigError(f"file not found: {path} (looked in {base_dir or '.'} and {RESOURCES})")
-
-
 def _load_part(value, kind, base_dir: str, key: str, doc: Document) -> tuple:
     """(spec, document, key path) of an inline part or of a file holding it; errors in a file
     point at that file's lines."""
@@ -153,3 +142,46 @@ def load_config(doc: Document) -> ChannelConfig:
         raise doc.error("data source 'recordings' needs 'families' (one recording per protocol family)",
                         ("data",))
     return replace(cfg, model=model, protocols=protocols, base_dir=base)
+
+
+def estimate_memory(cfg: ChannelConfig, backend: str):
+    """Host and GPU bytes of the fit's largest arrays: the population and its copies, the
+    data and traces (recorded points), one chunk of scored individuals."""
+    from app.sims.channel.protocol import protocol_size
+    from app.sims.common.memory import estimate
+
+    _, points = protocol_size(cfg.protocols)
+    t, pop = float(points), float(cfg.ga.population)
+    n_params, n_states = float(len(cfg.model.parameters)), float(len(cfg.model.states))
+    chunk = min(pop, 8192.0)
+    host = {f"data and best traces: {t:,.0f} recorded points x 6 x 8 B": 6 * t * 8,
+            f"population: {pop:,.0f} individuals x {n_params:.0f} parameters x 4 copies x 8 B":
+            4 * pop * (n_params + 1) * 8,
+            "one chunk of individuals scored at once": chunk * (t * (3 if backend == "cpu-reference" else 0)
+                                                               + 64 * n_states * n_states) * 8}
+    gpu = {}
+    if backend == "cuda":
+        gpu = {"population and its next generation (float32)": 2 * pop * n_params * 4 + pop * 8,
+               "data and traces (float32)": 2 * t * 4}
+    return estimate(host, gpu, ("ga", "population"))
+
+
+def check_before_run(cfg: ChannelConfig, backend: str) -> None:
+    """A rate that is NaN for every parameter set at some protocol voltage is a model error
+    (an individual with a NaN rate is only an invalid individual): tried on parameter sets
+    drawn as the GA's first generation is."""
+    from app.sims.channel.ga import initial_population
+    from app.sims.channel.model import undefined_rate
+
+    model = cfg.model_()
+    protocol = cfg.fit_data(model).protocol if cfg.data.source == "recordings" else cfg.protocol()
+    voltages = sorted({s.holding for s in protocol.sweeps}
+                      | {v for s in protocol.sweeps for op in s.ops for v in (op.v, op.v_end)})
+    params = initial_population(cfg.ga.seed, min(cfg.ga.population, 256), model.lower, model.upper)
+    found = undefined_rate(model, params, voltages)
+    if found is not None:
+        name, v = found
+        raise ConfigError(f"rate {name} is not a number at v = {v:g} mV for every one of "
+                          f"{len(params)} parameter sets in the parameter ranges: the model is "
+                          "wrong there (e.g. the square root or log of a negative number)",
+                          path=("model", "rates"))

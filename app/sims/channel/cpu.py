@@ -7,6 +7,7 @@ import numpy as np
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.numerics import expm, propagate, steady_state
 from app.sims.channel.protocol import Op, Protocol, magnus_generator
+from app.sims.common.progress import SetupProgress
 
 BAD_SCORE = np.float64(np.finfo(np.float32).max)   # score of an individual whose simulation failed
 RAMP_BLOCK = 256   # ramp steps whose exponentials are computed at once
@@ -81,5 +82,9 @@ def evaluate(model: ChannelModel, protocol: Protocol, params: np.ndarray, target
              chunk: int = 4096, weights: np.ndarray | None = None) -> np.ndarray:
     """chi^2 (pop,) of every individual, in chunks to bound memory."""
     params = np.atleast_2d(params)
-    return np.concatenate([chi2(simulate(model, protocol, params[i:i + chunk]), target, weights)
-                           for i in range(0, len(params), chunk)])
+    report = SetupProgress(f"scoring {len(params):,} individuals", len(params))
+    scores = []
+    for i in range(0, len(params), chunk):
+        report(i)
+        scores.append(chi2(simulate(model, protocol, params[i:i + chunk]), target, weights))
+    return np.concatenate(scores)

@@ -14,6 +14,7 @@ from app.sims.channel import ga
 from app.sims.channel.codegen import kernel_source
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.protocol import Protocol
+from app.sims.common.engine import EngineBase
 
 BLOCK = 128
 MAX_SWEEPS = 128
@@ -25,7 +26,7 @@ def device_bytes(size: int, n_params: int, n_points: int) -> int:
     return 2 * size * n_params * 4 + size * 4 + n_points * 4
 
 
-class CudaGA:
+class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "restore", "breed": "advance"}):
     """Population of ``size`` individuals on the current CUDA context."""
 
     def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int,
@@ -159,8 +160,8 @@ class CudaGA:
             mask |= 255 << shift
         return np.array([prefix], np.uint32).view(np.float32)[0]
 
-    def breed(self, generation: int, best: int, crossover: float, mutation: float,
-              creep: float = 0.0, creep_fraction: float = 0.0) -> None:
+    def advance(self, generation: int, best: int, crossover: float, mutation: float,
+                creep: float = 0.0, creep_fraction: float = 0.0) -> None:
         pairs = (self.size + 1) // 2
         self._breed.prepared_async_call(
             (self._blocks(pairs), 1), (BLOCK, 1, 1), self.stream, self.pop.gpudata,
@@ -176,14 +177,14 @@ class CudaGA:
             self.cuda.memcpy_dtoh(out[k:k + 1], int(self.pop.gpudata) + 4 * (k * self.size + index))
         return out.astype(np.float64)
 
-    def get_population(self) -> np.ndarray:
-        return self.pop.get().reshape(self.model.n_params, self.size).T.astype(np.float64)
+    def state(self) -> dict[str, np.ndarray]:
+        return {"population": self.pop.get().reshape(self.model.n_params, self.size).T.astype(np.float64)}
 
-    def set_population(self, population: np.ndarray) -> None:
-        self.pop.set(np.ascontiguousarray(np.asarray(population, np.float32).T).ravel())
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        self.pop.set(np.ascontiguousarray(np.asarray(state["population"], np.float32).T).ravel())
 
     def set_scores(self, scores: np.ndarray) -> None:
-        """Scores for ``breed`` when they were computed elsewhere (tests)."""
+        """Scores for ``advance`` when they were computed elsewhere (tests)."""
         self.scores = np.asarray(scores, np.float32)
         self.scores_gpu.set(self.scores)
 

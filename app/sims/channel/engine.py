@@ -11,9 +11,10 @@ import numpy as np
 from app.sims.channel import cpu, ga
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.protocol import Protocol
+from app.sims.common.engine import EngineBase
 
 
-class CpuGA:
+class CpuGA(EngineBase, renamed={"get_population": "state", "set_population": "restore", "breed": "advance"}):
     """Population and GA operators in NumPy float64 (the reference; small populations)."""
 
     def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int,
@@ -41,8 +42,9 @@ class CpuGA:
         """Currents (k, n_points) of parameter rows (k, P), float64."""
         return cpu.simulate(self.model, self.protocol, params)
 
-    def breed(self, generation: int, best: int, crossover: float, mutation: float,
-              creep: float = 0.0, creep_fraction: float = 0.0) -> None:
+    def advance(self, generation: int, best: int, crossover: float, mutation: float,
+                creep: float = 0.0, creep_fraction: float = 0.0) -> None:
+        """Breed the next generation from the scored one (elitism keeps ``best``)."""
         self.population = ga.breed(self.population, self.scores, best, generation, self.seed,
                                    self.model.lower, self.model.upper, crossover, mutation,
                                    creep, creep_fraction)
@@ -57,11 +59,11 @@ class CpuGA:
     def individual(self, index: int) -> np.ndarray:
         return self.population[index].copy()
 
-    def get_population(self) -> np.ndarray:
-        return self.population.copy()
+    def state(self) -> dict[str, np.ndarray]:
+        return {"population": self.population.copy()}
 
-    def set_population(self, population: np.ndarray) -> None:
-        self.population = np.array(population, np.float64)
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        self.population = np.array(state["population"], np.float64)
 
     def close(self) -> None:
         pass

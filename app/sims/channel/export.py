@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from app.compute.codegen import Binary, Call, Compare, Name, Node, Num, Unary
+from app.compute.codegen import Binary, Compare, Name, Node, Num, Unary
 from app.sims.channel.model import ChannelModel, ChannelSpec
 from app.sims.common.config import ConfigError, dump_yaml
 

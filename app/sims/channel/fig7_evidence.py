@@ -102,7 +102,7 @@ def ga_runs(cfg, backend: str, sizes: list[int], seeds: list[int], generations: 
                 diversity = {}
                 while sim.phase == "search" and time.perf_counter() - start < max_seconds:
                     if sim.generation in (0, 5, 10, 20, 50, 100, 200, 500, 1000):
-                        diversity[sim.generation] = distinct_fraction(sim.engine.get_population())
+                        diversity[sim.generation] = distinct_fraction(sim.engine.state()["population"])
                     sim.advance()
                 history = np.array(sim.best_history)
                 reached = {f"{t:g}": (int(np.argmax(history <= t)) if (history <= t).any() else None)

@@ -165,6 +165,27 @@ class Protocol:
         return any(op.ramp for s in self.sweeps for op in s.ops)
 
 
+MAX_SWEEPS = 100_000          # sweeps of all families together
+MAX_POINTS = 2**31 - 1        # recorded samples of all sweeps (int32 offsets on the GPU)
+
+
+def _levels(p: ProtocolSpec) -> int:
+    """Number of sweeps of family ``p`` (arithmetic: nothing is expanded)."""
+    if p.steps is not None:
+        return int(np.floor((p.steps.stop - p.steps.start) / p.steps.increment + 1e-9)) + 1
+    return len(p.step_list) if p.step_list is not None else 1
+
+
+def protocol_size(specs: list[ProtocolSpec]) -> tuple[int, int]:
+    """(sweeps, recorded points) of all families, computed without expanding them."""
+    sweeps = points = 0
+    for p in specs:
+        n = max(_levels(p), 0)
+        sweeps += n
+        points += n * sum(int(round(s.duration / p.dt)) for s in p.segments if s.record)
+    return sweeps, points
+
+
 def compile_protocols(specs: list[ProtocolSpec], doc: Document | None = None,
                       path: tuple = ("protocols",)) -> Protocol:
     """Expand families into sweeps and check the recorded windows fit the sampling grid."""
@@ -173,6 +194,22 @@ def compile_protocols(specs: list[ProtocolSpec], doc: Document | None = None,
 
     if not specs:
         raise fail("at least one protocol is needed", ())
+    n_sweeps, n_points = 0, 0
+    for k, p in enumerate(specs):
+        for q, s in enumerate(p.segments):
+            if isinstance(s.voltage, float) and not np.isfinite(s.voltage):
+                raise fail(f"voltage must be a finite number (mV), got {s.voltage}", (k, "segments", q, "voltage"))
+        levels = [p.steps.start, p.steps.stop] if p.steps is not None else list(p.step_list or [])
+        if not all(np.isfinite(levels)):
+            raise fail("step voltages must be finite numbers (mV)", (k, "steps" if p.steps else "step_list"))
+        one_sweeps, one_points = protocol_size([p])
+        n_sweeps, n_points = n_sweeps + one_sweeps, n_points + one_points
+        if n_sweeps > MAX_SWEEPS:
+            raise fail(f"the protocols expand to {n_sweeps:,} sweeps; at most {MAX_SWEEPS:,}",
+                       (k, "steps" if p.steps is not None else "step_list"))
+        if n_points > MAX_POINTS:
+            raise fail(f"the protocols record {n_points:,} samples; at most {MAX_POINTS:,} "
+                       "(lengthen dt or shorten the recorded segments)", (k, "dt"))
     sweeps = []
     for k, p in enumerate(specs):
         uses_step = any(s.voltage == "step" or s.to == "step" for s in p.segments)

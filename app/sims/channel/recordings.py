@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.sims.channel.files import resolve
 from app.sims.channel.protocol import Op, Protocol, Sweep
 from app.sims.common.config import ConfigError, spec
 
@@ -284,7 +285,6 @@ def align(rec: Recording, k: int, sweep: Sweep, currents: np.ndarray) -> np.ndar
 
 def prepare_family(spec_: FamilyData, base_sweeps: tuple[Sweep, ...], base_dir: str) -> FamilyFit:
     """Read, leak-subtract, align, mask and weight one family's recording."""
-    from app.sims.channel.config import resolve
     rec = read(resolve(spec_.path, base_dir), spec_.format, spec_.channel).select(spec_.sweeps)
     if spec_.protocol == "file":
         sweeps = sweeps_from_command(rec, spec_)

@@ -15,7 +15,7 @@ import numpy as np
 from app.compute.codegen import to_python
 from app.sims.channel.model import RATE_MAX, ChannelModel
 from app.sims.channel.numerics import steady_state
-from app.sims.channel.protocol import Protocol, Sweep
+from app.sims.channel.protocol import Protocol
 
 
 def q_function(model: ChannelModel, params: np.ndarray) -> Callable[[float], np.ndarray]:
@@ -58,8 +58,8 @@ def ivp_currents(model: ChannelModel, protocol: Protocol, params: np.ndarray, rt
             length = op.tau * op.n
             qt = _op_generator(q, op.v, op.v_end, start, length)
             times = start + op.tau * np.arange(1, op.n + 1) if op.record else np.array([start + length])
-            sol = solve_ivp(lambda t, x: qt(t) @ x, (start, start + length), y, method=method,
-                            rtol=rtol, atol=atol, jac=lambda t, x: qt(t), t_eval=times)
+            sol = solve_ivp(lambda t, x, qt=qt: qt(t) @ x, (start, start + length), y, method=method,
+                            rtol=rtol, atol=atol, jac=lambda t, x, qt=qt: qt(t), t_eval=times)
             y = sol.y[:, -1]
             if op.record:
                 out.append(g * sol.y[model.open_mask].sum(axis=0) * (op.step_voltages() - model.e_rev))

@@ -19,6 +19,7 @@ from app.sims.channel.config import ChannelConfig, GASettings, load_config
 from app.sims.channel.uncertainty import AdaptiveMetropolis, Intervals, gauss_newton_intervals
 from app.sims.channel.engine import CpuGA
 from app.sims.common.config import ConfigError, build, dump_yaml, parse_yaml
+from app.sims.common.engine import config_from_state, config_state, engine_part, engine_state, make_engine
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 
@@ -67,18 +68,10 @@ class ChannelSimulation(Simulation):
         start = time.perf_counter()
         size = cfg.ga.population
         args = (self.model, self.protocol, self.target, size, cfg.ga.seed, self.weights)
-        if backend == "cuda":
-            from app.sims.channel.cuda import CudaGA
-            self.engine = CudaGA(*args)
-        elif backend == "cpu-reference":
-            self.engine = CpuGA(*args)
-        else:
-            from app.sims.channel.compiled import CompiledGA
-            self.engine = CompiledGA(*args)
+        self.engine = make_engine("channel", backend, *args)
         self._exact = None
-        self.model.check_rates(self.engine.get_population()[:256], self._voltages())
         # first-use compile (or cache load) of the compiled CPU engine, for the status and summary
-        self.compile_seconds = getattr(self.engine, "compile_seconds", 0.0)
+        self.compile_seconds = self.engine.compile_seconds
         self.setup_seconds = time.perf_counter() - start
         self.generation = 0
         self.phase = "search"
@@ -121,13 +114,6 @@ class ChannelSimulation(Simulation):
                 self._exact = CompiledGA(self.model, self.protocol, self.target, 2, self.cfg.ga.seed,
                                          self.weights)
         return self._exact
-
-    def _voltages(self) -> list[float]:
-        volts = {s.holding for s in self.protocol.sweeps}
-        for s in self.protocol.sweeps:
-            for op in s.ops:
-                volts.update((op.v, op.v_end))
-        return sorted(volts)
 
     @classmethod
     def from_config(cls, cfg: ChannelConfig, backend: str) -> "ChannelSimulation":
@@ -184,7 +170,7 @@ class ChannelSimulation(Simulation):
             self.generation += 1
             if self.search is None:
                 s = self.settings
-                self.engine.breed(self.generation - 1, self.best_index, s.crossover, s.mutation,
+                self.engine.advance(self.generation - 1, self.best_index, s.crossover, s.mutation,
                                   s.creep, s.creep_fraction)
                 self.wall += time.perf_counter() - start
                 self._score()
@@ -328,8 +314,8 @@ class ChannelSimulation(Simulation):
     def state(self) -> dict[str, Any]:
         """The GA population continues exactly; CMA-ES, a refinement or MCMC restart from the
         best point (their internal state is not saved)."""
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "generation": np.int64(self.generation),
-                "population": self.engine.get_population(), "best_history": np.array(self.best_history),
+        return {**config_state(self.cfg), **engine_state(self.engine), "generation": np.int64(self.generation),
+                "best_history": np.array(self.best_history),
                 "median_history": np.array(self.median_history), "wall_history": np.array(self.wall_history),
                 "param_history": np.array(self.param_history), "wall": np.float64(self.wall),
                 "phase_history": np.array(self.phase_history, np.int64), "phase": np.array(self.phase),
@@ -338,10 +324,10 @@ class ChannelSimulation(Simulation):
 
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str) -> "ChannelSimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        cfg = config_from_state(state, load_config)
         sim = cls(cfg, backend)
         phase = str(state.get("phase", "search"))
-        sim.engine.set_population(state["population"])
+        sim.engine.restore(engine_part(state))
         sim.generation = int(state["generation"])
         sim.wall, sim.evaluations = float(state["wall"]), int(state["evaluations"])
         keep = -1 if phase == "search" and sim.search is None else len(state["best_history"])

@@ -70,7 +70,7 @@ def test_nmodl_rates_and_scheme_evaluate_like_ours(name):
     for v in (-117.3, -80.0, -33.3, 0.7, 42.0):       # away from HH's removable singularity
         ours = m.rate_values(values[None], v)
         theirs = nmodl_rates(text, v)
-        for rate, tree in m.rate_defs:
+        for rate, _tree in m.rate_defs:
             assert theirs[rate] == pytest.approx(float(ours[rate][0]), rel=1e-12), (rate, v)
         q = np.zeros((m.n_states, m.n_states))
         for a, b, forward, backward in pairs:
