@@ -130,7 +130,7 @@ class EpidermisSimulation(Simulation):
             progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
             status=f"step {self.step:,}/{cfg.run.steps:,}, {n} cells, {layers} layers, "
-                   f"{supra.mean() if n else 0:.0%} suprabasal",
+                   f"{supra.mean() if n else 0:.0%} suprabasal" + _compile_note(self.engine),
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
             cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),
             positions=freeze(pos), element_cell=freeze(cell), element_type=freeze(etype),
@@ -213,6 +213,7 @@ class EpidermisSimulation(Simulation):
             "boundary": self.cfg.tissue.boundary, "backend": self.backend,
             "device": _device_name(self.backend), "setup_seconds": self.setup_seconds,
             "relax_seconds": self.relax_seconds, "seed": self.cfg.tissue.seed,
+            "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "finished": self.finished,
         }
         return arrays, summary
@@ -223,11 +224,21 @@ class EpidermisSimulation(Simulation):
 
 
 def _engine_class(backend: str):
+    """CUDA, the NumPy reference ('cpu-reference') or the compiled CPU engine ('cpu')."""
     if backend == "cuda":
         from app.sims.epidermis.cuda import CudaEngine
         return CudaEngine
-    from app.sims.epidermis.cpu import CpuEngine
-    return CpuEngine
+    if backend == "cpu-reference":
+        from app.sims.epidermis.cpu import CpuEngine
+        return CpuEngine
+    from app.sims.epidermis.compiled import CompiledEngine
+    return CompiledEngine
+
+
+def _compile_note(engine: EpidermisEngine) -> str:
+    """The compiled CPU engine's first-use compile (or cache load) time for the status bar."""
+    seconds = getattr(engine, "compile_seconds", 0.0)
+    return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""
 
 
 def _make_engine(cfg: EpidermisConfig, state: dict, backend: str) -> EpidermisEngine:
