@@ -36,6 +36,9 @@ from app.sims.epidermis.cpu import SKIN, CpuEngine
 from app.sims.epidermis.model import B_, D_, HILLS, MAX_STEP_MOVE, N_, R_MIN
 
 OK, MOVED, GENES_BLEW_UP = 0, 1, 2        # status of _advance
+# Constants a compiled call passes are typed as literals, each value compiled apart; these
+# are typed as plain int64.
+STAGE1, STAGE2 = np.int64(1), np.int64(2)
 SIMD_PAD = 8                   # a cell's intracellular rows are padded to a multiple of this
 MECH_SIZE = 14                 # intra (4), inter (4), membrane (4), wall, cutoff
 
@@ -55,7 +58,7 @@ def _min_image(d, box, inv_box):
 
 @njit(cache=CACHE, error_model="numpy", fastmath={"reassoc"})
 def _row_sum(xi, yi, zi, P, W, lo, hi):
-    """sum over j of W[j]·(x_i - P[:, j]) (reassociated: vectorised)."""
+    """sum over j of W[j]·(x_i - P[:3, j]) (reassociated: vectorised)."""
     fx = fy = fz = 0.0
     for j in range(lo, hi):
         f = W[j]
@@ -65,17 +68,43 @@ def _row_sum(xi, yi, zi, P, W, lo, hi):
     return fx, fy, fz
 
 
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _intra(P, W, p0, p1, n, a1, xi1, a2, xi2):
+    """Intracellular forces of one cell, unwrapped positions in ``P[:3, p0:p1]`` (padded to a
+    multiple of SIMD_PAD), into ``P[3:, p0:p1]``: each pair once, element k against the
+    elements after it from the start of k's block of SIMD_PAD (the others masked), so the
+    loops run over whole blocks."""
+    for j in range(p0, p1):
+        P[3, j] = 0.0
+        P[4, j] = 0.0
+        P[5, j] = 0.0
+    for k in range(n):
+        xi, yi, zi = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
+        lo = p0 + (k + 1) // SIMD_PAD * SIMD_PAD
+        for j in range(lo, p1):
+            dx, dy, dz = xi - P[0, j], yi - P[1, j], zi - P[2, j]
+            f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2)
+            W[j] = f if (j - p0 > k and j - p0 < n) else 0.0
+        fx, fy, fz = _row_sum(xi, yi, zi, P, W, lo, p1)
+        P[3, p0 + k] += fx
+        P[4, p0 + k] += fy
+        P[5, p0 + k] += fz
+        for j in range(lo, p1):               # the reaction on the partners
+            P[3, j] -= W[j] * (xi - P[0, j])
+            P[4, j] -= W[j] * (yi - P[1, j])
+            P[5, j] -= W[j] * (zi - P[2, j])
+
+
 @njit(cache=CACHE, nogil=True, error_model="numpy")
 def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
                  mech, box, inv_box, contacts):
     """Forces on the elements of cell ``c`` at positions ``x`` [3, M] into ``F`` columns (and
     their contact sums into ``S`` when ``contacts``); returns the cell's summed contacts.
 
-    Intracellular: the cell unwrapped about element 0 into ``P`` (its columns
-    ``pfirst[c]:pfirst[c + 1]``, padded to a multiple of 8), then per element the factors of
-    all its pairs into ``W`` and their sum (a pair with itself has d = 0 and adds 0).
+    Intracellular: the cell unwrapped about element 0 into ``P`` (:func:`_intra`).
     Intercellular: the cell's list entries ``off[first[c]]:off[first[c + 1]]``, factors and
-    displacements into ``Wn``, ``Dn`` (Dn[3]: 1 within the cutoff), then per element summed.
+    displacements into ``Wn``, ``Dn`` (Dn[3]: 1 within the cutoff; pairs beyond, NaN ones
+    included, add nothing), then per element summed.
     """
     a, b = first[c], first[c + 1]
     n = b - a
@@ -86,15 +115,9 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
         P[0, p0 + k] = x0 + _min_image(x[0, i] - x0, box, inv_box)
         P[1, p0 + k] = y0 + _min_image(x[1, i] - y0, box, inv_box)
         P[2, p0 + k] = x[2, i]
-    a1, xi1, a2, xi2 = mech[0], mech[1], mech[2], mech[3]
+    _intra(P, W, p0, p1, n, mech[0], mech[1], mech[2], mech[3])
     for k in range(n):
-        xi, yi, zi = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
-        for j in range(p0, p1):
-            dx, dy, dz = xi - P[0, j], yi - P[1, j], zi - P[2, j]
-            f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2)
-            W[j] = f if j - p0 < n else 0.0
-        fx, fy, fz = _row_sum(xi, yi, zi, P, W, p0, p1)
-        F[0, a + k], F[1, a + k], F[2, a + k] = fx, fy, fz
+        F[0, a + k], F[1, a + k], F[2, a + k] = P[3, p0 + k], P[4, p0 + k], P[5, p0 + k]
     b1, eta1, b2, eta2 = mech[4], mech[5], mech[6], mech[7]
     cutoff = mech[13]
     for e in range(off[a], off[b]):
@@ -202,61 +225,75 @@ def _store(v, box):
 
 
 # ---- the two passes of a step ---------------------------------------------------------------
-@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _stage1(x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst, off, nbr, own,
-            Wn, Dn, genes, mech, box, inv_box, half_dt, with_genes):
-    """A, forces and contact sums at X, X½ = X + half_dt·F; per cell the largest squared move
+@njit(cache=CACHE, nogil=True, error_model="numpy")
+def _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst, off,
+                 nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes):
+    """Cell ``c``: A, forces and contact sums at X, X½ = X + ½dt·F, the largest squared move
     of X½ from the list's reference positions."""
-    for c in prange(first.shape[0] - 1):
-        a, b = first[c], first[c + 1]
-        if with_genes:
-            s = 0.0
-            for i in range(a, b):
-                if etype[i] == 1:
-                    s += abs(x[2, i])
-            A[c] = s
-        s0, s1, s2, s3 = _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr,
-                                      own, Wn, Dn, genes, mech, box, inv_box, with_genes)
-        csum[c, 0], csum[c, 1], csum[c, 2], csum[c, 3] = s0, s1, s2, s3
-        worst = 0.0
+    a, b = first[c], first[c + 1]
+    if with_genes:
+        s = 0.0
         for i in range(a, b):
-            for k in range(3):
-                xh[k, i] = x[k, i] + half_dt * F[k, i]
-            worst = max(worst, _moved2(xh, xref, i, box, inv_box))
-        cdisp[c] = worst
+            if etype[i] == 1:
+                s += abs(x[2, i])
+        A[c] = s
+    s0, s1, s2, s3 = _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own,
+                                  Wn, Dn, genes, mech, box, inv_box, with_genes)
+    csum[c, 0], csum[c, 1], csum[c, 2], csum[c, 3] = s0, s1, s2, s3
+    worst = 0.0
+    for i in range(a, b):
+        for k in range(3):
+            xh[k, i] = x[k, i] + 0.5 * dt * F[k, i]
+        worst = max(worst, _moved2(xh, xref, i, box, inv_box))
+    cdisp[c] = worst
+
+
+@njit(cache=CACHE, nogil=True, error_model="numpy")
+def _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
+                 pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt,
+                 with_genes):
+    """Cell ``c``: forces at X½, its new positions into ``xn`` (stored form) and genes into
+    ``gn``, a blow-up flag (MOVED, GENES_BLEW_UP) and the largest squared move of the new X
+    from the list's reference positions."""
+    a, b = first[c], first[c + 1]
+    _cell_forces(c, xh, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
+                 mech, box, inv_box, np.bool_(False))
+    flag = OK
+    worst = 0.0
+    for i in range(a, b):
+        d2 = 0.0
+        for k in range(3):
+            v = x[k, i] + dt * F[k, i]
+            d2 += (v - x[k, i]) ** 2
+            xn[k, i] = _store(v, box) if k < 2 else np.float64(np.float32(v))
+        if not math.sqrt(d2) <= MAX_STEP_MOVE:
+            flag = MOVED
+        worst = max(worst, _moved2(xn, xref, i, box, inv_box))
+    cdisp[c] = worst
+    if with_genes and flag == OK:
+        n = csum[c, 0]
+        if n > 0:
+            mN, mD, mB = csum[c, 1] / n, csum[c, 2] / n, csum[c, 3] / n
+        else:
+            mN = mD = mB = 0.0
+        if not _gene_step(genes, gn, c, mN, mD, mB, A[c], rates, hills, dt):
+            flag = GENES_BLEW_UP
+    bad[c] = flag
 
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _stage2(x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst, off,
-            nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes):
-    """Forces at X½, the new positions into ``xn`` (stored form) and genes into ``gn``; per
-    cell a blow-up flag (MOVED, GENES_BLEW_UP) and the largest squared move of the new X from
-    the list's reference positions."""
-    for c in prange(first.shape[0] - 1):
-        a, b = first[c], first[c + 1]
-        _cell_forces(c, xh, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn,
-                     genes, mech, box, inv_box, False)
-        flag = OK
-        worst = 0.0
-        for i in range(a, b):
-            d2 = 0.0
-            for k in range(3):
-                v = x[k, i] + dt * F[k, i]
-                d2 += (v - x[k, i]) ** 2
-                xn[k, i] = _store(v, box) if k < 2 else np.float64(np.float32(v))
-            if not math.sqrt(d2) <= MAX_STEP_MOVE:
-                flag = MOVED
-            worst = max(worst, _moved2(xn, xref, i, box, inv_box))
-        cdisp[c] = worst
-        if with_genes and flag == OK:
-            n = csum[c, 0]
-            if n > 0:
-                mN, mD, mB = csum[c, 1] / n, csum[c, 2] / n, csum[c, 3] / n
-            else:
-                mN = mD = mB = 0.0
-            if not _gene_step(genes, gn, c, mN, mD, mB, A[c], rates, hills, dt):
-                flag = GENES_BLEW_UP
-        bad[c] = flag
+def _pass(stage, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
+          off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes):
+    """Stage 1 or 2 of a step, cells spread over the threads."""
+    for q in prange(first.shape[0] - 1):
+        c = np.int64(q)            # the prange index may be unsigned: one specialization below
+        if stage == STAGE1:
+            _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst,
+                         off, nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes)
+        else:
+            _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell,
+                         first, pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills,
+                         box, inv_box, dt, with_genes)
 
 
 # ---- the Verlet list ----------------------------------------------------------------------
@@ -310,46 +347,57 @@ def _shifts(n, periodic):
     return 0, n
 
 
-@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
-    """Per element, the elements of other cells within ``reach`` in the 27 bins around its own:
-    counted into ``off[i + 1]`` (fill False) or written to ``nbr[off[i]:]`` (fill True)."""
+@njit(cache=CACHE, nogil=True, error_model="numpy")
+def _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
+    """The elements of other cells within ``reach`` of element ``i``, from the 27 bins around
+    its own (fewer on a periodic axis of < 3 bins): their number, written to ``nbr[off[i]:]``
+    when ``fill``."""
     nx, ny, nz = dims[0], dims[1], dims[2]
     periodic = box > 0.0
-    r2max = reach * reach
     ylo, yhi = _shifts(ny, periodic)
     xlo, xhi = _shifts(nx, periodic)
-    for i in prange(x.shape[1]):
-        n = 0
-        for sz in range(-1, 2):
-            jz = idx[2, i] + sz
-            if jz < 0 or jz >= nz:
+    r2max = reach * reach
+    n = 0
+    for sz in range(-1, 2):
+        jz = idx[2, i] + sz
+        if jz < 0 or jz >= nz:
+            continue
+        for sy in range(ylo, yhi):
+            jy = idx[1, i] + sy
+            if periodic:
+                jy %= ny
+            elif jy < 0 or jy >= ny:
                 continue
-            for sy in range(ylo, yhi):
-                jy = idx[1, i] + sy
+            for sx in range(xlo, xhi):
+                jx = idx[0, i] + sx
                 if periodic:
-                    jy %= ny
-                elif jy < 0 or jy >= ny:
+                    jx %= nx
+                elif jx < 0 or jx >= nx:
                     continue
-                for sx in range(xlo, xhi):
-                    jx = idx[0, i] + sx
-                    if periodic:
-                        jx %= nx
-                    elif jx < 0 or jx >= nx:
+                h = (jz * ny + jy) * nx + jx
+                for q in range(start[h], start[h + 1]):
+                    j = order[q]
+                    if cell[j] == cell[i]:
                         continue
-                    h = (jz * ny + jy) * nx + jx
-                    for q in range(start[h], start[h + 1]):
-                        j = order[q]
-                        if cell[j] == cell[i]:
-                            continue
-                        dx = _min_image(x[0, i] - x[0, j], box, inv_box)
-                        dy = _min_image(x[1, i] - x[1, j], box, inv_box)
-                        dz = x[2, i] - x[2, j]
-                        if dx * dx + dy * dy + dz * dz < r2max:
-                            if fill:
-                                nbr[off[i] + n] = j
-                                own[off[i] + n] = i
-                            n += 1
+                    dx = _min_image(x[0, i] - x[0, j], box, inv_box)
+                    dy = _min_image(x[1, i] - x[1, j], box, inv_box)
+                    dz = x[2, i] - x[2, j]
+                    if dx * dx + dy * dy + dz * dz < r2max:
+                        if fill:
+                            nbr[off[i] + n] = j
+                            own[off[i] + n] = i
+                        n += 1
+    return n
+
+
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
+def _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
+    """:func:`_scan_element` for every element: counts into ``off[i + 1]`` (fill False), or
+    the list entries (fill True)."""
+    for q in prange(x.shape[1]):
+        i = np.int64(q)
+        n = _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr,
+                          own, fill)
         if not fill:
             off[i + 1] = n
 
@@ -375,11 +423,11 @@ def _build_list(x, cell, box, inv_box, reach):
         fill[h[i]] += 1
     off = np.zeros(M + 1, np.int64)
     nbr, own = np.empty(0, np.int32), np.empty(0, np.int32)
-    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, False)
+    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, np.bool_(False))
     for i in range(M):
         off[i + 1] += off[i]
     nbr, own = np.empty(off[M], np.int32), np.empty(off[M], np.int32)
-    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, True)
+    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, np.bool_(True))
     return off, nbr, own
 
 
@@ -394,7 +442,7 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
     M, C = x.shape[1], first.shape[0] - 1
     inv_box = 1.0 / box if box > 0.0 else 0.0
     xh, xn, F = np.empty((3, M)), np.empty((3, M)), np.empty((3, M))
-    P, W = np.empty((3, pfirst[C])), np.empty(pfirst[C])
+    P, W = np.empty((6, pfirst[C])), np.empty(pfirst[C])
     S = np.zeros((4, M))
     csum, A = np.zeros((C, 4)), np.zeros(C)
     cdisp, bad = np.zeros(C), np.zeros(C, np.int64)
@@ -410,15 +458,14 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
             xref[:] = x
             listed[0] = 1
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _stage1(x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst, off, nbr,
-                own, Wn, Dn, genes, mech, box, inv_box, 0.5 * dt, with_genes)
+        _pass(STAGE1, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
+              off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes)
         if not cdisp.max() < limit:
             off, nbr, own = _build_list(xh, cell, box, inv_box, reach)
             xref[:] = xh
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _stage2(x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
-                off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt,
-                with_genes)
+        _pass(STAGE2, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
+              off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes)
         for c in range(C):
             if bad[c] != OK:
                 return step, bad[c], c, off, nbr, own
@@ -430,16 +477,17 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
-def _forces_now(x, genes, etype, cell, first, pfirst, mech, box, reach):
+def _forces_now(x, genes, etype, cell, first, pfirst, mech, rates, hills, box, reach):
     """Stage-1 forces [3, M] and contact sums [4, M] at ``x`` (a fresh list)."""
     M, C = x.shape[1], first.shape[0] - 1
     inv_box = 1.0 / box if box > 0.0 else 0.0
     off, nbr, own = _build_list(x, cell, box, inv_box, reach)
     F, S = np.zeros((3, M)), np.zeros((4, M))
-    _stage1(x, np.empty((3, M)), np.empty((3, pfirst[C])), np.empty(pfirst[C]), F, S,
-            np.zeros((C, 4)), np.zeros(C), np.zeros(C), x.copy(), etype, cell, first, pfirst,
-            off, nbr, own, np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0])), genes, mech, box,
-            inv_box, 0.0, True)
+    L = nbr.shape[0]
+    _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), np.empty((6, pfirst[C])), np.empty(pfirst[C]),
+          F, S, np.zeros((C, 4)), np.zeros(C), np.zeros(C), np.zeros(C, np.int64), x.copy(), etype,
+          cell, first, pfirst, off, nbr, own, np.empty(L), np.empty((4, L)), genes, genes.copy(),
+          mech, rates, hills, box, inv_box, 0.0, np.bool_(True))
     return F, S
 
 
@@ -490,7 +538,7 @@ def warm_up() -> float:
     for box in (0.0, 20.0):
         _advance(2, x.copy(), genes.copy(), etype, cell, first, pfirst, *_empty_list(4),
                  np.zeros((3, 4)), np.zeros(1, np.int64), mech, rates, hills, box, 0.1, 4.0, True)
-        _forces_now(x, genes, etype, cell, first, pfirst, mech, box, 4.0)
+        _forces_now(x, genes, etype, cell, first, pfirst, mech, rates, hills, box, 4.0)
     return time.perf_counter() - start
 
 
@@ -583,7 +631,7 @@ class CompiledEngine(CpuEngine):
     def forces(self) -> tuple[np.ndarray, np.ndarray]:
         p = self._pack()
         F, S = _forces_now(p["x"], p["genes"], p["etype"], p["cell"], p["first"], p["pfirst"],
-                           self._mech, self._box, self._reach)
+                           self._mech, self._rates, self._hills, self._box, self._reach)
         kc = p["kc"]
         E, cap = self.s["pos"].shape[1:]
         out_f = np.zeros((3, E, cap), np.float32)
