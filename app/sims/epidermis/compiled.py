@@ -441,39 +441,52 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
     the state is that before the failing step."""
     M, C = x.shape[1], first.shape[0] - 1
     inv_box = 1.0 / box if box > 0.0 else 0.0
-    xh, xn, F = np.empty((3, M)), np.empty((3, M)), np.empty((3, M))
+    xh, F = np.empty((3, M)), np.empty((3, M))
     P, W = np.empty((6, pfirst[C])), np.empty(pfirst[C])
     S = np.zeros((4, M))
     csum, A = np.zeros((C, 4)), np.zeros(C)
     cdisp, bad = np.zeros(C), np.zeros(C, np.int64)
     Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-    gn = genes.copy()
+    # the state now (xa, ga) and the next (xb, gb), swapped after each step (no copies)
+    xa, xb, ga, gb = x, np.empty((3, M)), genes, genes.copy()
+    x_swapped = g_swapped = False
     limit = (0.5 * SKIN) ** 2
     moved = 0.0
     for i in range(M if listed[0] else 0):
         moved = max(moved, _moved2(x, xref, i, box, inv_box))
+    status, where, done = OK, -1, nsteps
     for step in range(nsteps):
         if not listed[0] or not moved < limit:
-            off, nbr, own = _build_list(x, cell, box, inv_box, reach)
-            xref[:] = x
+            off, nbr, own = _build_list(xa, cell, box, inv_box, reach)
+            xref[:] = xa
             listed[0] = 1
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _pass(STAGE1, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
-              off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes)
+        _pass(STAGE1, xa, xh, xb, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
+              pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
+              with_genes)
         if not cdisp.max() < limit:
             off, nbr, own = _build_list(xh, cell, box, inv_box, reach)
             xref[:] = xh
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _pass(STAGE2, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
-              off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes)
+        _pass(STAGE2, xa, xh, xb, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
+              pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
+              with_genes)
         for c in range(C):
-            if bad[c] != OK:
-                return step, bad[c], c, off, nbr, own
-        x[:] = xn
+            if bad[c] != OK and status == OK:
+                status, where, done = bad[c], c, step
+        if status != OK:
+            break
+        xa, xb = xb, xa
+        x_swapped = not x_swapped
         if with_genes:
-            genes[:] = gn
+            ga, gb = gb, ga
+            g_swapped = not g_swapped
         moved = cdisp.max() if C else 0.0
-    return nsteps, OK, -1, off, nbr, own
+    if x_swapped:
+        x[:] = xa
+    if g_swapped:
+        genes[:] = ga
+    return done, status, where, off, nbr, own
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
