@@ -40,14 +40,17 @@ OK, MOVED, GENES_BLEW_UP = 0, 1, 2        # status of _advance
 # are typed as plain int64.
 STAGE1, STAGE2 = np.int64(1), np.int64(2)
 SIMD_PAD = 8                   # a cell's intracellular rows are padded to a multiple of this
-MECH_SIZE = 14                 # intra (4), inter (4), membrane (4), wall, cutoff
+MECH_SIZE = 15                 # intra (4), inter (4), membrane (4), wall, cutoff, squared
 
 
 # ---- one cell's forces --------------------------------------------------------------------
 @njit(inline="always", cache=CACHE, error_model="numpy")
-def _morse_over_r(r, a1, xi1, a2, xi2):
-    """-V'(r)/r as model.morse_force_over_r (a1 = U0/xi1, a2 = V0/xi2), r > 0."""
-    return (a1 * exp_nonpositive(-r / xi1) - a2 * exp_nonpositive(-r / xi2)) / r
+def _morse_over_r(r, a1, xi1, a2, xi2, squared):
+    """-V'(r)/r as model.morse_force_over_r (a1 = U0/xi1, a2 = V0/xi2), r > 0; with
+    ``squared`` (a compile-time constant: xi2 = 2·xi1) exp(-r/xi1) is exp(-r/xi2)²."""
+    e2 = exp_nonpositive(-r / xi2)
+    e1 = e2 * e2 if squared else exp_nonpositive(-r / xi1)
+    return (a1 * e1 - a2 * e2) / r
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -69,7 +72,7 @@ def _row_sum(xi, yi, zi, P, W, lo, hi):
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
-def _intra(P, W, p0, p1, n, a1, xi1, a2, xi2):
+def _intra(P, W, p0, p1, n, a1, xi1, a2, xi2, squared):
     """Intracellular forces of one cell, unwrapped positions in ``P[:3, p0:p1]`` (padded to a
     multiple of SIMD_PAD), into ``P[3:, p0:p1]``: each pair once, element k against the
     elements after it from the start of k's block of SIMD_PAD (the others masked), so the
@@ -83,7 +86,8 @@ def _intra(P, W, p0, p1, n, a1, xi1, a2, xi2):
         lo = p0 + (k + 1) // SIMD_PAD * SIMD_PAD
         for j in range(lo, p1):
             dx, dy, dz = xi - P[0, j], yi - P[1, j], zi - P[2, j]
-            f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2)
+            f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2,
+                              squared)
             W[j] = f if (j - p0 > k and j - p0 < n) else 0.0
         fx, fy, fz = _row_sum(xi, yi, zi, P, W, lo, p1)
         P[3, p0 + k] += fx
@@ -97,7 +101,7 @@ def _intra(P, W, p0, p1, n, a1, xi1, a2, xi2):
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
 def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
-                 mech, box, inv_box, contacts):
+                 mech, box, inv_box, contacts, squared):
     """Forces on the elements of cell ``c`` at positions ``x`` [3, M] into ``F`` columns (and
     their contact sums into ``S`` when ``contacts``); returns the cell's summed contacts.
 
@@ -115,7 +119,7 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
         P[0, p0 + k] = x0 + _min_image(x[0, i] - x0, box, inv_box)
         P[1, p0 + k] = y0 + _min_image(x[1, i] - y0, box, inv_box)
         P[2, p0 + k] = x[2, i]
-    _intra(P, W, p0, p1, n, mech[0], mech[1], mech[2], mech[3])
+    _intra(P, W, p0, p1, n, mech[0], mech[1], mech[2], mech[3], squared)
     for k in range(n):
         F[0, a + k], F[1, a + k], F[2, a + k] = P[3, p0 + k], P[4, p0 + k], P[5, p0 + k]
     b1, eta1, b2, eta2 = mech[4], mech[5], mech[6], mech[7]
@@ -126,7 +130,7 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
         dy = _min_image(x[1, i] - x[1, j], box, inv_box)
         dz = x[2, i] - x[2, j]
         r = math.sqrt(dx * dx + dy * dy + dz * dz)
-        f = _morse_over_r(max(r, R_MIN), b1, eta1, b2, eta2)
+        f = _morse_over_r(max(r, R_MIN), b1, eta1, b2, eta2, squared)
         near = r < cutoff                   # False for NaN: such a pair adds nothing
         Wn[e] = f if (near and f > 0.0) else 0.0
         Dn[0, e] = dx if near else 0.0
@@ -153,7 +157,9 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
         mz = -wall * zi if zi < 0.0 else 0.0
         if etype[i] == 1:
             zc = max(zi, 1e-6)
-            mz = (m1 * exp_nonpositive(-zc / mu1) - m2 * exp_nonpositive(-zc / mu2)) + mz
+            e2 = exp_nonpositive(-zc / mu2)
+            e1 = e2 * e2 if squared else exp_nonpositive(-zc / mu1)
+            mz = (m1 * e1 - m2 * e2) + mz
         F[0, i] += fx
         F[1, i] += fy
         F[2, i] += fz
@@ -165,6 +171,18 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
             s2 += n2
             s3 += n3
     return s0, s1, s2, s3
+
+
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _forces_of_cell(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
+                    mech, box, inv_box, contacts):
+    """:func:`_cell_forces`, compiled apart for xi2 = 2·xi1 in all three potentials (the
+    defaults: one exponential per pair fewer) and for any other lengths."""
+    if mech[14] > 0.0:
+        return _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn,
+                            genes, mech, box, inv_box, contacts, True)
+    return _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn,
+                        genes, mech, box, inv_box, contacts, False)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -237,8 +255,8 @@ def _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first,
             if etype[i] == 1:
                 s += abs(x[2, i])
         A[c] = s
-    s0, s1, s2, s3 = _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own,
-                                  Wn, Dn, genes, mech, box, inv_box, with_genes)
+    s0, s1, s2, s3 = _forces_of_cell(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr,
+                                     own, Wn, Dn, genes, mech, box, inv_box, with_genes)
     csum[c, 0], csum[c, 1], csum[c, 2], csum[c, 3] = s0, s1, s2, s3
     worst = 0.0
     for i in range(a, b):
@@ -256,8 +274,8 @@ def _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cel
     ``gn``, a blow-up flag (MOVED, GENES_BLEW_UP) and the largest squared move of the new X
     from the list's reference positions."""
     a, b = first[c], first[c + 1]
-    _cell_forces(c, xh, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
-                 mech, box, inv_box, np.bool_(False))
+    _forces_of_cell(c, xh, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
+                    mech, box, inv_box, np.bool_(False))
     flag = OK
     worst = 0.0
     for i in range(a, b):
@@ -347,6 +365,14 @@ def _shifts(n, periodic):
     return 0, n
 
 
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _bin_along(j, n, periodic):
+    """Bin ``j`` on an axis of ``n`` bins: wrapped where periodic, else -1 outside."""
+    if periodic:
+        return j % n
+    return j if 0 <= j < n else -1
+
+
 @njit(cache=CACHE, nogil=True, error_model="numpy")
 def _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
     """The elements of other cells within ``reach`` of element ``i``, from the 27 bins around
@@ -363,16 +389,12 @@ def _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off,
         if jz < 0 or jz >= nz:
             continue
         for sy in range(ylo, yhi):
-            jy = idx[1, i] + sy
-            if periodic:
-                jy %= ny
-            elif jy < 0 or jy >= ny:
+            jy = _bin_along(idx[1, i] + sy, ny, periodic)
+            if jy < 0:
                 continue
             for sx in range(xlo, xhi):
-                jx = idx[0, i] + sx
-                if periodic:
-                    jx %= nx
-                elif jx < 0 or jx >= nx:
+                jx = _bin_along(idx[0, i] + sx, nx, periodic)
+                if jx < 0:
                     continue
                 h = (jz * ny + jy) * nx + jx
                 for q in range(start[h], start[h + 1]):
@@ -512,8 +534,9 @@ def _morse_row(m: Morse) -> list[float]:
 def mechanics_vector(cfg: EpidermisConfig) -> np.ndarray:
     """The mechanics the compiled functions read (MECH_SIZE numbers)."""
     m = cfg.mechanics
+    squared = all(p.xi2 == 2.0 * p.xi1 for p in (m.intra, m.inter, m.membrane))
     return np.array(_morse_row(m.intra) + _morse_row(m.inter) + _morse_row(m.membrane)
-                    + [m.wall_stiffness, m.inter_cutoff], np.float64)
+                    + [m.wall_stiffness, m.inter_cutoff, float(squared)], np.float64)
 
 
 def gene_vectors(cfg: EpidermisConfig) -> tuple[np.ndarray, np.ndarray]:

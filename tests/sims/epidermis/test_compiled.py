@@ -30,10 +30,16 @@ def float32_ulps(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.abs(ia - ib).max()) if a.size else 0
 
 
-@pytest.mark.parametrize("mode", ["movement", "genes"])
+OTHER_LENGTHS = {"intra": model.Morse(2.5, 1.0, 1.0, 1.7), "membrane": model.Morse(5.0, 0.4, 2.0, 1.0)}
+
+
+@pytest.mark.parametrize("mode,mechanics", [("movement", {}), ("genes", {}),
+                                            ("genes", OTHER_LENGTHS)])
 @pytest.mark.parametrize("boundary", BOUNDARIES)
-def test_forces_match_the_float64_reference(boundary, mode):
-    cfg = config(tissue={"cells": 25, "boundary": boundary, "pitch": 7.0}, run={"mode": mode})
+def test_forces_match_the_float64_reference(boundary, mode, mechanics):
+    """The defaults (xi2 = 2·xi1 everywhere: exp(-r/xi1) as a square) and other lengths."""
+    cfg = config(tissue={"cells": 25, "boundary": boundary, "pitch": 7.0}, run={"mode": mode},
+                 mechanics=mechanics)
     state = random_state(cfg, np.random.default_rng([7, len(boundary), len(mode)]), per_cell=12)
     F, S = CompiledEngine(cfg, clone(state)).forces()
     Fr, Sr = model.reference_forces(state, cfg)
