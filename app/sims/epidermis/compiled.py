@@ -25,9 +25,11 @@ from __future__ import annotations
 import math
 import time
 
+import numba
 import numpy as np
 from numba import njit, prange
 
+from app.compute.cpu_threads import threads
 from app.compute.jit import CACHE
 from app.compute.jit_math import exp_nonpositive
 from app.sims.epidermis import model
@@ -39,6 +41,7 @@ OK, MOVED, GENES_BLEW_UP = 0, 1, 2        # status of _advance
 # Constants a compiled call passes are typed as literals, each value compiled apart; these
 # are typed as plain int64.
 STAGE1, STAGE2 = np.int64(1), np.int64(2)
+CELLS_PER_THREAD = 32          # fewer cells than this per thread: fewer threads
 SIMD_PAD = 8                   # a cell's intracellular rows are padded to a multiple of this
 MECH_SIZE = 15                 # intra (4), inter (4), membrane (4), wall, cutoff, squared
 
@@ -628,10 +631,14 @@ class CompiledEngine(CpuEngine):
     # ---- the step -------------------------------------------------------------------------
     def _compiled_steps(self, nsteps: int) -> None:
         p = self._pack()
-        steps, status, cell, *p["list"] = _advance(
-            nsteps, p["x"], p["genes"], p["etype"], p["cell"], p["first"], p["pfirst"],
-            *p["list"], p["xref"], p["listed"], self._mech, self._rates, self._hills, self._box,
-            self.cfg.run.dt, self._reach, self.cfg.run.mode != "movement")
+        # at least CELLS_PER_THREAD cells a thread: a small tissue's step is shorter than the
+        # threads' start and barrier (and a busy machine's descheduled thread stalls each pass)
+        n = max(1, min(numba.get_num_threads(), self.s["n_cells"] // CELLS_PER_THREAD))
+        with threads(n):
+            steps, status, cell, *p["list"] = _advance(
+                nsteps, p["x"], p["genes"], p["etype"], p["cell"], p["first"], p["pfirst"],
+                *p["list"], p["xref"], p["listed"], self._mech, self._rates, self._hills,
+                self._box, self.cfg.run.dt, self._reach, self.cfg.run.mode != "movement")
         self.s["step"] += steps
         self._unpack(p)
         if status != OK:

@@ -13,7 +13,7 @@ import pytest
 
 from app.compute.cpu_threads import threads
 from app.sims.epidermis import model
-from app.sims.epidermis.compiled import CompiledEngine
+from app.sims.epidermis.compiled import CELLS_PER_THREAD, CompiledEngine
 from app.sims.epidermis.cpu import CpuEngine
 
 from .helpers import clone, config, random_state, term_scale
@@ -113,13 +113,13 @@ def test_checkpoints_move_between_the_engines_and_resume_bit_identically():
 
 
 def test_the_result_does_not_depend_on_the_thread_count():
-    cfg = config(tissue={"cells": 36}, run={"mode": "genes", "relax_steps": 0})
+    cfg = config(tissue={"cells": 2 * CELLS_PER_THREAD}, run={"mode": "genes", "relax_steps": 0})
     state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
     out = []
     for n in (1, 2):
         with threads(n):
             eng = CompiledEngine(cfg, clone(state))
-            eng.run(60)
+            eng.run(40)
             out.append(eng.get_state())
     for key in KEYS:
         assert np.array_equal(out[0][key], out[1][key]), key
