@@ -19,7 +19,7 @@ import numpy as np
 
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, check_algorithm
+from app.sims.ssa.engine import ALGORITHMS, EnsembleEngine, IntervalStats, check_algorithm
 from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
@@ -38,12 +38,13 @@ class CudaBatch:
     """P points of one network structure, ``realizations`` each, on the current CUDA context."""
 
     def __init__(self, networks: Sequence[Network], realizations: int, seeds: Sequence[int],
-                 algorithm: str, hist_idx: list[int], bins: int, t0: float = 0.0):
+                 algorithm: str, hist_idx: list[int], bins: int, t0: float = 0.0,
+                 epsilon: float = 0.03):
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
 
         net = networks[0]
-        check_algorithm(algorithm)
+        check_algorithm(algorithm, ALGORITHMS)
         if any(not batch_compatible(net, other) for other in networks[1:]):
             raise ValueError("a batch holds one network structure (only rates and initial counts "
                              "may differ)")
@@ -62,7 +63,7 @@ class CudaBatch:
         self.net, self.points, self.realizations = net, points, realizations
         self.hist_idx, self.bins, self.t = hist_idx, bins, t0
         self.fired_total = np.zeros(points, np.int64)
-        source = kernel_source(net, hist_idx, algorithm)
+        source = kernel_source(net, hist_idx, algorithm, epsilon)
         self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK})
         self._advance = self.module.get_function("ssa_advance")
         self._advance.prepare("PPiiddPPPPPPPP")
@@ -203,8 +204,9 @@ class CudaEnsemble(EnsembleEngine):
 
     def __init__(self, network: Network, realizations: int, seed: int, algorithm: str,
                  hist_idx: list[int], bins: int, t0: float = 0.0, *,
-                 batch: CudaBatch | None = None, point: int = 0):
-        self.batch = batch or CudaBatch([network], realizations, [seed], algorithm, hist_idx, bins, t0)
+                 batch: CudaBatch | None = None, point: int = 0, epsilon: float = 0.03):
+        self.batch = batch or CudaBatch([network], realizations, [seed], algorithm, hist_idx, bins, t0,
+                                        epsilon)
         self.owns_batch = batch is None
         self.point, self.net, self.realizations = point, network, realizations
 

@@ -8,13 +8,15 @@ import numpy as np
 
 from app.sims.ssa.stats import Histogram, histogram, moments
 
-ALGORITHMS = ("direct", "logdirect")
+ALGORITHMS = ("direct", "logdirect", "tau-leap")
+EXACT_ALGORITHMS = ("direct", "logdirect")
 
 
-def check_algorithm(name: str) -> str:
-    """``name`` if an engine runs it; a ValueError naming the choices otherwise."""
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown SSA algorithm {name!r}; choose one of {', '.join(ALGORITHMS)}")
+def check_algorithm(name: str, choices: tuple[str, ...] = EXACT_ALGORITHMS) -> str:
+    """``name`` if the engine runs it; a ValueError naming the choices otherwise (never a
+    silent fallback to another method)."""
+    if name not in choices:
+        raise ValueError(f"unknown SSA algorithm {name!r} here; choose one of {', '.join(choices)}")
     return name
 
 

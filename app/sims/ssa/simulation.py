@@ -188,9 +188,12 @@ class SSASimulation(Simulation):
 def _make_engine(cfg: SSAConfig, net, backend: str, hist_idx: list[int]) -> EnsembleEngine:
     ens = cfg.ensemble
     args = (net, ens.realizations, ens.seed, ens.algorithm, hist_idx, ens.histogram_bins)
+    if ens.algorithm == "tau-leap" and backend != "cuda":
+        from app.sims.ssa.tauleap import TauLeapEnsemble
+        return TauLeapEnsemble(net, ens.realizations, ens.seed, hist_idx, ens.histogram_bins, ens.epsilon)
     if backend == "cuda":
         from app.sims.ssa.cuda import CudaEnsemble
-        return CudaEnsemble(*args)
+        return CudaEnsemble(*args, epsilon=ens.epsilon)
     if backend == "cpu-reference":
         from app.sims.ssa.cpu import CpuEnsemble
         return CpuEnsemble(*args)
