@@ -188,6 +188,9 @@ class SSASimulation(Simulation):
 def _make_engine(cfg: SSAConfig, net, backend: str, hist_idx: list[int]) -> EnsembleEngine:
     ens = cfg.ensemble
     args = (net, ens.realizations, ens.seed, ens.algorithm, hist_idx, ens.histogram_bins)
+    if ens.algorithm == "tau-leap" and backend == "cpu-reference":
+        from app.sims.ssa.tauleap_numpy import TauLeapReference
+        return TauLeapReference(net, ens.realizations, ens.seed, hist_idx, ens.histogram_bins, ens.epsilon)
     if ens.algorithm == "tau-leap" and backend != "cuda":
         from app.sims.ssa.tauleap import TauLeapEnsemble
         return TauLeapEnsemble(net, ens.realizations, ens.seed, hist_idx, ens.histogram_bins, ens.epsilon)
