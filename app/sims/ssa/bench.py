@@ -113,7 +113,7 @@ def dsmts_rows(results: dict, backend: str, realizations: int) -> None:
 
     rows = []
     for name in dsmts.cases():
-        r = dsmts.run_case(dsmts.load_case(name), backend, realizations, seed=3)
+        r = dsmts.run_case(dsmts.load_case(name), backend, realizations, seed=3000 + int(name))
         rows.append({"case": name, "wall_seconds": r.wall_seconds, "tests": r.tests, "z_out": r.z_out,
                      "z_expected": r.expected_z, "y_out": r.y_out, "y_expected": r.expected_y,
                      "reactions": r.reactions})

@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with backend_context(backend):
         for name in names:
-            r = run_case(load_case(name), backend, args.realizations, args.seed)
+            # a seed per case: cases 1, 2, 8, ... are one model, and must not share trajectories
+            r = run_case(load_case(name), backend, args.realizations, args.seed * 1000 + int(name))
             results.append(r)
             print(f"{name}: {r.tests} tests, Z out {r.z_out} (expected {r.expected_z:.2f}), "
                   f"Y out {r.y_out} (expected {r.expected_y:.2f}), {r.wall_seconds:.2f} s", flush=True)
