@@ -118,12 +118,19 @@ class SSAPanel(Panel):
         self.samples.setRange(2, 100001)
         self.algorithm = QComboBox()
         self.algorithm.addItems(ALGORITHMS)
+        self.epsilon = QDoubleSpinBox()
+        self.epsilon.setDecimals(4)
+        self.epsilon.setRange(1e-4, 0.5)
+        self.epsilon.setSingleStep(0.01)
+        self.epsilon.setToolTip("tau-leap: the bound on each leap's relative change (Cao, Gillespie "
+                                "& Petzold 2006); smaller is closer to the exact method and slower")
         self.backend_combo()
         self.seed = QLineEdit()
         self.seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
         form = QFormLayout(box)
         for label, widget in (("Realizations", self.realizations), ("t end", self.t_end),
                               ("Samples", self.samples), ("Algorithm", self.algorithm),
+                              ("Tau-leap ε", self.epsilon),
                               ("Backend", self.backend), ("Seed", self.seed)):
             form.addRow(label, widget)
         self.controls_layout.addWidget(box)
@@ -183,6 +190,7 @@ class SSAPanel(Panel):
         self.t_end.setValue(ens.t_end)
         self.samples.setValue(ens.samples)
         self.algorithm.setCurrentText(ens.algorithm)
+        self.epsilon.setValue(ens.epsilon)
         self.seed.setText(str(ens.seed))
         self.heatmap.setVisible(cfg.grid is not None)
 
@@ -194,7 +202,8 @@ class SSAPanel(Panel):
             raise ConfigError("seed: enter a whole number >= 0")
         ensemble = replace(self.base_cfg.ensemble, realizations=self.realizations.value(),
                            t_end=self.t_end.value(), samples=self.samples.value(),
-                           algorithm=self.algorithm.currentText(), seed=int(self.seed.text()))
+                           algorithm=self.algorithm.currentText(), epsilon=self.epsilon.value(),
+                           seed=int(self.seed.text()))
         return self.validate(replace(self.base_cfg, model=model, grid=grid, ensemble=ensemble))
 
     # ---- running ------------------------------------------------------------------------
