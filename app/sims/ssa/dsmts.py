@@ -104,29 +104,32 @@ class Result:
 
 def run_case(case: Case, backend: str = "cpu", realizations: int = 10_000, seed: int = 1) -> Result:
     """Run ``case`` with ``realizations`` on ``backend``; Z and Y at every output time."""
-    from app.sims.ssa.config import EnsembleSettings, SSAConfig
-    from app.sims.ssa.simulation import SSASimulation
+    from app.sims.ssa.sbml import load_sbml_network
+    from app.sims.ssa.simulation import make_engine
 
+    net = load_sbml_network(case.model)
+    index = [net.species.index(s) for s in case.species]
     keep_all = realizations * len(case.times) <= SNAPSHOT_LIMIT     # kurtosis at every time
-    cfg = SSAConfig(name=case.name, sbml=str(case.model), ensemble=EnsembleSettings(
-        realizations=realizations, t_end=float(case.times[-1]), samples=len(case.times), seed=seed,
-        histogram_bins=16, histogram_species=[case.species[0]],
-        snapshot_times=[float(t) for t in case.times] if keep_all else []))
     start = time.perf_counter()
-    sim = SSASimulation.from_config(cfg, backend)
+    engine = make_engine(net, backend, realizations, seed, "direct", [index[0]], 16)
+    mean = np.zeros((len(case.times), len(index)))
+    var = np.zeros_like(mean)
+    mean[0] = net.x0[index]
+    kept = [np.broadcast_to(net.x0[index], (realizations, len(index)))]
     try:
-        while not sim.finished:
-            sim.advance()
-        index = [sim.net.species.index(s) for s in case.species]
-        mean = sim.mean[:, index]
-        var = sim.var[:, index] * realizations / max(realizations - 1, 1)   # sample variance
-        if keep_all:
-            states = np.stack([sim.snapshots[k][:, index] for k in sorted(sim.snapshots)])
-        else:
-            states = np.broadcast_to(sim.final[:, index], (len(case.times),) + sim.final[:, index].shape)
-        reactions = sim.engine.reactions_fired
+        for k, t in enumerate(case.times[1:], start=1):   # the engine runs each interval whole
+            while not engine.advance(float(t), 1 << 62):
+                pass
+            last = k == len(case.times) - 1
+            st = engine.stats(keep_states=keep_all or last)
+            mean[k], var[k] = st.mean[index], st.var[index]
+            if st.states is not None:
+                kept.append(st.states[:, index])
+        reactions = engine.reactions_fired
     finally:
-        sim.close()
+        engine.close()
+    var *= realizations / max(realizations - 1, 1)          # sample variance
+    states = np.stack(kept) if keep_all else np.broadcast_to(kept[-1], (len(case.times),) + kept[-1].shape)
     wall = time.perf_counter() - start
     with np.errstate(divide="ignore", invalid="ignore"):
         tested = case.sd > 0

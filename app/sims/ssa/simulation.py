@@ -187,16 +187,23 @@ class SSASimulation(Simulation):
 
 def _make_engine(cfg: SSAConfig, net, backend: str, hist_idx: list[int]) -> EnsembleEngine:
     ens = cfg.ensemble
-    args = (net, ens.realizations, ens.seed, ens.algorithm, hist_idx, ens.histogram_bins)
-    if ens.algorithm == "tau-leap" and backend == "cpu-reference":
+    return make_engine(net, backend, ens.realizations, ens.seed, ens.algorithm, hist_idx,
+                       ens.histogram_bins, ens.epsilon)
+
+
+def make_engine(net, backend: str, realizations: int, seed: int, algorithm: str, hist_idx: list[int],
+                bins: int, epsilon: float = 0.03) -> EnsembleEngine:
+    """The engine of ``backend`` running ``algorithm`` on ``net``."""
+    args = (net, realizations, seed, algorithm, hist_idx, bins)
+    if algorithm == "tau-leap" and backend == "cpu-reference":
         from app.sims.ssa.tauleap_numpy import TauLeapReference
-        return TauLeapReference(net, ens.realizations, ens.seed, hist_idx, ens.histogram_bins, ens.epsilon)
-    if ens.algorithm == "tau-leap" and backend != "cuda":
+        return TauLeapReference(net, realizations, seed, hist_idx, bins, epsilon)
+    if algorithm == "tau-leap" and backend != "cuda":
         from app.sims.ssa.tauleap import TauLeapEnsemble
-        return TauLeapEnsemble(net, ens.realizations, ens.seed, hist_idx, ens.histogram_bins, ens.epsilon)
+        return TauLeapEnsemble(net, realizations, seed, hist_idx, bins, epsilon)
     if backend == "cuda":
         from app.sims.ssa.cuda import CudaEnsemble
-        return CudaEnsemble(*args, epsilon=ens.epsilon)
+        return CudaEnsemble(*args, epsilon=epsilon)
     if backend == "cpu-reference":
         from app.sims.ssa.cpu import CpuEnsemble
         return CpuEnsemble(*args)
