@@ -189,9 +189,10 @@ __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restr
             if (!negative) break;
             taup *= 0.5;
         }
-        for (int i = 0; i < SSA_NS; ++i) x[i] = x_new[i];
+        bool over = false;
+        for (int i = 0; i < SSA_NS; ++i) { x[i] = x_new[i]; over |= x[i] > SSA_COUNT_LIMIT; }
         fired += total;
-        if (tau == left) return fired;
+        if (tau == left || over) return fired;   // past 2^30: stop; the kernel raises the flag
         t += tau;
     }
 }
@@ -289,6 +290,14 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
 #endif
             ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0), rate, x, a);
             ++fired;
+            // every 64 reactions: stop a realization past the limit (64 firings cannot carry a
+            // count from 2^30 past 2^31, so int32 never wraps before this test sees it)
+            if ((fired & 63u) == 0u) {
+                bool over = false;
+#pragma unroll
+                for (int s = 0; s < SSA_NS; ++s) over |= x[s] > SSA_COUNT_LIMIT;
+                if (over) break;
+            }
 #if SSA_NE > 0
             if (ssa_species_events(x, &bits)) ssa_init(rate, x, a);
 #endif
@@ -298,10 +307,11 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
 #endif
 #endif  // SSA_TAU
         ssa_derive(x);
-        bool bad = false;
+        int bad = 0;   // 1 + a species outside [0, 2^30]
 #pragma unroll
-        for (int s = 0; s < SSA_NS; ++s) bad |= x[s] < 0 || x[s] > SSA_COUNT_LIMIT;
-        if (bad) atomicOr(overflow, 1);
+        for (int s = 0; s < SSA_NS; ++s)
+            if (x[s] < 0 || x[s] > SSA_COUNT_LIMIT) bad = s + 1;
+        if (bad) atomicMax(overflow, bad);
         draw_counter[r] = n;
 #pragma unroll
         for (int s = 0; s < SSA_NS; ++s) x_all[(size_t)s * R + r] = x[s];

@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QRegularExpressionValidator
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
-                               QVBoxLayout)
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
 
 from app.gui import errors
+from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.ssa_data import EnsembleHistograms, export_csv, export_npz
 from app.gui.panels.ssa_params import ParameterTable
@@ -29,7 +27,7 @@ from app.gui.views.histogram import HistogramView
 from app.gui.views.trajectories import TrajectoryView
 from app.sims.common.config import ConfigError
 from app.sims.common.simulation import Domain, presets
-from app.sims.ssa.config import ALGORITHMS, SSAConfig
+from app.sims.ssa.config import SSAConfig
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +62,7 @@ class SSAPanel(Panel):
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Model", presets("ssa"))
+        box, self.preset_combo, self.description = self.preset_picker("Model", presets(self.domain.name))
         self.export_sbml_button = QPushButton("Export SBML…")
         self.export_sbml_button.setToolTip("The network as an SBML Level 3 file (mass-action networks)")
         box.layout().addWidget(self.export_sbml_button)
@@ -107,32 +105,12 @@ class SSAPanel(Panel):
         self.table.problem.connect(self._table_problem)
 
     def _build_ensemble_group(self) -> None:
-        box = QGroupBox("Ensemble")
-        self.realizations = QSpinBox()
-        self.realizations.setRange(1, 1 << 26)
-        self.realizations.setGroupSeparatorShown(True)
-        self.t_end = QDoubleSpinBox()
-        self.t_end.setDecimals(4)
-        self.t_end.setRange(1e-4, 1e9)
-        self.samples = QSpinBox()
-        self.samples.setRange(2, 100001)
-        self.algorithm = QComboBox()
-        self.algorithm.addItems(ALGORITHMS)
-        self.epsilon = QDoubleSpinBox()
-        self.epsilon.setDecimals(4)
-        self.epsilon.setRange(1e-4, 0.5)
-        self.epsilon.setSingleStep(0.01)
-        self.epsilon.setToolTip("tau-leap: the bound on each leap's relative change (Cao, Gillespie "
-                                "& Petzold 2006); smaller is closer to the exact method and slower")
-        self.backend_combo()
-        self.seed = QLineEdit()
-        self.seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
-        form = QFormLayout(box)
-        for label, widget in (("Realizations", self.realizations), ("t end", self.t_end),
-                              ("Samples", self.samples), ("Algorithm", self.algorithm),
-                              ("Tau-leap ε", self.epsilon),
-                              ("Backend", self.backend), ("Seed", self.seed)):
-            form.addRow(label, widget)
+        self.form = ConfigForm(SSAConfig, hints={"ensemble.t_end": {"decimals": 4}})
+        box = self.form.group("Ensemble", ["ensemble.realizations", ("ensemble.t_end", "t end"), "ensemble.samples",
+                                           "ensemble.algorithm", "ensemble.seed",
+                                           ("ensemble.epsilon", "tau-leap ε")])
+        box.layout().insertRow(4, "Backend", self.backend_combo())
+        self.form.expose(self)
         self.controls_layout.addWidget(box)
 
     def _build_compare_group(self) -> None:
@@ -185,26 +163,14 @@ class SSAPanel(Panel):
                                      f"{len(model.imported)} elements imported")
         else:
             self.table.set_model(cfg.model)
-        ens = cfg.ensemble
-        self.realizations.setValue(ens.realizations)
-        self.t_end.setValue(ens.t_end)
-        self.samples.setValue(ens.samples)
-        self.algorithm.setCurrentText(ens.algorithm)
-        self.epsilon.setValue(ens.epsilon)
-        self.seed.setText(str(ens.seed))
+        self.form.show(cfg)
         self.heatmap.setVisible(cfg.grid is not None)
 
     def current_config(self) -> SSAConfig:
         if self.base_cfg is None:
             raise ConfigError("no model loaded")
         model, grid = self.table.edited()
-        if not self.seed.text():
-            raise ConfigError("seed: enter a whole number >= 0")
-        ensemble = replace(self.base_cfg.ensemble, realizations=self.realizations.value(),
-                           t_end=self.t_end.value(), samples=self.samples.value(),
-                           algorithm=self.algorithm.currentText(), epsilon=self.epsilon.value(),
-                           seed=int(self.seed.text()))
-        return self.validate(replace(self.base_cfg, model=model, grid=grid, ensemble=ensemble))
+        return self.validate(self.form.read(replace(self.base_cfg, model=model, grid=grid)))
 
     # ---- running ------------------------------------------------------------------------
     def status_text(self, frame) -> str:

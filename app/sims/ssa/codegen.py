@@ -13,6 +13,7 @@ import numpy as np
 from app.compute.codegen import to_c
 from app.compute.kernels import read_kernel
 from app.sims.ssa.events import MAX_CASCADE
+from app.sims.common.engine import choose
 from app.sims.ssa.model import Network
 
 NEVER = 1e308     # the instant of a species event (no time event is due then)
@@ -90,6 +91,31 @@ def _tau_block(net: Network, epsilon: float) -> list[str]:
             f"__constant__ int c_need[SSA_NS] = {{{', '.join(str(int(v)) for v in need)}}};", ""]
 
 
+def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
+    return [f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
+            "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
+            "        if (a[k] > 0.f) last = k;\n        if (j < 0 && target < acc) j = k;\n"
+            "    }\n    return j < 0 ? last : j;\n}\n"]
+
+
+def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
+    out = [f"    float cum[SSA_NR];\n    float acc = 0.f;\n    int last = 0;\n{pragma}\n"
+           "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; if (a[k] > 0.f) last = k; }\n"
+           "    if (!(target < cum[SSA_NR - 1])) return last;\n    int j;"]
+    if unrolled:
+        out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
+    else:
+        out.append("    int lo = 0, hi = SSA_NR - 1;\n    while (lo < hi) {\n"
+                   "        const int mid = (lo + hi) >> 1;\n"
+                   "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
+    out.append("    return j;\n}\n")
+    return out
+
+
+# by algorithm name; tau-leaping's exact steps select inside ssa_tau_run (ssa_select unused there)
+SELECTIONS = {"direct": _direct_selection, "logdirect": _logdirect_selection, "tau-leap": _direct_selection}
+
+
 def model_block(net: Network, hist_idx: list[int], algorithm: str, epsilon: float = 0.03) -> str:
     """The generated definitions ``kernels/ssa.cu`` expects for ``net``."""
     ns, nr, hs = net.n_species, net.n_reactions, len(hist_idx)
@@ -115,22 +141,7 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str, epsilon: floa
     # Selection: first k with cumulative propensity > target; rounding at the very top falls
     # back to the last reaction with a positive propensity.
     out.append("__device__ __forceinline__ int ssa_select(const float* a, const float target)\n{")
-    if algorithm != "logdirect":   # direct (tau-leaping's exact steps select in the kernel itself)
-        out.append(f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
-                   "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
-                   "        if (a[k] > 0.f) last = k;\n        if (j < 0 && target < acc) j = k;\n"
-                   "    }\n    return j < 0 ? last : j;\n}\n")
-    else:
-        out.append(f"    float cum[SSA_NR];\n    float acc = 0.f;\n    int last = 0;\n{pragma}\n"
-                   "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; if (a[k] > 0.f) last = k; }\n"
-                   "    if (!(target < cum[SSA_NR - 1])) return last;\n    int j;")
-        if unrolled:
-            out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
-        else:
-            out.append("    int lo = 0, hi = SSA_NR - 1;\n    while (lo < hi) {\n"
-                       "        const int mid = (lo + hi) >> 1;\n"
-                       "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
-        out.append("    return j;\n}\n")
+    out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     deps = net.dependents()
     out.append("__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, "
                "int* x, float* a)\n{\n    switch (j) {")

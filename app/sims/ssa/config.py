@@ -92,6 +92,70 @@ def load_config(doc: Document) -> SSAConfig:
     return cfg
 
 
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def count_limit(backend: str) -> int:
+    """The largest count the engine's integer type holds: int32 on CUDA, int64 on the CPU."""
+    return INT32_MAX if backend == "cuda" else INT64_MAX
+
+
+def check_counts(cfg: SSAConfig, network: Network, backend: str) -> None:
+    """Refuse, before the run, counts the engine's integers cannot hold: initial counts over the
+    limit, and in a network whose reactions never raise the total count (then every count stays
+    at most the initial total) an initial total over it. Open networks are checked while running."""
+    # the CUDA engine keeps its sums relative to the initial counts: half the int32 range
+    limit = INT32_MAX // 2 if backend == "cuda" else INT64_MAX
+    engine = "the CUDA engine (32-bit counts)" if backend == "cuda" else "the CPU engines (64-bit counts)"
+    where = ("grid",) if cfg.grid is not None else ("model", "species")
+    for name, x in zip(network.species, network.x0):
+        if int(x) > limit:
+            raise ConfigError(f"the initial count {int(x):,} of {name} does not fit {engine}: "
+                              f"at most {limit:,}", path=where + ((name,) if cfg.model else ()))
+    if backend == "cuda" and network.n_reactions and int(abs(network.change).max()) > 2**24:
+        raise ConfigError(f"a reaction changes a count by {int(abs(network.change).max()):,}: the CUDA "
+                          "engine checks its 32-bit counts every 64 reactions, so at most 2^24 a reaction",
+                          path=where)
+    total = int(sum(int(x) for x in network.x0))
+    if total > limit and network.n_reactions and (network.change.sum(axis=1) <= 0).all():
+        raise ConfigError(f"the initial counts add up to {total:,}, and the reactions keep the total, "
+                          f"so one species can reach it: more than {engine} hold ({limit:,})",
+                          path=where)
+
+
+def estimate_memory(cfg: SSAConfig, backend: str):
+    """Host and GPU bytes of the run's largest arrays (engine state, statistics, snapshots)."""
+    from app.sims.common.memory import estimate
+
+    net = cfg.network()
+    ens = cfg.ensemble
+    r, s, m = float(ens.realizations), float(net.n_species), float(net.n_reactions)
+    k, h, bins = float(ens.samples), float(len(cfg.histogram_indices(net))), float(ens.histogram_bins)
+    snapshots = float(len(set(ens.snapshot_times)) + 1)         # + the final state
+    host = {f"kept states: {snapshots:.0f} x {r:,.0f} realizations x {s:,.0f} species x 8 B":
+            snapshots * r * s * 8,
+            f"statistics: {k:,.0f} samples x ({s:,.0f} species + {h:.0f} histograms x {bins:.0f} bins)":
+            k * (2 * s + h * (bins + 2)) * 8}
+    gpu = {}
+    if backend == "cuda":
+        host["state copies: 2 x realizations x species"] = 2 * r * s * 8
+        gpu["states: realizations x species x 4 B"] = r * s * 4
+        gpu["per-realization counters"] = r * 8
+    else:
+        host[f"engine state: {r:,.0f} realizations x ({s:,.0f} species + 2 x {m:,.0f} reactions) x 8 B"] = \
+            r * ((s + 1) + 2 * m + 5) * 8
+        if backend == "cpu-reference":
+            host["random-number buffers"] = r * 64 * 8
+        host["statistics pass: one state copy"] = r * s * 8
+    return estimate(host, gpu, ("ensemble", "realizations"))
+
+
+def check_before_run(cfg: SSAConfig, backend: str) -> None:
+    """Integer ranges of the engine that runs (see :func:`check_counts`)."""
+    check_counts(cfg, cfg.network(), backend)
+
+
 def _resolve_sbml(cfg: SSAConfig, doc: Document) -> SSAConfig:
     """``cfg`` with its SBML path absolute (relative paths are from the config's folder)."""
     from dataclasses import replace

@@ -12,11 +12,34 @@ import numpy as np
 
 from app.compute import philox
 from app.compute.codegen import evaluate
+from app.sims.common.engine import choose
 from app.sims.ssa import events
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, check_algorithm, host_stats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, host_stats
 from app.sims.ssa.model import Network
 
+INT64_MAX = np.int64(2**63 - 1)
 DRAW_BLOCK = 32  # Philox draws generated at once per realization (amortizes NumPy overhead)
+
+
+def _linear_search(cum: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The direct method: count the cumulative propensities at or below the target."""
+    return (cum <= target[:, None]).sum(axis=1)
+
+
+def _binary_search(cum: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The logarithmic direct method: binary search on the cumulative propensities."""
+    lo = np.zeros(len(target), np.int64)
+    hi = np.full(len(target), cum.shape[1] - 1, np.int64)
+    rows = np.arange(len(target))
+    while (lo < hi).any():
+        mid = (lo + hi) // 2
+        right = cum[rows, mid] <= target
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(right, hi, mid)
+    return lo
+
+
+SEARCHES = {"direct": _linear_search, "logdirect": _binary_search}   # by config algorithm name
 
 
 class CpuEnsemble(EnsembleEngine):
@@ -25,7 +48,8 @@ class CpuEnsemble(EnsembleEngine):
     def __init__(self, network: Network, realizations: int, seed: int, algorithm: str,
                  hist_idx: list[int], bins: int, t0: float = 0.0):
         self.net, self.realizations, self.seed = network, realizations, seed
-        self.algorithm, self.hist_idx, self.bins = check_algorithm(algorithm), hist_idx, bins
+        self.algorithm, self.hist_idx, self.bins = algorithm, hist_idx, bins
+        self.search = choose(SEARCHES, algorithm, "SSA algorithm")
         s, m = network.n_species, network.n_reactions
         self.x = np.zeros((realizations, s + 1), np.int64)   # last column: a dummy species
         self.x[:, :s] = network.x0
@@ -106,20 +130,8 @@ class CpuEnsemble(EnsembleEngine):
     # ---- the algorithm --------------------------------------------------------------------
     def _select(self, a: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Index of the first reaction whose cumulative propensity exceeds ``target``."""
-        cum = np.cumsum(a, axis=1)
         m = a.shape[1]
-        if self.algorithm == "direct":
-            j = (cum <= target[:, None]).sum(axis=1)
-        else:  # logarithmic direct: binary search on the cumulative propensities
-            lo = np.zeros(len(target), np.int64)
-            hi = np.full(len(target), m - 1, np.int64)
-            rows = np.arange(len(target))
-            while (lo < hi).any():
-                mid = (lo + hi) // 2
-                right = cum[rows, mid] <= target
-                lo = np.where(right, mid + 1, lo)
-                hi = np.where(right, hi, mid)
-            j = lo
+        j = self.search(np.cumsum(a, axis=1), target)
         # rounding can put target at the very top: fall back to the last reaction that can fire
         overflow = j >= m
         if overflow.any():
@@ -145,6 +157,11 @@ class CpuEnsemble(EnsembleEngine):
             rows = idx[fire]
             if rows.size:
                 j = self._select(a[fire], u2[fire] * a0[fire])
+                room = INT64_MAX - self.x[rows]
+                over = (self.change[j] > 0) & (room < self.change[j])
+                if over.any():
+                    k, s = np.argwhere(over)[0]
+                    raise CountOverflow(self.net.species[int(s)], INT64_MAX, int(rows[k]))
                 self.x[rows] += self.change[j]
                 self.t[rows] = t_new[fire]
                 deps = self.dep[j]
@@ -195,12 +212,12 @@ class CpuEnsemble(EnsembleEngine):
         m = self.net.n_reactions
         self.a = self._propensities(np.arange(self.realizations)[:, None], np.arange(m)[None, :])
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.draws.copy(), "t": self.t.copy(),
                 "active": self.active.copy(), "rates": self.rates.copy(),
                 "events": self.bits.copy(), "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         self.x[:, :-1] = state["x"]
         if "events" in state:
             self.bits[:] = state["events"]

@@ -19,10 +19,12 @@ import numpy as np
 
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
-from app.sims.ssa.engine import ALGORITHMS, EnsembleEngine, IntervalStats, check_algorithm
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats
 from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
+
+COUNT_LIMIT = 2**30   # SSA_COUNT_LIMIT in kernels/ssa.cu: a realization stops within 64 reactions past it
 
 BLOCK = 128
 HIST_BLOCK = 256
@@ -44,7 +46,6 @@ class CudaBatch:
         import pycuda.gpuarray as gpuarray
 
         net = networks[0]
-        check_algorithm(algorithm, ALGORITHMS)
         if any(not batch_compatible(net, other) for other in networks[1:]):
             raise ValueError("a batch holds one network structure (only rates and initial counts "
                              "may differ)")
@@ -113,9 +114,9 @@ class CudaBatch:
             self.seeds.gpudata, self.rates.gpudata, self.shift.gpudata, self.sums.gpudata,
             self.minmax.gpudata, self.fired.gpudata, self.event_bits.gpudata, self.overflow.gpudata)
         self.stream.synchronize()   # releases the GIL while the GPU works
-        if self.overflow.get()[0]:
-            raise RuntimeError(f"a species count left [0, 2^30] by t = {t_to:g}: the CUDA engine keeps "
-                               "32-bit counts; run this model on the CPU engine (64-bit)")
+        flag = int(self.overflow.get()[0])
+        if flag:
+            raise CountOverflow(self.net.species[flag - 1], COUNT_LIMIT)
         self.t = t_to
         self.fired_total += self.fired.get().astype(np.int64)
         self._stats = self._x_host = None
@@ -232,13 +233,13 @@ class CudaEnsemble(EnsembleEngine):
     def states(self) -> np.ndarray:
         return self.batch.point_states(self.point)
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.batch.point_draws(self.point),
                 "t": np.float64(self.t), "rates": self.batch.point_rates(self.point),
                 "events": self.batch.point_event_bits(self.point),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         if np.ptp(np.atleast_1d(state["t"])) != 0:
             raise ValueError("this checkpoint was taken inside a sample interval on the CPU engine; "
                              "resume it on the CPU engine")

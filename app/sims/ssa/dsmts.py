@@ -105,13 +105,13 @@ class Result:
 def run_case(case: Case, backend: str = "cpu", realizations: int = 10_000, seed: int = 1) -> Result:
     """Run ``case`` with ``realizations`` on ``backend``; Z and Y at every output time."""
     from app.sims.ssa.sbml import load_sbml_network
-    from app.sims.ssa.simulation import make_engine
+    from app.sims.ssa.simulation import make_ssa_engine
 
     net = load_sbml_network(case.model)
     index = [net.species.index(s) for s in case.species]
     keep_all = realizations * len(case.times) <= SNAPSHOT_LIMIT     # kurtosis at every time
     start = time.perf_counter()
-    engine = make_engine(net, backend, realizations, seed, "direct", [index[0]], 16)
+    engine = make_ssa_engine(net, backend, realizations, seed, "direct", [index[0]], 16)
     mean = np.zeros((len(case.times), len(index)))
     var = np.zeros_like(mean)
     mean[0] = net.x0[index]

@@ -181,7 +181,7 @@ class _Importer:
 
     # ---- symbols --------------------------------------------------------------------------
     def _collect(self) -> None:
-        m, sb = self.model, self.sb
+        m = self.model
         self.compartments = {m.getCompartment(i).getId(): m.getCompartment(i)
                              for i in range(m.getNumCompartments())}
         self.species: dict[str, _Species] = {}

@@ -228,12 +228,12 @@ class TauLeapReference(EnsembleEngine):
     def set_rates(self, rates: np.ndarray) -> None:
         self.rates = np.asarray(rates, np.float64).copy()
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.draws.copy(), "t": self.t.copy(),
                 "active": self.active.copy(), "rates": self.rates.copy(),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         self.x[:] = state["x"]
         self.draws[:] = state["draws"]
         self.t[:] = state["t"]

@@ -50,10 +50,13 @@ def test_assignment_rule_species_on_the_device():
 
 
 def test_count_overflow_is_refused(tmp_path):
-    """Counts past 2^30 stop the CUDA run with a message (the CPU engine holds 64 bits)."""
+    """Counts past 2^30 stop the CUDA run with a message within 64 reactions of crossing it (the
+    CPU engine holds 64 bits)."""
+    from app.sims.ssa.engine import CountOverflow
+
     from .test_sbml import sbml
 
-    text = sbml(species='<species id="X" compartment="cell" initialAmount="1000000000" '
+    text = sbml(species='<species id="X" compartment="cell" initialAmount="1073000000" '
                         'hasOnlySubstanceUnits="true" boundaryCondition="false" constant="false"/>',
                 reactions='<reaction id="grow" reversible="false"><listOfReactants><speciesReference '
                           'species="X" stoichiometry="1" constant="true"/></listOfReactants><listOfProducts>'
@@ -62,5 +65,5 @@ def test_count_overflow_is_refused(tmp_path):
                           '<cn>1</cn><ci>X</ci></apply></math></kineticLaw></reaction>')
     path = tmp_path / "grow.xml"
     path.write_text(text)
-    with pytest.raises(RuntimeError, match="32-bit counts"):
+    with pytest.raises(CountOverflow, match="count of X would exceed 1,073,741,824"):
         finish(path, "cuda", 64, 1, 1.0, 2)
