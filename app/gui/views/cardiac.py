@@ -8,7 +8,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
-from app.gui.views.base import PlotView, colour, configure_pyqtgraph
+from app.gui.views.base import PlotView, colour, configure_pyqtgraph, legend_outside
 
 V_RANGE = (-90.0, 30.0)
 MAX_TRACES = 12
@@ -220,7 +220,7 @@ class ProbeTraceView(PlotView):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Probe traces", "time (ms)", "V (mV)", parent)
-        self.plot.addLegend(offset=(-10, 10))
+        self.legend = legend_outside(self.plot)
         self.curves: list = []
         self.live: dict[int, tuple[list, list]] = {}
 
@@ -228,7 +228,10 @@ class ProbeTraceView(PlotView):
         while len(self.curves) <= k:
             self.curves.append(self.plot.plot(pen=pg.mkPen(colour(len(self.curves)), width=1.5)))
         curve = self.curves[k]
-        curve.opts["name"] = name
+        if curve.opts.get("name") != name:        # the legend lists each probe by its cell
+            self.legend.removeItem(curve)
+            curve.opts["name"] = name
+            self.legend.addItem(curve, name)
         return curve
 
     def add_live_probe(self, cell: int) -> None:

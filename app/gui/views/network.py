@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
-from app.gui.views.base import PlotView, colour, configure_pyqtgraph
+from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_axis
 
 MAX_CIRCLES = 40000        # above this the connectivity circles are not drawn
 MAX_RASTER_POINTS = 60000
@@ -120,8 +120,8 @@ class PopulationRateView(PlotView):
         self.bursts.clear()
 
 
-HISTORY_PLOTS = (("epoch_mean_radius", "mean radius"), ("epoch_mean_rate", "mean rate (Hz)"),
-                 ("epoch_synapses", "synapses"), ("epoch_bursts_per_minute", "bursts / min"))
+HISTORY_PLOTS = (("epoch_mean_radius", "mean radius (grid units)"), ("epoch_mean_rate", "mean rate (Hz)"),
+                 ("epoch_synapses", "synapses (count)"), ("epoch_bursts_per_minute", "bursts per minute"))
 
 
 class EpochHistoryView(QWidget):
@@ -137,6 +137,10 @@ class EpochHistoryView(QWidget):
             p.setLabel("bottom", "epoch")
             p.setTitle(label, size="9pt")
             p.showGrid(x=True, y=True, alpha=0.2)
+            p.getAxis("left").setWidth(52)      # room for "2,500" before the first layout pass
+            integer_axis(p, "bottom")
+            if key == "epoch_synapses":
+                integer_axis(p)
             self.plots[key] = p
             self.curves[key] = p.plot(pen=pg.mkPen(colour(k), width=2), symbol="o", symbolSize=4,
                                       symbolBrush=colour(k))
