@@ -179,3 +179,30 @@ def test_a_session_refuses_frame_classes_outside_app_sims(tmp_path):
         archive.writestr("frames/ssa.npz", b"")
     with pytest.raises(ConfigError):
         load_session(path)
+
+
+def test_movie_of_a_cardiac_sheet_run(window, qtbot, tmp_path):
+    """Run › Record movie, a short sheet run, File › Export movie: an MP4 with frames."""
+    from app.gui.movie import movie_support
+
+    if movie_support():
+        pytest.skip(movie_support())
+    import imageio
+
+    window.record_movie.setChecked(True)
+    panel = window.select_panel("cardiac")
+    assert panel.record_next_movie and window.pages["epidermis"].record_movie.isChecked()
+    assert not window.pages["ssa"].supports_movie()
+    path = tmp_path / "small.yaml"
+    path.write_text("domain: cardiac\nname: small\nmesh: {kind: sheet, nx: 16, ny: 10, dx_mm: 0.4}\n"
+                    "protocol:\n  t_end: 30\n  stimuli: [{name: S1, start: 1, duration: 2, amplitude: -40,"
+                    " region: {kind: rect, x0: 0, x1: 0.5, y0: 0, y1: 4}}]\n"
+                    "solver: {method: rlfe, dt: 0.1}\noutput: {random_probes: 0, dt_save: 0.5}\n")
+    panel.load_config(path)
+    _run_to_end(qtbot, panel)
+    assert panel.live_movie is not None and panel.live_movie.frames >= 1
+    out = tmp_path / "run.mp4"
+    assert window.save_movie(out)
+    with imageio.get_reader(out, format="FFMPEG") as reader:
+        first = reader.get_data(0)
+        assert first.ndim == 3 and first.shape[0] > 50 and first.std() > 5   # a picture, not blank

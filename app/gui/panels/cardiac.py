@@ -56,6 +56,8 @@ def region_for(kind: str, region: Region, dx: float) -> Region:
 class CardiacPanel(Panel):
     """Controls and live views of a cardiac tissue run."""
 
+    MOVIE_VIEW = "tissue"
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: CardiacConfig | None = None
@@ -249,6 +251,12 @@ class CardiacPanel(Panel):
             self.probe_cells.setText(", ".join(str(c) for c in cells))
         self.traces.add_live_probe(int(cell))
         log.info("cardiac: probe at cell %d", cell)
+
+    def movie_image(self):
+        """The sphere through its own renderer (an OpenGL canvas does not grab), else the view."""
+        if self.tissue.kind == "sphere" and self.tissue.sphere is not None:
+            return self.tissue.sphere.render()
+        return super().movie_image()
 
     def tissue_clicked(self, cell: int) -> None:
         """A click on the tissue: stimulate there (during a run) or add a probe, as chosen."""

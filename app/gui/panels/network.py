@@ -72,6 +72,8 @@ class NetworkWorker(SimulationWorker):
 class NetworkPanel(Panel):
     """Controls and live views of a developing culture."""
 
+    MOVIE_VIEW = "views"
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: NetworkConfig | None = None
