@@ -4,7 +4,6 @@ workbench sessions (round trip)."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +14,14 @@ from PySide6.QtCore import Qt
 
 from app import __version__
 from app.gui.main_window import PANEL_ORDER, MainWindow, open_default
-from app.gui.presets import (MEASURED_RATES, ROLES, default_for_engine, estimate_seconds,
-                             format_duration, preset_for)
+from app.gui.presets import (
+    MEASURED_RATES,
+    ROLES,
+    default_for_engine,
+    estimate_seconds,
+    format_duration,
+    preset_for,
+)
 from app.gui.runner import RunState
 from app.sims.common.simulation import load_run_config
 
