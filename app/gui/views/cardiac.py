@@ -9,7 +9,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
                                QVBoxLayout, QWidget)
 
-from app.gui.views.base import PlotView, colour, configure_pyqtgraph, legend_outside
+from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside,
+                                show_axis_values)
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
@@ -175,6 +176,7 @@ class TissueView(QWidget):
         self.image_widget.setLabel("bottom", "x (mm)")
         self.image_widget.setLabel("left", "y (mm)")
         self.image_widget.setMouseEnabled(x=False, y=False)     # a drag stimulates, never pans
+        show_axis_values(self.image_widget.getPlotItem(), False)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image_widget.addItem(self.image)
         self.image_widget.scene().sigMouseClicked.connect(self._image_clicked)
@@ -302,6 +304,7 @@ class TissueView(QWidget):
             self.sphere.set_colours(rgba)
         elif self.kind == "sheet" and self.shape is not None:
             self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False)
+            show_axis_values(self.image_widget.getPlotItem(), True)
 
     def _cell_at(self, scene_pos) -> int | None:
         if self.kind != "sheet" or self.shape is None or self.image.image is None:
@@ -341,6 +344,7 @@ class TissueView(QWidget):
         self.history = []
         self.replay_row.hide()
         self.image.clear()
+        show_axis_values(self.image_widget.getPlotItem(), False)
 
 
 class ProbeTraceView(PlotView):

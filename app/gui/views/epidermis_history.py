@@ -7,7 +7,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from app.gui.views.base import colour, configure_pyqtgraph, integer_axis, legend_outside
+from app.gui.views.base import (colour, configure_pyqtgraph, integer_axis, legend_outside,
+                                show_axis_values)
 
 BASAL_PEN = (46, 89, 242)
 SUPRABASAL_PEN = (212, 176, 0)
@@ -30,6 +31,7 @@ class EpidermisHistoryView(QWidget):
             p.setLabel("bottom", "simulated time (model units)")
             p.setLabel("left", y_label)
             p.getAxis("left").setWidth(56)
+            show_axis_values(p, False)
             p.showGrid(x=True, y=True, alpha=0.2)
             p.setClipToView(True)
             p.setDownsampling(auto=True, mode="peak")
@@ -55,6 +57,8 @@ class EpidermisHistoryView(QWidget):
             values = np.asarray(h.get(key, ()), float)
             n = min(t.size, values.size)
             curve.setData(t[:n], values[:n])
+        for plot in self.plots.values():
+            show_axis_values(plot, t.size > 0)
 
     def has_data(self) -> bool:
         x, _ = self.curves["cells"].getData()
@@ -63,3 +67,5 @@ class EpidermisHistoryView(QWidget):
     def clear(self) -> None:
         for curve in self.curves.values():
             curve.setData([], [])
+        for plot in self.plots.values():
+            show_axis_values(plot, False)

@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
-from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_axis
+from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_axis, show_axis_values
 
 MAX_CIRCLES = 40000        # above this the connectivity circles are not drawn
 MAX_RASTER_POINTS = 60000
@@ -141,6 +141,7 @@ class EpochHistoryView(QWidget):
             integer_axis(p, "bottom")
             if key == "epoch_synapses":
                 integer_axis(p)
+            show_axis_values(p, False)
             self.plots[key] = p
             self.curves[key] = p.plot(pen=pg.mkPen(colour(k), width=2), symbol="o", symbolSize=4,
                                       symbolBrush=colour(k))
@@ -152,7 +153,10 @@ class EpochHistoryView(QWidget):
         for key, _ in HISTORY_PLOTS:
             values = np.asarray(frame.history[key], float)
             self.curves[key].setData(np.arange(1, values.size + 1), values)
+            show_axis_values(self.plots[key], values.size > 0)
 
     def clear(self) -> None:
         for curve in self.curves.values():
             curve.setData([], [])
+        for plot in self.plots.values():
+            show_axis_values(plot, False)
