@@ -460,7 +460,8 @@ class Panel(QWidget):
     def _record_rate(self, summary: dict) -> None:
         """A finished run's work per wall second, for the next estimates on this engine."""
         wall = summary.get("wall_seconds") if summary else None
-        if not summary or not summary.get("finished", True) or not wall or self.worker is None:
+        if (not summary or not wall or self.worker is None or self.worker.session.stopped
+                or summary.get("finished") is False):     # a stopped run did not do the work
             return
         amount = work(self.domain.name, self.worker.cfg)
         if amount > 0:
