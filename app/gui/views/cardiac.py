@@ -122,8 +122,8 @@ class ColourBar(pg.GraphicsLayoutWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         cmap = pg.ColorMap(MAP_STOPS, (MAP_COLOURS * 255).astype(np.uint8))
-        self.bar = pg.ColorBarItem(values=V_RANGE, colorMap=cmap, interactive=False, width=14,
-                                   label="V (mV)")
+        self.bar = pg.ColorBarItem(values=V_RANGE, colorMap=cmap, interactive=False, width=14)
+        self.bar.axis.setLabel("V (mV)")
         self.addItem(self.bar)
         self.setFixedWidth(86)
 
@@ -205,6 +205,7 @@ class TissueView(QWidget):
         self.kind = "single"
         self.shape: tuple[int, int] | None = None
         self.dx = 1.0
+        self._rect = pg.QtCore.QRectF(0.0, 0.0, 1.0, 1.0)
         self.V: np.ndarray | None = None
         self.maps: dict[str, np.ndarray] = {}
         self.history: list[tuple[float, np.ndarray]] = []
@@ -237,7 +238,8 @@ class TissueView(QWidget):
             self.image.clear()
             ny, nx = mesh.shape
             self.dx = float(mesh.positions[1, 0] - mesh.positions[0, 0]) if nx > 1 else 1.0
-            self.image.setRect(pg.QtCore.QRectF(-self.dx / 2, -self.dx / 2, nx * self.dx, ny * self.dx))
+            # pixel (col, row) is centred on the cell's position (col·dx, row·dx) in mm
+            self._rect = pg.QtCore.QRectF(-self.dx / 2, -self.dx / 2, nx * self.dx, ny * self.dx)
             self.stack.setCurrentWidget(self.image_widget)
         else:
             self.stack.setCurrentWidget(self.note)
@@ -303,7 +305,8 @@ class TissueView(QWidget):
         if self.kind == "sphere" and self.sphere is not None:
             self.sphere.set_colours(rgba)
         elif self.kind == "sheet" and self.shape is not None:
-            self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False)
+            self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False,
+                                rect=self._rect)
             show_axis_values(self.image_widget.getPlotItem(), True)
 
     def _cell_at(self, scene_pos) -> int | None:
