@@ -25,7 +25,8 @@ class CultureView(PlotView):
     """Neurons as dots coloured by recent rate, connectivity circles, strongest synapses."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Culture (dots: recent rate; circles: connectivity radius)", "x", "y", parent)
+        super().__init__("Culture (dots: recent rate; circles: connectivity radius)", "x (grid units)",
+                         "y (grid units)", parent)
         self.show_synapses = QCheckBox("strongest synapses")
         self.show_synapses.setChecked(True)
         self.header.addWidget(self.show_synapses)
@@ -80,7 +81,7 @@ class RasterView(PlotView):
     """A scrolling spike raster of the last seconds."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Spike raster", "time (s)", "neuron", parent)
+        super().__init__("Spike raster", "time (s)", "neuron (index)", parent)
         self.points = pg.ScatterPlotItem(pxMode=True, size=2, pen=None, brush=pg.mkBrush(20, 20, 20))
         self.plot.addItem(self.points)
 
