@@ -55,6 +55,8 @@ def region_for(kind: str, region: Region, dx: float) -> Region:
 class CardiacPanel(Panel):
     """Controls and live views of a cardiac tissue run."""
 
+    MOVIE_VIEW = "tissue"
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: CardiacConfig | None = None
@@ -113,7 +115,8 @@ class CardiacPanel(Panel):
         self.tissue = TissueView()
         self.traces = ProbeTraceView()
         self.steps = StepSizeView()
-        self.tissue.cell_clicked.connect(self.add_probe)
+        self.tissue.cell_clicked.connect(self.tissue_clicked)
+        self.tissue.cell_dragged.connect(self.stimulate)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.traces)
         bottom.addWidget(self.steps)
@@ -185,6 +188,29 @@ class CardiacPanel(Panel):
         self.traces.add_live_probe(int(cell))
         log.info("cardiac: probe at cell %d", cell)
 
+    def movie_image(self):
+        """The sphere through its own renderer (an OpenGL canvas does not grab), else the view."""
+        if self.tissue.kind == "sphere" and self.tissue.sphere is not None:
+            return self.tissue.sphere.render()
+        return super().movie_image()
+
+    def tissue_clicked(self, cell: int) -> None:
+        """A click on the tissue: stimulate there (during a run) or add a probe, as chosen."""
+        if self.tissue.click_action.currentData() == "stimulate" and self.running:
+            self.stimulate(cell)
+        else:
+            self.add_probe(cell)
+
+    def stimulate(self, cell: int) -> bool:
+        """Inject a stimulus pulse around ``cell`` into the running simulation (between slices)."""
+        if not self.running or self.tissue.click_action.currentData() != "stimulate":
+            return False
+        from app.sims.cardiac.stimulate import StimulusRequest
+
+        self.worker.session.request(StimulusRequest(int(cell)))
+        log.info("cardiac: stimulus requested at cell %d", cell)
+        return True
+
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:
         try:
@@ -209,7 +235,7 @@ class CardiacPanel(Panel):
     def on_finished(self, arrays: dict, summary: dict) -> None:
         self.arrays = arrays or None
         if arrays and "activation_time" in arrays and self.mesh is not None and self.mesh.kind != "single":
-            self.tissue.show_activation(arrays["activation_time"])
+            self.tissue.show_activation(arrays["activation_time"], arrays.get("activation_last"))
         if summary:
             log.info("cardiac: %.1f ms simulated in %.2f s on %s, %d steps (%s)",
                      summary.get("sim_ms", 0.0), summary.get("wall_seconds", 0.0), summary.get("device", "?"),
