@@ -1,7 +1,8 @@
-"""The cardiac tissue panel: the CRN model on a geodesic sphere, a sheet or a single cell.
+"""The cardiac tissue panel: any CellML cell model on a geodesic sphere, a sheet or a single cell.
 
-Controls: preset or YAML file, mesh and size, solver and its settings, protocol (run length,
-stimulus period and count), ACh, probes, backend. Views: the tissue (vispy sphere, rotate and
+Controls: preset or YAML file, the cell model (shipped or a CellML file), its parameters and a
+region with other values, mesh and size, solver and its settings, protocol (run length,
+stimulus period and count), probes, backend. Views: the tissue (vispy sphere, rotate and
 zoom, click a cell to add a probe; or the sheet as an image) coloured by V and, when a run
 ends, by activation time; the probe traces; the step-size history of adaptive solvers; the
 status bar shows simulated ms per wall second. Exports: traces (CSV), maps (NPZ), the mesh
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGridLayo
 
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
+from app.gui.panels.cardiac_model import ModelGroup
 from app.gui.views.cardiac import ProbeTraceView, StepSizeView, TissueView
 from app.sims.cardiac.config import MESH_KINDS, CardiacConfig, Region
 from app.sims.cardiac.engine import build_mesh
@@ -63,6 +65,10 @@ class CardiacPanel(Panel):
         self.mesh = None
         self.extra_probes: list[int] = []
         self._build_preset_group()
+        self.model_group = ModelGroup()
+        self.model_group.open_button.clicked.connect(
+            lambda: self.ask_file("Open CellML model", "CellML (*.cellml *.xml)", self.model_group.add_file))
+        self.controls_layout.addWidget(self.model_group)
         self._build_mesh_group()
         self._build_solver_group()
         self._build_protocol_group()
@@ -120,12 +126,11 @@ class CardiacPanel(Panel):
         self.controls_layout.addWidget(box)
 
     def _build_protocol_group(self) -> None:
-        box = QGroupBox("Protocol and model")
+        box = QGroupBox("Protocol")
         self.t_end = _double(1e-3, 1e8, 2, 10.0)
         self.period = _double(1e-3, 1e8, 2, 50.0)
         self.count = QSpinBox()
         self.count.setRange(1, 100000)
-        self.ach = _double(0.0, 100.0, 4, 0.01)
         self.random_probes = QSpinBox()
         self.random_probes.setRange(0, 100000)
         self.probe_cells = QLineEdit()
@@ -134,7 +139,7 @@ class CardiacPanel(Panel):
         self.stimuli_label.setWordWrap(True)
         form = QFormLayout(box)
         for label, widget in (("Run length (ms)", self.t_end), ("S1 period (ms)", self.period),
-                              ("S1 count", self.count), ("ACh (µM)", self.ach),
+                              ("S1 count", self.count),
                               ("Random probes", self.random_probes), ("Probe cells", self.probe_cells),
                               ("Stimuli", self.stimuli_label)):
             form.addRow(label, widget)
@@ -205,7 +210,7 @@ class CardiacPanel(Panel):
             f"{st.name}: {st.amplitude:g} pA/pF × {st.duration:g} ms at {st.start:g} ms"
             f"{f', every {st.period:g} ms × {st.count}' if st.count > 1 else ''} ({st.region.kind})"
             for st in p.stimuli))
-        self.ach.setValue(float(cfg.model.get("ACh", 0.0)))
+        self.attempt("Cell model", self.model_group.set_settings, cfg.model)
         self.random_probes.setValue(o.random_probes)
         self.probe_cells.setText(", ".join(str(c) for c in o.probe_cells))
         self._update_cells()
@@ -233,9 +238,12 @@ class CardiacPanel(Panel):
                          rt=self.rt.value(), dt_max=self.dt_max.value(),
                          precision=self.precision.currentText())
         output = replace(b.output, random_probes=self.random_probes.value(), probe_cells=self.probe_list())
-        model = dict(b.model)
-        if self.ach.value() > 0 or "ACh" in model:
-            model["ACh"] = self.ach.value()
+        try:
+            model = self.model_group.settings(b.model)
+        except ConfigError:
+            raise
+        except Exception as exc:          # an import error of a picked file
+            raise ConfigError(str(exc)) from None
         return self.validate(replace(b, mesh=mesh, D=self.D.value(), protocol=protocol, solver=solver,
                                      output=output, model=model))
 
