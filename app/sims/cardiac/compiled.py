@@ -121,6 +121,13 @@ class CompiledTissue(CpuTissue):
 
     def __init__(self, problem: Problem):
         super().__init__(problem)
+        self.compile_seconds = 0.0
+        self._fused = False
+        if problem.n_cells == 1:
+            # one cell: the NumPy engine's scalar program (plain floats) beats a compiled call
+            # through NumPy arrays, and needs no compile
+            self.f = super().f
+            return
         start = time.perf_counter()
         module = _compile(problem.model, self.y.dtype)
         self._rates, self._rl_euler = module.tissue_rates, module.tissue_rl_euler

@@ -126,6 +126,7 @@ class Problem:
             raise ValueError(f"at most {MAX_STIMULI} stimuli")
         mask = np.zeros(n, np.uint32)
         table = np.zeros((max(len(stimuli), 1), 5))
+        table[:, 3] = 1.0                # a period for the unused row of a stimulus-free run
         edges = []
         t_end = cfg.protocol.t_end
         for g, st in enumerate(stimuli):

@@ -10,7 +10,7 @@ import numpy as np
 
 from app.sims.cardiac.config import CardiacConfig, load_config
 from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
-from app.sims.cardiac.metrics import beat_metrics
+from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
 from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
 from app.sims.common.simulation import Frame, Simulation, freeze
 
@@ -151,10 +151,20 @@ class CardiacSimulation(Simulation):
             t, ys = hist_states
             dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.cell_params)[0][0]
             arrays["cell_t"], arrays["cell_states"], arrays["cell_dVdt"] = t, ys.T, dv
-            onset = _analysed_onset(p)
-            if onset is not None:
-                summary.update(beat_metrics(t, ys[0], onset, dv))
-                summary["beat_onset_ms"] = onset
+            summary.update(self._beat(t, ys[0], dv))
+        elif p.n_cells == 1 and len(pt) > 3:      # CUDA: the probe trace (every accepted step
+            summary.update(self._beat(pt, pv[:, 0], None))   # with dt_save 0), dV/dt by differences
+        return arrays, summary
+
+    def _beat(self, t: np.ndarray, v: np.ndarray, dv: np.ndarray | None) -> dict[str, Any]:
+        """Rest, peak, max dV/dt and APD90 of the analysed beat: the last stimulus onset followed
+        by 400 ms, or a self-oscillating cell's last spontaneous beat."""
+        onset, window = _analysed_onset(self.problem), 1000.0
+        if onset is None:
+            onset, window = spontaneous_beat(t, v, self.cfg.output.activation_threshold) or (None, 0)
+        if onset is None:
+            return {}
+        return {**beat_metrics(t, v, onset, dv, window), "beat_onset_ms": onset}
         return arrays, summary
 
     def close(self) -> None:
@@ -164,7 +174,9 @@ class CardiacSimulation(Simulation):
 def _analysed_onset(p: Problem) -> float | None:
     """The last stimulus onset followed by at least 400 ms of run (else the first)."""
     onsets = []
-    for start, _, _, period, count in p.stim_table:
+    for start, _, amplitude, period, count in p.stim_table[:len(p.cfg.protocol.stimuli)]:
+        if amplitude == 0.0:
+            continue
         onsets += list(start + period * np.arange(int(count)))
     onsets = sorted(o for o in onsets if o < p.t_end)
     if not onsets:
