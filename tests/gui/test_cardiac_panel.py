@@ -178,3 +178,31 @@ def test_click_and_drag_on_the_sheet_stimulate_during_a_run(cardiac, qtbot, monk
         cardiac.tissue.replay.setValue(0)
         assert cardiac.tissue.mode.currentData() == "V" and "t = " in cardiac.tissue.replay_label.text()
     assert not cardiac.stimulate(3)                           # no run: nothing to stimulate
+
+
+def test_model_picker_parameters_and_region_reach_the_config(cardiac):
+    """Pick another shipped model, edit a parameter, set a circle with another value: the
+    config carries them, and the problem's per-cell parameters follow the circle."""
+    from app.sims.cardiac.engine import Problem
+    _small_sheet(cardiac)
+    group = cardiac.model_group
+    group.picker.setCurrentIndex(group.picker.findText("ten_tusscher_model_2006_epi"))
+    names = [group.table.item(r, 0).text() for r in range(group.table.rowCount())]
+    row = next(r for r, n in enumerate(names) if n.endswith("g_Na"))
+    group.table.item(row, 2).setText("7.0")
+    group.region_kind.setCurrentText("circle")
+    group.region_shape.setText("1.0, 0.8, 0.5")
+    group.region_param.setCurrentText(names[row])
+    group.region_value.setText("0.0")
+    cfg = cardiac.current_config()
+    assert cfg.model.file == "ten_tusscher_model_2006_epi"
+    assert cfg.model.parameters == {names[row]: 7.0}
+    problem = Problem.from_config(cfg)
+    k = problem.model.parameter_names.index(names[row])
+    inside = np.linalg.norm(problem.mesh.positions[:, :2] - [1.0, 0.8], axis=1) <= 0.5
+    assert inside.any() and not inside.all()
+    assert np.all(problem.param_field[k, inside] == 0.0) and np.all(problem.param_field[k, ~inside] == 7.0)
+    assert problem.varying == (k,)
+    group.region_shape.setText("1, 2")
+    with pytest.raises(Exception, match="circle needs 3 numbers"):
+        cardiac.current_config()

@@ -51,11 +51,11 @@ class StimulusRequest:
 
 def kick_voltage(engine, cells: np.ndarray, delta_mv: float) -> None:
     """Add ``delta_mv`` to the membrane voltage of ``cells`` through the engine's checkpoint."""
-    state = dict(engine.checkpoint())
+    state = dict(engine.state())
     key = next((k for k in STATE_KEYS if k in state), None)
     if key is None:
         raise RuntimeError("this engine's checkpoint has no state array to stimulate")
     y = np.array(state[key], copy=True)
     y[0, cells] += delta_mv
     state[key] = y
-    engine.load(state)
+    engine.restore(state)
