@@ -128,7 +128,7 @@ class CardiacSimulation(Simulation):
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
         hist = getattr(self.engine, "h_history", None) or []
-        return {**config_state(self.cfg), "wall": np.float64(self.wall),
+        return {**config_state(self.cfg), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
                 "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
@@ -142,7 +142,8 @@ class CardiacSimulation(Simulation):
         saved = config_from_state(state, load_config)
         cfg = cfg or saved
         refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "tissue, model or solver")
-        refuse_past_end(path, float(state["engine_t"]), cfg.protocol.t_end, "protocol.t_end", "ms")
+        done = float(state["t"] if "t" in state else state["engine_t"])
+        refuse_past_end(path, done, cfg.protocol.t_end, "protocol.t_end", "ms")
         sim = cls(cfg, backend)
         try:
             sim.engine.restore(engine_part(state))
