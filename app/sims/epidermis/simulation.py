@@ -49,6 +49,7 @@ class EpidermisSimulation(Simulation):
         self.history: dict[str, list] = {k: [] for k in HISTORY_KEYS}
         self._slice = cfg.run.slice_steps if backend == "cuda" else 10
         self._cells = None             # (centres, genes) of the current step, cached
+        self.stopped: str | None = None
 
     @classmethod
     def from_config(cls, cfg: EpidermisConfig, backend: str) -> "EpidermisSimulation":
@@ -67,7 +68,15 @@ class EpidermisSimulation(Simulation):
 
     @property
     def finished(self) -> bool:
-        return self.step >= self.cfg.run.steps
+        return self.step >= self.cfg.run.steps or self.stopped is not None
+
+    def _check_finite(self) -> None:
+        """Stop (with the reason) once a cell's centre or genes are not finite: a blow-up."""
+        centres, genes = self.cells()
+        bad = ~(np.isfinite(centres).all(axis=0) & np.isfinite(genes).all(axis=0))
+        if bad.any():
+            self.stopped = (f"step {self.step}: cell {int(np.flatnonzero(bad)[0])} has a non-finite "
+                            "position or gene value (the mechanics blew up: lower run.dt)")
 
     def advance(self) -> EpidermisFrame:
         run = self.cfg.run
@@ -77,8 +86,13 @@ class EpidermisSimulation(Simulation):
             next_sample = (self.step // every + 1) * every
             n = max(1, min(self._slice, next_sample - self.step, run.steps - self.step))
             before = self.step
-            self.engine.run(n)
+            try:
+                self.engine.run(n)
+            except model.BlownUpError as exc:      # stop with what the run had, and say why
+                self.stopped = str(exc)
             self._cells = None
+            if self.stopped is None:
+                self._check_finite()
             if self.step % every == 0 or self.finished:
                 self._record()
             elapsed = time.perf_counter() - start
@@ -90,7 +104,7 @@ class EpidermisSimulation(Simulation):
                 self._slice = int(np.clip(target, 1, max(2, 2 * n)))
             interval = self.cfg.growth.interval
             grew = run.mode == "full" and self.step // interval > before // interval
-            if run.checkpoint and (grew or self.finished):
+            if run.checkpoint and (grew or self.finished) and self.stopped is None:
                 self.save_checkpoint(run.checkpoint)
         return self.frame()
 
@@ -128,8 +142,8 @@ class EpidermisSimulation(Simulation):
         return EpidermisFrame(
             progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
-            status=f"step {self.step:,}/{cfg.run.steps:,}, {n} cells, {layers} layers, "
-                   f"{supra.mean() if n else 0:.0%} suprabasal",
+            status=self.stopped or (f"step {self.step:,}/{cfg.run.steps:,}, {n} cells, {layers} layers, "
+                                    f"{supra.mean() if n else 0:.0%} suprabasal"),
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
             cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),
             positions=freeze(pos), element_cell=freeze(cell), element_type=freeze(etype),
@@ -209,8 +223,10 @@ class EpidermisSimulation(Simulation):
             "boundary": self.cfg.tissue.boundary, "backend": self.backend,
             "device": _device_name(self.backend), "setup_seconds": self.setup_seconds,
             "relax_seconds": self.relax_seconds, "seed": self.cfg.tissue.seed,
-            "finished": self.finished,
+            "finished": self.finished and self.stopped is None,
         }
+        if self.stopped is not None:
+            summary["stopped"] = {"step": self.step, "reason": self.stopped}
         return arrays, summary
 
     def close(self) -> None:

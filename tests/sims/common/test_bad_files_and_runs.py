@@ -260,6 +260,14 @@ def test_a_blow_up_exits_3_and_keeps_what_it_had(tmp_path, capsys):
     assert (tmp_path / "out" / "results.npz").exists() and (tmp_path / "out" / "manifest.json").exists()
 
 
+def test_an_epidermis_blow_up_exits_3_and_keeps_what_it_had(tmp_path, capsys):
+    code, err = run_cli(capsys, PRESET["epidermis"], "run.dt=1.0", "run.steps=20", "run.relax_steps=0",
+                        "mechanics.intra.U0=10000", "mechanics.intra.xi1=0.001", out=tmp_path / "out")
+    assert code == 3 and "blew up" in err, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["finished"] is False and "blew up" in summary["stopped"]["reason"]
+
+
 # ---- channel: NaN rates and ABF channels ------------------------------------------------
 CHANNEL_MODEL = """domain: channel
 name: nan model

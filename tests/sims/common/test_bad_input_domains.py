@@ -235,3 +235,52 @@ def test_bad_values_are_refused_with_the_key(domain, override, message, tmp_path
         key = override.split("=", 1)[0]
         assert key.split(".")[0] in err or "--set" in err or "domain" in err, err
     assert not (tmp_path / "out" / "results.npz").exists()
+
+
+FILES = {
+    "utf-16": ("domain: ssa\n".encode("utf-16"), "not UTF-8 text"),
+    "gzip": (b"\x1f\x8b\x08\x00" + bytes(range(256)), "not UTF-8 text"),
+    "nul inside": (b"domain: ssa\nname: a\x00b\n", "binary file"),
+    "tabs": (b"domain: ssa\nmodel:\n\tspecies: {X: 1}\n", "YAML syntax error"),
+    "undefined alias": (b"domain: ssa\nname: *nothing\n", "YAML syntax error"),
+    "complex key": (b"domain: ssa\n? [a, b]\n: 1\n", "keys must be plain names"),
+    "duplicate key": (b"domain: ssa\ndomain: ssa\n", "duplicate key 'domain'"),
+    "set tag": (b"domain: ssa\nname: !!set {a, b}\n", "not a plain YAML value"),
+    "binary tag": (b"domain: ssa\nname: !!binary aGVsbG8=\n", "expected text"),
+    "custom tag": (b"domain: ssa\nensemble: !mine {}\n", "not a plain YAML value"),
+    "deep mapping": (("domain: ssa\nx:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(300))
+                      + " " * 301 + "v: 1\n").encode(), "nested more than 200 levels"),
+    "only comments": (b"# nothing here\n", "a run config is a mapping"),
+    "a list of configs": (b"- domain: ssa\n- domain: ssa\n", "a run config is a mapping"),
+    "two documents": (b"domain: ssa\n---\ndomain: cardiac\n", "YAML syntax error"),
+    "text": (b"hello world\n", "a run config is a mapping"),
+    "domain missing": (b"name: x\n", "unknown domain None"),
+    "domain null": (b"domain: ~\n", "unknown domain None"),
+    "domain spaces": (b"domain: ' ssa'\n", "unknown domain"),
+    "domain dict": (b"domain: {ssa: 1}\n", "unknown domain"),
+    "crlf and bad value": (b"domain: ssa\r\nensemble: {realizations: -1}\r\nmodel: {species: {X: 1}, "
+                           b"reactions: [{reactants: {X: 1}, products: {}, rate: 1.0}]}\r\n", "out of range"),
+    "windows-1252 quote": (b"domain: ssa\nname: \x93quoted\x94\n", "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", list(FILES))
+def test_bad_config_files(case, tmp_path, capsys):
+    payload, message = FILES[case]
+    path = tmp_path / "c.yaml"
+    path.write_bytes(payload)
+    code, err = run_cli(capsys, path, out=tmp_path / "out")
+    assert code == 2 and message in err and str(path) in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "fifo"])
+def test_devices_and_pipes_are_refused_without_reading(special, tmp_path, capsys):
+    import os
+
+    path = special
+    if special == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    code, err = run_cli(capsys, path, out=tmp_path / "out")
+    assert code == 2 and "not a regular file" in err, err
