@@ -284,3 +284,58 @@ def test_devices_and_pipes_are_refused_without_reading(special, tmp_path, capsys
         os.mkfifo(path)
     code, err = run_cli(capsys, path, out=tmp_path / "out")
     assert code == 2 and "not a regular file" in err, err
+
+
+def _numeric_keys(domain: str) -> list[str]:
+    """Dotted keys of the preset's numeric leaves (where generated values go)."""
+    from app.sims.common.config import dotted_items, load_yaml
+
+    data = load_yaml(PRESET[domain]).data
+    return [k for k, v in dotted_items(data) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _yaml(value) -> str:
+    import math
+
+    if isinstance(value, float) and math.isnan(value):
+        return ".nan"
+    if isinstance(value, float) and math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+GENERATED_DOMAINS = ["ssa", "channel", "cardiac", "network", "epidermis"]
+
+
+@pytest.mark.parametrize("domain", GENERATED_DOMAINS)
+def test_generated_values_load_or_are_refused_never_a_traceback(domain, monkeypatch):
+    """Any value at any numeric key of each domain's preset: a valid config (that then passes
+    or fails the pre-run checks with a ConfigError), never another exception."""
+    import math
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from app.sims.common.config import ConfigError
+    from app.sims.common.session import preflight
+    from app.sims.common.simulation import load_run_config
+
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "8G")
+    keys = _numeric_keys(domain)
+    values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2**70, 2**70),
+                       st.sampled_from([0, -1, 1, 2**31, 2**63, 1e300, -1e-300, math.nan]),
+                       st.text(max_size=8), st.lists(st.integers(-5, 5), max_size=3), st.booleans(),
+                       st.none())
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(key=st.sampled_from(keys), value=values)
+    def check(key, value):
+        try:
+            dom, cfg = load_run_config(PRESET[domain], overrides=[f"{key}={_yaml(value)}"])
+            preflight(dom, cfg, "cpu-reference")
+        except ConfigError:
+            pass
+
+    check()
