@@ -7,6 +7,10 @@
 //   ssa_select(a, target)           first reaction whose cumulative propensity exceeds target
 //   ssa_fire(j, rate, x, a)         apply reaction j and refresh the propensities that depend on it
 //   ssa_hist(h, x), c_hist_species  the value and index of histogram species h
+//   SSA_NE, SSA_CASCADE, c_event_time  events (app/sims/ssa/events.py has the rules), the
+//                                   instant of each time event (1e308: a species event)
+//   ssa_trigger(e, x), ssa_assign(e, x)  a species event's trigger, an event's assignments
+//   ssa_derive(x)                   species set by assignment rules, from the others
 // A launch runs a batch of P parameter sets ("points") of one network, R_point realizations
 // each: realization r belongs to point p = r / R_point, reads rate row p (rates[p * SSA_NR + j],
 // uniform across a warp, so served by broadcast from L1), uses Philox key seeds[p] with counter
@@ -25,6 +29,38 @@
 #ifndef SSA_BLOCK
 #define SSA_BLOCK 128
 #endif
+#define SSA_COUNT_LIMIT 1073741824   // 2^30: counts above it (or negative) set the overflow flag
+
+#if SSA_NE > 0
+// Species events in document order, rounds until none fires; bits hold the trigger values.
+__device__ bool ssa_species_events(int* x, unsigned int* bits)
+{
+    bool fired = false;
+    for (int round = 0; round < SSA_CASCADE; ++round) {
+        bool any = false;
+        for (int e = 0; e < SSA_NE; ++e) {
+            if (c_event_time[e] < 1e300) continue;
+            const unsigned int bit = 1u << e;
+            const bool value = ssa_trigger(e, x);
+            if (value && !(*bits & bit)) { ssa_assign(e, x); any = true; }
+            *bits = value ? (*bits | bit) : (*bits & ~bit);
+        }
+        if (!any) break;
+        fired = true;
+    }
+    return fired;
+}
+
+// The pending time events at instant `due`, in document order, then the species events.
+__device__ void ssa_time_events(const double due, int* x, unsigned int* bits)
+{
+    for (int e = 0; e < SSA_NE; ++e) {
+        const unsigned int bit = 1u << e;
+        if (c_event_time[e] == due && !(*bits & bit)) { ssa_assign(e, x); *bits |= bit; }
+    }
+    ssa_species_events(x, bits);
+}
+#endif
 
 // Advance every realization from t0 to t1. State is structure-of-arrays: x_all[s * R + r].
 // By the Markov property the reaction that would cross t1 is discarded and the next interval
@@ -36,7 +72,8 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
             const int R_point, const double t0, const double t1,
             const unsigned long long* __restrict__ seeds, const float* __restrict__ rates,
             const double* __restrict__ shift_all, double* __restrict__ sums_all,
-            int* __restrict__ minmax_all, unsigned long long* __restrict__ fired_all)
+            int* __restrict__ minmax_all, unsigned long long* __restrict__ fired_all,
+            unsigned int* __restrict__ event_bits, int* __restrict__ overflow)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     const bool live = r < R;
@@ -56,15 +93,54 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         const unsigned long long seed = seeds[p];
         unsigned long long n = draw_counter[r];
         double t = t0;
+#if SSA_NE > 0
+        unsigned int bits = event_bits[r];
+#endif
         for (;;) {
             const float a0 = ssa_total(a);
             const philox_u4 w = philox_draw(seed, (unsigned long long)r_local, n++);
+#if SSA_NE > 0
+            // the clock stops at a due time event (the drawn reaction is discarded)
+            const double t_next = a0 > 0.f ? t + (double)(-__logf(philox_uniform_f32(w.x)) / a0) : 1e308;
+            double due = 1e308;
+            for (int e = 0; e < SSA_NE; ++e)
+                if (c_event_time[e] < due && !(bits & (1u << e))) due = c_event_time[e];
+            if (due <= t1 && due < t_next) {
+                ssa_time_events(due, x, &bits);
+                t = due;
+                ssa_init(rate, x, a);
+                continue;
+            }
+            if (t_next > t1) break;
+            t = t_next;
+#else
             if (!(a0 > 0.f)) break;
             t += (double)(-__logf(philox_uniform_f32(w.x)) / a0);
             if (t > t1) break;
+#endif
             ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0), rate, x, a);
             ++fired;
+            // every 64 reactions: stop a realization past the limit (64 firings cannot carry a
+            // count from 2^30 past 2^31, so int32 never wraps before this test sees it)
+            if ((fired & 63u) == 0u) {
+                bool over = false;
+#pragma unroll
+                for (int s = 0; s < SSA_NS; ++s) over |= x[s] > SSA_COUNT_LIMIT;
+                if (over) break;
+            }
+#if SSA_NE > 0
+            if (ssa_species_events(x, &bits)) ssa_init(rate, x, a);
+#endif
         }
+#if SSA_NE > 0
+        event_bits[r] = bits;
+#endif
+        ssa_derive(x);
+        int bad = 0;   // 1 + a species outside [0, 2^30]
+#pragma unroll
+        for (int s = 0; s < SSA_NS; ++s)
+            if (x[s] < 0 || x[s] > SSA_COUNT_LIMIT) bad = s + 1;
+        if (bad) atomicMax(overflow, bad);
         draw_counter[r] = n;
 #pragma unroll
         for (int s = 0; s < SSA_NS; ++s) x_all[(size_t)s * R + r] = x[s];

@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QDoubleValidator, QRegularExpressionValidator
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from app.gui import errors
+from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.channel_data import (export_best_parameters, export_history, export_npz,
                                          export_traces)
@@ -34,7 +33,7 @@ from app.gui.runner import RunState, SimulationWorker
 from app.gui.views.convergence import ConvergenceView
 from app.gui.views.parameter_history import ParameterHistoryView
 from app.gui.views.sweep_fit import SweepFitView
-from app.sims.channel.config import MAX_POPULATION, ChannelConfig, DataSpec, GASettings, resolve
+from app.sims.channel.config import ChannelConfig, DataSpec, GASettings, resolve
 from app.sims.channel.model import ChannelSpec
 from app.sims.channel.protocol import ProtocolSpec, compile_protocols
 from app.sims.common.config import ConfigError, build, convert, dump_yaml, load_yaml, parse_yaml
@@ -66,14 +65,6 @@ def load_protocol_file(path: str | Path) -> list[ProtocolSpec]:
     specs = convert(list[ProtocolSpec], data, doc, key)
     compile_protocols(specs, doc, key)
     return specs
-
-
-def unit_spin(decimals: int = 4, step: float = 0.01) -> QDoubleSpinBox:
-    box = QDoubleSpinBox()
-    box.setRange(0.0, 1.0)
-    box.setDecimals(decimals)
-    box.setSingleStep(step)
-    return box
 
 
 class ChannelPanel(Panel):
@@ -108,7 +99,7 @@ class ChannelPanel(Panel):
     def _build_model_tab(self) -> QWidget:
         page = QWidget()
         layout = QVBoxLayout(page)
-        box, self.preset_combo, self.description = self.preset_picker("Run config", presets("channel"))
+        box, self.preset_combo, self.description = self.preset_picker("Run config", presets(self.domain.name))
         layout.addWidget(box)
         self.model_editor = ModelEditor()
         self.model_editor.editor.setMinimumHeight(260)
@@ -163,67 +154,42 @@ class ChannelPanel(Panel):
 
     def _build_data_group(self) -> QGroupBox:
         box = QGroupBox("Target data")
+        self.data_fields = ConfigForm(DataSpec)
         self.data_source = QComboBox()
         for label, key in DATA_SOURCES:
             self.data_source.addItem(label, key)
-        self.noise_sd = QDoubleSpinBox()
-        self.noise_sd.setRange(0.0, 1e6)
-        self.noise_sd.setDecimals(3)
-        self.noise_sd.setSuffix(" pA")
-        self.data_seed = QLineEdit()
-        self.data_seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
         self.data_path = QLineEdit()
         self.data_path.setPlaceholderText("file with one column per sweep")
         self.data_browse = QPushButton("Browse…")
-        self.abf_channel = QSpinBox()
-        self.abf_channel.setRange(0, 64)
         path_row = QWidget()
         row = QHBoxLayout(path_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.data_path, 1)
         row.addWidget(self.data_browse)
         self.data_form = QFormLayout(box)
-        for label, widget in (("Source", self.data_source), ("Noise SD", self.noise_sd),
-                              ("Noise seed", self.data_seed), ("File", path_row),
-                              ("ABF channel", self.abf_channel)):
-            self.data_form.addRow(label, widget)
+        self.data_form.addRow("Source", self.data_source)
+        self.data_fields.rows(self.data_form, [("noise_sd", "Noise SD (pA)"), ("seed", "Noise seed")])
+        self.data_form.addRow("File", path_row)
+        self.data_fields.rows(self.data_form, [("channel", "ABF channel")])
+        self.data_fields.expose(self, {"seed": "data_seed", "channel": "abf_channel"})
         self.data_source.currentIndexChanged.connect(self._source_changed)
         self.data_browse.clicked.connect(self._ask_data)
         self._source_changed()
         return box
 
     def _build_ga_group(self) -> QGroupBox:
-        box = QGroupBox("Genetic algorithm")
-        self.population = QSpinBox()
-        self.population.setRange(2, MAX_POPULATION)
-        self.population.setGroupSeparatorShown(True)
-        self.generations = QSpinBox()
-        self.generations.setRange(1, 10_000_000)
-        self.generations.setGroupSeparatorShown(True)
-        self.crossover = unit_spin()
-        self.mutation = unit_spin(5, 0.001)
-        self.creep = unit_spin()
-        self.creep_fraction = unit_spin()
-        self.chi2_threshold = QLineEdit()
-        validator = QDoubleValidator(0.0, 1e30, 12)
-        validator.setNotation(QDoubleValidator.Notation.ScientificNotation)
-        self.chi2_threshold.setValidator(validator)
+        self.ga_form = ConfigForm(GASettings, hints={"mutation": {"decimals": 5, "step": 0.001}})
+        box = self.ga_form.group("Genetic algorithm", ["population", "generations", "crossover", "mutation",
+                                                       ("creep", "Creep step"), "creep_fraction",
+                                                       ("chi2_threshold", "χ² threshold"), "seed"])
+        self.ga_form.expose(self, {"seed": "ga_seed"})
         self.chi2_threshold.setToolTip("stop when the best chi² reaches this value (0: never)")
-        self.ga_seed = QLineEdit()
-        self.ga_seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
-        self.backend_combo()
+        box.layout().addRow("Backend", self.backend_combo())
         self.ga_note = QLabel("Pause, change settings, Resume: the GA continues with them "
                               "(population and seed are fixed for a run).")
         self.ga_note.setWordWrap(True)
         self.ga_note.setStyleSheet("color: #555")
-        form = QFormLayout(box)
-        for label, widget in (("Population", self.population), ("Generations", self.generations),
-                              ("Crossover", self.crossover), ("Mutation", self.mutation),
-                              ("Creep step", self.creep), ("Creep fraction", self.creep_fraction),
-                              ("χ² threshold", self.chi2_threshold), ("Seed", self.ga_seed),
-                              ("Backend", self.backend)):
-            form.addRow(label, widget)
-        form.addRow(self.ga_note)
+        box.layout().addRow(self.ga_note)
         return box
 
     def _build_export_group(self) -> QGroupBox:
@@ -265,18 +231,10 @@ class ChannelPanel(Panel):
         self._set_protocols(cfg.protocols, None)
         d = cfg.data
         self.data_source.setCurrentIndex(self.data_source.findData(d.source))
-        self.noise_sd.setValue(d.noise_sd)
-        self.data_seed.setText(str(d.seed))
+        self.data_fields.show(d)
         self.data_path.setText(str(resolve(d.path, cfg.base_dir)) if d.path and _exists(d.path, cfg.base_dir)
                                else (d.path or ""))
-        self.abf_channel.setValue(d.channel)
-        g = cfg.ga
-        self.population.setValue(g.population)
-        self.generations.setValue(g.generations)
-        for name in ("crossover", "mutation", "creep", "creep_fraction"):
-            getattr(self, name).setValue(getattr(g, name))
-        self.chi2_threshold.setText(f"{g.chi2_threshold:g}")
-        self.ga_seed.setText(str(g.seed))
+        self.ga_form.show(cfg.ga)
 
     def load_config(self, path: str | Path) -> None:
         """Load a run config; a model or protocol given as a file shows that file as written."""
@@ -314,26 +272,17 @@ class ChannelPanel(Panel):
 
     def ga_settings(self) -> GASettings:
         """The GA settings the widgets show; raises ConfigError."""
-        for name, box in (("seed", self.ga_seed), ("chi2_threshold", self.chi2_threshold)):
-            if not box.text().strip():
-                raise ConfigError(f"ga.{name}: enter a number")
-        values = {"population": self.population.value(), "generations": self.generations.value(),
-                  "crossover": self.crossover.value(), "mutation": self.mutation.value(),
-                  "creep": self.creep.value(), "creep_fraction": self.creep_fraction.value(),
-                  "chi2_threshold": float(self.chi2_threshold.text()), "seed": int(self.ga_seed.text())}
-        doc = parse_yaml(dump_yaml(values), "<GA settings>")
+        ga = self.ga_form.read(self.base_cfg.ga if self.base_cfg is not None else GASettings())
+        doc = parse_yaml(dump_yaml(ga), "<GA settings>")
         return build(GASettings, doc.data, doc)
 
     def data_spec(self) -> DataSpec:
-        if not self.data_seed.text().strip():
-            raise ConfigError("data.seed: enter a whole number >= 0")
         source = self.data_source.currentData()
         path = self.data_path.text().strip() or None
         if source != "surrogate" and not path:
             raise ConfigError(f"data: choose a {source.upper()} file")
-        return DataSpec(source=source, path=path if source != "surrogate" else None,
-                        noise_sd=self.noise_sd.value(), seed=int(self.data_seed.text()),
-                        channel=self.abf_channel.value())
+        return replace(self.data_fields.read(DataSpec()), source=source,
+                       path=path if source != "surrogate" else None)
 
     def model_spec(self) -> ChannelSpec:
         """The edited model (the editor, as validated now); raises ConfigError."""

@@ -10,10 +10,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.cardiac.config import CardiacConfig, load_config
-from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
+from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.metrics import beat_metrics
 from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.common.config import ConfigError
+from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
+                                     engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 CPU_SLICE_SECONDS = 0.15
@@ -52,7 +54,7 @@ class CardiacSimulation(Simulation):
             self.problem = problem or Problem.from_config(cfg)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.engine = _make_engine(self.problem, backend)
+        self.engine = make_engine("cardiac", backend, self.problem)
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
@@ -126,9 +128,8 @@ class CardiacSimulation(Simulation):
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
         hist = getattr(self.engine, "h_history", None) or []
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
-                "h_history": np.array(hist, np.float64).reshape(-1, 2),
-                **{f"engine_{k}": v for k, v in self.engine.checkpoint().items()}}
+        return {**config_state(self.cfg), "wall": np.float64(self.wall),
+                "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one NPZ (with the whole step-size history), written atomically."""
@@ -138,14 +139,13 @@ class CardiacSimulation(Simulation):
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str, cfg: CardiacConfig | None = None,
                 path: str | Path | None = None) -> "CardiacSimulation":
-        saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        saved = config_from_state(state, load_config)
         cfg = cfg or saved
         refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "tissue, model or solver")
         refuse_past_end(path, float(state["engine_t"]), cfg.protocol.t_end, "protocol.t_end", "ms")
         sim = cls(cfg, backend)
         try:
-            sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
-                             if k.startswith("engine_")})
+            sim.engine.restore(engine_part(state))
         except (KeyError, ValueError) as exc:
             raise CheckpointError(path or "<state>", f"cannot resume it on this engine: {exc}") from None
         if "h_history" in state and hasattr(sim.engine, "h_history"):
@@ -170,7 +170,7 @@ class CardiacSimulation(Simulation):
             "sim_ms": float(e.t), "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
-            "backend": self.backend, "device": _device_name(self.backend),
+            "backend": self.backend, "device": device_name(self.backend),
             "method": self.cfg.solver.method, "rush_larsen": p.tableau.rl,
             "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
@@ -203,20 +203,3 @@ def _analysed_onset(p: Problem) -> float | None:
         return None
     full = [o for o in onsets if p.t_end - o >= 400.0]
     return float(full[-1] if full else onsets[0])
-
-
-def _make_engine(problem: Problem, backend: str):
-    if backend == "cuda":
-        from app.sims.cardiac.cuda import CudaTissue
-        return CudaTissue(problem)
-    if backend == "cpu-reference":
-        return CpuTissue(problem)
-    from app.sims.cardiac.compiled import CompiledTissue
-    return CompiledTissue(problem)
-
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label

@@ -40,9 +40,10 @@ class ConfigError(ValueError):
 
 
 def spec(range: tuple[float, float] | None = None, choices: tuple | None = None,
-         doc: str = "") -> dict:
-    """Field metadata: an inclusive numeric ``range``, allowed ``choices`` and a ``doc`` line."""
-    return {"range": range, "choices": choices, "doc": doc}
+         doc: str = "", unit: str = "") -> dict:
+    """Field metadata: an inclusive numeric ``range``, allowed ``choices``, a ``doc`` line and
+    the ``unit`` (the GUI builds its controls and tooltips from these)."""
+    return {"range": range, "choices": choices, "doc": doc, "unit": unit}
 
 
 @dataclasses.dataclass
@@ -242,7 +243,7 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
             except ConfigError as exc:
                 errors.append(exc.message)
         raise doc.error(" or ".join(errors), path)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, doc, path)
     if origin in (list, tuple):
         if not isinstance(value, list):

@@ -21,7 +21,7 @@ MANIFEST = "manifest.json"
 
 def save_npz(path: str | Path, arrays: Mapping[str, Any]) -> Path:
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
     return atomic_write_bytes(path, buf.getvalue())
 
 

@@ -9,6 +9,7 @@ stop and parameter changes are thread-safe requests applied between slices.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import threading
 import time
@@ -43,6 +44,7 @@ class Session:
         self._lock = threading.Lock()
         self._changes: dict[str, Any] = {}
         self._actions: list[Callable[[Simulation], None]] = []
+        self._pause_when: Callable[[Frame], bool] | None = None
         self.last_frame: Frame | None = None
         self.arrays: dict[str, np.ndarray] = {}
         self.summary: dict[str, Any] = {}
@@ -67,6 +69,12 @@ class Session:
     def holding(self) -> bool:
         """True while the owning thread is parked by a pause (no slice in flight)."""
         return self._holding.is_set()
+
+    def pause_when(self, condition: Callable[[Frame], bool] | None) -> None:
+        """Pause by itself after a frame for which ``condition(frame)`` holds (checked in the
+        owning thread, so no further slice runs first); None: never."""
+        with self._lock:
+            self._pause_when = condition
 
     def request_update(self, changes: Mapping[str, Any]) -> None:
         """Parameter changes, applied before the next slice."""
@@ -102,6 +110,10 @@ class Session:
                     frame = sim.advance()
                     self.last_frame = frame
                     self.on_frame(frame)
+                    with self._lock:
+                        condition = self._pause_when
+                    if condition is not None and not frame.done and condition(frame):
+                        self.pause()
                 self._apply_requests(sim)
                 self.arrays, self.summary = sim.results()
             except Exception as exc:          # keep what the run had, then report the failure
@@ -132,7 +144,9 @@ def preflight(domain: Domain, cfg: Any, backend: str) -> None:
     (integer ranges, checkpoint files). Raises ConfigError."""
     from app.sims.common.memory import check_fits
 
-    config = importlib.import_module(f"{domain.module}.config")
+    package = importlib.import_module(domain.module)
+    config = (importlib.import_module(f"{domain.module}.config")
+              if importlib.util.find_spec(f"{domain.module}.config") is not None else package)
     estimate = getattr(config, "estimate_memory", None)
     if estimate is not None:
         check_fits(estimate(cfg, backend), backend, f"this {domain.name} run")

@@ -150,15 +150,19 @@ class TissueSettings:
                          doc="µm between neighbouring cell centres at start"))
     cell_radius: float = field(default=3.9, metadata=spec(
         range=(0.5, 50.0), doc="µm; elements start uniformly in a ball of this radius"))
-    boundary: str = field(default="periodic", metadata=spec(choices=BOUNDARIES))
+    boundary: str = field(default="periodic", metadata=spec(
+        choices=BOUNDARIES, doc="periodic in x and y (minimum image), or no boundary"))
     seed: int = field(default=2010, metadata=spec(range=(0, 2**63 - 1),
                       doc="initial placement, initial noise, growth jitter, division noise"))
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    mode: str = field(default="full", metadata=spec(choices=MODES))
-    search: str = field(default="cell_list", metadata=spec(choices=SEARCHES))
+    mode: str = field(default="full", metadata=spec(
+        choices=MODES, doc="movement: mechanics only; genes: + gene network; full: + growth and division"))
+    search: str = field(default="cell_list", metadata=spec(
+        choices=SEARCHES, doc="cell_list: O(N) grid of element hashes; centre_cutoff: the paper's "
+        "cell-centre pre-filter (reference)"))
     steps: int = field(default=130_000, metadata=spec(range=(1, 2**31 - 1)))
     dt: float = field(default=0.1, metadata=spec(range=(1e-5, 1.0)))
     relax_steps: int = field(default=500, metadata=spec(

@@ -431,16 +431,17 @@ def initial_state(cfg: EpidermisConfig, engine: Callable | None = None, relax: b
     state = place_cells(cfg)
     if relax and cfg.run.relax_steps > 0:
         if engine is None:
-            from app.sims.epidermis.cpu import CpuEngine as engine
+            from app.sims.common.registry import DOMAINS     # by name: cpu.py imports this module
+            engine = DOMAINS["epidermis"].engine_class("cpu-reference")
         mcfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, mode="movement"))
         eng = engine(mcfg, state)
         try:
             report = SetupProgress(f"relaxing {cfg.tissue.cells:,} initial cells", cfg.run.relax_steps)
             chunk = max(1, min(cfg.run.relax_steps, 10))
             for done in range(0, cfg.run.relax_steps, chunk):
-                eng.run(min(chunk, cfg.run.relax_steps - done))
+                eng.advance(min(chunk, cfg.run.relax_steps - done))
                 report(done + chunk)
-            state = {k: np.array(v) for k, v in eng.get_state().items()}
+            state = {k: np.array(v) for k, v in eng.state().items()}
         finally:
             eng.close()
         state["step"], state["event"] = np.int64(0), np.int64(0)

@@ -11,6 +11,8 @@ import numpy as np
 
 from app.sims.common.config import ConfigError, dotted_items, dump_yaml, parse_yaml, set_path, to_plain
 from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
+from app.sims.common.engine import config_from_state, config_state, device_name, engine_state, make_engine
+from app.sims.common.registry import DOMAINS
 from app.sims.common.simulation import Simulation, freeze
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, load_config
@@ -36,9 +38,9 @@ class EpidermisSimulation(Simulation):
         t0 = time.perf_counter()
         if engine is None:
             if state is None:
-                state = model.initial_state(cfg, engine=_engine_class(backend))
+                state = model.initial_state(cfg, engine=DOMAINS["epidermis"].engine_class(backend))
             self.relax_seconds = time.perf_counter() - t0
-            engine = _make_engine(cfg, dict(state), backend)
+            engine = make_engine("epidermis", backend, cfg, dict(state))
         else:
             self.relax_seconds = 0.0
         self.engine = engine
@@ -87,7 +89,7 @@ class EpidermisSimulation(Simulation):
             n = max(1, min(self._slice, next_sample - self.step, run.steps - self.step))
             before = self.step
             try:
-                self.engine.run(n)
+                self.engine.advance(n)
             except model.BlownUpError as exc:      # stop with what the run had, and say why
                 self.stopped = str(exc)
             self._cells = None
@@ -142,7 +144,8 @@ class EpidermisSimulation(Simulation):
         return EpidermisFrame(
             progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
-            status=self.stopped or (f"step {self.step:,}/{cfg.run.steps:,}, {n} cells, {layers} layers, "
+            status=self.stopped or (f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
+                                    f"{layers} layer{'' if layers == 1 else 's'}, "
                                     f"{supra.mean() if n else 0:.0%} suprabasal"),
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
             cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),
@@ -168,18 +171,16 @@ class EpidermisSimulation(Simulation):
         cfg = load_config(parse_yaml(dump_yaml(data), "<changes>"))
         if cfg == self.cfg:
             return
-        state = self.engine.get_state()
+        state = self.engine.state()
         self.engine.close()
-        self.engine = _make_engine(cfg, state, self.backend)
+        self.engine = make_engine("epidermis", self.backend, cfg, state)
         self.cfg = cfg
         self._cells = None
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        engine = {f"engine_{k}": np.asarray(v) for k, v in self.engine.get_state().items()}
         hist = {f"hist_{k}": np.asarray(v, np.float64) for k, v in self.history.items()}
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
-                **hist, **engine}
+        return {**config_state(self.cfg), "wall": np.float64(self.wall), **hist, **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ, written atomically."""
@@ -188,7 +189,7 @@ class EpidermisSimulation(Simulation):
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str, cfg: EpidermisConfig | None = None,
                 path: str | Path | None = None) -> "EpidermisSimulation":
-        saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        saved = config_from_state(state, load_config)
         cfg = cfg or saved
         refuse_mismatch(path, saved, cfg, ("tissue", "run.mode"), "tissue or mode")
         refuse_past_end(path, int(np.asarray(state["engine_step"])), cfg.run.steps, "run.steps", "steps")
@@ -221,7 +222,7 @@ class EpidermisSimulation(Simulation):
             "suprabasal_fraction": float(supra.mean()) if n else 0.0,
             "mode": self.cfg.run.mode, "search": self.cfg.run.search,
             "boundary": self.cfg.tissue.boundary, "backend": self.backend,
-            "device": _device_name(self.backend), "setup_seconds": self.setup_seconds,
+            "device": device_name(self.backend), "setup_seconds": self.setup_seconds,
             "relax_seconds": self.relax_seconds, "seed": self.cfg.tissue.seed,
             "finished": self.finished and self.stopped is None,
         }
@@ -231,24 +232,3 @@ class EpidermisSimulation(Simulation):
 
     def close(self) -> None:
         self.engine.close()
-
-
-
-def _engine_class(backend: str):
-    if backend == "cuda":
-        from app.sims.epidermis.cuda import CudaEngine
-        return CudaEngine
-    from app.sims.epidermis.cpu import CpuEngine
-    return CpuEngine
-
-
-def _make_engine(cfg: EpidermisConfig, state: dict, backend: str) -> EpidermisEngine:
-    return _engine_class(backend)(cfg, state)
-
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label
-

@@ -82,7 +82,7 @@ def compiled_cpu_rows(results: dict, t_end: float, quick: bool) -> None:
 
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
-    print(f"# SSA benchmark: decay-dimerization, t_end = 10, 101 samples\n# {reason}")
+    print(f"# SSA benchmark: decay-dimerization, t_end = {0.5 if quick else 10.0:g}, 101 samples\n# {reason}")
     gpu_sizes = [1 << 14] if quick else [1 << 16, 1 << 20]
     cpu_size = 8 if quick else (16 if resolved != "cuda" else 128)
     t_end = 0.5 if quick else 10.0

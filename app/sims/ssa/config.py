@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.sims.common.config import ConfigError, Document, build, spec
+from app.sims.ssa.engine import ALGORITHMS
 from app.sims.ssa.model import GridSpec, Network, NetworkSpec, compile_network, grid_network
-
-ALGORITHMS = ("direct", "logdirect")
 MAX_HISTOGRAM_SPECIES = 8
 
 
@@ -27,18 +26,23 @@ class EnsembleSettings:
 
 @dataclass(frozen=True)
 class SSAConfig:
-    """A whole SSA run: ``model`` (a network) or ``grid`` (the spatial template), and ``ensemble``."""
+    """A whole SSA run: ``model`` (a network), ``grid`` (the spatial template) or ``sbml`` (an
+    SBML file, relative to the config's folder), and ``ensemble``."""
 
     domain: str = "ssa"
     name: str = ""
     description: str = ""
     model: NetworkSpec | None = None
     grid: GridSpec | None = None
+    sbml: str | None = None
     ensemble: EnsembleSettings = field(default_factory=EnsembleSettings)
 
     def network(self) -> Network:
         if self.grid is not None:
             return grid_network(self.grid)
+        if self.sbml is not None:
+            from app.sims.ssa.sbml import load_sbml_network
+            return load_sbml_network(self.sbml)
         return compile_network(self.model)
 
     def sample_times(self):
@@ -57,10 +61,15 @@ class SSAConfig:
 def load_config(doc: Document) -> SSAConfig:
     """Validate a parsed YAML document as an SSA run config."""
     cfg: SSAConfig = build(SSAConfig, doc.data, doc)
-    if (cfg.model is None) == (cfg.grid is None):
-        raise doc.error("give exactly one of 'model' (a reaction network) or 'grid' (the spatial template)")
+    if sum(x is not None for x in (cfg.model, cfg.grid, cfg.sbml)) != 1:
+        raise doc.error("give exactly one of 'model' (a reaction network), 'grid' (the spatial "
+                        "template) or 'sbml' (an SBML file)")
     try:
-        network = compile_network(cfg.model, doc) if cfg.model is not None else grid_network(cfg.grid)
+        if cfg.sbml is not None:
+            cfg = _resolve_sbml(cfg, doc)
+            network = cfg.network()
+        else:
+            network = compile_network(cfg.model, doc) if cfg.model is not None else grid_network(cfg.grid)
     except ValueError as exc:
         if isinstance(exc, ConfigError):
             raise
@@ -100,6 +109,10 @@ def check_counts(cfg: SSAConfig, network: Network, backend: str) -> None:
         if int(x) > limit:
             raise ConfigError(f"the initial count {int(x):,} of {name} does not fit {engine}: "
                               f"at most {limit:,}", path=where + ((name,) if cfg.model else ()))
+    if backend == "cuda" and network.n_reactions and int(abs(network.change).max()) > 2**24:
+        raise ConfigError(f"a reaction changes a count by {int(abs(network.change).max()):,}: the CUDA "
+                          "engine checks its 32-bit counts every 64 reactions, so at most 2^24 a reaction",
+                          path=where)
     total = int(sum(int(x) for x in network.x0))
     if total > limit and network.n_reactions and (network.change.sum(axis=1) <= 0).all():
         raise ConfigError(f"the initial counts add up to {total:,}, and the reactions keep the total, "
@@ -137,3 +150,16 @@ def estimate_memory(cfg: SSAConfig, backend: str):
 def check_before_run(cfg: SSAConfig, backend: str) -> None:
     """Integer ranges of the engine that runs (see :func:`check_counts`)."""
     check_counts(cfg, cfg.network(), backend)
+
+
+def _resolve_sbml(cfg: SSAConfig, doc: Document) -> SSAConfig:
+    """``cfg`` with its SBML path absolute (relative paths are from the config's folder)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    path = Path(cfg.sbml).expanduser()
+    if not path.is_absolute() and doc.source and not doc.source.startswith("<"):
+        path = Path(doc.source).parent / path
+    if not path.is_file():
+        raise doc.error(f"SBML file '{cfg.sbml}' not found (looked at {path})", ("sbml",))
+    return replace(cfg, sbml=str(path.resolve()))

@@ -20,8 +20,11 @@ import numpy as np
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
 from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats
+from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
+
+COUNT_LIMIT = 2**30   # SSA_COUNT_LIMIT in kernels/ssa.cu: a realization stops within 64 reactions past it
 
 BLOCK = 128
 HIST_BLOCK = 256
@@ -30,9 +33,7 @@ INT32_MAX = 2**31 - 1
 
 def batch_compatible(a: Network, b: Network) -> bool:
     """Whether two networks differ only in rate constants and initial counts."""
-    return (a.species == b.species and a.n_reactions == b.n_reactions
-            and np.array_equal(a.change, b.change)
-            and a.reactant_lists() == b.reactant_lists())
+    return a.structure_key() == b.structure_key()
 
 
 class CudaBatch:
@@ -65,8 +66,7 @@ class CudaBatch:
         source = kernel_source(net, hist_idx, algorithm)
         self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK})
         self._advance = self.module.get_function("ssa_advance")
-        self._advance.prepare("PPiiddPPPPPP")
-        self._overflow_flag = self.module.get_global("ssa_overflow")[0]
+        self._advance.prepare("PPiiddPPPPPPPP")
         self._histogram = self.module.get_function("ssa_histogram")
         self._histogram.prepare("PiiPP")
         s, h, r_all = net.n_species, max(len(hist_idx), 1), points * realizations
@@ -74,6 +74,8 @@ class CudaBatch:
         per_realization = np.repeat(x0, realizations, axis=0).T        # (S, P*R)
         self.x = gpuarray.to_gpu(np.ascontiguousarray(per_realization.astype(np.int32)))
         self.draws = gpuarray.zeros(r_all, np.uint64)
+        self.event_bits = gpuarray.to_gpu(np.full(r_all, initial_bits(net), np.uint32))
+        self.overflow = gpuarray.zeros(1, np.int32)
         self.seeds = gpuarray.to_gpu(np.asarray(seeds, np.uint64))
         self.rates = gpuarray.to_gpu(np.array([n.rates for n in networks], np.float32))
         self.shift = gpuarray.to_gpu(x0.astype(np.float64).ravel())          # (P*S,)
@@ -109,12 +111,11 @@ class CudaBatch:
             self._grid, (BLOCK, 1, 1), self.stream, self.x.gpudata, self.draws.gpudata,
             np.int32(self.r_all), np.int32(self.realizations), np.float64(self.t), np.float64(t_to),
             self.seeds.gpudata, self.rates.gpudata, self.shift.gpudata, self.sums.gpudata,
-            self.minmax.gpudata, self.fired.gpudata)
+            self.minmax.gpudata, self.fired.gpudata, self.event_bits.gpudata, self.overflow.gpudata)
         self.stream.synchronize()   # releases the GIL while the GPU works
-        flag = np.zeros(1, np.int32)
-        self.cuda.memcpy_dtoh(flag, self._overflow_flag)
-        if flag[0]:
-            raise CountOverflow(self.net.species[int(flag[0]) - 1], INT32_MAX)
+        flag = int(self.overflow.get()[0])
+        if flag:
+            raise CountOverflow(self.net.species[flag - 1], COUNT_LIMIT)
         self.t = t_to
         self.fired_total += self.fired.get().astype(np.int64)
         self._stats = self._x_host = None
@@ -165,7 +166,12 @@ class CudaBatch:
         r = self.realizations
         return self.draws.get()[p * r:(p + 1) * r]
 
-    def load_point(self, p: int, x: np.ndarray, draws: np.ndarray, t: float) -> None:
+    def point_event_bits(self, p: int) -> np.ndarray:
+        r = self.realizations
+        return self.event_bits.get()[p * r:(p + 1) * r]
+
+    def load_point(self, p: int, x: np.ndarray, draws: np.ndarray, t: float,
+                   event_bits: np.ndarray | None = None) -> None:
         """Resume point ``p`` from (R, S) counts and its draw counters."""
         r = self.realizations
         host = self.x.get()
@@ -174,6 +180,10 @@ class CudaBatch:
         all_draws = self.draws.get()
         all_draws[p * r:(p + 1) * r] = np.asarray(draws, np.uint64)
         self.draws.set(all_draws)
+        if event_bits is not None:
+            bits = self.event_bits.get()
+            bits[p * r:(p + 1) * r] = np.asarray(event_bits, np.uint32)
+            self.event_bits.set(bits)
         shift = self.shift.get().reshape(self.points, -1)
         shift[p] = np.round(np.asarray(x, np.float64).mean(axis=0))
         self.shift.set(shift.ravel())
@@ -181,7 +191,7 @@ class CudaBatch:
         self._stats = self._x_host = None
 
     def close(self) -> None:
-        for buf in (self.x, self.draws, self.seeds, self.rates, self.shift, self.sums, self.minmax,
+        for buf in (self.x, self.draws, self.event_bits, self.overflow, self.seeds, self.rates, self.shift, self.sums, self.minmax,
                     self.fired, self.lo_width, self.counts):
             buf.gpudata.free()
 
@@ -221,16 +231,18 @@ class CudaEnsemble(EnsembleEngine):
     def states(self) -> np.ndarray:
         return self.batch.point_states(self.point)
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.batch.point_draws(self.point),
                 "t": np.float64(self.t), "rates": self.batch.point_rates(self.point),
+                "events": self.batch.point_event_bits(self.point),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         if np.ptp(np.atleast_1d(state["t"])) != 0:
             raise ValueError("this checkpoint was taken inside a sample interval on the CPU engine; "
                              "resume it on the CPU engine")
-        self.batch.load_point(self.point, state["x"], state["draws"], float(np.max(state["t"])))
+        self.batch.load_point(self.point, state["x"], state["draws"], float(np.max(state["t"])),
+                              state.get("events"))
         self.batch.fired_total[self.point] = int(state["reactions_fired"])
         self.set_rates(state["rates"])
 

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.sims.common.engine import EngineBase
 from app.sims.ssa.stats import Histogram, histogram, moments
+
+ALGORITHMS = ("direct", "logdirect")   # the names every engine's dispatch table holds
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,11 @@ def host_stats(states: np.ndarray, hist_idx: list[int], bins: int, keep_states: 
 def initial_stats(net, realizations: int, hist_idx: list[int], bins: int,
                   keep_states: bool) -> IntervalStats:
     """Statistics of the deterministic initial state (every realization starts at x0)."""
+    if net.derived:
+        from app.sims.ssa.events import apply_derived
+        x0 = net.x0[None, :].copy()
+        apply_derived(net, x0)
+        net = net.with_values(x0=x0[0])
     hists = tuple(Histogram(int(net.x0[s]), 1, np.eye(1, bins, dtype=np.int64)[0] * realizations)
                   for s in hist_idx)
     states = np.broadcast_to(net.x0, (realizations, net.n_species)).copy() if keep_states else None
@@ -54,12 +62,12 @@ def overflowing_species(x: np.ndarray, change: np.ndarray, limit: int) -> int | 
     return int(np.flatnonzero(bad)[0]) if bad.any() else None
 
 
-class EnsembleEngine:
-    """Interface of the CPU and CUDA ensembles (both advance every realization to a time)."""
+class EnsembleEngine(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
+    """The SSA engines' surface (:class:`app.sims.common.engine.Engine`): every engine advances
+    every realization to a time."""
 
     realizations: int
     reactions_fired: int
-    compile_seconds: float = 0.0   # first-use compile (or on-disk cache load) of a compiled engine
 
     def advance(self, t_to: float, max_steps: int) -> bool:
         """Advance towards ``t_to``; True once every realization is there."""
@@ -72,11 +80,11 @@ class EnsembleEngine:
         """(R, S) int64 counts, copied to the host."""
         raise NotImplementedError
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
-        """Resume from :meth:`checkpoint` output."""
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Resume from :meth:`state` output."""
         raise NotImplementedError
 
     def set_rates(self, rates: np.ndarray) -> None:

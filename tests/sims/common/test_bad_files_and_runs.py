@@ -239,13 +239,13 @@ def test_counts_beyond_the_cuda_integers_are_refused_before_the_run(counts, mess
     check_counts(cfg, cfg.network(), "cpu")                     # int64 holds them
 
 
-def test_the_cuda_kernel_saturates_and_flags_instead_of_wrapping():
-    from app.sims.ssa.codegen import model_block
-    from app.sims.ssa.config import load_config
+def test_the_cuda_kernel_stops_a_realization_past_its_count_limit():
+    """The kernel tests every 64 reactions whether a count passed 2^30 (64 firings of at most
+    2^24 each cannot carry it past 2^31) and flags 1 + the species; the host raises CountOverflow."""
+    from app.package_data import data_dir
 
-    cfg = load_config(parse_yaml(OVERFLOW, "c.yaml"))
-    block = model_block(cfg.network(), [0], "direct")
-    assert "__device__ int ssa_overflow" in block and "x[0] = ssa_add(x[0], 1000, 0);" in block
+    kernel = (data_dir("kernels") / "ssa.cu").read_text()
+    assert "if ((fired & 63u) == 0u)" in kernel and "atomicMax(overflow, bad)" in kernel
 
 
 def test_a_blow_up_exits_3_and_keeps_what_it_had(tmp_path, capsys):
