@@ -7,7 +7,7 @@ instantaneous at any sampling interval we use, and the clamp keeps float32 finit
 evaluates to NaN at v (a removable singularity such as the Hodgkin–Huxley ``x/(exp(x)-1)`` at
 x = 0) is evaluated at v + SINGULAR_DV instead. A rate still NaN there, or infinite, makes that
 parameter set an invalid individual (its Q holds NaN, its χ² is the failure score); a rate
-NaN for every parameter set at some voltage is a model error (:func:`undefined_rate`).
+NaN for every parameter set at some voltage is a model error (:meth:`ChannelModel.check_rates`).
 """
 
 from __future__ import annotations
@@ -184,15 +184,3 @@ def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple =
         conductance=names.index(spec_.conductance), rate_defs=tuple(defs),
         transitions=tuple(transitions))
 
-
-def undefined_rate(model: ChannelModel, params: np.ndarray, voltages) -> tuple[str, float] | None:
-    """(rate name, v) of the first rate that is NaN at ``v`` (after the singular shift) for
-    every parameter row of ``params``: a model error, not a bad individual. None if none is."""
-    for v in voltages:
-        with np.errstate(all="ignore"):
-            rates = model._rates(params, float(v))
-            shifted = model._rates(params, float(v) + SINGULAR_DV)
-        for name, r in rates.items():
-            if np.isnan(np.where(np.isnan(r), shifted[name], r)).all():
-                return name, float(v)
-    return None

@@ -288,13 +288,13 @@ ga: {population: 16, generations: 2, seed: 3}
 def test_a_rate_nan_for_every_parameter_set_is_a_model_error(tmp_path, capsys):
     path = write(tmp_path, CHANNEL_MODEL.replace("RATE", "sqrt(-1-a)"))
     code, err = run_cli(capsys, path, out=tmp_path / "out")
-    assert code == 2 and "rate k12 is not a number at v = -100 mV" in err, err
+    assert code == 2 and "rate k12 is NaN or infinite at v = -100 mV" in err, err
 
 
 def test_a_rate_nan_only_at_one_voltage_is_a_model_error_naming_that_voltage(tmp_path, capsys):
     path = write(tmp_path, CHANNEL_MODEL.replace("RATE", "a*sqrt(v-1)"))
     code, err = run_cli(capsys, path, out=tmp_path / "out")
-    assert code == 2 and "rate k12 is not a number at v = -100 mV" in err, err
+    assert code == 2 and "rate k12 is NaN or infinite at v = -100 mV" in err, err
 
 
 def test_a_rate_nan_for_some_parameter_sets_makes_invalid_individuals(tmp_path, capsys):
@@ -308,10 +308,25 @@ def test_a_rate_nan_for_some_parameter_sets_makes_invalid_individuals(tmp_path, 
     params = np.array([[1.0, 2.0], [1.0, 8.0]])
     scores = evaluate(model, protocol, params, np.zeros(protocol.n_points))
     assert scores[0] == BAD_SCORE and scores[1] < BAD_SCORE
-    code, err = run_cli(capsys, write(tmp_path, CHANNEL_MODEL.replace("RATE", "sqrt(a-5)")),
-                        out=tmp_path / "out")
+    text = CHANNEL_MODEL.replace("RATE", "sqrt(a-5)")
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out")
+    assert code == 2 and "the surrogate data would be NaN" in err, err      # a = 1: NaN data
+    text = text.replace("{name: a, min: 0.1, max: 10, value: 1}", "{name: a, min: 0.1, max: 10, value: 8}")
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out")
     assert code == 0, err
     assert np.isfinite(json.loads((tmp_path / "out" / "summary.json").read_text())["best_chi2"])
+
+
+def test_a_fit_where_every_individual_failed_is_not_reported_as_a_fit(tmp_path, capsys, monkeypatch):
+    """Simulations that all fail (rates finite, the propagation not): exit 3, never a 'best'
+    parameter set with the failure score as its chi^2."""
+    from app.sims.channel import cpu
+
+    monkeypatch.setattr(cpu, "chi2", lambda currents, target, weights=None:
+                        np.full(len(currents), cpu.BAD_SCORE))
+    code, err = run_cli(capsys, write(tmp_path, CHANNEL_MODEL.replace("RATE", "a*exp(v/30)")),
+                        out=tmp_path / "out")
+    assert code == 3 and "every parameter set evaluated was invalid" in err, err
 
 
 def test_an_abf_channel_the_file_does_not_have(tmp_path, capsys):
