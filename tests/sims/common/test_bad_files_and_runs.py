@@ -344,3 +344,19 @@ def test_a_checkpoint_written_by_a_run_is_recognised(tmp_path):
     assert is_checkpoint(path)
     with zipfile.ZipFile(path) as zf:
         assert "biogpu_checkpoint.npy" in zf.namelist()
+
+
+def test_long_setups_report_progress_and_blocks_change_nothing(caplog, monkeypatch):
+    import logging
+
+    from app.sims.channel import ga
+    from app.sims.common import progress
+
+    whole = ga.initial_population(5, 5000, np.zeros(9), np.ones(9))
+    monkeypatch.setattr(ga, "INIT_BLOCK", 1000)
+    monkeypatch.setattr(progress.SetupProgress.__init__, "__defaults__", (0.0,))   # report every call
+    with caplog.at_level(logging.INFO, logger="app.setup"):
+        blocks = ga.initial_population(5, 5000, np.zeros(9), np.ones(9))
+    assert np.array_equal(whole, blocks)
+    lines = [r.getMessage() for r in caplog.records if r.name == "app.setup"]
+    assert len(lines) == 5 and "drawing 5,000 initial individuals: 100 % (5,000 of 5,000" in lines[-1]
