@@ -360,3 +360,45 @@ def test_long_setups_report_progress_and_blocks_change_nothing(caplog, monkeypat
     assert np.array_equal(whole, blocks)
     lines = [r.getMessage() for r in caplog.records if r.name == "app.setup"]
     assert len(lines) == 5 and "drawing 5,000 initial individuals: 100 % (5,000 of 5,000" in lines[-1]
+
+
+# ---- memory limits ------------------------------------------------------------------------
+def test_the_limits_come_from_the_machine_and_the_environment(monkeypatch):
+    from app.sims.common import memory
+
+    monkeypatch.delenv("BIOGPU_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 10 << 30)
+    monkeypatch.setattr(memory, "free_gpu_bytes", lambda: 4 << 30)
+    host, gpu = memory.limits("cuda")
+    assert host == int(0.9 * (10 << 30)) and gpu == int(0.9 * (4 << 30))
+    assert memory.limits("cpu") == (host, None)
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "1.5G")
+    assert memory.limits("cuda") == (int(1.5 * (1 << 30)), int(1.5 * (1 << 30)))
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "lots")
+    with pytest.raises(ConfigError, match="BIOGPU_MEMORY_LIMIT"):
+        memory.limits("cpu")
+
+
+def test_a_gpu_that_is_too_small_is_named(monkeypatch):
+    from app.sims.common import memory
+
+    monkeypatch.delenv("BIOGPU_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(memory, "free_gpu_bytes", lambda: 1 << 30)
+    est = memory.estimate({"host part": 1 << 20}, {"states": 2 << 30}, ("ensemble", "realizations"))
+    memory.check_fits(est, "cpu")                                  # the CPU does not use the GPU
+    with pytest.raises(ConfigError) as info:
+        memory.check_fits(est, "cuda")
+    text = str(info.value)
+    assert "ensemble.realizations" in text and "2.0 GiB of GPU memory" in text and "states = 2.0 GiB" in text
+    assert "921.6 MiB is available" in text
+
+
+@pytest.mark.gpu
+def test_a_count_that_would_overflow_stops_the_cuda_run(tmp_path, capsys):
+    """The kernel flags a count past its limit; the run stops with exit 3 and the species."""
+    text = OVERFLOW.replace("9223372036854775000", "1000000000").replace("X: 1000", "X: 100000000")
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out", backend="cuda")
+    assert code == 3 and "X" in err, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["finished"] is False
