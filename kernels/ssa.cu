@@ -31,6 +31,173 @@
 #endif
 #define SSA_COUNT_LIMIT 1073741824   // 2^30: counts above it (or negative) set the overflow flag
 
+#if SSA_TAU
+// Tau-leaping (Cao, Gillespie & Petzold 2006; app/sims/ssa/tauleap.py has the rules and the
+// order of the Philox draws). Generated: SSA_TAU_EPS; SSA_TAU_W and c_dspec[j][q], c_dval[j][q]:
+// the species and net change of reaction j's nonzero changes (species -1 pads); c_hor[i],
+// c_need[i]: the highest reaction order species i takes part in as a reactant, and how many
+// of its molecules such a reaction takes.
+#define SSA_NC 10
+
+// Poisson(lam): sequential inversion below 10, Hormann's PTRS above (one draw per trial).
+__device__ long long ssa_poisson(const double lam, const unsigned long long seed,
+                                 const unsigned long long stream, unsigned long long* n)
+{
+    if (!(lam > 0.0)) return 0;
+    if (lam < 10.0) {
+        const philox_u4 w = philox_draw(seed, stream, (*n)++);
+        const double u = philox_uniform_f64(w.x);
+        long long k = 0;
+        double p = exp(-lam), s = p;
+        while (u > s && k < 1000) { ++k; p *= lam / (double)k; s += p; }
+        return k;
+    }
+    const double slam = sqrt(lam), loglam = log(lam);
+    const double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
+    const double invalpha = 1.1239 + 1.1328 / (b - 3.4), vr = 0.9277 - 3.6224 / (b - 2.0);
+    for (;;) {
+        const philox_u4 w = philox_draw(seed, stream, (*n)++);
+        const double u = philox_uniform_f64(w.x) - 0.5, v = philox_uniform_f64(w.y);
+        const double us = 0.5 - fabs(u);
+        const double k = floor((2.0 * a / us + b) * u + lam + 0.43);
+        if (us >= 0.07 && v <= vr) return (long long)k;
+        if (k < 0.0 || (us < 0.013 && v > us)) continue;
+        if (log(v) + log(invalpha) - log(a / (us * us) + b) <= -lam + k * loglam - lgamma(k + 1.0))
+            return (long long)k;
+    }
+}
+
+__device__ __forceinline__ double ssa_g(const int hor, const int need, const double xi)
+{
+    if (hor == 1) return 1.0;
+    const double d1 = 1.0 / fmax(xi - 1.0, 1.0);
+    if (hor == 2) return need >= 2 ? 2.0 + d1 : 2.0;
+    if (need >= 3) return 3.0 + d1 + 2.0 / fmax(xi - 2.0, 1.0);
+    return need == 2 ? 1.5 * (2.0 + d1) : 3.0;
+}
+
+__device__ double ssa_tau_prime(const int* x, const float* a, const bool* critical)
+{
+    double mu[SSA_NS], sig[SSA_NS];
+    for (int i = 0; i < SSA_NS; ++i) { mu[i] = 0.0; sig[i] = 0.0; }
+    for (int j = 0; j < SSA_NR; ++j) {
+        if (critical[j]) continue;
+        for (int q = 0; q < SSA_TAU_W; ++q) {
+            const int i = c_dspec[j][q];
+            if (i < 0) break;
+            mu[i] += c_dval[j][q] * (double)a[j];
+            sig[i] += (double)(c_dval[j][q] * c_dval[j][q]) * (double)a[j];
+        }
+    }
+    double tau = 1e308;
+    for (int i = 0; i < SSA_NS; ++i) {
+        if (c_hor[i] == 0) continue;
+        const double bound = fmax(SSA_TAU_EPS * x[i] / ssa_g(c_hor[i], c_need[i], (double)x[i]), 1.0);
+        if (mu[i] != 0.0) tau = fmin(tau, bound / fabs(mu[i]));
+        if (sig[i] > 0.0) tau = fmin(tau, bound * bound / sig[i]);
+    }
+    return tau;
+}
+
+__device__ __forceinline__ void ssa_tau_apply(int* x, const int j, const long long k)
+{
+    for (int q = 0; q < SSA_TAU_W; ++q) {
+        const int i = c_dspec[j][q];
+        if (i < 0) break;
+        x[i] += (int)(k * c_dval[j][q]);
+    }
+}
+
+// Leap (or take exact steps) from t to t1; returns the reactions fired.
+__device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restrict__ rate,
+                                          double t, const double t1, const unsigned long long seed,
+                                          const unsigned long long stream, unsigned long long* n)
+{
+    unsigned long long fired = 0;
+    for (;;) {
+        ssa_init(rate, x, a);
+        double a0 = 0.0;
+        for (int j = 0; j < SSA_NR; ++j) a0 += a[j];
+        const double left = t1 - t;
+        if (!(left > 0.0) || !(a0 > 0.0)) return fired;
+        bool critical[SSA_NR];
+        double a0c = 0.0;
+        for (int j = 0; j < SSA_NR; ++j) {
+            critical[j] = false;
+            if (a[j] > 0.f) {
+                int runs = SSA_NC;
+                for (int q = 0; q < SSA_TAU_W; ++q) {
+                    const int i = c_dspec[j][q];
+                    if (i < 0) break;
+                    if (c_dval[j][q] < 0) runs = min(runs, x[i] / -c_dval[j][q]);
+                }
+                if (runs < SSA_NC) { critical[j] = true; a0c += a[j]; }
+            }
+        }
+        double taup = ssa_tau_prime(x, a, critical);
+        if (taup < 10.0 / a0) {                       // exact steps, as the direct method
+            for (int k = 0; k < 100; ++k) {
+                const philox_u4 w = philox_draw(seed, stream, (*n)++);
+                const double t_new = t - log(philox_uniform_f64(w.x)) / a0;
+                if (!(t_new <= t1)) return fired;
+                const double target = philox_uniform_f64(w.y) * a0;
+                double acc = 0.0;
+                int pick = -1, last = 0;
+                for (int j = 0; j < SSA_NR; ++j) {
+                    acc += a[j];
+                    if (a[j] > 0.f) last = j;
+                    if (pick < 0 && target < acc) pick = j;
+                }
+                if (pick < 0) pick = last;
+                ssa_tau_apply(x, pick, 1);
+                t = t_new;
+                ++fired;
+                ssa_init(rate, x, a);
+                a0 = 0.0;
+                for (int j = 0; j < SSA_NR; ++j) a0 += a[j];
+                if (!(a0 > 0.0)) return fired;
+            }
+            continue;
+        }
+        int x_new[SSA_NS];
+        double tau;
+        unsigned long long total;
+        for (;;) {
+            const philox_u4 w = philox_draw(seed, stream, (*n)++);
+            const double taupp = a0c > 0.0 ? -log(philox_uniform_f64(w.x)) / a0c : 1e308;
+            int chosen = -1;
+            if (taup < taupp) {
+                tau = taup;
+            } else {
+                tau = taupp;
+                const double target = philox_uniform_f64(w.y) * a0c;
+                double acc = 0.0;
+                for (int j = 0; j < SSA_NR; ++j)
+                    if (critical[j]) { acc += a[j]; chosen = j; if (target < acc) break; }
+            }
+            if (tau >= left) { tau = left; chosen = -1; }
+            total = 0;
+            for (int i = 0; i < SSA_NS; ++i) x_new[i] = x[i];
+            for (int j = 0; j < SSA_NR; ++j) {
+                const long long k = critical[j] ? (j == chosen ? 1 : 0)
+                                                : ssa_poisson((double)a[j] * tau, seed, stream, n);
+                total += (unsigned long long)k;
+                if (k) ssa_tau_apply(x_new, j, k);
+            }
+            bool negative = false;
+            for (int i = 0; i < SSA_NS; ++i) negative |= x_new[i] < 0;
+            if (!negative) break;
+            taup *= 0.5;
+        }
+        bool over = false;
+        for (int i = 0; i < SSA_NS; ++i) { x[i] = x_new[i]; over |= x[i] > SSA_COUNT_LIMIT; }
+        fired += total;
+        if (tau == left || over) return fired;   // past 2^30: stop; the kernel raises the flag
+        t += tau;
+    }
+}
+#endif
+
 #if SSA_NE > 0
 // Species events in document order, rounds until none fires; bits hold the trigger values.
 __device__ bool ssa_species_events(int* x, unsigned int* bits)
@@ -93,6 +260,9 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         const unsigned long long seed = seeds[p];
         unsigned long long n = draw_counter[r];
         double t = t0;
+#if SSA_TAU
+        fired = ssa_tau_run(x, a, rate, t, t1, seed, (unsigned long long)r_local, &n);
+#else
 #if SSA_NE > 0
         unsigned int bits = event_bits[r];
 #endif
@@ -135,6 +305,7 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
 #if SSA_NE > 0
         event_bits[r] = bits;
 #endif
+#endif  // SSA_TAU
         ssa_derive(x);
         int bad = 0;   // 1 + a species outside [0, 2^30]
 #pragma unroll

@@ -49,3 +49,14 @@ def test_export_sbml_round_trip(ssa, tmp_path):
     out = ssa.export_sbml(tmp_path / "dimer.xml")
     net = read_sbml(out).require_network()
     assert net.n_reactions == ssa.current_config().network().n_reactions
+
+
+def test_tau_leap_from_the_panel(ssa, set_ensemble, run_to_end):
+    """The dimer preset with algorithm tau-leap and eps 0.05 chosen in the form runs to the end."""
+    ssa.algorithm.setCurrentText("tau-leap")
+    ssa.epsilon.setValue(0.05)
+    cfg = ssa.current_config()
+    assert cfg.ensemble.algorithm == "tau-leap" and cfg.ensemble.epsilon == 0.05
+    set_ensemble(ssa, realizations=32, t_end=1.0, samples=3)
+    run_to_end(ssa, 60000)
+    assert ssa.last_frame.done and ssa.last_frame.mean[-1, 0] < 100000

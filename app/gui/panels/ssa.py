@@ -107,7 +107,8 @@ class SSAPanel(Panel):
     def _build_ensemble_group(self) -> None:
         self.form = ConfigForm(SSAConfig, hints={"ensemble.t_end": {"decimals": 4}})
         box = self.form.group("Ensemble", ["ensemble.realizations", ("ensemble.t_end", "t end"), "ensemble.samples",
-                                           "ensemble.algorithm", "ensemble.seed"])
+                                           "ensemble.algorithm", "ensemble.seed",
+                                           ("ensemble.epsilon", "tau-leap ε")])
         box.layout().insertRow(4, "Backend", self.backend_combo())
         self.form.expose(self)
         self.controls_layout.addWidget(box)

@@ -198,8 +198,16 @@ def _scores(q_by_v, pair_a, pair_b, pair_tau, sweep_hold, sweep_ops, op_first, o
                 p[:, b] = _steady_state(q_by_v[sweep_hold[sw], i0 + b])
             for o in range(sweep_ops[sw], sweep_ops[sw + 1]):
                 steps = op_n[o]
+                ramp = op_ramp[o]
+                e = e_all[op_first[o]]
+                for b in range(LANES):
+                    drive[b] = (g[i0 + b] if b < lanes else 0.0) * (op_v[o] - e_rev)
                 for step in range(steps):
-                    e = e_all[op_first[o] + (step if op_ramp[o] else 0)]
+                    if ramp:
+                        e = e_all[op_first[o] + step]
+                        v = op_v[o] + (op_vend[o] - op_v[o]) * (step + 1) / steps
+                        for b in range(LANES):
+                            drive[b] = (g[i0 + b] if b < lanes else 0.0) * (v - e_rev)
                     for r in range(n):
                         for b in range(LANES):
                             p_next[r, b] = 0.0
@@ -216,9 +224,6 @@ def _scores(q_by_v, pair_a, pair_b, pair_tau, sweep_hold, sweep_ops, op_first, o
                                 current[b] += p_next[r, b]
                     if not op_record[o]:
                         continue
-                    v = op_v[o] + (op_vend[o] - op_v[o]) * (step + 1) / steps
-                    for b in range(LANES):
-                        drive[b] = (g[i0 + b] if b < lanes else 0.0) * (v - e_rev)
                     for b in range(LANES):
                         current[b] *= drive[b]
                         d = current[b] - target[col]

@@ -50,6 +50,8 @@ class FitSettings:
     optimizer: str = field(default="ga", metadata=spec(choices=("ga", "cmaes")))
     refine: str = field(default="none", metadata=spec(choices=("none", "lm", "nelder-mead")))
     sigma: float = field(default=0.3, metadata=spec(range=(1e-6, 1.0)))      # CMA-ES, of the range
+    stall: int = field(default=30, metadata=spec(range=(0, 1_000_000)))   # CMA-ES: generations
+    # without a relative improvement of 1e-6 that end the search (0: only the generation limit)
     refine_iterations: int = field(default=200, metadata=spec(range=(1, 1_000_000)))
     uncertainty: bool = True                    # Gauss-Newton intervals and correlations at the end
     mcmc_chains: int = field(default=0, metadata=spec(range=(0, 4_000_000)))   # 0: no posterior
@@ -169,11 +171,20 @@ def check_before_run(cfg: ChannelConfig, backend: str) -> None:
     model error (an individual with such a rate is only an invalid individual): checked on 256
     parameter sets drawn as the GA's first generation is, before anything is allocated."""
     from app.sims.channel.ga import initial_population
+    from app.sims.channel.model import undefined_rate
 
-    model, protocol = cfg.model_(), cfg.protocol()
+    model = cfg.model_()
+    protocol = cfg.fit_data(model).protocol if cfg.data.source == "recordings" else cfg.protocol()
     voltages = sorted({s.holding for s in protocol.sweeps}
                       | {v for s in protocol.sweeps for op in s.ops for v in (op.v, op.v_end)})
-    model.check_rates(initial_population(cfg.ga.seed, 256, model.lower, model.upper), voltages)
+    params = initial_population(cfg.ga.seed, 256, model.lower, model.upper)
+    found = undefined_rate(model, params, voltages)
+    if found is not None:
+        name, v = found
+        raise ConfigError(f"rate {name} is NaN or infinite at v = {v:g} mV for every one of "
+                          f"{len(params)} parameter sets in the parameter ranges: the model is "
+                          "wrong there (e.g. the square root or log of a negative number)",
+                          path=("model", "rates"))
     true = model.true_values
     if cfg.data.source == "surrogate" and np.isfinite(true).all():
         rates = model.rate_values(true[None, :], np.asarray(voltages, float))

@@ -7,7 +7,7 @@ instantaneous at any sampling interval we use, and the clamp keeps float32 finit
 evaluates to NaN at v (a removable singularity such as the Hodgkin–Huxley ``x/(exp(x)-1)`` at
 x = 0) is evaluated at v + SINGULAR_DV instead. A rate still NaN there, or infinite, makes that
 parameter set an invalid individual (its Q holds NaN, its χ² is the failure score); a rate
-NaN for every parameter set at some voltage is a model error (:meth:`ChannelModel.check_rates`).
+NaN for every parameter set at some voltage is a model error (:func:`undefined_rate`).
 """
 
 from __future__ import annotations
@@ -108,17 +108,6 @@ class ChannelModel:
             q[..., i, i] -= rates[name]
         return q
 
-    def check_rates(self, params: np.ndarray, volts) -> None:
-        """Raise a ConfigError naming the rate and voltage where a rate is NaN or infinite
-        for every parameter row of ``params`` (a model error, not a bad individual)."""
-        volts = np.unique(np.asarray(list(volts), float))
-        rates = self.rate_values(np.atleast_2d(params), volts)
-        for name, r in rates.items():
-            dead = np.isnan(r).all(axis=1)
-            if dead.any():
-                raise ConfigError(f"model error: rate {name} is NaN or infinite at v = {volts[dead][0]:g} mV "
-                                  f"for every one of {r.shape[1]} parameter sets in the search ranges")
-
 
 def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple = ("model",)) -> ChannelModel:
     """Validate ``spec_``; every problem names its YAML line when ``doc`` is given."""
@@ -184,3 +173,16 @@ def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple =
         conductance=names.index(spec_.conductance), rate_defs=tuple(defs),
         transitions=tuple(transitions))
 
+
+def undefined_rate(model: ChannelModel, params: np.ndarray, voltages) -> tuple[str, float] | None:
+    """(rate name, v) of the first rate that is NaN (after the singular shift) or infinite at
+    ``v`` for every parameter row of ``params``: a model error, not a bad individual. None if
+    none is."""
+    for v in voltages:
+        with np.errstate(all="ignore"):
+            rates = model._rates(params, float(v))
+            shifted = model._rates(params, float(v) + SINGULAR_DV)
+        for name, r in rates.items():
+            if not np.isfinite(np.where(np.isnan(r), shifted[name], r)).any():
+                return name, float(v)
+    return None

@@ -4,7 +4,10 @@ All work in normalised coordinates u in [0, 1]^P (params = lower + u (upper - lo
 
 - :class:`CmaesSearch`: CMA-ES (the ``cma`` library, Hansen) asks a whole population, the
   engine scores it in one batch (a GPU launch on CUDA), CMA-ES is told the scores. Restarts
-  with a doubled population when CMA-ES stops early (IPOP).
+  with a doubled population when CMA-ES stops early (IPOP, at most MAX_GROWTH times the
+  first). The library's ask/tell costs ~0.1 ms per individual on the host (measured: 5 ms at
+  32, 1.2 s at 10,000 with bounds), so populations stay moderate: CMA-ES needs ~100
+  generations of 32 on the generated case, each one launch.
 - :class:`LevenbergMarquardt`: weighted least squares on the residual vector with a
   central-difference Jacobian (2P simulations in one batch) and several damping values tried
   per iteration in one more batch; bounds by projection.
@@ -21,6 +24,8 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+
+MAX_GROWTH = 16      # IPOP restarts double the population up to this factor
 
 Scores = Callable[[np.ndarray], np.ndarray]           # (k, P) params -> (k,) chi^2
 Simulate = Callable[[np.ndarray], np.ndarray]         # (k, P) params -> (k, n_points) pA
@@ -51,6 +56,7 @@ class CmaesSearch:
             raise RuntimeError("CMA-ES needs the 'cma' package (pip install cma)") from None
         self.cma, self.box, self.scores, self.sigma = cma, box, scores, sigma
         self.popsize, self.seed, self.restarts = int(popsize), int(seed), 0
+        self.first_popsize = self.popsize
         self.rng = np.random.default_rng(seed)
         self.best_u = np.full(len(box.lower), 0.5) if start is None else box.unit(start)
         self.best = np.inf
@@ -78,7 +84,7 @@ class CmaesSearch:
             self.best, self.best_u = float(f[k]), u[k].copy()
         if self.es.stop():
             self.restarts += 1
-            self.popsize *= 2
+            self.popsize = min(2 * self.popsize, MAX_GROWTH * self.first_popsize)
             self._start(self.rng.uniform(0.0, 1.0, len(self.best_u)) if self.restarts % 2 == 0
                         else self.best_u)
 

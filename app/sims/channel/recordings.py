@@ -314,6 +314,8 @@ def prepare_family(spec_: FamilyData, base_sweeps: tuple[Sweep, ...], base_dir: 
     if spec_.sweep_weights is not None and len(spec_.sweep_weights) != len(sweeps):
         raise ConfigError(f"family '{spec_.family}': {len(spec_.sweep_weights)} sweep weights for "
                           f"{len(sweeps)} sweeps")
+    if spec_.sweep_weights is not None and min(spec_.sweep_weights) < 0:
+        raise ConfigError(f"family '{spec_.family}': sweep weights must be >= 0")
     targets, weights = [], []
     for k, sweep in enumerate(sweeps):
         values = align(rec, k, sweep, currents[k])

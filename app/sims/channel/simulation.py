@@ -50,6 +50,7 @@ class ChannelFrame(Frame):
 
 
 PHASES = ("ga", "cmaes", "lm", "nelder-mead", "mcmc")
+STALL_TOLERANCE = 1e-6       # relative improvement that counts for fit.stall
 MAX_POSTERIOR_ROWS = 200_000   # MCMC states kept in results.npz (thinned beyond)
 
 class ChannelSimulation(Simulation):
@@ -69,8 +70,7 @@ class ChannelSimulation(Simulation):
         size = cfg.ga.population
         args = (self.model, self.protocol, self.target, size, cfg.ga.seed, self.weights)
         self.engine = make_engine("channel", backend, *args)
-        self.exact = self._float64_engine()
-        self.model.check_rates(self.engine.state()["population"][:256], self._voltages())
+        self._exact = None
         # first-use compile (or cache load) of the compiled CPU engine, for the status and summary
         self.compile_seconds = self.engine.compile_seconds
         self.setup_seconds = time.perf_counter() - start
@@ -95,23 +95,26 @@ class ChannelSimulation(Simulation):
         if cfg.fit.optimizer == "cmaes":
             self.search = optimizers.CmaesSearch(self.box, self.engine.evaluate_params, size,
                                                  cfg.ga.seed, cfg.fit.sigma)
-            self._record(self.search.best_params, self.search.best, self.search.median, "cmaes", size)
+            start = time.perf_counter()
+            self.search.step()           # generation 0 scored, as the GA's initial population
+            self.wall += time.perf_counter() - start
+            self._record(self.search.best_params, self.search.best, self.search.median, "cmaes",
+                         self.search.evaluations)
         else:
             self._score()
 
-    def _float64_engine(self):
-        """The engine the refinement and the intervals use: float64 on the CPU."""
-        if isinstance(self.engine, CpuGA):
-            return self.engine
-        from app.sims.channel.compiled import CompiledGA
-        return CompiledGA(self.model, self.protocol, self.target, 2, self.cfg.ga.seed, self.weights)
-
-    def _voltages(self) -> list[float]:
-        volts = {s.holding for s in self.protocol.sweeps}
-        for s in self.protocol.sweeps:
-            for op in s.ops:
-                volts.update((op.v, op.v_end))
-        return sorted(volts)
+    @property
+    def exact(self):
+        """The engine the refinement and the intervals use: float64 on the CPU (built on
+        first use: a GA-only CUDA run never needs it)."""
+        if self._exact is None:
+            if isinstance(self.engine, CpuGA):
+                self._exact = self.engine
+            else:
+                from app.sims.channel.compiled import CompiledGA
+                self._exact = CompiledGA(self.model, self.protocol, self.target, 2, self.cfg.ga.seed,
+                                         self.weights)
+        return self._exact
 
     @classmethod
     def from_config(cls, cfg: ChannelConfig, backend: str) -> "ChannelSimulation":
@@ -127,7 +130,10 @@ class ChannelSimulation(Simulation):
         return self.phase == "done"
 
     def _search_done(self) -> bool:
-        return (self.generation >= self.settings.generations
+        stall = self.cfg.fit.stall
+        stalled = (self.search is not None and stall > 0 and len(self.best_history) > stall
+                   and self.best_history[-stall - 1] - self.best_chi2 <= STALL_TOLERANCE * self.best_chi2)
+        return (stalled or self.generation >= self.settings.generations
                 or (bool(self.best_history) and self.best_chi2 <= self.settings.chi2_threshold))
 
     def _record(self, params: np.ndarray, best: float, median: float, phase: str, evaluations: int) -> None:
@@ -392,8 +398,8 @@ class ChannelSimulation(Simulation):
 
     def close(self) -> None:
         self.engine.close()
-        if self.exact is not self.engine:
-            self.exact.close()
+        if self._exact is not None and self._exact is not self.engine:
+            self._exact.close()
 
 
 def _plain(settings: GASettings) -> dict:

@@ -139,14 +139,13 @@ class Session:
 
 
 def preflight(domain: Domain, cfg: Any, backend: str) -> None:
-    """Checks before anything is allocated: the memory the run needs (the domain's
-    ``config.estimate_memory``) against what is free, then the domain's ``check_before_run``
-    (integer ranges, checkpoint files). Raises ConfigError."""
+    """Checks before anything is allocated: the memory the run needs (``estimate_memory`` of
+    the module that defines the config class) against what is free, then that module's
+    ``check_before_run`` (integer ranges, checkpoint files); a domain may define neither.
+    Raises ConfigError."""
     from app.sims.common.memory import check_fits
 
-    package = importlib.import_module(domain.module)
-    config = (importlib.import_module(f"{domain.module}.config")
-              if importlib.util.find_spec(f"{domain.module}.config") is not None else package)
+    config = importlib.import_module(type(cfg).__module__)
     estimate = getattr(config, "estimate_memory", None)
     if estimate is not None:
         check_fits(estimate(cfg, backend), backend, f"this {domain.name} run")

@@ -10,6 +10,7 @@ DOMAIN = Domain(
                  "stratification, in a 3D view (Christley et al. 2010)."),
     order=40,
     engines={
+        "cpu": "app.sims.epidermis.compiled:CompiledEngine",
         "cpu-reference": "app.sims.epidermis.cpu:CpuEngine",
         "cuda": "app.sims.epidermis.cuda:CudaEngine",
     },

@@ -146,7 +146,7 @@ class EpidermisSimulation(Simulation):
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
             status=self.stopped or (f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
                                     f"{layers} layer{'' if layers == 1 else 's'}, "
-                                    f"{supra.mean() if n else 0:.0%} suprabasal"),
+                                    f"{supra.mean() if n else 0:.0%} suprabasal" + _compile_note(self.engine)),
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
             cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),
             positions=freeze(pos), element_cell=freeze(cell), element_type=freeze(etype),
@@ -224,6 +224,7 @@ class EpidermisSimulation(Simulation):
             "boundary": self.cfg.tissue.boundary, "backend": self.backend,
             "device": device_name(self.backend), "setup_seconds": self.setup_seconds,
             "relax_seconds": self.relax_seconds, "seed": self.cfg.tissue.seed,
+            "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "finished": self.finished and self.stopped is None,
         }
         if self.stopped is not None:
@@ -232,3 +233,9 @@ class EpidermisSimulation(Simulation):
 
     def close(self) -> None:
         self.engine.close()
+
+
+def _compile_note(engine) -> str:
+    """The compiled CPU engine's first-use compile (or cache load) time for the status bar."""
+    seconds = getattr(engine, "compile_seconds", 0.0)
+    return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""

@@ -55,7 +55,7 @@ def run(configs: Sequence[SSAConfig]) -> list[tuple[dict[str, np.ndarray], dict[
     hist_idx = first.histogram_indices(nets[0])
     start = time.perf_counter()
     batch = CudaBatch(nets, ens.realizations, [c.ensemble.seed for c in configs], ens.algorithm,
-                      hist_idx, ens.histogram_bins)
+                      hist_idx, ens.histogram_bins, epsilon=ens.epsilon)
     try:
         sims = [SSASimulation(cfg, "cuda", engine=CudaEnsemble(net, ens.realizations, cfg.ensemble.seed,
                                                                ens.algorithm, hist_idx, ens.histogram_bins,

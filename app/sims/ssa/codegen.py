@@ -8,6 +8,8 @@ are loops over local arrays (the per-reaction update switch stays unrolled).
 
 from __future__ import annotations
 
+import numpy as np
+
 from app.compute.codegen import to_c
 from app.compute.kernels import read_kernel
 from app.sims.ssa.events import MAX_CASCADE
@@ -70,6 +72,25 @@ def _binary_search(lo: int, hi: int, indent: str) -> str:
             f"{indent}}} else {{\n{_binary_search(mid + 1, hi, indent + '    ')}{indent}}}\n")
 
 
+def _tau_block(net: Network, epsilon: float) -> list[str]:
+    """The tables of the tau-leaping kernel: net changes and each species' highest order."""
+    from app.sims.ssa.tauleap import check_network, species_orders
+
+    check_network(net)
+    hor, need = species_orders(net)
+    nonzero = [np.flatnonzero(row) for row in net.change]
+    width = max(1, max(len(nz) for nz in nonzero))
+    spec = ", ".join("{" + ", ".join(str(int(i)) for i in list(nz) + [-1] * (width - len(nz))) + "}"
+                     for nz in nonzero)
+    vals = ", ".join("{" + ", ".join(str(int(v)) for v in list(row[nz]) + [0] * (width - len(nz))) + "}"
+                     for row, nz in zip(net.change, nonzero))
+    return ["#define SSA_TAU 1", f"#define SSA_TAU_EPS {float(epsilon)!r}", f"#define SSA_TAU_W {width}",
+            f"__constant__ short c_dspec[SSA_NR][SSA_TAU_W] = {{{spec}}};",
+            f"__constant__ int c_dval[SSA_NR][SSA_TAU_W] = {{{vals}}};",
+            f"__constant__ int c_hor[SSA_NS] = {{{', '.join(str(int(v)) for v in hor)}}};",
+            f"__constant__ int c_need[SSA_NS] = {{{', '.join(str(int(v)) for v in need)}}};", ""]
+
+
 def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
     return [f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
             "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
@@ -91,10 +112,11 @@ def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
     return out
 
 
-SELECTIONS = {"direct": _direct_selection, "logdirect": _logdirect_selection}   # by algorithm name
+# by algorithm name; tau-leaping's exact steps select inside ssa_tau_run (ssa_select unused there)
+SELECTIONS = {"direct": _direct_selection, "logdirect": _logdirect_selection, "tau-leap": _direct_selection}
 
 
-def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
+def model_block(net: Network, hist_idx: list[int], algorithm: str, epsilon: float = 0.03) -> str:
     """The generated definitions ``kernels/ssa.cu`` expects for ``net``."""
     ns, nr, hs = net.n_species, net.n_reactions, len(hist_idx)
     reactants = net.reactant_lists()
@@ -107,6 +129,8 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     out += [f"    case {h}: return x[{s}];" for h, s in enumerate(hist_idx)]
     out += ["    }\n    return 0;\n}", ""]
     out += _events_block(net)
+    if algorithm == "tau-leap":
+        out += _tau_block(net, epsilon)
     out.append("__device__ __forceinline__ void ssa_init(const float* __restrict__ rate, const int* x, "
                "float* a)\n{")
     out += [f"    a[{j}] = {_propensity(j, r, net)};" for j, r in enumerate(reactants)]
@@ -129,6 +153,6 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     return "\n".join(out)
 
 
-def kernel_source(net: Network, hist_idx: list[int], algorithm: str) -> str:
+def kernel_source(net: Network, hist_idx: list[int], algorithm: str, epsilon: float = 0.03) -> str:
     """The whole translation unit for ``net``: generated block + ``kernels/ssa.cu``."""
-    return model_block(net, hist_idx, algorithm) + "\n" + read_kernel("ssa.cu")
+    return model_block(net, hist_idx, algorithm, epsilon) + "\n" + read_kernel("ssa.cu")

@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 from app.compute.philox_numba import philox_words, unit_float64
+from app.sims.ssa.tauleap import mass_action
 
 MAX_CASCADE = {{MAX_CASCADE}}
 INT64_MAX = np.int64(2**63 - 1)
@@ -45,16 +46,7 @@ INT64_MAX = np.int64(2**63 - 1)
 
 @njit(inline="always", cache=True, error_model="numpy")
 def _propensity(x, r, j, rates, r_species, r_order):
-    a = rates[j]
-    for q in range(r_species.shape[1]):
-        v = np.float64(x[r, r_species[j, q]])
-        m = r_order[j, q]
-        if m >= 1:
-            a *= v
-        if m >= 2:
-            a *= max(v - 1.0, 0.0) / 2.0
-        if m >= 3:
-            a *= max(v - 2.0, 0.0) / 3.0
+    a = mass_action(x, r, j, rates, r_species, r_order)
 {{LAWS}}
     return a
 

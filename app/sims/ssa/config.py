@@ -18,6 +18,7 @@ class EnsembleSettings:
     t_end: float = field(default=10.0, metadata=spec(range=(1e-12, 1e12)))
     samples: int = field(default=101, metadata=spec(range=(2, 100001)))
     algorithm: str = field(default="direct", metadata=spec(choices=ALGORITHMS))
+    epsilon: float = field(default=0.03, metadata=spec(range=(1e-4, 0.5)))   # tau-leap error bound
     seed: int = field(default=2024, metadata=spec(range=(0, 2**64 - 1)))
     histogram_species: list[str] = field(default_factory=list)   # empty: the first up to 8
     histogram_bins: int = field(default=64, metadata=spec(range=(2, 1024)))
@@ -81,6 +82,9 @@ def load_config(doc: Document) -> SSAConfig:
     if len(ens.histogram_species) > MAX_HISTOGRAM_SPECIES:
         raise doc.error(f"at most {MAX_HISTOGRAM_SPECIES} histogram species",
                         ("ensemble", "histogram_species"))
+    if ens.algorithm == "tau-leap" and network.general:
+        raise doc.error("tau-leaping runs mass-action networks without events or assignment "
+                        "rules; use algorithm: direct for this model", ("ensemble", "algorithm"))
     for i, t in enumerate(ens.snapshot_times):
         if not 0 <= t <= ens.t_end:
             raise doc.error(f"snapshot time {t} is outside [0, t_end={ens.t_end:g}]",

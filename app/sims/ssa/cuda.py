@@ -40,7 +40,8 @@ class CudaBatch:
     """P points of one network structure, ``realizations`` each, on the current CUDA context."""
 
     def __init__(self, networks: Sequence[Network], realizations: int, seeds: Sequence[int],
-                 algorithm: str, hist_idx: list[int], bins: int, t0: float = 0.0):
+                 algorithm: str, hist_idx: list[int], bins: int, t0: float = 0.0,
+                 epsilon: float = 0.03):
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
 
@@ -63,7 +64,7 @@ class CudaBatch:
         self.net, self.points, self.realizations = net, points, realizations
         self.hist_idx, self.bins, self.t = hist_idx, bins, t0
         self.fired_total = np.zeros(points, np.int64)
-        source = kernel_source(net, hist_idx, algorithm)
+        source = kernel_source(net, hist_idx, algorithm, epsilon)
         self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK})
         self._advance = self.module.get_function("ssa_advance")
         self._advance.prepare("PPiiddPPPPPPPP")
@@ -204,8 +205,9 @@ class CudaEnsemble(EnsembleEngine):
 
     def __init__(self, network: Network, realizations: int, seed: int, algorithm: str,
                  hist_idx: list[int], bins: int, t0: float = 0.0, *,
-                 batch: CudaBatch | None = None, point: int = 0):
-        self.batch = batch or CudaBatch([network], realizations, [seed], algorithm, hist_idx, bins, t0)
+                 batch: CudaBatch | None = None, point: int = 0, epsilon: float = 0.03):
+        self.batch = batch or CudaBatch([network], realizations, [seed], algorithm, hist_idx, bins, t0,
+                                        epsilon)
         self.owns_batch = batch is None
         self.point, self.net, self.realizations = point, network, realizations
 

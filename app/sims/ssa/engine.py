@@ -9,7 +9,7 @@ import numpy as np
 from app.sims.common.engine import EngineBase
 from app.sims.ssa.stats import Histogram, histogram, moments
 
-ALGORITHMS = ("direct", "logdirect")   # the names every engine's dispatch table holds
+ALGORITHMS = ("direct", "logdirect", "tau-leap")   # config names; each engine dispatches by a table
 
 
 @dataclass(frozen=True)

@@ -266,8 +266,10 @@ class _Importer:
             return self._symbol(node.getName(), ctx, depth)
         if t == sb.AST_NAME_TIME:
             if not ctx.allow_time:
-                raise _Refused(ctx.element, ctx.id, "reads time: propensities must not change "
-                               "between reactions (the SSA's waiting times assume that)")
+                why = ("propensities must not change between reactions (the SSA's waiting times "
+                       "assume that)" if ctx.element == "reaction" else
+                       "time may only appear in a trigger 'time >= constant'")
+                raise _Refused(ctx.element, ctx.id, f"reads time: {why}")
             return "time"
         if t == sb.AST_PLUS:
             return "(" + " + ".join(f() for f in sub) + ")" if sub else "0.0"

@@ -195,8 +195,24 @@ class SSASimulation(Simulation):
 
 def _make_engine(cfg: SSAConfig, net, backend: str, hist_idx: list[int]) -> EnsembleEngine:
     ens = cfg.ensemble
-    return make_engine("ssa", backend, net, ens.realizations, ens.seed, ens.algorithm, hist_idx,
-                       ens.histogram_bins)
+    return make_ssa_engine(net, backend, ens.realizations, ens.seed, ens.algorithm, hist_idx,
+                           ens.histogram_bins, ens.epsilon)
+
+
+TAU_LEAP_ENGINES = {"cpu-reference": ("app.sims.ssa.tauleap_numpy", "TauLeapReference"),
+                    "cpu": ("app.sims.ssa.tauleap", "TauLeapEnsemble")}
+
+
+def make_ssa_engine(net, backend: str, realizations: int, seed: int, algorithm: str,
+                    hist_idx: list[int], bins: int, epsilon: float = 0.03) -> EnsembleEngine:
+    """The engine of ``backend`` running ``algorithm`` on ``net``: the manifest's engines for
+    the exact methods and CUDA, the tau-leaping engines for ``tau-leap`` on the CPU."""
+    if algorithm == "tau-leap" and backend != "cuda":
+        import importlib
+        module, name = TAU_LEAP_ENGINES["cpu-reference" if backend == "cpu-reference" else "cpu"]
+        return getattr(importlib.import_module(module), name)(net, realizations, seed, hist_idx, bins, epsilon)
+    extra = {"epsilon": epsilon} if backend == "cuda" else {}
+    return make_engine("ssa", backend, net, realizations, seed, algorithm, hist_idx, bins, **extra)
 
 
 def _compile_note(engine: EnsembleEngine) -> str:

@@ -146,6 +146,8 @@ def test_pn_leak_weights_and_errors(tmp_path):
     with pytest.raises(ConfigError, match="only -60 mV"):
         recordings.prepare_family(replace(spec, leak=LeakSpec("linear", windows=[[0, 0.35]])),
                                   tuple(replace(s, holding=-100.0) for s in act.sweeps[:1]) * 6, str(tmp_path))
+    with pytest.raises(ConfigError, match="sweep weights must be >= 0"):
+        recordings.prepare_family(replace(spec, sweep_weights=[1, 1, -1, 1, 1, 1]), act.sweeps, str(tmp_path))
     with pytest.raises(ConfigError, match="3 sweep weights for 6 sweeps"):
         recordings.prepare_family(replace(spec, sweep_weights=[1, 1, 1]), act.sweeps, str(tmp_path))
     with pytest.raises(ConfigError, match="file not found: nope.csv"):

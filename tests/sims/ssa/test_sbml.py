@@ -214,3 +214,52 @@ def test_export_refuses_general_networks(tmp_path):
 
     with pytest.raises(ValueError, match="general kinetic laws"):
         export_sbml(read_sbml(DATA / "hill-events.xml").network, tmp_path / "x.xml")
+
+
+def test_every_dsmts_model_imports_alike_from_level_2_and_3():
+    from app.sims.ssa import dsmts
+
+    for name in dsmts.cases():
+        folder = dsmts.suite_dir() / name
+        l2 = read_sbml(folder / f"{name}-sbml-l2v4.xml").require_network()
+        l3 = read_sbml(folder / f"{name}-sbml-l3v2.xml").require_network()
+        assert l2.structure_key() == l3.structure_key() and np.array_equal(l2.x0, l3.x0)
+        np.testing.assert_allclose(l2.rates, l3.rates, rtol=1e-15)
+
+
+def test_dimerisation_and_batch_features():
+    """What DSMTS 00028-00033 use: 2P -> P2 at k P (P - 1) / 2 (order-2 mass action) and a batch
+    product stoichiometry; here with a boundary source species read in the law."""
+    species = ('<species id="P" compartment="cell" initialAmount="100" hasOnlySubstanceUnits="true" '
+               'boundaryCondition="false" constant="false"/>'
+               '<species id="P2" compartment="cell" initialAmount="0" hasOnlySubstanceUnits="true" '
+               'boundaryCondition="false" constant="false"/>'
+               '<species id="S" compartment="cell" initialAmount="2" hasOnlySubstanceUnits="true" '
+               'boundaryCondition="true" constant="false"/>')
+    dimer = (f'<reaction id="dim" reversible="false"><listOfReactants><speciesReference species="P" '
+             f'stoichiometry="2" constant="true"/></listOfReactants><listOfProducts><speciesReference '
+             f'species="P2" stoichiometry="1" constant="true"/></listOfProducts><kineticLaw><math {MATH}>'
+             f'<apply><divide/><apply><times/><ci>k1</ci><ci>P</ci><apply><minus/><ci>P</ci><cn>1</cn>'
+             f'</apply></apply><cn>2</cn></apply></math></kineticLaw></reaction>')
+    batch = (f'<reaction id="batch" reversible="false"><listOfReactants><speciesReference species="S" '
+             f'stoichiometry="1" constant="true"/></listOfReactants><listOfProducts><speciesReference '
+             f'species="P" stoichiometry="5" constant="true"/></listOfProducts><kineticLaw><math {MATH}>'
+             f'<apply><times/><cn>0.5</cn><ci>S</ci></apply></math></kineticLaw></reaction>')
+    net = read_sbml_string(sbml(species=species, reactions=dimer + batch,
+                                parameters='<parameter id="k1" value="0.001" constant="true"/>')).network
+    assert net.laws is None
+    assert net.reactant_order.tolist() == [[2, 0, 0], [0, 0, 1]]
+    assert net.change.tolist() == [[-2, 1, 0], [5, 0, 0]]          # the boundary source stays
+    assert net.rates.tolist() == [pytest.approx(0.001), 0.5]
+
+
+@pytest.mark.parametrize("initial_value,x0,state0", [("false", 7, False), ("true", 50, True)])
+def test_event_initial_value_at_time_zero(initial_value, x0, state0):
+    """A trigger already true at t = 0 fires then only when initialValue is false (and, having
+    set X = 7, is false afterwards: it re-arms)."""
+    event = (f'<listOfEvents><event id="e0" useValuesFromTriggerTime="true"><trigger '
+             f'initialValue="{initial_value}" persistent="false"><math {MATH}><apply><gt/><ci>X</ci>'
+             f'<cn>10</cn></apply></math></trigger><listOfEventAssignments><eventAssignment variable="X">'
+             f'<math {MATH}><cn>7</cn></math></eventAssignment></listOfEventAssignments></event></listOfEvents>')
+    net = read_sbml_string(sbml(extra=event)).network
+    assert net.x0.tolist() == [x0] and net.event_state0 == (state0,)
