@@ -45,11 +45,12 @@ class Row:
         return self.headless.total_s / self.gui.total_s if self.gui and self.gui.total_s else None
 
 
-def bench_config(name: str, backend: str, quick: bool) -> tuple[Path, Any]:
-    """The panel's default preset for ``backend`` (shortened with ``quick``)."""
-    from app.gui.presets import default_for_engine
+def bench_config(name: str, backend: str, quick: bool, role: str = "") -> tuple[Path, Any]:
+    """The panel's default preset for ``backend``, or its preset of ``role`` (roles.yaml),
+    shortened with ``quick``."""
+    from app.gui.presets import default_for_engine, preset_for
 
-    path = default_for_engine(name, backend)
+    path = (preset_for(name, role) if role else None) or default_for_engine(name, backend)
     _, cfg = load_run_config(path)
     if quick:
         cfg = shorten(name, cfg)
@@ -131,7 +132,7 @@ def table(rows: list[Row]) -> str:
 
 def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: bool = False,
          panels: tuple[str, ...] = PANELS, headless_only: bool = False, repeat: int = 1,
-         timeout: float = 600.0) -> int:
+         timeout: float = 600.0, role: str = "") -> int:
     from app.compute.device import resolve_backend
 
     backend, _ = resolve_backend(backend)
@@ -150,7 +151,7 @@ def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: boo
         window.show()
     rows: list[Row] = []
     for name in panels:
-        path, cfg = bench_config(name, backend, quick)
+        path, cfg = bench_config(name, backend, quick, role)
         best_headless: Timing | None = None
         best_gui: Timing | None = None
         for _ in range(repeat):   # best of N: the 2-core machine is shared
@@ -180,7 +181,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--headless-only", action="store_true")
     parser.add_argument("--panels", nargs="*", default=list(PANELS))
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1, help="best of N (a shared machine)")
+    parser.add_argument("--role", default="", help="a preset role of roles.yaml instead of the "
+                        "engine's default (paper, lesson)")
     args = parser.parse_args()
     raise SystemExit(main(args.backend, Path(args.out), args.quick, tuple(args.panels),
-                          args.headless_only, args.repeat))
+                          args.headless_only, args.repeat, role=args.role))

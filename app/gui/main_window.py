@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
                 (self.include_results, None, None, False),
                 (None, None, None, False),
                 ("&Export data…", self._ask_export, "Ctrl+E", True),
+                ("Export &movie (MP4)…", self._ask_movie, None, True),
                 ("Save screens&hot…", self._ask_screenshot, None, True)):
             if text is None:
                 menu.addSeparator()
@@ -144,6 +145,12 @@ class MainWindow(QMainWindow):
                 action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
             action.triggered.connect(lambda _=False, n=name: self.run_command(n))
             self.run_actions[name] = action
+        menu.addSeparator()
+        self.record_movie = menu.addAction("Record a &movie of the next runs")
+        self.record_movie.setCheckable(True)
+        self.record_movie.setToolTip("Cardiac, network and epidermis: the live view as MP4 "
+                                     "(File › Export movie)")
+        self.record_movie.toggled.connect(self.set_movie_recording)
         menu.addSeparator()
         for row, name in enumerate(self.pages):
             action = menu.addAction(f"Go to {DOMAINS[name].label}")
@@ -185,6 +192,20 @@ class MainWindow(QMainWindow):
             panel.reset()
             return True
         return False
+
+    def set_movie_recording(self, on: bool) -> None:
+        """Record the live view of the next runs in every panel that has a moving picture."""
+        for page in self.pages.values():
+            if isinstance(page, Panel) and page.supports_movie():
+                page.set_movie_recording(on)
+
+    def save_movie(self, path: str | Path) -> bool:
+        return self._delegate("Cannot export the movie", "save_movie", path)
+
+    def _ask_movie(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export movie", "run.mp4", "MP4 (*.mp4)")
+        if path:
+            self.save_movie(path if Path(path).suffix else path + ".mp4")
 
     # ---- help ---------------------------------------------------------------------------
     def _message(self, title: str, html: str) -> QMessageBox:

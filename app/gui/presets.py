@@ -9,8 +9,9 @@ Before any run the rates measured for this module (below) stand in. No Qt here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from app.sims.common.config import load_yaml
 from app.sims.common.simulation import PRESETS, presets

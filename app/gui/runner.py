@@ -74,6 +74,7 @@ class SimulationWorker(QThread):
         self._gui_cpu_at = 0.0            # the GUI thread's CPU clock then
         self._wait = 0.0                  # seconds the next publication waits
         self._busy = 0.0                  # wall seconds the last frame kept the GUI busy
+        self._result_shown = False        # a frame with progress > 0 has been published
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._publish)
@@ -107,19 +108,21 @@ class SimulationWorker(QThread):
                 return
             # what the GUI thread spent since the last frame: drawing it, painting, events
             cost = max(time.thread_time() - self._gui_cpu_at, self._busy)
-            self._wait = min(MAX_WAIT, cost / DRAW_BUDGET) if self.frames_published else 0.0
+            # the first result is shown at once; the budget applies from then on
+            self._wait = min(MAX_WAIT, cost / DRAW_BUDGET) if self._result_shown else 0.0
             if now - self._published_at < self._wait:
                 return
         frame = self._take()
         if frame is not None:
             self.last_frame = frame
             self.frames_published += 1
-            self.frame_ready.emit(frame)
+            self._result_shown = self._result_shown or getattr(frame, "progress", 1.0) > 0
+            # clocks read before the hand-over: the drawing (synchronous) counts as its cost
             self._gui_cpu_at = time.thread_time()
-            handed = time.perf_counter()
+            handed = self._published_at = time.perf_counter()
+            self.frame_ready.emit(frame)
             # a zero timer fires once the posted paint requests have been handled
             QTimer.singleShot(0, self, lambda: setattr(self, "_busy", time.perf_counter() - handed))
-            self._published_at = handed
 
     def _on_thread_started(self) -> None:
         self._published_at = time.perf_counter()

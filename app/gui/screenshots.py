@@ -87,14 +87,14 @@ def run(out: Path, panels: list[str], timeout: float, scale: float,
         if rest_only:
             continue
         panel.start_run()
-        wait_until(lambda panel=panel: panel.last_frame is not None and panel.last_frame.progress > 0.3
-                   or not panel.running, timeout / 2)
+        wait_until(lambda p=panel: p.last_frame is not None and p.last_frame.progress > 0.3
+                   or not p.running, timeout / 2)
         if panel.running:
             written += shoot(window, name, "running", out, scale)
-        wait_until(lambda panel=panel: not panel.running, timeout)
+        wait_until(lambda p=panel: not p.running, timeout)
         if panel.running:
             panel.stop_run()
-            wait_until(lambda panel=panel: not panel.running, 30)
+            wait_until(lambda p=panel: not p.running, 30)
         settle(1.0)
         written += shoot(window, name, "finished", out, scale)
         print(f"{name}: {len(written)} screenshots so far", flush=True)

@@ -143,6 +143,7 @@ def load_session(path: str | Path) -> WorkbenchSession:
             for name, entry in dict(doc.get("panels", {})).items():
                 frame = None
                 if entry.get("frame") is not None:
+                    _frame_class(str(entry["frame"].get("class", "")))   # before reading arrays
                     with np.load(io.BytesIO(archive.read(f"frames/{name}.npz")),
                                  allow_pickle=False) as data:
                         arrays = {k: data[k] for k in data.files}
@@ -151,5 +152,6 @@ def load_session(path: str | Path) -> WorkbenchSession:
             return session
     except ConfigError:
         raise
-    except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile) as exc:
+    except (OSError, EOFError, KeyError, ValueError, TypeError, AttributeError,
+            zipfile.BadZipFile) as exc:
         raise ConfigError(f"cannot read the session: {type(exc).__name__}: {exc}", where) from exc

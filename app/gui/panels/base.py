@@ -47,6 +47,8 @@ class Panel(QWidget):
 
     status_changed = Signal(str)
     CONTROLS_WIDTH = 330          # the controls column's least starting width (it grows to fit)
+    MOVIE_VIEW = ""               # attribute naming the widget an MP4 of the run shows ("": none)
+    MOVIE_FPS = 10.0
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device,
                  parent: QWidget | None = None):
@@ -59,6 +61,8 @@ class Panel(QWidget):
         self.last_frame: Frame | None = None
         self.config_path: Path | None = None
         self.role_buttons: dict[str, QPushButton] = {}
+        self.record_next_movie = False
+        self.live_movie = None        # a MovieRecorder while (and after) a recorded run
         self.estimate_label: QLabel | None = None
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
@@ -234,6 +238,7 @@ class Panel(QWidget):
         if self.worker is not None:
             self.worker.deleteLater()
         self.worker = self.make_worker(cfg, backend, index)
+        self._start_movie()
         self.run_controls.set_state(RunState.RUNNING)
         self.worker.start()
         return True
@@ -397,6 +402,50 @@ class Panel(QWidget):
             if worker.isRunning():
                 worker.stop_and_wait()
 
+    # ---- movies of the live view ----------------------------------------------------------
+    def supports_movie(self) -> bool:
+        """Whether runs of this panel can be recorded as MP4 (a moving picture to record)."""
+        return bool(self.MOVIE_VIEW) or hasattr(self, "record_movie")
+
+    def set_movie_recording(self, on: bool) -> None:
+        """Record the next runs' live view as a movie (the epidermis panel: its own checkbox)."""
+        own = getattr(self, "record_movie", None)
+        if own is not None:
+            own.setChecked(on)
+        self.record_next_movie = bool(on)
+
+    def movie_image(self):
+        """The live view now, as an (H, W, 4) uint8 array."""
+        import numpy as np
+
+        from PySide6.QtGui import QImage
+
+        image = getattr(self, self.MOVIE_VIEW).grab().toImage().convertToFormat(
+            QImage.Format.Format_RGBA8888)
+        data = np.frombuffer(image.constBits(), np.uint8, image.sizeInBytes())
+        return data.reshape(image.height(), image.bytesPerLine() // 4, 4)[:, :image.width()].copy()
+
+    def save_movie(self, path: str | Path) -> Path:
+        """Write the movie of the last recorded run (MP4)."""
+        if hasattr(self, "record_movie"):
+            return self.export("mp4", path)
+        if self.live_movie is None:
+            raise RuntimeError("no movie recorded: turn on Run › Record movie, then run")
+        return self.live_movie.save(path)
+
+    def _start_movie(self) -> None:
+        if self.live_movie is not None:
+            self.live_movie.discard()
+            self.live_movie = None
+        if self.record_next_movie and self.MOVIE_VIEW:
+            from app.gui.movie import MovieRecorder, movie_support
+
+            why = movie_support()
+            if why:
+                log.warning("no movie: %s", why)
+            else:
+                self.live_movie = MovieRecorder(self.MOVIE_FPS)
+
     def show_frame(self, frame: Frame) -> None:
         """Draw a saved frame (a reopened session) as the result of a finished run."""
         self.clear_views()
@@ -409,10 +458,19 @@ class Panel(QWidget):
         self.run_controls.set_progress(frame.progress)
         self.status_changed.emit(self.status_text(frame))
         self.on_frame(frame)
+        if self.live_movie is not None and self.running:
+            try:
+                self.live_movie.add(self.movie_image())
+            except Exception as exc:  # noqa: BLE001  (a movie never stops a run)
+                log.warning("movie recording stopped: %s", exc)
+                self.live_movie.discard()
+                self.live_movie = None
 
     def _run_finished(self, arrays: dict, summary: dict) -> None:
         self.run_controls.set_state(RunState.FINISHED)
         self._record_rate(summary)
+        if self.live_movie is not None:
+            self.live_movie.finish()
         if self.last_frame is not None:
             self.run_controls.set_progress(self.last_frame.progress)
         self.on_finished(arrays, summary)
@@ -420,7 +478,8 @@ class Panel(QWidget):
     def _record_rate(self, summary: dict) -> None:
         """A finished run's work per wall second, for the next estimates on this engine."""
         wall = summary.get("wall_seconds") if summary else None
-        if not summary or not summary.get("finished", True) or not wall or self.worker is None:
+        if (not summary or not wall or self.worker is None or self.worker.session.stopped
+                or summary.get("finished") is False):     # a stopped run did not do the work
             return
         amount = work(self.domain.name, self.worker.cfg)
         if amount > 0:

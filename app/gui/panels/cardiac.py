@@ -1,7 +1,8 @@
-"""The cardiac tissue panel: the CRN model on a geodesic sphere, a sheet or a single cell.
+"""The cardiac tissue panel: any CellML cell model on a geodesic sphere, a sheet or a single cell.
 
-Controls: preset or YAML file, mesh and size, solver and its settings, protocol (run length,
-stimulus period and count), ACh, probes, backend. Views: the tissue (vispy sphere, rotate and
+Controls: preset or YAML file, the cell model (shipped or a CellML file), its parameters and a
+region with other values, mesh and size, solver and its settings, protocol (run length,
+stimulus period and count), probes, backend. Views: the tissue (vispy sphere, rotate and
 zoom, click a cell to add a probe; or the sheet as an image) coloured by V and, when a run
 ends, by activation time; the probe traces; the step-size history of adaptive solvers; the
 status bar shows simulated ms per wall second. Exports: traces (CSV), maps (NPZ), the mesh
@@ -23,6 +24,7 @@ from app.gui.forms import ConfigForm
 
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
+from app.gui.panels.cardiac_model import ModelGroup
 from app.gui.views.cardiac import ProbeTraceView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
 from app.sims.cardiac.engine import build_mesh
@@ -55,6 +57,8 @@ def region_for(kind: str, region: Region, dx: float) -> Region:
 class CardiacPanel(Panel):
     """Controls and live views of a cardiac tissue run."""
 
+    MOVIE_VIEW = "tissue"
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: CardiacConfig | None = None
@@ -63,6 +67,10 @@ class CardiacPanel(Panel):
         self.extra_probes: list[int] = []
         self.form = ConfigForm(CardiacConfig)
         self._build_preset_group()
+        self.model_group = ModelGroup()
+        self.model_group.open_button.clicked.connect(
+            lambda: self.ask_file("Open CellML model", "CellML (*.cellml *.xml)", self.model_group.add_file))
+        self.controls_layout.addWidget(self.model_group)
         self._build_mesh_group()
         self._build_solver_group()
         self._build_protocol_group()
@@ -96,13 +104,12 @@ class CardiacPanel(Panel):
         self.controls_layout.addWidget(box)
 
     def _build_protocol_group(self) -> None:
-        box = self.form.group("Protocol and model", [("protocol.t_end", "Run length (ms)")])
+        box = self.form.group("Protocol", [("protocol.t_end", "Run length (ms)")])
         self.period = QDoubleSpinBox(decimals=2, minimum=1e-3, maximum=1e8, singleStep=50.0)
         self.count = QSpinBox(minimum=1, maximum=100000)
-        self.ach = QDoubleSpinBox(decimals=4, minimum=0.0, maximum=100.0, singleStep=0.01)
         self.probe_cells = QLineEdit(placeholderText="cell indices, e.g. 0, 12 (or click the tissue)")
         self.stimuli_label = QLabel(wordWrap=True)
-        for label, widget in (("S1 period (ms)", self.period), ("S1 count", self.count), ("ACh (µM)", self.ach)):
+        for label, widget in (("S1 period (ms)", self.period), ("S1 count", self.count)):
             box.layout().addRow(label, widget)
         self.form.rows(box.layout(), ["output.random_probes"])
         box.layout().addRow("Probe cells", self.probe_cells)
@@ -113,7 +120,8 @@ class CardiacPanel(Panel):
         self.tissue = TissueView()
         self.traces = ProbeTraceView()
         self.steps = StepSizeView()
-        self.tissue.cell_clicked.connect(self.add_probe)
+        self.tissue.cell_clicked.connect(self.tissue_clicked)
+        self.tissue.cell_dragged.connect(self.stimulate)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.traces)
         bottom.addWidget(self.steps)
@@ -150,7 +158,7 @@ class CardiacPanel(Panel):
             f"{st.name}: {st.amplitude:g} pA/pF × {st.duration:g} ms at {st.start:g} ms"
             f"{f', every {st.period:g} ms × {st.count}' if st.count > 1 else ''} ({st.region.kind})"
             for st in p.stimuli))
-        self.ach.setValue(float(cfg.model.get("ACh", 0.0)))
+        self.attempt("Cell model", self.model_group.set_settings, cfg.model)
         self.probe_cells.setText(", ".join(str(c) for c in cfg.output.probe_cells))
         self._update_cells()
         self._update_solver()
@@ -169,9 +177,12 @@ class CardiacPanel(Panel):
         stimuli = [replace(st, region=region_for(b.mesh.kind, st.region, b.mesh.dx_mm)) for st in b.protocol.stimuli]
         if stimuli:
             stimuli[0] = replace(stimuli[0], period=self.period.value(), count=self.count.value())
-        model = dict(b.model)
-        if self.ach.value() > 0 or "ACh" in model:
-            model["ACh"] = self.ach.value()
+        try:
+            model = self.model_group.settings(b.model)
+        except ConfigError:
+            raise
+        except Exception as exc:          # an import error of a picked file
+            raise ConfigError(str(exc)) from None
         return self.validate(replace(b, protocol=replace(b.protocol, stimuli=stimuli), model=model,
                                      output=replace(b.output, probe_cells=self.probe_list())))
 
@@ -184,6 +195,29 @@ class CardiacPanel(Panel):
             self.probe_cells.setText(", ".join(str(c) for c in cells))
         self.traces.add_live_probe(int(cell))
         log.info("cardiac: probe at cell %d", cell)
+
+    def movie_image(self):
+        """The sphere through its own renderer (an OpenGL canvas does not grab), else the view."""
+        if self.tissue.kind == "sphere" and self.tissue.sphere is not None:
+            return self.tissue.sphere.render()
+        return super().movie_image()
+
+    def tissue_clicked(self, cell: int) -> None:
+        """A click on the tissue: stimulate there (during a run) or add a probe, as chosen."""
+        if self.tissue.click_action.currentData() == "stimulate" and self.running:
+            self.stimulate(cell)
+        else:
+            self.add_probe(cell)
+
+    def stimulate(self, cell: int) -> bool:
+        """Inject a stimulus pulse around ``cell`` into the running simulation (between slices)."""
+        if not self.running or self.tissue.click_action.currentData() != "stimulate":
+            return False
+        from app.sims.cardiac.stimulate import StimulusRequest
+
+        self.worker.session.request(StimulusRequest(int(cell)))
+        log.info("cardiac: stimulus requested at cell %d", cell)
+        return True
 
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:
@@ -209,7 +243,7 @@ class CardiacPanel(Panel):
     def on_finished(self, arrays: dict, summary: dict) -> None:
         self.arrays = arrays or None
         if arrays and "activation_time" in arrays and self.mesh is not None and self.mesh.kind != "single":
-            self.tissue.show_activation(arrays["activation_time"])
+            self.tissue.show_activation(arrays["activation_time"], arrays.get("activation_last"))
         if summary:
             log.info("cardiac: %.1f ms simulated in %.2f s on %s, %d steps (%s)",
                      summary.get("sim_ms", 0.0), summary.get("wall_seconds", 0.0), summary.get("device", "?"),

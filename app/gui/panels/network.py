@@ -67,6 +67,8 @@ def epoch_end(frame) -> bool:
 class NetworkPanel(Panel):
     """Controls and live views of a developing culture."""
 
+    MOVIE_VIEW = "views"
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: NetworkConfig | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
@@ -27,6 +28,41 @@ def cache_axes(plot: pg.PlotItem) -> None:
     drawing dominates a pyqtgraph repaint; a frame that leaves an axis alone then costs a blit)."""
     for name in ("bottom", "left", "top", "right"):
         plot.getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+def legend_outside(plot: pg.PlotItem) -> pg.LegendItem:
+    """A legend in its own column right of the data (never over a curve); named curves added to
+    ``plot`` join it, as with ``addLegend``."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QSizePolicy
+
+    legend = pg.LegendItem(verSpacing=-4)
+    plot.layout.addItem(legend, 2, 3)
+    plot.layout.setColumnStretchFactor(3, 0)
+    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+    plot.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
+    plot.legend = legend
+    return legend
+
+
+def integer_axis(plot: pg.PlotItem, name: str = "left") -> None:
+    """Ticks at whole numbers only (counts: cells, layers, synapses)."""
+    plot.getAxis(name).setTickSpacing()  # pyqtgraph's automatic spacing, then filtered
+    axis = plot.getAxis(name)
+    original = axis.tickValues
+
+    def whole(minVal, maxVal, size):
+        levels = []
+        for spacing, values in original(minVal, maxVal, size):
+            if spacing >= 1:
+                levels.append((spacing, values))
+            else:                                   # sub-unit spacing: whole numbers instead
+                lo, hi = int(np.ceil(minVal)), int(np.floor(maxVal))
+                levels.append((1.0, [float(v) for v in range(lo, hi + 1)] if hi - lo < 12 else []))
+                break
+        return levels
+
+    axis.tickValues = whole
 
 
 def show_axis_values(plot: pg.PlotItem, shown: bool) -> None:

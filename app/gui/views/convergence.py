@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout
 
-from app.gui.views.base import PlotView, colour
+from app.gui.views.base import PlotView, colour, legend_outside
 
 FLOOR = 1e-300   # log axes cannot show 0 (an exact fit); drawn at this floor instead
 
@@ -32,7 +32,7 @@ class ConvergenceView(PlotView):
         row.addWidget(self.wall_toggle)
         self.header.insertLayout(0, row)
         self.plot.setLogMode(x=False, y=True)
-        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
+        self.legend = legend_outside(self.plot)
         self.best = self.plot.plot(pen=pg.mkPen(colour(0), width=2), name="best χ²")
         self.median = self.plot.plot(pen=pg.mkPen(colour(1), width=1.5), name="median χ²")
         self._frame = None

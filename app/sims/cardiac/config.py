@@ -99,13 +99,44 @@ class RunSettings:
 
 
 @dataclass(frozen=True)
+class ParameterRegion:
+    """Cells of a sheet or sphere where the model's parameters take other values (a scar, an
+    ACh-affected region): ``rect`` (x0..x1, y0..y1 mm), ``circle`` (center, radius mm; on a
+    sphere the 3-D distance) or ``cap``/``cells`` as for stimuli."""
+
+    kind: str = field(default="rect", metadata=spec(choices=("rect", "circle", "cap", "cells")))
+    x0: float = -1e9
+    x1: float = 1e9
+    y0: float = -1e9
+    y1: float = 1e9
+    center: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    radius_mm: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
+    angle_deg: float = field(default=10.0, metadata=spec(range=(0.0, 180.0)))
+    cells: list[int] = field(default_factory=list)
+    parameters: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The cell model: a shipped model's name or a CellML file, and parameter values
+    (``component.variable`` keys, the model's annotated constants) for all cells, then for
+    regions (later regions win)."""
+
+    file: str = "courtemanche_ramirez_nattel_1998"
+    voltage: str = field(default="", metadata=spec(doc="component.variable of V where the file has no annotation"))
+    stimulus: str = field(default="", metadata=spec(doc="component.variable of the stimulus current"))
+    parameters: dict[str, float] = field(default_factory=dict)
+    regions: list[ParameterRegion] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class CardiacConfig:
     domain: str = "cardiac"
     name: str = ""
     description: str = ""
     mesh: MeshSettings = field(default_factory=MeshSettings)
     D: float = field(default=0.06, metadata=spec(range=(0.0, 100.0), doc="mm²/ms"))
-    model: dict[str, float] = field(default_factory=dict)        # e.g. {ACh: 0.1} (umol/L)
+    model: ModelSettings = field(default_factory=ModelSettings)
     protocol: Protocol = field(default_factory=Protocol)
     solver: SolverSettings = field(default_factory=SolverSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
@@ -132,13 +163,18 @@ def _check_fixed_step(doc: Document, st: Stimulus, dt: float, where: tuple) -> N
 
 def load_config(doc: Document) -> CardiacConfig:
     cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
-    from app.sims.cardiac import crn
-    for key in cfg.model:
-        if key not in crn.PARAMETERS:
-            raise doc.error(f"unknown model parameter '{key}'; valid: {', '.join(crn.PARAMETERS)}",
-                            ("model", key))
-    if cfg.model.get("ACh", 0.0) < 0:
-        raise doc.error("ACh must be >= 0 (umol/L)", ("model", "ACh"))
+    from app.sims.cardiac.cellml import CellMLImportError
+    from app.sims.cardiac.model import config_model
+    try:
+        config_model(cfg.model)
+    except CellMLImportError as exc:
+        raise doc.error(str(exc), ("model",)) from None
+    blocks = [(("model", "parameters"), cfg.model.parameters)]
+    blocks += [(("model", "regions", i, "parameters"), r.parameters) for i, r in enumerate(cfg.model.regions)]
+    for where, values in blocks:
+        for key, value in values.items():
+            if not np.isfinite(value):
+                raise doc.error(f"parameter '{key}' must be a finite number", where + (key,))
     s = cfg.solver
     if s.method in ADAPTIVE and s.at == 0 and s.rt == 0:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))

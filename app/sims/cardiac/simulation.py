@@ -11,7 +11,7 @@ import numpy as np
 
 from app.sims.cardiac.config import CardiacConfig, load_config
 from app.sims.cardiac.engine import Problem, RunStopped
-from app.sims.cardiac.metrics import beat_metrics
+from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
 from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError
 from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
@@ -181,13 +181,22 @@ class CardiacSimulation(Simulation):
         hist_states = e.cell_history() if hasattr(e, "cell_history") else None
         if p.n_cells == 1 and hist_states is not None:
             t, ys = hist_states
-            dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.params)[0][0]
+            dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.cell_params)[0][0]
             arrays["cell_t"], arrays["cell_states"], arrays["cell_dVdt"] = t, ys.T, dv
-            onset = _analysed_onset(p)
-            if onset is not None:
-                summary.update(beat_metrics(t, ys[0], onset, dv))
-                summary["beat_onset_ms"] = onset
+            summary.update(self._beat(t, ys[0], dv))
+        elif p.n_cells == 1 and len(pt) > 3:      # CUDA: the probe trace (every accepted step
+            summary.update(self._beat(pt, pv[:, 0], None))   # with dt_save 0), dV/dt by differences
         return arrays, summary
+
+    def _beat(self, t: np.ndarray, v: np.ndarray, dv: np.ndarray | None) -> dict[str, Any]:
+        """Rest, peak, max dV/dt and APD90 of the analysed beat: the last stimulus onset followed
+        by 400 ms, or a self-oscillating cell's last spontaneous beat."""
+        onset, window = _analysed_onset(self.problem), 1000.0
+        if onset is None:
+            onset, window = spontaneous_beat(t, v, self.cfg.output.activation_threshold) or (None, 0)
+        if onset is None:
+            return {}
+        return {**beat_metrics(t, v, onset, dv, window), "beat_onset_ms": onset}
 
     def close(self) -> None:
         self.engine.close()
@@ -196,7 +205,9 @@ class CardiacSimulation(Simulation):
 def _analysed_onset(p: Problem) -> float | None:
     """The last stimulus onset followed by at least 400 ms of run (else the first)."""
     onsets = []
-    for start, _, _, period, count in p.stim_table:
+    for start, _, amplitude, period, count in p.stim_table[:len(p.cfg.protocol.stimuli)]:
+        if amplitude == 0.0:
+            continue
         onsets += list(start + period * np.arange(int(count)))
     onsets = sorted(o for o in onsets if o < p.t_end)
     if not onsets:
