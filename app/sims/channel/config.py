@@ -163,7 +163,8 @@ def estimate_memory(cfg: ChannelConfig, backend: str):
     if backend == "cuda":
         gpu = {"population and its next generation (float32)": 2 * pop * n_params * 4 + pop * 8,
                "data and traces (float32)": 2 * t * 4}
-    return estimate(host, gpu, ("ga", "population"))
+    data = f"data and best traces: {t:,.0f} recorded points x 6 x 8 B"
+    return estimate(host, gpu, ("ga", "population"), {data: ("protocols",)})
 
 
 def check_before_run(cfg: ChannelConfig, backend: str) -> None:
