@@ -402,3 +402,13 @@ def test_a_count_that_would_overflow_stops_the_cuda_run(tmp_path, capsys):
     assert code == 3 and "X" in err, err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["finished"] is False
+
+
+def test_100001_snapshot_times_of_2_26_realizations_are_refused_naming_the_snapshots(tmp_path, capsys,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "8G")
+    text = PRESET["ssa"].read_text().replace("realizations: 20000", "realizations: 67108864")
+    text = text.replace("samples: 61", "samples: 100001")
+    text += "  snapshot_times: [" + ", ".join(f"{i * 0.0003:.4f}" for i in range(100001)) + "]\n"
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out")
+    assert code == 2 and "ensemble.snapshot_times" in err and "TiB of host memory" in err, err
