@@ -40,3 +40,34 @@ def test_open_shows_each_refusal_and_the_window_stays_usable(window, tmp_path, s
     good = window.current_panel().config_path
     assert window.open_config(good)                  # still usable
     assert len(shown_errors) == len(BAD_FILES)
+
+
+@pytest.mark.timeout(60)
+def test_a_run_that_does_not_fit_is_refused_in_a_dialog(ssa, qtbot, monkeypatch, shown_errors,
+                                                        set_ensemble):
+    """The memory estimate is checked in the run's thread before anything is allocated: the
+    refusal reaches the user and the panel can run again."""
+    from app.gui.runner import RunState
+
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "64K")
+    set_ensemble(ssa, realizations=100000)
+    assert ssa.start_run()
+    with qtbot.waitSignal(ssa.worker.failed, timeout=30000):
+        pass
+    title, text, detail = shown_errors[-1]
+    assert "of host memory" in text and "64.0 KiB is available" in text and "Traceback" not in detail
+    assert ssa.run_controls.state is RunState.FINISHED and ssa.run_controls.run_button.isEnabled()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("payload,message", [(b"", "the file is empty"),
+                                             (b"\x00garbage" * 100, "not an NPZ (zip) file")])
+def test_resuming_the_network_from_a_bad_checkpoint_shows_why(window, tmp_path, shown_errors,
+                                                              payload, message):
+    panel = window.select_panel("network")
+    path = tmp_path / "ck.npz"
+    path.write_bytes(payload)
+    panel.attempt("Resume from a checkpoint", panel.resume_from, str(path))
+    title, text, detail = shown_errors[-1]
+    assert f"checkpoint {path}" in text and message in text and not detail
+    assert panel.resume_path is None

@@ -212,10 +212,10 @@ def n_cells(mesh: MeshSettings) -> int:
 def estimate_memory(cfg: CardiacConfig, backend: str):
     """Host and GPU bytes: the state and the solver's stages (cells x states), the mesh, the
     activation maps, the probe recordings (probes x saved times) and a single cell's history."""
-    from app.sims.cardiac import crn
+    from app.sims.cardiac.model import config_model
     from app.sims.common.memory import estimate
 
-    n, states = float(n_cells(cfg.mesh)), float(len(crn.STATES))
+    n, states = float(n_cells(cfg.mesh)), float(config_model(cfg.model).n_states)
     width = 8.0 if cfg.solver.precision == "float64" else 4.0
     stages = 8.0                                  # stages, error and accepted copies (at most)
     out, t_end = cfg.output, cfg.protocol.t_end

@@ -163,13 +163,14 @@ def estimate_memory(cfg: ChannelConfig, backend: str):
     if backend == "cuda":
         gpu = {"population and its next generation (float32)": 2 * pop * n_params * 4 + pop * 8,
                "data and traces (float32)": 2 * t * 4}
-    return estimate(host, gpu, ("ga", "population"))
+    data = f"data and best traces: {t:,.0f} recorded points x 6 x 8 B"
+    return estimate(host, gpu, ("ga", "population"), {data: ("protocols",)})
 
 
 def check_before_run(cfg: ChannelConfig, backend: str) -> None:
-    """A rate that is NaN for every parameter set at some protocol voltage is a model error
-    (an individual with a NaN rate is only an invalid individual): tried on parameter sets
-    drawn as the GA's first generation is."""
+    """A rate that is NaN or infinite for every parameter set at some protocol voltage is a
+    model error (an individual with such a rate is only an invalid individual): checked on 256
+    parameter sets drawn as the GA's first generation is, before anything is allocated."""
     from app.sims.channel.ga import initial_population
     from app.sims.channel.model import undefined_rate
 
@@ -177,11 +178,20 @@ def check_before_run(cfg: ChannelConfig, backend: str) -> None:
     protocol = cfg.fit_data(model).protocol if cfg.data.source == "recordings" else cfg.protocol()
     voltages = sorted({s.holding for s in protocol.sweeps}
                       | {v for s in protocol.sweeps for op in s.ops for v in (op.v, op.v_end)})
-    params = initial_population(cfg.ga.seed, min(cfg.ga.population, 256), model.lower, model.upper)
+    params = initial_population(cfg.ga.seed, 256, model.lower, model.upper)
     found = undefined_rate(model, params, voltages)
     if found is not None:
         name, v = found
-        raise ConfigError(f"rate {name} is not a number at v = {v:g} mV for every one of "
+        raise ConfigError(f"rate {name} is NaN or infinite at v = {v:g} mV for every one of "
                           f"{len(params)} parameter sets in the parameter ranges: the model is "
                           "wrong there (e.g. the square root or log of a negative number)",
                           path=("model", "rates"))
+    true = model.true_values
+    if cfg.data.source == "surrogate" and np.isfinite(true).all():
+        rates = model.rate_values(true[None, :], np.asarray(voltages, float))
+        for name, r in rates.items():
+            bad = ~np.isfinite(r[:, 0])
+            if bad.any():
+                raise ConfigError(f"the surrogate data would be NaN: at the parameters' 'value's rate "
+                                  f"{name} is NaN or infinite at v = {voltages[int(np.flatnonzero(bad)[0])]:g} mV",
+                                  path=("model", "parameters"))

@@ -11,6 +11,8 @@ from app.sims.common.simulation import RESOURCES
 def resolve(path: str, base_dir: str) -> Path:
     """A relative path against the config's folder, then against ``resources/``."""
     p = Path(path)
+    if p.exists() and not p.is_file():
+        raise ConfigError(f"{path} is not a regular file (a folder, a device or a pipe?)")
     if p.is_absolute():
         return p
     for root in (Path(base_dir or "."), RESOURCES):

@@ -175,13 +175,14 @@ def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple =
 
 
 def undefined_rate(model: ChannelModel, params: np.ndarray, voltages) -> tuple[str, float] | None:
-    """(rate name, v) of the first rate that is NaN at ``v`` (after the singular shift) for
-    every parameter row of ``params``: a model error, not a bad individual. None if none is."""
+    """(rate name, v) of the first rate that is NaN (after the singular shift) or infinite at
+    ``v`` for every parameter row of ``params``: a model error, not a bad individual. None if
+    none is."""
     for v in voltages:
         with np.errstate(all="ignore"):
             rates = model._rates(params, float(v))
             shifted = model._rates(params, float(v) + SINGULAR_DV)
         for name, r in rates.items():
-            if np.isnan(np.where(np.isnan(r), shifted[name], r)).all():
+            if not np.isfinite(np.where(np.isnan(r), shifted[name], r)).any():
                 return name, float(v)
     return None

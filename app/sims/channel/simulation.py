@@ -16,6 +16,7 @@ import numpy as np
 
 from app.sims.channel import optimizers
 from app.sims.channel.config import ChannelConfig, GASettings, load_config
+from app.sims.channel.cpu import BAD_SCORE
 from app.sims.channel.uncertainty import AdaptiveMetropolis, Intervals, gauss_newton_intervals
 from app.sims.channel.engine import CpuGA
 from app.sims.common.config import ConfigError, build, dump_yaml, parse_yaml
@@ -385,6 +386,10 @@ class ChannelSimulation(Simulation):
             arrays["posterior_samples"] = self.posterior_samples()
             summary["posterior"] = self.mcmc.posterior(self.model.param_names)
             summary["mcmc_acceptance"] = self.mcmc.acceptance
+        if not self.best_chi2 < BAD_SCORE:           # never a valid individual: not a fit
+            summary["stopped"] = {"generation": self.generation,
+                                  "reason": "every parameter set evaluated was invalid (a rate NaN or "
+                                            "infinite, or the simulation failed): no fit"}
         true = self.model.true_values
         if self.cfg.data.source == "surrogate" and not np.isnan(true).any():
             summary["relative_error"] = dict(zip(self.model.param_names,

@@ -127,7 +127,8 @@ def write_checkpoint(path: str | Path, state: Mapping[str, Any], domain: str,
     arrays = {k: np.asarray(v) for k, v in state.items()}
     arrays[MARKER] = np.array(json.dumps({"format": FORMAT, "domain": domain}))
     buf = io.BytesIO()
-    (np.savez_compressed if compressed else np.savez)(buf, **arrays)
+    writer: Any = np.savez_compressed if compressed else np.savez
+    writer(buf, **arrays)
     try:
         return atomic_write_bytes(path, buf.getvalue())
     except OSError as exc:

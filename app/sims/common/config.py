@@ -107,11 +107,18 @@ def load_yaml(path: str | Path) -> Document:
     try:
         if path.is_dir():
             raise ConfigError("this is a folder, not a config file", str(path))
+        if path.exists() and not path.is_file():     # a device (/dev/zero), a pipe, a socket
+            raise ConfigError("not a regular file (a device or a pipe?); a run config is a "
+                              "YAML text file", str(path))
         size = path.stat().st_size
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(f"the file is {size:,} bytes; a run config may have at most "
                               f"{MAX_CONFIG_BYTES:,}", str(path))
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:                  # bounded even if the file grows meanwhile
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"the file has more than {MAX_CONFIG_BYTES:,} bytes; a run config "
+                              "may have at most that", str(path))
     except OSError as exc:
         raise ConfigError(f"cannot read file: {exc.strerror}", str(path)) from None
     try:

@@ -44,7 +44,7 @@ def estimate(parts_host: dict[str, float], parts_gpu: dict[str, float] | None = 
     parts_gpu = parts_gpu or {}
     named = {**{k: int(v) for k, v in parts_host.items()},
              **{f"GPU {k}": int(v) for k, v in parts_gpu.items()}}
-    largest = max(named, key=named.get) if named else ""
+    largest = max(named, key=lambda k: named[k]) if named else ""
     key = (keys or {}).get(largest.removeprefix("GPU "), key)
     return MemoryEstimate(int(sum(parts_host.values())), int(sum(parts_gpu.values())), named, key)
 

@@ -9,6 +9,7 @@ stop and parameter changes are thread-safe requests applied between slices.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import threading
 import time
@@ -189,18 +190,18 @@ def run_headless(domain: Domain, cfg: Any, backend: str, out_dir: str | Path | N
     start = time.perf_counter()
     session = Session(domain, cfg, backend, on_frame=progress)
 
-    def write() -> None:
+    def write(out: str | Path) -> None:
         more = None if extra is None else (lambda folder: extra(session, folder))
-        write_run_outputs(out_dir, cfg, session.arrays, session.summary, more)
+        write_run_outputs(out, cfg, session.arrays, session.summary, more)
 
     try:
         session.run()
     except Exception:
         if out_dir is not None and session.summary:
-            write()
+            write(out_dir)
             log.warning("the run failed; what it had is in %s", out_dir)
         raise
     log.info("run finished in %.2f s", time.perf_counter() - start)
     if out_dir is not None:
-        write()
+        write(out_dir)
     return session

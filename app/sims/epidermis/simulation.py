@@ -51,6 +51,7 @@ class EpidermisSimulation(Simulation):
         self.history: dict[str, list] = {k: [] for k in HISTORY_KEYS}
         self._slice = cfg.run.slice_steps if backend == "cuda" else 10
         self._cells = None             # (centres, genes) of the current step, cached
+        self.stopped: str | None = None
 
     @classmethod
     def from_config(cls, cfg: EpidermisConfig, backend: str) -> "EpidermisSimulation":
@@ -69,7 +70,15 @@ class EpidermisSimulation(Simulation):
 
     @property
     def finished(self) -> bool:
-        return self.step >= self.cfg.run.steps
+        return self.step >= self.cfg.run.steps or self.stopped is not None
+
+    def _check_finite(self) -> None:
+        """Stop (with the reason) once a cell's centre or genes are not finite: a blow-up."""
+        centres, genes = self.cells()
+        bad = ~(np.isfinite(centres).all(axis=0) & np.isfinite(genes).all(axis=0))
+        if bad.any():
+            self.stopped = (f"step {self.step}: cell {int(np.flatnonzero(bad)[0])} has a non-finite "
+                            "position or gene value (the mechanics blew up: lower run.dt)")
 
     def advance(self) -> EpidermisFrame:
         run = self.cfg.run
@@ -79,8 +88,13 @@ class EpidermisSimulation(Simulation):
             next_sample = (self.step // every + 1) * every
             n = max(1, min(self._slice, next_sample - self.step, run.steps - self.step))
             before = self.step
-            self.engine.advance(n)
+            try:
+                self.engine.advance(n)
+            except model.BlownUpError as exc:      # stop with what the run had, and say why
+                self.stopped = str(exc)
             self._cells = None
+            if self.stopped is None:
+                self._check_finite()
             if self.step % every == 0 or self.finished:
                 self._record()
             elapsed = time.perf_counter() - start
@@ -92,7 +106,7 @@ class EpidermisSimulation(Simulation):
                 self._slice = int(np.clip(target, 1, max(2, 2 * n)))
             interval = self.cfg.growth.interval
             grew = run.mode == "full" and self.step // interval > before // interval
-            if run.checkpoint and (grew or self.finished):
+            if run.checkpoint and (grew or self.finished) and self.stopped is None:
                 self.save_checkpoint(run.checkpoint)
         return self.frame()
 
@@ -130,9 +144,9 @@ class EpidermisSimulation(Simulation):
         return EpidermisFrame(
             progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
-            status=f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
-                   f"{layers} layer{'' if layers == 1 else 's'}, "
-                   f"{supra.mean() if n else 0:.0%} suprabasal" + _compile_note(self.engine),
+            status=self.stopped or (f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
+                                    f"{layers} layer{'' if layers == 1 else 's'}, "
+                                    f"{supra.mean() if n else 0:.0%} suprabasal" + _compile_note(self.engine)),
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
             cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),
             positions=freeze(pos), element_cell=freeze(cell), element_type=freeze(etype),
@@ -211,8 +225,10 @@ class EpidermisSimulation(Simulation):
             "device": device_name(self.backend), "setup_seconds": self.setup_seconds,
             "relax_seconds": self.relax_seconds, "seed": self.cfg.tissue.seed,
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
-            "finished": self.finished,
+            "finished": self.finished and self.stopped is None,
         }
+        if self.stopped is not None:
+            summary["stopped"] = {"step": self.step, "reason": self.stopped}
         return arrays, summary
 
     def close(self) -> None:

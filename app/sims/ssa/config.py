@@ -132,9 +132,9 @@ def estimate_memory(cfg: SSAConfig, backend: str):
     ens = cfg.ensemble
     r, s, m = float(ens.realizations), float(net.n_species), float(net.n_reactions)
     k, h, bins = float(ens.samples), float(len(cfg.histogram_indices(net))), float(ens.histogram_bins)
-    snapshots = float(len(set(ens.snapshot_times)) + 1)         # + the final state
-    host = {f"kept states: {snapshots:.0f} x {r:,.0f} realizations x {s:,.0f} species x 8 B":
-            snapshots * r * s * 8,
+    snapshots = float(min(len(set(ens.snapshot_times)), ens.samples) + 1)   # + the final state
+    kept = f"kept states: {snapshots:,.0f} x {r:,.0f} realizations x {s:,.0f} species x 8 B"
+    host = {kept: snapshots * r * s * 8,
             f"statistics: {k:,.0f} samples x ({s:,.0f} species + {h:.0f} histograms x {bins:.0f} bins)":
             k * (2 * s + h * (bins + 2)) * 8}
     gpu = {}
@@ -148,7 +148,8 @@ def estimate_memory(cfg: SSAConfig, backend: str):
         if backend == "cpu-reference":
             host["random-number buffers"] = r * 64 * 8
         host["statistics pass: one state copy"] = r * s * 8
-    return estimate(host, gpu, ("ensemble", "realizations"))
+    return estimate(host, gpu, ("ensemble", "realizations"),
+                    {kept: ("ensemble", "snapshot_times")} if snapshots > 2 else None)
 
 
 def check_before_run(cfg: SSAConfig, backend: str) -> None:

@@ -260,6 +260,14 @@ def test_a_blow_up_exits_3_and_keeps_what_it_had(tmp_path, capsys):
     assert (tmp_path / "out" / "results.npz").exists() and (tmp_path / "out" / "manifest.json").exists()
 
 
+def test_an_epidermis_blow_up_exits_3_and_keeps_what_it_had(tmp_path, capsys):
+    code, err = run_cli(capsys, PRESET["epidermis"], "run.dt=1.0", "run.steps=20", "run.relax_steps=0",
+                        "mechanics.intra.U0=10000", "mechanics.intra.xi1=0.001", out=tmp_path / "out")
+    assert code == 3 and "blew up" in err, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["finished"] is False and "blew up" in summary["stopped"]["reason"]
+
+
 # ---- channel: NaN rates and ABF channels ------------------------------------------------
 CHANNEL_MODEL = """domain: channel
 name: nan model
@@ -280,13 +288,13 @@ ga: {population: 16, generations: 2, seed: 3}
 def test_a_rate_nan_for_every_parameter_set_is_a_model_error(tmp_path, capsys):
     path = write(tmp_path, CHANNEL_MODEL.replace("RATE", "sqrt(-1-a)"))
     code, err = run_cli(capsys, path, out=tmp_path / "out")
-    assert code == 2 and "rate k12 is not a number at v = -100 mV" in err, err
+    assert code == 2 and "rate k12 is NaN or infinite at v = -100 mV" in err, err
 
 
 def test_a_rate_nan_only_at_one_voltage_is_a_model_error_naming_that_voltage(tmp_path, capsys):
     path = write(tmp_path, CHANNEL_MODEL.replace("RATE", "a*sqrt(v-1)"))
     code, err = run_cli(capsys, path, out=tmp_path / "out")
-    assert code == 2 and "rate k12 is not a number at v = -100 mV" in err, err
+    assert code == 2 and "rate k12 is NaN or infinite at v = -100 mV" in err, err
 
 
 def test_a_rate_nan_for_some_parameter_sets_makes_invalid_individuals(tmp_path, capsys):
@@ -300,10 +308,25 @@ def test_a_rate_nan_for_some_parameter_sets_makes_invalid_individuals(tmp_path, 
     params = np.array([[1.0, 2.0], [1.0, 8.0]])
     scores = evaluate(model, protocol, params, np.zeros(protocol.n_points))
     assert scores[0] == BAD_SCORE and scores[1] < BAD_SCORE
-    code, err = run_cli(capsys, write(tmp_path, CHANNEL_MODEL.replace("RATE", "sqrt(a-5)")),
-                        out=tmp_path / "out")
+    text = CHANNEL_MODEL.replace("RATE", "sqrt(a-5)")
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out")
+    assert code == 2 and "the surrogate data would be NaN" in err, err      # a = 1: NaN data
+    text = text.replace("{name: a, min: 0.1, max: 10, value: 1}", "{name: a, min: 0.1, max: 10, value: 8}")
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out")
     assert code == 0, err
     assert np.isfinite(json.loads((tmp_path / "out" / "summary.json").read_text())["best_chi2"])
+
+
+def test_a_fit_where_every_individual_failed_is_not_reported_as_a_fit(tmp_path, capsys, monkeypatch):
+    """Simulations that all fail (rates finite, the propagation not): exit 3, never a 'best'
+    parameter set with the failure score as its chi^2."""
+    from app.sims.channel import cpu
+
+    monkeypatch.setattr(cpu, "chi2", lambda currents, target, weights=None:
+                        np.full(len(currents), cpu.BAD_SCORE))
+    code, err = run_cli(capsys, write(tmp_path, CHANNEL_MODEL.replace("RATE", "a*exp(v/30)")),
+                        out=tmp_path / "out")
+    assert code == 3 and "every parameter set evaluated was invalid" in err, err
 
 
 def test_an_abf_channel_the_file_does_not_have(tmp_path, capsys):
@@ -321,3 +344,71 @@ def test_a_checkpoint_written_by_a_run_is_recognised(tmp_path):
     assert is_checkpoint(path)
     with zipfile.ZipFile(path) as zf:
         assert "biogpu_checkpoint.npy" in zf.namelist()
+
+
+def test_long_setups_report_progress_and_blocks_change_nothing(caplog, monkeypatch):
+    import logging
+
+    from app.sims.channel import ga
+    from app.sims.common import progress
+
+    whole = ga.initial_population(5, 5000, np.zeros(9), np.ones(9))
+    monkeypatch.setattr(ga, "INIT_BLOCK", 1000)
+    monkeypatch.setattr(progress.SetupProgress.__init__, "__defaults__", (0.0,))   # report every call
+    with caplog.at_level(logging.INFO, logger="app.setup"):
+        blocks = ga.initial_population(5, 5000, np.zeros(9), np.ones(9))
+    assert np.array_equal(whole, blocks)
+    lines = [r.getMessage() for r in caplog.records if r.name == "app.setup"]
+    assert len(lines) == 5 and "drawing 5,000 initial individuals: 100 % (5,000 of 5,000" in lines[-1]
+
+
+# ---- memory limits ------------------------------------------------------------------------
+def test_the_limits_come_from_the_machine_and_the_environment(monkeypatch):
+    from app.sims.common import memory
+
+    monkeypatch.delenv("BIOGPU_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 10 << 30)
+    monkeypatch.setattr(memory, "free_gpu_bytes", lambda: 4 << 30)
+    host, gpu = memory.limits("cuda")
+    assert host == int(0.9 * (10 << 30)) and gpu == int(0.9 * (4 << 30))
+    assert memory.limits("cpu") == (host, None)
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "1.5G")
+    assert memory.limits("cuda") == (int(1.5 * (1 << 30)), int(1.5 * (1 << 30)))
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "lots")
+    with pytest.raises(ConfigError, match="BIOGPU_MEMORY_LIMIT"):
+        memory.limits("cpu")
+
+
+def test_a_gpu_that_is_too_small_is_named(monkeypatch):
+    from app.sims.common import memory
+
+    monkeypatch.delenv("BIOGPU_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 1 << 40)
+    monkeypatch.setattr(memory, "free_gpu_bytes", lambda: 1 << 30)
+    est = memory.estimate({"host part": 1 << 20}, {"states": 2 << 30}, ("ensemble", "realizations"))
+    memory.check_fits(est, "cpu")                                  # the CPU does not use the GPU
+    with pytest.raises(ConfigError) as info:
+        memory.check_fits(est, "cuda")
+    text = str(info.value)
+    assert "ensemble.realizations" in text and "2.0 GiB of GPU memory" in text and "states = 2.0 GiB" in text
+    assert "921.6 MiB is available" in text
+
+
+@pytest.mark.gpu
+def test_a_count_that_would_overflow_stops_the_cuda_run(tmp_path, capsys):
+    """The kernel flags a count past its limit; the run stops with exit 3 and the species."""
+    text = OVERFLOW.replace("9223372036854775000", "1000000000").replace("X: 1000", "X: 100000000")
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out", backend="cuda")
+    assert code == 3 and "X" in err, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["finished"] is False
+
+
+def test_100001_snapshot_times_of_2_26_realizations_are_refused_naming_the_snapshots(tmp_path, capsys,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "8G")
+    text = PRESET["ssa"].read_text().replace("realizations: 20000", "realizations: 67108864")
+    text = text.replace("samples: 61", "samples: 100001")
+    text += "  snapshot_times: [" + ", ".join(f"{i * 0.0003:.4f}" for i in range(100001)) + "]\n"
+    code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out")
+    assert code == 2 and "ensemble.snapshot_times" in err and "TiB of host memory" in err, err

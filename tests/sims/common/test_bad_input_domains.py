@@ -107,9 +107,12 @@ CARDIAC = {
     f"mesh.dx_mm={NAN}": "finite number",
     "D=-1": "out of range",
     f"D={INF}": "finite number",
-    f"model.ACh={NAN}": "finite number",
-    "model.ACh=-1": "ACh must be >= 0",
-    "model.colour=1": "unknown model parameter",
+    f"model.parameters.ACh={NAN}": "finite number",
+    f"model.parameters.ACh={INF}": "finite number",
+    "model.parameters.colour=1": "no variable 'colour'",
+    "model.parameters=[1]": "expected a mapping",
+    "model.file=nothing.cellml": "neither a shipped model",
+    "model.colour=1": "unknown key 'colour'",
     f"protocol.t_end={NAN}": "finite number",
     "protocol.t_end=0": "out of range",
     "protocol.stimuli=[{name: S, start: 1, duration: 2, amplitude: -40, region: {kind: cells, cells: [1e30]}}]":
@@ -235,3 +238,107 @@ def test_bad_values_are_refused_with_the_key(domain, override, message, tmp_path
         key = override.split("=", 1)[0]
         assert key.split(".")[0] in err or "--set" in err or "domain" in err, err
     assert not (tmp_path / "out" / "results.npz").exists()
+
+
+FILES = {
+    "utf-16": ("domain: ssa\n".encode("utf-16"), "not UTF-8 text"),
+    "gzip": (b"\x1f\x8b\x08\x00" + bytes(range(256)), "not UTF-8 text"),
+    "nul inside": (b"domain: ssa\nname: a\x00b\n", "binary file"),
+    "tabs": (b"domain: ssa\nmodel:\n\tspecies: {X: 1}\n", "YAML syntax error"),
+    "undefined alias": (b"domain: ssa\nname: *nothing\n", "YAML syntax error"),
+    "complex key": (b"domain: ssa\n? [a, b]\n: 1\n", "keys must be plain names"),
+    "duplicate key": (b"domain: ssa\ndomain: ssa\n", "duplicate key 'domain'"),
+    "set tag": (b"domain: ssa\nname: !!set {a, b}\n", "not a plain YAML value"),
+    "binary tag": (b"domain: ssa\nname: !!binary aGVsbG8=\n", "expected text"),
+    "custom tag": (b"domain: ssa\nensemble: !mine {}\n", "not a plain YAML value"),
+    "deep mapping": (("domain: ssa\nx:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(300))
+                      + " " * 301 + "v: 1\n").encode(), "nested more than 200 levels"),
+    "only comments": (b"# nothing here\n", "a run config is a mapping"),
+    "a list of configs": (b"- domain: ssa\n- domain: ssa\n", "a run config is a mapping"),
+    "two documents": (b"domain: ssa\n---\ndomain: cardiac\n", "YAML syntax error"),
+    "text": (b"hello world\n", "a run config is a mapping"),
+    "domain missing": (b"name: x\n", "unknown domain None"),
+    "domain null": (b"domain: ~\n", "unknown domain None"),
+    "domain spaces": (b"domain: ' ssa'\n", "unknown domain"),
+    "domain dict": (b"domain: {ssa: 1}\n", "unknown domain"),
+    "crlf and bad value": (b"domain: ssa\r\nensemble: {realizations: -1}\r\nmodel: {species: {X: 1}, "
+                           b"reactions: [{reactants: {X: 1}, products: {}, rate: 1.0}]}\r\n", "out of range"),
+    "windows-1252 quote": (b"domain: ssa\nname: \x93quoted\x94\n", "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", list(FILES))
+def test_bad_config_files(case, tmp_path, capsys):
+    payload, message = FILES[case]
+    path = tmp_path / "c.yaml"
+    path.write_bytes(payload)
+    code, err = run_cli(capsys, path, out=tmp_path / "out")
+    assert code == 2 and message in err and str(path) in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "fifo"])
+def test_devices_and_pipes_are_refused_without_reading(special, tmp_path, capsys):
+    import os
+
+    path = special
+    if special == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    code, err = run_cli(capsys, path, out=tmp_path / "out")
+    assert code == 2 and "not a regular file" in err, err
+
+
+def _numeric_keys(domain: str) -> list[str]:
+    """Dotted keys of the preset's numeric leaves (where generated values go)."""
+    from app.sims.common.config import dotted_items, load_yaml
+
+    data = load_yaml(PRESET[domain]).data
+    return [k for k, v in dotted_items(data) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _yaml(value) -> str:
+    import math
+
+    if isinstance(value, float) and math.isnan(value):
+        return ".nan"
+    if isinstance(value, float) and math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+GENERATED_DOMAINS = ["ssa", "channel", "cardiac", "network", "epidermis"]
+
+
+@pytest.mark.parametrize("domain", GENERATED_DOMAINS)
+def test_generated_values_load_or_are_refused_never_a_traceback(domain, monkeypatch):
+    """Any value at any numeric key of each domain's preset: a valid config (that then passes
+    or fails the pre-run checks with a ConfigError), never another exception."""
+    import math
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from app.sims.common.config import ConfigError
+    from app.sims.common.session import preflight
+    from app.sims.common.simulation import load_run_config
+
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "8G")
+    keys = _numeric_keys(domain)
+    values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2**70, 2**70),
+                       st.sampled_from([0, -1, 1, 2**31, 2**63, 1e300, -1e-300, math.nan]),
+                       st.text(max_size=8), st.lists(st.integers(-5, 5), max_size=3), st.booleans(),
+                       st.none())
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(key=st.sampled_from(keys), value=values)
+    def check(key, value):
+        try:
+            dom, cfg = load_run_config(PRESET[domain], overrides=[f"{key}={_yaml(value)}"])
+            preflight(dom, cfg, "cpu-reference")
+        except ConfigError:
+            pass
+
+    check()
