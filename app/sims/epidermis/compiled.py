@@ -339,10 +339,10 @@ def _grid(x, box, reach):
     while True:
         for k in range(3):
             if k < 2 and box > 0.0:
-                dims[k] = max(1, int(math.floor(box / width)))
+                dims[k] = max(1, math.floor(box / width))
                 w[k] = box / dims[k]
             else:
-                dims[k] = int(math.floor((hi[k] - lo[k]) / width)) + 1 if M else 1
+                dims[k] = math.floor((hi[k] - lo[k]) / width) + 1 if M else 1
                 w[k] = width
         if dims[0] * dims[1] * dims[2] <= 4 * M + 4096:
             break
@@ -354,9 +354,9 @@ def _grid(x, box, reach):
             if not math.isfinite(v):          # a blown-up element: any bin (no pairs anyway)
                 idx[k, i] = 0
             elif k < 2 and box > 0.0:
-                idx[k, i] = int(math.floor(v / w[k])) % dims[k]
+                idx[k, i] = math.floor(v / w[k]) % dims[k]
             else:
-                idx[k, i] = max(0, min(int(math.floor((v - lo[k]) / w[k])), dims[k] - 1))
+                idx[k, i] = max(0, min(math.floor((v - lo[k]) / w[k]), dims[k] - 1))
     return idx, dims
 
 
