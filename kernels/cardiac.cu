@@ -1,14 +1,16 @@
 // Cardiac tissue: Runge-Kutta stages with Rush-Larsen gates, one kernel per stage, the step's
 // error reduced on the device, step control and recording in a one-block control kernel.
 //
-// Filled in by app/sims/cardiac/cuda.py before compiling:
-//   MODEL marker   crn_rates(): the CRN equations printed from app/sims/cardiac/crn.py
-//   TABLEAU marker NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
+// Filled in by app/sims/cardiac/cuda.py (app.compute.codegen.fill_template) before compiling:
+//   MODEL slot   model_rates(): the imported cell model printed from its expression tree
+//   TABLEAU slot NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
-//   NPROBE, NSTIM.
+//   NPROBE, NSTIM; the model's NS (states), NNG (non-gating states, V first), NG (gates),
+//   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
 //
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
-// K[(i*36 + q)*NPAD + k] (q < 6: non-gating dy/dt, then 15 a's, then 15 b's).
+// K[(i*NK + q)*NPAD + k] (q < NNG: non-gating dy/dt, then NG a's, then NG b's, with
+// dx/dt = a*x + b for a gate x); a varying parameter j of cell k at pfield[j*NPAD + k].
 #include "reduce.cuh"
 
 #ifndef REAL
@@ -16,15 +18,14 @@
 #endif
 typedef REAL real;
 
-#define NS 21
-#define NNG 6
-#define NG 15
-#define NK 36
+#define NK (NNG + 2 * NG)
 #define V_LIMIT 200.0
 
-/*@MODEL@*/
+__constant__ real c_params[NPARAM > 0 ? NPARAM : 1];
 
-/*@TABLEAU@*/
+{{MODEL}}
+
+{{TABLEAU}}
 
 // control block (double part / int part)
 enum { CD_T = 0, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_N };  // CD_ERR: u64
@@ -34,7 +35,6 @@ enum { ST_OK = 0, ST_BLOWUP = 1, ST_FLOOR = 2 };
 enum { CS_AT = 0, CS_RT, CS_DTMIN, CS_DTMAX, CS_SAFETY, CS_FACMIN, CS_FACMAX, CS_TEND, CS_D,
        CS_DTSAVE, CS_THRESH, CS_SAVEEVERY, CS_N };
 
-__constant__ real c_params[8];
 __constant__ double c_stim[16 * 5];          // start, duration, amplitude, period, count
 __constant__ double c_solver[CS_N];
 
@@ -102,7 +102,8 @@ template <int I>
 __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __restrict__ YB,
     real* __restrict__ K, const real* __restrict__ Vin, real* __restrict__ Vout,
     const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
-    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci)
+    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
+    const real* __restrict__ pfield)
 {
     if (ci[CI_DONE]) return;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -160,25 +161,13 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
         // rates
         const double ts = t + TAB_C[I] * (double)h;
         real kk[NK];
-        real inf[NG], tau[NG];
-        crn_rates(ys[0], ys[1], ys[2], ys[3], ys[4], ys[5], ys[6], ys[7], ys[8], ys[9], ys[10],
-                  ys[11], ys[12], ys[13], ys[14], ys[15], ys[16], ys[17], ys[18], ys[19], ys[20],
-                  stim_current(mask[k], ts), c_params,
-                  &kk[0], &kk[1], &kk[2], &kk[3], &kk[4], &kk[5],
-                  &inf[0], &inf[1], &inf[2], &inf[3], &inf[4], &inf[5], &inf[6], &inf[7], &inf[8],
-                  &inf[9], &inf[10], &inf[11], &inf[12], &inf[13], &inf[14],
-                  &tau[0], &tau[1], &tau[2], &tau[3], &tau[4], &tau[5], &tau[6], &tau[7], &tau[8],
-                  &tau[9], &tau[10], &tau[11], &tau[12], &tau[13], &tau[14]);
+        model_rates(ys, stim_current(mask[k], ts), pfield, k, kk);
         if (NCELLS > 1) kk[0] += diffusion(Vd, k, ys[0], nbr, w);
+        if (!RL) {   // plain RK on the gates: store the derivative as b with a = 0
 #pragma unroll
-        for (int g = 0; g < NG; ++g) {
-            const real a = (real)-1 / tau[g];
-            if (RL) {
-                kk[NNG + g] = a;
-                kk[NNG + NG + g] = inf[g] / tau[g];
-            } else {   // plain RK on the gates: store the derivative as b with a = 0
+            for (int g = 0; g < NG; ++g) {
+                kk[NNG + NG + g] = kk[NNG + g] * ys[NNG + g] + kk[NNG + NG + g];
                 kk[NNG + g] = 0;
-                kk[NNG + NG + g] = a * ys[NNG + g] + inf[g] / tau[g];
             }
         }
         if (I < NSTAGE - 1) {
@@ -259,8 +248,8 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
 #define STAGE_ARGS const real* __restrict__ YA, real* __restrict__ YB, real* __restrict__ K, \
     const real* __restrict__ Vin, real* __restrict__ Vout, const int* __restrict__ nbr,        \
     const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
-    double* __restrict__ cd, int* __restrict__ ci
-#define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci
+    double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield
+#define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci, pfield
 
 extern "C" __global__ void stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
 #if NSTAGE > 1
@@ -373,21 +362,16 @@ extern "C" __global__ void observe_final(const real* __restrict__ YA, const real
 }
 
 // The model alone on arbitrary states (tests: CUDA vs NumPy on random states).
-// out[(q)*NPAD + k]: q < 6 non-gating dy/dt, then 15 x_inf, then 15 tau_x.
+// out[q*NPAD + k]: q < NNG non-gating dy/dt, then NG a's, then NG b's.
 extern "C" __global__ void eval_rates(const real* __restrict__ Y, const real* __restrict__ ist,
-                                      real* __restrict__ out)
+                                      const real* __restrict__ pfield, real* __restrict__ out)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= NCELLS) return;
     real y[NS], o[NK];
 #pragma unroll
     for (int q = 0; q < NS; ++q) y[q] = Y[q * NPAD + k];
-    crn_rates(y[0], y[1], y[2], y[3], y[4], y[5], y[6], y[7], y[8], y[9], y[10], y[11], y[12],
-              y[13], y[14], y[15], y[16], y[17], y[18], y[19], y[20], ist[k], c_params,
-              &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11],
-              &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21],
-              &o[22], &o[23], &o[24], &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31],
-              &o[32], &o[33], &o[34], &o[35]);
+    model_rates(y, ist[k], pfield, k, o);
 #pragma unroll
     for (int q = 0; q < NK; ++q) out[q * NPAD + k] = o[q];
 }

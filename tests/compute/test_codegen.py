@@ -163,3 +163,15 @@ def test_c_printer_agrees_with_python_printer_when_compiled(tmp_path):
         double, single = (float(x) for x in line.split())
         assert double == pytest.approx(py, rel=1e-12, abs=1e-300)
         assert single == pytest.approx(py, rel=1e-5, abs=1e-6)
+
+
+def test_numpy_source_printer_agrees_with_evaluate_on_random_expressions():
+    from app.compute.codegen import to_numpy
+    rng = np.random.default_rng(81)
+    env = {n: rng.uniform(0.1, 3.0, 7) for n in NAMES}
+    for _ in range(200):
+        tree = parse(_random_expression(rng, 4), NAMES)
+        source = to_numpy(tree, lambda n: f"env[{n!r}]")
+        with np.errstate(all="ignore"):
+            got = eval(source, {"np": np}, {"env": env})
+        np.testing.assert_allclose(got, evaluate(tree, env), rtol=1e-13)

@@ -20,3 +20,25 @@ def test_cardiac_variant_compiles(method, precision):
     src, defines = kernel_source(Problem.from_config(cfg))
     assert "/*@" not in src
     assert compile_with_every_compiler(src, "cardiac.cu", defines)
+
+
+OTHER_MODELS = ["beeler_reuter_model_1977", "hodgkin_huxley_squid_axon_model_1952_modified",
+                "luo_rudy_1991", "mahajan_shiferaw_2008", "maleckar_model_2009", "noble_model_1962",
+                "nygren_atrial_model_1998", "ohara_rudy_2011_endo", "ten_tusscher_model_2006_epi",
+                "courtemanche_1998_ikach"]
+
+
+@pytest.mark.parametrize("name", OTHER_MODELS)
+def test_every_shipped_model_compiles(name):
+    """Each shipped model's generated kernel (RLFE, float32, the GPU default; with the first
+    parameter varying per cell, as a parameter region makes it) compiles with one compiler:
+    the printed model is what differs between models, the template is covered above."""
+    from app.compute import compilers
+    from app.compute.kernels import _options
+    from app.sims.cardiac.cuda import model_kernel_source
+    from app.sims.cardiac.model import load_model
+    model = load_model(name)
+    src, defines = model_kernel_source(model, METHODS["rlfe"], "float", 1000, 6, 4, 2,
+                                       varying=(0,) if model.parameters else ())
+    compiler = compilers.available()[0]
+    assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data

@@ -7,6 +7,7 @@ API (all generators print through this module; nothing else parses user text)::
     evaluate(tree, env)                # NumPy float64 over arrays (errors become inf/nan)
     to_python(tree, symbol)            # Python source on floats using ``math``; numba-compatible
     to_c(tree, symbol, single=False)   # CUDA/C source, double (or float32 with ``single``)
+    to_numpy(tree, symbol)             # NumPy source over arrays (``np.exp``, ``np.where``)
     # where(a < b, x, y) prints as np.where, (x if a < b else y) and (a < b ? x : y)
     fill_template(template, slots)     # put printed code into ``{{SLOT}}`` places of a kernel
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 
@@ -138,6 +139,7 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
             bad = len(text) - len(text[pos:].lstrip())
             raise ExprError(f"character '{text[bad]}' is not allowed", text, bad)
         kind = m.lastgroup
+        assert kind is not None          # every alternative of _TOKEN is a named group
         start = m.start(kind)
         tokens.append((kind, m.group(kind), start))
         pos = m.end()
@@ -281,10 +283,11 @@ def _c(node: Node, symbol: Callable[[str], str], single: bool) -> str:
     return f"{_C_FUNCS[node.func]}{suffix}({args})"
 
 
-_NP_FUNCS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "pow": np.power,
-             "min": np.fmin, "max": np.fmax, "expm1": np.expm1, "where": np.where}
-_NP_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-               "==": np.equal}
+_NP_FUNCS: dict[str, Callable[..., Any]] = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "pow": np.power,
+    "min": np.fmin, "max": np.fmax, "expm1": np.expm1, "where": np.where}
+_NP_COMPARE: dict[str, Callable[..., Any]] = {
+    "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal}
 
 
 def evaluate(node: Node, env: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -334,6 +337,29 @@ def _py(node: Node, symbol: Callable[[str], str]) -> str:
         return f"({yes} if {cond} else {no})"
     args = ", ".join(_py(a, symbol) for a in node.args)
     return f"{_PY_FUNCS[node.func]}({args})"
+
+
+_NP_SOURCE = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "abs": "np.abs", "pow": "np.power",
+              "min": "np.fmin", "max": "np.fmax", "expm1": "np.expm1", "where": "np.where"}
+
+
+def to_numpy(node: Node, symbol: Callable[[str], str]) -> Code:
+    """NumPy source of ``node`` over arrays (the source form of :func:`evaluate`; run it under
+    ``np.errstate(all="ignore")``: ``np.where`` evaluates both branches)."""
+    return Code(_np_src(node, symbol))
+
+
+def _np_src(node: Node, symbol: Callable[[str], str]) -> str:
+    if isinstance(node, Num):
+        return repr(float(node.value)).replace("inf", "np.inf")
+    if isinstance(node, Name):
+        return symbol(node.name)
+    if isinstance(node, Unary):
+        return f"(-{_np_src(node.arg, symbol)})"
+    if isinstance(node, (Binary, Compare)):
+        return f"({_np_src(node.left, symbol)} {node.op} {_np_src(node.right, symbol)})"
+    args = ", ".join(_np_src(a, symbol) for a in node.args)
+    return f"{_NP_SOURCE[node.func]}({args})"
 
 
 _SLOT = re.compile(r"\{\{([A-Z][A-Z0-9_]*)\}\}")

@@ -9,6 +9,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
 from app.sims.cardiac.metrics import accuracy
@@ -98,6 +99,58 @@ def sheet_throughput(quick: bool) -> list[dict]:
     return rows
 
 
+def hbm_bandwidth() -> float:
+    """The device's peak memory bandwidth (bytes/s): 2 transfers per memory clock over the bus
+    (H100 SXM: 2 x 2619 MHz x 5120 bit = 3.35 TB/s)."""
+    import pycuda.driver as cuda
+    dev = cuda.Context.get_device()
+    clock_hz = dev.get_attribute(cuda.device_attribute.MEMORY_CLOCK_RATE) * 1e3
+    bus_bytes = dev.get_attribute(cuda.device_attribute.GLOBAL_MEMORY_BUS_WIDTH) / 8
+    return 2.0 * clock_hz * bus_bytes
+
+
+MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms)
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0),
+]
+
+
+def model_rows(base, level: int, t_end: float) -> list[dict]:
+    """Imported models on the sphere, RLFE float32 on CUDA: time, and the bandwidth floor (the
+    state read and written once per step at the device's peak memory bandwidth)."""
+    from app.sims.cardiac.config import ModelSettings
+    from app.sims.cardiac.model import load_model
+
+    bandwidth = hbm_bandwidth()
+    n_cells = 10 * 4 ** level + 2
+    rows = []
+    for label, name, dt, amplitude, duration in MODEL_CASES:
+        model = load_model(name)
+        stimuli = [dataclasses.replace(st, amplitude=amplitude, duration=duration) for st in base.protocol.stimuli]
+        cfg = dataclasses.replace(base, model=ModelSettings(file=name),
+                                  protocol=dataclasses.replace(base.protocol, stimuli=stimuli))
+        cfg = make_cfg(cfg, level, t_end, method="rlfe", dt=dt, precision="float32")
+        run_once(make_cfg(cfg, level, 2.0, method="rlfe", dt=dt), "cuda")      # compile, warm up
+        arrays, summary = run_once(cfg, "cuda")
+        steps = summary["steps_accepted"]
+        state_bytes = 2 * model.n_states * 4 * n_cells              # read + write, float32
+        floor = steps * state_bytes / bandwidth
+        act = arrays["activation_time"]
+        row = {"model": label, "file": name, "states": model.n_states, "gates": model.n_gates,
+               "dt": dt, "steps": steps, "wall_seconds": summary["wall_seconds"],
+               "bytes_per_step": state_bytes, "bandwidth_bytes_per_s": bandwidth,
+               "floor_seconds": floor, "ratio_to_floor": summary["wall_seconds"] / floor,
+               "activated_fraction": float(np.isfinite(act).mean()),
+               "stopped": summary.get("stopped", {}).get("reason", "")}
+        rows.append(row)
+        print(f"{label:28s} {model.n_states:3d} states  RLFE dt {dt:g}  {steps:6d} steps  "
+              f"{summary['wall_seconds']:7.3f} s  floor {floor:6.3f} s ({state_bytes / 1e6:.1f} MB/step at "
+              f"{bandwidth / 1e12:.2f} TB/s)  ratio {row['ratio_to_floor']:5.2f}  "
+              f"activated {row['activated_fraction']:.3f}{'  STOPPED ' + row['stopped'] if row['stopped'] else ''}",
+              flush=True)
+    return rows
+
+
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
     if resolved == "cpu":
@@ -112,6 +165,10 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                      "n_cells": n_cells, "t_end": t_end, "cases": []}
     ctx = backend_context(resolved)
     with ctx:
+        if resolved == "cuda":
+            print(f"# imported models, level-{level} sphere, {t_end:g} ms, float32")
+            results["models"] = model_rows(base, level, t_end)
+            save_json(Path(out_dir) / "cardiac.json", results)
         t0 = time.perf_counter()
         ref_cfg = make_cfg(base, level, t_end, method="bs32", at=1e-3, rt=1e-6, dt=0.005,
                            precision="float64", dt_max=0.5)

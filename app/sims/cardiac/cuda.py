@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
 from app.sims.cardiac.engine import Problem, RunStopped
-from app.sims.cardiac.model import N_NONGATING, N_STATES
-from app.sims.cardiac.solvers import Tableau
+from app.sims.cardiac.model import CellModel
+from app.sims.cardiac.solvers import METHODS, Tableau
+from app.sims.common.engine import EngineBase
 
 BLOCK = 128
 CONTROL_BLOCK = 128
@@ -27,38 +29,46 @@ def _arr(values) -> str:
     return "{" + ", ".join(repr(float(v)) for v in values) + "}"
 
 
-def tableau_source(tab: Tableau) -> str:
+def tableau_source(tab: Tableau) -> Code:
     s = tab.stages
     a = [list(row) + [0.0] * (s - len(row)) for row in tab.a]
     a.append([0.0] * s)                                   # row s: unused (keeps TAB_A[I+1] valid)
     blow = tab.b_low or [0.0] * s
-    return "\n".join([
+    return Code("\n".join([
         f"#define NSTAGE {s}", f"#define ADAPTIVE {int(tab.adaptive)}", f"#define RL {int(tab.rl)}",
         f"#define ORDER_LOW {tab.order_low or tab.order}",
         f"__device__ constexpr double TAB_A[{s + 1}][{s}] = {{{', '.join(_arr(r) for r in a)}}};",
         f"__device__ constexpr double TAB_B[{s}] = {_arr(tab.b)};",
         f"__device__ constexpr double TAB_BLOW[{s}] = {_arr(blow)};",
         f"__device__ constexpr double TAB_C[{s}] = {_arr(tab.c)};",
-    ]) + "\n"
+    ]) + "\n")
+
+
+def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int, width: int,
+                        n_probes: int, n_stimuli: int, varying: tuple[int, ...] = ()) -> tuple[str, dict]:
+    """The kernel text for a model, method and precision, and its -D defines."""
+    src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying),
+                                                    "TABLEAU": tableau_source(tab)})
+    defines = {"REAL": real, "NPAD": padded(n_cells), "NCELLS": n_cells, "KNB": width,
+               "NPROBE": n_probes, "NSTIM": n_stimuli, "NS": model.n_states,
+               "NNG": model.n_nongating, "NG": model.n_gates, "NPARAM": len(model.parameters),
+               "NVARY": len(varying)}
+    return src, defines
 
 
 def kernel_source(problem: Problem) -> tuple[str, dict]:
-    """The kernel text for this problem's method and precision, and its -D defines."""
+    """The kernel text for this problem's model, method and precision, and its -D defines."""
     real = "double" if problem.dtype == np.float64 else "float"
-    src = read_kernel("cardiac.cu")
-    src = src.replace("/*@MODEL@*/", problem.model.cuda_source(real))
-    src = src.replace("/*@TABLEAU@*/", tableau_source(problem.tableau))
-    n = problem.n_cells
-    defines = {"REAL": real, "NPAD": padded(n), "NCELLS": n, "KNB": problem.mesh.width,
-               "NPROBE": len(problem.probes), "NSTIM": len(problem.cfg.protocol.stimuli)}
-    return src, defines
+    return model_kernel_source(problem.model, problem.tableau, real, problem.n_cells,
+                               problem.mesh.width, len(problem.probes),
+                               len(problem.cfg.protocol.stimuli), problem.varying)
 
 
 def padded(n: int) -> int:
     return (n + 31) // 32 * 32
 
 
-class CudaTissue:
+class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     name = "cuda"
 
     def __init__(self, problem: Problem):
@@ -73,7 +83,7 @@ class CudaTissue:
         self.n, self.npad = n, npad
         src, defines = kernel_source(problem)
         self.module = load_module(src, "cardiac.cu", defines)
-        sig = "PPPPPPPPPPP"
+        sig = "PPPPPPPPPPPP"
         self.stages = []
         for i in range(tab.stages):
             f = self.module.get_function(f"stage{i}")
@@ -84,7 +94,14 @@ class CudaTissue:
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
         # constants
-        self._set_const("c_params", np.asarray(problem.params, self.real))
+        model = problem.model
+        self.ns, self.nk = model.n_states, model.n_nongating + 2 * model.n_gates
+        if len(problem.params):
+            self._set_const("c_params", np.asarray(problem.params, self.real))
+        pfield = np.zeros((max(len(problem.varying), 1), npad), self.real)
+        if problem.varying:
+            pfield[:, :n] = problem.param_field[list(problem.varying)]
+        self.pfield = gpuarray.to_gpu(pfield.ravel())
         stim = np.zeros(16 * 5)
         stim[:problem.stim_table.size] = problem.stim_table.ravel()
         self._set_const("c_stim", stim)
@@ -93,12 +110,12 @@ class CudaTissue:
                   problem.cfg.D, out.dt_save, out.activation_threshold, problem.save_every]
         self._set_const("c_solver", np.array(solver, np.float64))
         # state
-        y = np.zeros((N_STATES, npad), self.real)
+        y = np.zeros((self.ns, npad), self.real)
         y[:, :n] = problem.y0
         y[:, n:] = problem.y0[:, :1]
         self.YA = gpuarray.to_gpu(y.ravel())
-        self.YB = gpuarray.zeros(N_STATES * npad, self.real)
-        self.K = gpuarray.zeros(max(tab.stages - 1, 1) * 36 * npad, self.real)
+        self.YB = gpuarray.zeros(self.ns * npad, self.real)
+        self.K = gpuarray.zeros(max(tab.stages - 1, 1) * self.nk * npad, self.real)
         self.Vst = [gpuarray.zeros(npad, self.real), gpuarray.zeros(npad, self.real)]
         nbr = np.zeros((problem.mesh.width, npad), np.int32)
         nbr[:, :n] = problem.mesh.neighbours.T
@@ -148,7 +165,8 @@ class CudaTissue:
             vin, vout = self.Vst[i % 2], self.Vst[(i + 1) % 2]
             f.prepared_async_call(g, b, st, self.YA.gpudata, self.YB.gpudata, self.K.gpudata,
                                   vin.gpudata, vout.gpudata, self.nbr.gpudata, self.w.gpudata,
-                                  self.mask.gpudata, self.maps.gpudata, self.cd.gpudata, self.ci.gpudata)
+                                  self.mask.gpudata, self.maps.gpudata, self.cd.gpudata, self.ci.gpudata,
+                                  self.pfield.gpudata)
         self._control.prepared_async_call(
             (1, 1), (CONTROL_BLOCK, 1, 1), st, self.YA.gpudata, self.YB.gpudata, self.bp.gpudata,
             np.int32(len(self.p.breakpoints)), self.probes.gpudata, self.rec_t.gpudata,
@@ -231,7 +249,7 @@ class CudaTissue:
     def _current(self) -> np.ndarray:
         parity = int(self.ci.get()[CI_PARITY])
         buf = self.YB if parity else self.YA
-        return buf.get().reshape(N_STATES, self.npad)[:, :self.n]
+        return buf.get().reshape(self.ns, self.npad)[:, :self.n]
 
     def voltage(self) -> np.ndarray:
         parity = int(self.ci.get()[CI_PARITY])
@@ -251,7 +269,7 @@ class CudaTissue:
         m = self.maps.get().reshape(6, self.npad)[:, :self.n].astype(np.float64)
         return {"activation_time": m[1], "activation_last": m[2], "apd90": m[4] - m[1]}
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         """The device state between steps: states, control scalars, maps and recordings."""
         self.stream.synchronize()
         pt, pv = self.recordings()
@@ -261,10 +279,10 @@ class CudaTissue:
                 "h_history": np.array(self.h_history, np.float64).reshape(-1, 2),
                 "observed_final": np.bool_(self._observed_final)}
 
-    def load(self, st: dict[str, np.ndarray]) -> None:
+    def restore(self, st: dict[str, np.ndarray]) -> None:
         if "cuda_cd" not in st:
             raise ValueError("this checkpoint was written by the CPU engine; resume it with the CPU engine")
-        y = np.zeros((N_STATES, self.npad), self.real)
+        y = np.zeros((self.ns, self.npad), self.real)
         y[:, :self.n] = st["cuda_y"]
         y[:, self.n:] = y[:, :1]
         self.YA.set(y.ravel())
@@ -287,35 +305,35 @@ class CudaTissue:
         self.done = bool(ci[CI_DONE])
 
     def close(self) -> None:
-        for buf in (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps,
+        for buf in (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps, self.pfield,
                     self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist):
             buf.gpudata.free()
 
 
-def cuda_rates(y: np.ndarray, i_st: np.ndarray, params: np.ndarray, precision: str = "float64"):
-    """Evaluate the generated CUDA model on states ``y`` (21, N): returns (dng, inf, tau) like
-    the NumPy program's outputs (for the CPU-vs-CUDA model test). Needs a pushed context."""
+def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.ndarray,
+               precision: str = "float64"):
+    """Evaluate the generated CUDA model on states ``y`` (S, N): returns (dng, a, b) like
+    :meth:`CellModel.rates` (for the CPU-vs-CUDA model test). Needs a pushed context."""
+    import pycuda.driver as cuda
     import pycuda.gpuarray as gpuarray
 
-    from app.sims.cardiac.model import crn_model
     dtype = np.float64 if precision == "float64" else np.float32
     real = "double" if dtype == np.float64 else "float"
     n = y.shape[1]
     npad = padded(n)
-    from app.sims.cardiac.solvers import METHODS
-    src = read_kernel("cardiac.cu").replace("/*@MODEL@*/", crn_model().cuda_source(real))
-    src = src.replace("/*@TABLEAU@*/", tableau_source(METHODS["rlfe"]))
-    mod = load_module(src, "cardiac.cu", {"REAL": real, "NPAD": npad, "NCELLS": n, "KNB": 1,
-                                          "NPROBE": 1, "NSTIM": 1})
-    ptr, _ = mod.get_global("c_params")
-    import pycuda.driver as cuda
-    cuda.memcpy_htod(ptr, np.asarray(params, dtype))
-    yy = np.zeros((N_STATES, npad), dtype)
+    src, defines = model_kernel_source(model, METHODS["rlfe"], real, n, 1, 1, 1)
+    mod = load_module(src, "cardiac.cu", defines)
+    if len(params):
+        ptr, _ = mod.get_global("c_params")
+        cuda.memcpy_htod(ptr, np.asarray(params, dtype))
+    ns, ng, nga = model.n_states, model.n_nongating, model.n_gates
+    yy = np.zeros((ns, npad), dtype)
     yy[:, :n] = y
     ist = np.zeros(npad, dtype)
     ist[:n] = i_st
-    d_y, d_i = gpuarray.to_gpu(yy.ravel()), gpuarray.to_gpu(ist)
-    d_o = gpuarray.zeros(36 * npad, dtype)
-    mod.get_function("eval_rates")(d_y, d_i, d_o, block=(BLOCK, 1, 1), grid=((npad + BLOCK - 1) // BLOCK, 1))
-    out = d_o.get().reshape(36, npad)[:, :n].astype(np.float64)
-    return out[:N_NONGATING], out[N_NONGATING:21], out[21:]
+    d_y, d_i, d_p = gpuarray.to_gpu(yy.ravel()), gpuarray.to_gpu(ist), gpuarray.zeros(npad, dtype)
+    d_o = gpuarray.zeros((ng + 2 * nga) * npad, dtype)
+    mod.get_function("eval_rates")(d_y, d_i, d_p, d_o, block=(BLOCK, 1, 1),
+                                   grid=((npad + BLOCK - 1) // BLOCK, 1))
+    out = d_o.get().reshape(ng + 2 * nga, npad)[:, :n].astype(np.float64)
+    return out[:ng], out[ng:ng + nga], out[ng + nga:]

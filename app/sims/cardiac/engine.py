@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.sims.cardiac.config import CardiacConfig, Region
+from app.sims.cardiac.config import CardiacConfig, ParameterRegion, Region
 from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
-from app.sims.cardiac.model import N_NONGATING, CellModel, crn_model
+from app.sims.cardiac.model import CellModel, config_model
 from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+from app.sims.common.engine import EngineBase
 
 V_LIMIT = 200.0
 MAX_STIMULI = 16
@@ -45,8 +46,12 @@ def build_mesh(cfg: CardiacConfig) -> Mesh:
     return single_cell()
 
 
-def region_mask(mesh: Mesh, region: Region) -> np.ndarray:
+def region_mask(mesh: Mesh, region: Region | ParameterRegion) -> np.ndarray:
     n = mesh.n_cells
+    if region.kind == "circle":
+        c = np.zeros(3)
+        c[:len(region.center)] = region.center[:3]
+        return np.linalg.norm(mesh.positions - c[:mesh.positions.shape[1]], axis=1) <= region.radius_mm
     if region.kind == "all":
         return np.ones(n, bool)
     if region.kind == "cells":
@@ -72,6 +77,25 @@ def _extent(mesh: Mesh) -> str:
     return f" (x 0..{hi[0]:g} mm, y 0..{hi[1]:g} mm)"
 
 
+def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
+                    params: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...]]:
+    """Per-cell parameters (P, N) from ``model.regions`` and the indices that vary; (None, ())
+    without regions."""
+    if not cfg.model.regions:
+        return None, ()
+    values = np.repeat(params[:, None], mesh.n_cells, axis=1)
+    index = {q: k for k, q in enumerate(model.parameter_names)}
+    for i, region in enumerate(cfg.model.regions):
+        reached = region_mask(mesh, region)
+        if not reached.any():
+            raise ValueError(f"model.regions[{i}] ({region.kind}) reaches no cell of this "
+                             f"{mesh.kind}{_extent(mesh)}")
+        for key, value in region.parameters.items():
+            values[index[key], reached] = value
+    varying = tuple(k for k in range(len(params)) if np.any(values[k] != values[k, 0]))
+    return values, varying
+
+
 @dataclass
 class Problem:
     """Everything an engine needs, in plain arrays."""
@@ -79,8 +103,8 @@ class Problem:
     cfg: CardiacConfig
     mesh: Mesh
     model: CellModel
-    params: np.ndarray
-    y0: np.ndarray                 # (21, N) float64
+    params: np.ndarray             # (P,) every cell's parameters
+    y0: np.ndarray                 # (S, N) float64
     stim_mask: np.ndarray          # (N,) uint32, bit g = stimulus g reaches the cell
     stim_table: np.ndarray         # (G, 5) start, duration, amplitude, period, count
     breakpoints: np.ndarray        # pulse edges inside (0, t_end]
@@ -88,12 +112,14 @@ class Problem:
     tableau: Tableau
     t_end: float
     dtype: type = np.float32
+    param_field: np.ndarray | None = None   # (P, N) where model.regions set other values
+    varying: tuple[int, ...] = ()            # parameters that differ between cells
     extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, mesh: Mesh | None = None) -> "Problem":
         mesh = mesh or build_mesh(cfg)
-        model = crn_model()
+        model = config_model(cfg.model)
         n = mesh.n_cells
         y0 = np.repeat(model.initial_state()[:, None], n, axis=1)
         stimuli = cfg.protocol.stimuli
@@ -101,6 +127,7 @@ class Problem:
             raise ValueError(f"at most {MAX_STIMULI} stimuli")
         mask = np.zeros(n, np.uint32)
         table = np.zeros((max(len(stimuli), 1), 5))
+        table[:, 3] = 1.0                # a period for the unused row of a stimulus-free run
         edges = []
         t_end = cfg.protocol.t_end
         for g, st in enumerate(stimuli):
@@ -126,8 +153,19 @@ class Problem:
         if not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
         dtype = np.float64 if cfg.solver.precision == "float64" else np.float32
-        return cls(cfg, mesh, model, model.parameter_vector(cfg.model), y0, mask, table, bp,
-                   probes, tab, t_end, dtype)
+        params = model.parameter_vector(cfg.model.parameters)
+        field_, varying = parameter_field(mesh, model, cfg, params)
+        return cls(cfg, mesh, model, params, y0, mask, table, bp, probes, tab, t_end, dtype,
+                   field_, varying)
+
+    @property
+    def cell_params(self) -> np.ndarray:
+        """(P,) or, with parameter regions, (P, N)."""
+        return self.params if self.param_field is None else self.param_field
+
+    @property
+    def n_nongating(self) -> int:
+        return self.model.n_nongating
 
     @property
     def n_cells(self) -> int:
@@ -207,8 +245,8 @@ def check_state(t: float, v: np.ndarray) -> None:
         raise RunStopped(t, k, reason)
 
 
-class CpuTissue:
-    """The NumPy engine: state (21, N) in the config's precision, the same algorithm as CUDA."""
+class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
+    """The NumPy engine: state (S, N) in the config's precision, the same algorithm as CUDA."""
 
     name = "cpu"
 
@@ -233,7 +271,7 @@ class CpuTissue:
     # ---- the right-hand side ------------------------------------------------------------
     def f(self, t: float, y: np.ndarray):
         p = self.p
-        dng, a, b = p.model.rates(y, p.stim_current(t).astype(y.dtype), p.params)
+        dng, a, b = p.model.rates(y, p.stim_current(t).astype(y.dtype), p.cell_params)
         if p.mesh.n_cells > 1 and p.cfg.D > 0:
             dng[0] = dng[0] + p.mesh.laplacian(y[0], p.cfg.D).astype(y.dtype)
         return dng, a, b
@@ -252,7 +290,7 @@ class CpuTissue:
                 return
             t0, y0 = self.t, self.y
             if not tab.adaptive:
-                high, _ = rk_step(self.f, t0, y0, s.dt, tab, N_NONGATING)
+                high, _ = rk_step(self.f, t0, y0, s.dt, tab, self.p.n_nongating)
                 self._accept(high, (self.step_index + 1) * s.dt)
                 self.step_index += 1
                 continue
@@ -261,7 +299,7 @@ class CpuTissue:
             if self.h < s.dt_min:
                 raise RunStopped(t0, self._worst_cell(), f"step size {self.h:.3g} ms fell below the floor "
                                  f"dt_min = {s.dt_min:g} ms")
-            high, low = rk_step(self.f, t0, y0, h, tab, N_NONGATING)
+            high, low = rk_step(self.f, t0, y0, h, tab, self.p.n_nongating)
             ratio = error_ratio(high, low, y0, s.at, s.rt)
             self.h = next_step(h, ratio, tab.order_low, s.safety, s.fac_min, s.fac_max)
             if ratio <= 1.0:
@@ -321,7 +359,7 @@ class CpuTissue:
         return {"activation_time": self.maps.act_first, "activation_last": self.maps.act_last,
                 "apd90": self.maps.apd90}
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         pt, pv = self.recordings()
         m = self.maps
         return {"y": self.y, "t": np.float64(self.t), "step_index": np.int64(self.step_index),
@@ -330,7 +368,7 @@ class CpuTissue:
                 "next_save": np.float64(self._next_save), "act_first": m.act_first,
                 "act_last": m.act_last, "vmax": m.vmax, "t_rep": m.t_rep}
 
-    def load(self, st: dict[str, np.ndarray]) -> None:
+    def restore(self, st: dict[str, np.ndarray]) -> None:
         if "y" not in st:
             raise ValueError("this checkpoint was written by the CUDA engine; resume it with the CUDA engine")
         self.y = np.asarray(st["y"]).astype(self.p.dtype)

@@ -1,7 +1,8 @@
 """Action-potential measures and the paper's accuracy measures (Section 5.1).
 
 * :func:`beat_metrics`: resting V at the stimulus onset, peak, max dV/dt and APD90 measured
-  from the time of max dV/dt (the reference's convention).
+  from the time of max dV/dt (the reference's convention); `spontaneous_beat`: where a
+  self-oscillating cell's last beat starts (its maximum diastolic potential).
 * :func:`rrms`: Eq. 19 on both traces resampled to a common grid (0.05 ms) by natural cubic
   splines, as the paper did.
 * :func:`interpolated_errors`: for every point of the computed trace, the vertical distance
@@ -87,6 +88,24 @@ def beat_metrics(t: np.ndarray, v: np.ndarray, t_stim: float, dvdt: np.ndarray |
         apd90 = float(t_rep - t_up)
     return {"rest_mV": rest, "peak_mV": peak, "max_dvdt": max_dvdt, "apd90_ms": apd90,
             "t_upstroke_ms": t_up}
+
+
+def spontaneous_beat(t: np.ndarray, v: np.ndarray, threshold: float = -20.0,
+                     follow: float = 400.0) -> tuple[float, float] | None:
+    """``(onset, window)`` of a self-oscillating cell's last analysable beat: the onset is its
+    maximum diastolic potential (the lowest V since the previous upstroke), the window reaches
+    the next upstroke; the beat is the last upward crossing of ``threshold`` followed by
+    ``follow`` ms of trace (else the first). None without any crossing."""
+    up = np.flatnonzero((v[:-1] < threshold) & (v[1:] >= threshold)) + 1
+    if len(up) == 0:
+        return None
+    full = [i for i in up if t[-1] - t[i] >= follow]
+    i = full[-1] if full else up[0]
+    before, after = up[up < i], up[up > i]
+    start = before[-1] if len(before) else 0
+    onset = float(t[start + int(np.argmin(v[start:i]))])
+    end = float(t[after[0]]) if len(after) else float(t[-1])
+    return onset, end - onset
 
 
 def resample(t: np.ndarray, v: np.ndarray, grid: np.ndarray) -> np.ndarray:

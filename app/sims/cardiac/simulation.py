@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from app.sims.cardiac.config import CardiacConfig, load_config
-from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
-from app.sims.cardiac.metrics import beat_metrics
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.cardiac.engine import Problem, RunStopped
+from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
+from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
+from app.sims.common.config import ConfigError
+from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
+                                     engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 CPU_SLICE_SECONDS = 0.15
+# config keys a resumed run may not change (the run length, checkpoints and live views may)
+FIXED_ON_RESUME = ("mesh", "D", "model", "protocol.stimuli", "solver", "output.random_probes",
+                   "output.probe_cells", "output.probe_seed", "output.dt_save",
+                   "output.activation_threshold")
 
 
 @dataclass(frozen=True)
@@ -46,14 +54,19 @@ class CardiacSimulation(Simulation):
             self.problem = problem or Problem.from_config(cfg)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.engine = _make_engine(self.problem, backend)
+        self.engine = make_engine("cardiac", backend, self.problem)
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
         self.stopped: RunStopped | None = None
+        self._last_checkpoint = 0.0
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, backend: str) -> "CardiacSimulation":
+        path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
+        if path is not None and cfg.run.resume and path.exists():
+            from app.sims.common.session import load_checkpoint
+            return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         return cls(cfg, backend)
 
     @property
@@ -70,6 +83,10 @@ class CardiacSimulation(Simulation):
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
+            run = self.cfg.run
+            if run.checkpoint and self.stopped is None and (
+                    self.engine.finished or self.engine.t >= self._last_checkpoint + run.checkpoint_every):
+                self.save_checkpoint(run.checkpoint)
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":
@@ -110,16 +127,31 @@ class CardiacSimulation(Simulation):
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
-                **{f"engine_{k}": v for k, v in self.engine.checkpoint().items()}}
+        hist = getattr(self.engine, "h_history", None) or []
+        return {**config_state(self.cfg), "wall": np.float64(self.wall),
+                "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """The state as one NPZ (with the whole step-size history), written atomically."""
+        self._last_checkpoint = self.engine.t
+        return write_checkpoint(path, self.state(), self.domain)
 
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str) -> "CardiacSimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+    def restore(cls, state: Mapping[str, Any], backend: str, cfg: CardiacConfig | None = None,
+                path: str | Path | None = None) -> "CardiacSimulation":
+        saved = config_from_state(state, load_config)
+        cfg = cfg or saved
+        refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "tissue, model or solver")
+        refuse_past_end(path, float(state["engine_t"]), cfg.protocol.t_end, "protocol.t_end", "ms")
         sim = cls(cfg, backend)
-        sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
-                         if k.startswith("engine_")})
+        try:
+            sim.engine.restore(engine_part(state))
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(path or "<state>", f"cannot resume it on this engine: {exc}") from None
+        if "h_history" in state and hasattr(sim.engine, "h_history"):
+            sim.engine.h_history = [(float(t), float(h)) for t, h in np.asarray(state["h_history"])]
         sim.wall = float(state["wall"])
+        sim._last_checkpoint = sim.engine.t
         return sim
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -138,7 +170,7 @@ class CardiacSimulation(Simulation):
             "sim_ms": float(e.t), "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
-            "backend": self.backend, "device": _device_name(self.backend),
+            "backend": self.backend, "device": device_name(self.backend),
             "method": self.cfg.solver.method, "rush_larsen": p.tableau.rl,
             "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
@@ -149,13 +181,22 @@ class CardiacSimulation(Simulation):
         hist_states = e.cell_history() if hasattr(e, "cell_history") else None
         if p.n_cells == 1 and hist_states is not None:
             t, ys = hist_states
-            dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.params)[0][0]
+            dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.cell_params)[0][0]
             arrays["cell_t"], arrays["cell_states"], arrays["cell_dVdt"] = t, ys.T, dv
-            onset = _analysed_onset(p)
-            if onset is not None:
-                summary.update(beat_metrics(t, ys[0], onset, dv))
-                summary["beat_onset_ms"] = onset
+            summary.update(self._beat(t, ys[0], dv))
+        elif p.n_cells == 1 and len(pt) > 3:      # CUDA: the probe trace (every accepted step
+            summary.update(self._beat(pt, pv[:, 0], None))   # with dt_save 0), dV/dt by differences
         return arrays, summary
+
+    def _beat(self, t: np.ndarray, v: np.ndarray, dv: np.ndarray | None) -> dict[str, Any]:
+        """Rest, peak, max dV/dt and APD90 of the analysed beat: the last stimulus onset followed
+        by 400 ms, or a self-oscillating cell's last spontaneous beat."""
+        onset, window = _analysed_onset(self.problem), 1000.0
+        if onset is None:
+            onset, window = spontaneous_beat(t, v, self.cfg.output.activation_threshold) or (None, 0)
+        if onset is None:
+            return {}
+        return {**beat_metrics(t, v, onset, dv, window), "beat_onset_ms": onset}
 
     def close(self) -> None:
         self.engine.close()
@@ -164,27 +205,12 @@ class CardiacSimulation(Simulation):
 def _analysed_onset(p: Problem) -> float | None:
     """The last stimulus onset followed by at least 400 ms of run (else the first)."""
     onsets = []
-    for start, _, _, period, count in p.stim_table:
+    for start, _, amplitude, period, count in p.stim_table[:len(p.cfg.protocol.stimuli)]:
+        if amplitude == 0.0:
+            continue
         onsets += list(start + period * np.arange(int(count)))
     onsets = sorted(o for o in onsets if o < p.t_end)
     if not onsets:
         return None
     full = [o for o in onsets if p.t_end - o >= 400.0]
     return float(full[-1] if full else onsets[0])
-
-
-def _make_engine(problem: Problem, backend: str):
-    if backend == "cuda":
-        from app.sims.cardiac.cuda import CudaTissue
-        return CudaTissue(problem)
-    if backend == "cpu-reference":
-        return CpuTissue(problem)
-    from app.sims.cardiac.compiled import CompiledTissue
-    return CompiledTissue(problem)
-
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label

@@ -1,7 +1,7 @@
 """The Runge-Kutta methods, with the Rush-Larsen treatment of the gates inside every stage.
 
 Every method is a Butcher tableau (``a``, ``b``, ``c``; adaptive pairs add ``b_low``).
-The 6 non-gating states are advanced by the tableau as usual. For the 15 gates,
+The non-gating states are advanced by the tableau as usual. For the gates,
 dw/dt = a(Y)·w + b(Y), each stage value (and the final value) is the exact solution of that
 linear equation over ``c_i·h`` with the stage's a and b replaced by the tableau-weighted
 averages of the earlier stages' coefficients:

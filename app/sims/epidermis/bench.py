@@ -98,14 +98,14 @@ def initial(cfg: EpidermisConfig, relax: bool = False, engine=None) -> dict:
 
 
 def _time_run(eng, steps: int) -> tuple[float, float]:
-    """(event seconds, host seconds) of eng.run(steps)."""
+    """(event seconds, host seconds) of eng.advance(steps)."""
     import pycuda.driver as cuda
 
     start, end = cuda.Event(), cuda.Event()
     eng.stream.synchronize()
     t0 = time.perf_counter()
     start.record(eng.stream)
-    eng.run(steps)
+    eng.advance(steps)
     end.record(eng.stream)
     end.synchronize()
     wall = time.perf_counter() - t0
@@ -114,7 +114,7 @@ def _time_run(eng, steps: int) -> tuple[float, float]:
 
 def pair_statistics(eng) -> dict:
     """Mean candidates examined and pairs within the cutoff per element (from the state)."""
-    st = eng.get_state()
+    st = eng.state()
     cfg = eng.cfg
     p, cell, _, _ = model.live_elements(st)
     _, S = eng.forces()
@@ -257,7 +257,7 @@ def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax:
     setup = time.perf_counter() - t0
     eng = CudaEngine(cfg, state)
     try:
-        eng.run(warmup)
+        eng.advance(warmup)
         gpu_s, wall = _time_run(eng, steps)
         st = eng.element_counts()
         s = eng.summary()
@@ -317,9 +317,9 @@ def cpu_case(cells: int, steps: int) -> dict:
 
     cfg = config(cells)
     eng = CpuEngine(cfg, model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height))
-    eng.run(2)
+    eng.advance(2)
     t0, c0 = time.perf_counter(), time.process_time()
-    eng.run(steps)
+    eng.advance(steps)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     m = int(eng.element_counts().sum())
     return {"case": f"movement {cells} cells (NumPy reference)", "engine": "ref", "mode": "movement",
@@ -336,9 +336,9 @@ def compiled_case(cells: int, steps: int, threads: int, warmup: int = 20) -> dic
 
     cfg = config(cells, pitch=TABLE3_PITCH)
     eng = CompiledEngine(cfg, initial(cfg, relax=False, engine=CompiledEngine))
-    eng.run(warmup)
+    eng.advance(warmup)
     t0, c0 = time.perf_counter(), time.process_time()
-    eng.run(steps)
+    eng.advance(steps)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     m = int(eng.element_counts().sum())
     return {"case": f"movement {cells} cells (compiled CPU, {threads} thr)", "engine": "cpu",
@@ -397,7 +397,7 @@ def smoke() -> None:
             cfg = dataclasses.replace(cfg, tissue=dataclasses.replace(
                 cfg.tissue, max_elements=24, elements=20))
             eng = CudaEngine(cfg, initial(cfg))
-            eng.run(26)
+            eng.advance(26)
             eng.forces()
             eng.cells()
             eng.elements()

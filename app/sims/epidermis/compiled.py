@@ -632,7 +632,7 @@ class CompiledEngine(CpuEngine):
         """The NumPy engine's error for the failing step (it redoes the step from this state),
         else one naming the step and the first failing cell."""
         try:
-            CpuEngine(self.cfg, self.get_state()).run(1)
+            CpuEngine(self.cfg, self.state()).advance(1)
         except model.BlownUpError:
             raise
         except (ValueError, FloatingPointError):      # its grid cannot bin NaN positions
@@ -642,7 +642,7 @@ class CompiledEngine(CpuEngine):
         raise model.BlownUpError(f"the tissue blew up at step {self.s['step']} in cell {cell}: "
                                  f"{what}; lower run.dt or check the parameters")
 
-    def run(self, nsteps: int) -> None:
+    def advance(self, nsteps: int) -> None:
         cfg = self.cfg
         left = int(nsteps)
         interval = cfg.growth.interval

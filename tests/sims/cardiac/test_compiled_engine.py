@@ -40,11 +40,11 @@ def test_compiled_rates_match_reference_on_random_states():
     sim = CardiacSimulation(config(cable(0.5, t_end=1.0)), "cpu")
     engine, model, params = sim.engine, sim.problem.model, sim.problem.params
     rng = np.random.default_rng(4)
-    y = model.initial_state()[:, None] * rng.uniform(0.8, 1.2, (21, 12))
+    y = model.initial_state()[:, None] * rng.uniform(0.8, 1.2, (model.n_states, 12))
     y[0] = rng.uniform(-90.0, 40.0, 12)                           # voltages across the range
     stim = rng.uniform(-40.0, 0.0, 12)
     fast = tuple(np.empty((o.shape[0], 12)) for o in engine._out)
-    engine._rates(y, stim, params, *fast)
+    engine._rates(y, stim, np.repeat(params[:, None], 12, axis=1), *fast)
     ref = model.rates(y, stim, params)
     for got, want in zip(fast, ref):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -4,11 +4,12 @@ The GPU-sized preset (02-sheet-spiral-s1s2.yaml: a 10 cm sheet of control CRN ti
 wavelength is ~10 cm) runs for about an hour on the CPU engine; its layout is checked here and
 its spiral was verified once on the CPU engine (README). The CPU-sized preset
 (03-sheet-spiral-s1s2-ach-small.yaml) is the same protocol, S1 on the left edge, then S2 on a
-lower band of the sheet inside S1's vulnerable window, in tissue with 0.03 µM ACh: I_KACh cuts
-the APD90 from ~320 to ~53 ms and the refractory period from ~330 to ~97 ms, so the wavelength
-falls to ~2 cm and a 20 x 28 mm sheet holds a spiral (dx 0.4 mm, dt 0.1 ms, 3,500 cells).
-Measured on that mesh, S2 at 115-140 ms starts a spiral and S2 at 145 ms or later does not (all
-tissue has recovered: no free end); the preset's 125 ms is in the middle of the window.
+lower band of the sheet inside S1's vulnerable window, in tissue with 0.03 µM ACh (the CRN
+CellML model with I_KACh added): I_KACh cuts the single-cell APD90 from ~309 to ~58 ms, so the
+wavelength falls to ~2 cm and a 20 x 28 mm sheet holds a spiral (dx 0.4 mm, dt 0.1 ms, 3,500
+cells). Measured on that mesh, S2 at 130-140 ms starts a spiral, at 115-125 ms it does not
+(too little has recovered) nor at 145 ms or later (all tissue has recovered: no free end); the
+preset's 135 ms is in the middle of the window.
 
 What cannot happen without re-entry, checked on that preset:
 
@@ -37,7 +38,7 @@ BIG = PRESETS / "cardiac" / "02-sheet-spiral-s1s2.yaml"
 SMALL = PRESETS / "cardiac" / "03-sheet-spiral-s1s2-ach-small.yaml"
 NX, NY, DX, DT = 50, 70, 0.4, 0.1
 LX, LY = NX * DX, NY * DX
-S2_START, T_END, TAU = 125.0, 420.0, 10.0      # TAU: the delay of the phase embedding
+S2_START, T_END, TAU = 135.0, 420.0, 10.0      # TAU: the delay of the phase embedding
 CORNER = [(x, y) for x in (3.0, 5.0, 7.0) for y in (3.0, 5.0, 7.0)]   # mm, where S2 fired
 
 
@@ -81,10 +82,10 @@ def test_s1_s2_cross_field_starts_a_spiral_and_s1_alone_dies_out():
     cfg = small_config()
     spiral = CpuTissue(Problem.from_config(cfg))
     run_to(spiral, S2_START - 1.0)                  # both runs are the same up to here
-    state = {k: np.array(v, copy=True) for k, v in spiral.checkpoint().items()}
+    state = {k: np.array(v, copy=True) for k, v in spiral.state().items()}
     control = CpuTissue(Problem.from_config(
         replace(cfg, protocol=replace(cfg.protocol, stimuli=cfg.protocol.stimuli[:1]))))
-    control.load(state)
+    control.restore(state)
 
     # S1: a planar wave; its speed bounds how long any wave that does not turn back can last
     act = spiral.activation()["activation_time"].reshape(NY, NX)
@@ -133,6 +134,6 @@ def test_preset_protocol_fits_its_sheet():
     assert s1[:, :2].all() and not s1[:, 3:].any()                  # the left edge, full height
     assert s2[: ny // 2].all() and not s2[ny // 2 + 1:].any()       # the lower half, full width
     start = p.stim_table[:, 0]
-    assert cfg.D == 0.06 and cfg.model.get("ACh", 0.0) == 0.0
+    assert cfg.D == 0.06 and not cfg.model.parameters
     assert 300.0 < start[1] - start[0] < 500.0                      # S1's refractory tail in the sheet
     assert cfg.protocol.t_end >= start[1] + 500.0

@@ -39,5 +39,5 @@ def test_ga_on_cpu_backend_makes_the_reference_decisions():
         fast.advance()
         ref.advance()
     np.testing.assert_allclose(fast.best_history, ref.best_history, rtol=1e-10)
-    np.testing.assert_array_equal(fast.engine.get_population(), ref.engine.get_population())
+    np.testing.assert_array_equal(fast.engine.state()["population"], ref.engine.state()["population"])
     assert fast.results()[1]["compile_seconds"] >= 0

@@ -65,9 +65,9 @@ def test_steps_follow_the_numpy_engine(boundary, search):
     st = random_state(cfg, np.random.default_rng(11), per_cell=12, spread=1.8)
     a, b = CompiledEngine(cfg, clone(st)), CpuEngine(cfg, clone(st))
     for n in (1, 59, 140):
-        a.run(n)
-        b.run(n)
-        sa, sb = a.get_state(), b.get_state()
+        a.advance(n)
+        b.advance(n)
+        sa, sb = a.state(), b.state()
         assert int(sa["step"]) == int(sb["step"])
         assert float32_ulps(sa["pos"], sb["pos"]) <= 64, n
         assert np.abs(sa["pos"] - sb["pos"]).max() < 1e-4
@@ -80,9 +80,9 @@ def test_full_model_with_growth_and_divisions_follows_the_numpy_engine():
                  run={"mode": "full", "relax_steps": 0})
     state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
     a, b = CompiledEngine(cfg, clone(state)), CpuEngine(cfg, clone(state))
-    a.run(100)
-    b.run(100)
-    sa, sb = a.get_state(), b.get_state()
+    a.advance(100)
+    b.advance(100)
+    sa, sb = a.state(), b.state()
     assert int(sa["n_cells"]) == int(sb["n_cells"]) > 9 and int(sa["event"]) == 5
     for key in ("count", "etype"):
         assert np.array_equal(sa[key], sb[key]), key
@@ -97,17 +97,17 @@ def test_checkpoints_move_between_the_engines_and_resume_bit_identically():
                  run={"mode": "full", "relax_steps": 0})
     state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
     a = CompiledEngine(cfg, clone(state))
-    a.run(120)
-    saved = a.get_state()
+    a.advance(120)
+    saved = a.state()
     b = CompiledEngine(cfg, clone(saved))
-    a.run(80)
-    b.run(80)
-    sa, sb = a.get_state(), b.get_state()
+    a.advance(80)
+    b.advance(80)
+    sa, sb = a.state(), b.state()
     for key in KEYS:
         assert np.array_equal(sa[key], sb[key]), key
     ref = CpuEngine(cfg, clone(saved))           # the NumPy engine resumes the checkpoint
-    ref.run(80)
-    sr = ref.get_state()
+    ref.advance(80)
+    sr = ref.state()
     assert np.array_equal(sr["count"], sa["count"]) and int(sr["event"]) == int(sa["event"])
     assert np.abs(sr["pos"] - sa["pos"]).max() < 1e-4
 
@@ -119,8 +119,8 @@ def test_the_result_does_not_depend_on_the_thread_count():
     for n in (1, 2):
         with threads(n):
             eng = CompiledEngine(cfg, clone(state))
-            eng.run(40)
-            out.append(eng.get_state())
+            eng.advance(40)
+            out.append(eng.state())
     for key in KEYS:
         assert np.array_equal(out[0][key], out[1][key]), key
 
@@ -131,7 +131,7 @@ def test_a_blown_up_tissue_raises_the_numpy_engines_error():
     st = random_state(cfg, np.random.default_rng(12), per_cell=8, spread=1.0)
     eng = CompiledEngine(cfg, st)
     with pytest.raises(model.BlownUpError, match=r"step 0: element \d+ of cell \d+ moved"):
-        eng.run(3)
+        eng.advance(3)
     assert eng.step == 0
 
 
@@ -141,7 +141,7 @@ def test_a_state_with_nan_raises_naming_the_cell():
     state["pos"][0, 1, 2] = np.nan
     eng = CompiledEngine(cfg, state)
     with pytest.raises(model.BlownUpError, match="cell 2"):
-        eng.run(3)
+        eng.advance(3)
     assert eng.step == 0
 
 
