@@ -339,10 +339,10 @@ def _grid(x, box, reach):
     while True:
         for k in range(3):
             if k < 2 and box > 0.0:
-                dims[k] = max(1, int(math.floor(box / width)))
+                dims[k] = max(1, math.floor(box / width))
                 w[k] = box / dims[k]
             else:
-                dims[k] = int(math.floor((hi[k] - lo[k]) / width)) + 1 if M else 1
+                dims[k] = math.floor((hi[k] - lo[k]) / width) + 1 if M else 1
                 w[k] = width
         if dims[0] * dims[1] * dims[2] <= 4 * M + 4096:
             break
@@ -354,9 +354,9 @@ def _grid(x, box, reach):
             if not math.isfinite(v):          # a blown-up element: any bin (no pairs anyway)
                 idx[k, i] = 0
             elif k < 2 and box > 0.0:
-                idx[k, i] = int(math.floor(v / w[k])) % dims[k]
+                idx[k, i] = math.floor(v / w[k]) % dims[k]
             else:
-                idx[k, i] = max(0, min(int(math.floor((v - lo[k]) / w[k])), dims[k] - 1))
+                idx[k, i] = max(0, min(math.floor((v - lo[k]) / w[k]), dims[k] - 1))
     return idx, dims
 
 
@@ -514,21 +514,6 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
     return done, status, where, off, nbr, own
 
 
-@njit(cache=CACHE, nogil=True, error_model="numpy")
-def _forces_now(x, genes, etype, cell, first, pfirst, mech, rates, hills, box, reach):
-    """Stage-1 forces [3, M] and contact sums [4, M] at ``x`` (a fresh list)."""
-    M, C = x.shape[1], first.shape[0] - 1
-    inv_box = 1.0 / box if box > 0.0 else 0.0
-    off, nbr, own = _build_list(x, cell, box, inv_box, reach)
-    F, S = np.zeros((3, M)), np.zeros((4, M))
-    L = nbr.shape[0]
-    _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), np.empty((6, pfirst[C])), np.empty(pfirst[C]),
-          F, S, np.zeros((C, 4)), np.zeros(C), np.zeros(C), np.zeros(C, np.int64), x.copy(), etype,
-          cell, first, pfirst, off, nbr, own, np.empty(L), np.empty((4, L)), genes, genes.copy(),
-          mech, rates, hills, box, inv_box, 0.0, np.bool_(True))
-    return F, S
-
-
 # ---- the engine ---------------------------------------------------------------------------
 def _morse_row(m: Morse) -> list[float]:
     return [m.U0 / m.xi1, m.xi1, m.V0 / m.xi2, m.xi2]
@@ -577,7 +562,6 @@ def warm_up() -> float:
     for box in (0.0, 20.0):
         _advance(2, x.copy(), genes.copy(), etype, cell, first, pfirst, *_empty_list(4),
                  np.zeros((3, 4)), np.zeros(1, np.int64), mech, rates, hills, box, 0.1, 4.0, True)
-        _forces_now(x, genes, etype, cell, first, pfirst, mech, rates, hills, box, 4.0)
     return time.perf_counter() - start
 
 
@@ -672,9 +656,19 @@ class CompiledEngine(CpuEngine):
                 self._growth_event()
 
     def forces(self) -> tuple[np.ndarray, np.ndarray]:
+        """Stage-1 forces and contact sums now (a fresh list; the functions the step compiled)."""
         p = self._pack()
-        F, S = _forces_now(p["x"], p["genes"], p["etype"], p["cell"], p["first"], p["pfirst"],
-                           self._mech, self._rates, self._hills, self._box, self._reach)
+        x, box = p["x"], self._box
+        M, C = x.shape[1], p["first"].shape[0] - 1
+        inv_box = 1.0 / box if box > 0.0 else 0.0
+        off, nbr, own = _build_list(x, p["cell"], box, inv_box, self._reach)
+        F, S = np.zeros((3, M)), np.zeros((4, M))
+        L, Mp = nbr.shape[0], p["pfirst"][C]
+        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), np.empty((6, Mp)), np.empty(Mp), F, S,
+              np.zeros((C, 4)), np.zeros(C), np.zeros(C), np.zeros(C, np.int64), x.copy(),
+              p["etype"], p["cell"], p["first"], p["pfirst"], off, nbr, own, np.empty(L),
+              np.empty((4, L)), p["genes"], p["genes"].copy(), self._mech, self._rates,
+              self._hills, box, inv_box, 0.0, np.bool_(True))
         kc = p["kc"]
         E, cap = self.s["pos"].shape[1:]
         out_f = np.zeros((3, E, cap), np.float32)

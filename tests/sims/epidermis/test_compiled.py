@@ -49,7 +49,7 @@ def test_forces_match_the_float64_reference(boundary, mode, mechanics):
     assert np.all(err <= TOL_TERMS * scale + 2e-7 * np.sqrt((Fr ** 2).sum(axis=0))), err.max()
     assert Sr[0].sum() > 50
     assert np.array_equal(S, Sr.astype(np.float32))
-    p, _, _, kc = model.live_elements(state)
+    _, _, _, kc = model.live_elements(state)
     dead = np.ones(F.shape[1:], bool)
     dead[kc[0], kc[1]] = False
     assert not F[:, dead].any() and not S[:, dead].any()
