@@ -39,10 +39,10 @@ def test_unknown_ssa_algorithm_is_an_error_on_every_engine():
 
     _, cfg = load_run_config(default_preset("ssa"))
     net = cfg.network()
-    for make in (lambda: CpuEnsemble(net, 4, 1, "tau-leap", [0], 8),
-                 lambda: CompiledEnsemble(net, 4, 1, "tau-leap", [0], 8),
-                 lambda: kernel_source(net, [0], "tau-leap")):
-        with pytest.raises(ValueError, match="unknown SSA algorithm 'tau-leap'; valid: direct, logdirect"):
+    for make in (lambda: CpuEnsemble(net, 4, 1, "first-reaction", [0], 8),
+                 lambda: CompiledEnsemble(net, 4, 1, "first-reaction", [0], 8),
+                 lambda: kernel_source(net, [0], "first-reaction")):
+        with pytest.raises(ValueError, match="unknown SSA algorithm 'first-reaction'; valid: direct, logdirect"):
             make()
 
 
