@@ -25,7 +25,6 @@ from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.views.cardiac import ProbeTraceView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
-from app.sims.cardiac.engine import build_mesh
 from app.sims.cardiac.solvers import ADAPTIVE
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_npz
@@ -187,14 +186,8 @@ class CardiacPanel(Panel):
 
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:
-        try:
-            cfg = self.current_config()
-            mesh = build_mesh(cfg)
-        except Exception:
-            return super().start_run()          # reports the error
         self.arrays = None
-        self.mesh = mesh
-        self.tissue.set_mesh(mesh)
+        self.mesh = None
         self.traces.live = {}
         return super().start_run()
 
@@ -202,6 +195,9 @@ class CardiacPanel(Panel):
         return f"{frame.throughput:.3g} sim ms/s, {frame.status}"
 
     def on_frame(self, frame) -> None:
+        if frame.mesh is not self.mesh:          # the run's mesh comes with its frames
+            self.mesh = frame.mesh
+            self.tissue.set_mesh(frame.mesh)
         self.tissue.set_frame(frame)
         self.traces.set_frame(frame)
         self.steps.set_frame(frame)
