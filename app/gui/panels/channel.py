@@ -227,26 +227,18 @@ class ChannelPanel(Panel):
     def apply_config(self, cfg: ChannelConfig) -> None:
         self.base_cfg = cfg
         self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
-        self.model_editor.set_text(dump_yaml(cfg.model), "<model>")
-        self._set_protocols(cfg.protocols, None)
+        if cfg.model_file:                     # a model file shows as written
+            path = Path(cfg.model_file)
+            self.model_editor.set_text(path.read_text(encoding="utf-8"), path.name)
+        else:
+            self.model_editor.set_text(dump_yaml(cfg.model), "<model>")
+        self._set_protocols(cfg.protocols, Path(cfg.protocols_file) if cfg.protocols_file else None)
         d = cfg.data
         self.data_source.setCurrentIndex(self.data_source.findData(d.source))
         self.data_fields.show(d)
         self.data_path.setText(str(resolve(d.path, cfg.base_dir)) if d.path and _exists(d.path, cfg.base_dir)
                                else (d.path or ""))
         self.ga_form.show(cfg.ga)
-
-    def load_config(self, path: str | Path) -> None:
-        """Load a run config; a model or protocol given as a file shows that file as written."""
-        super().load_config(path)
-        path = Path(path).resolve()
-        raw = load_yaml(path).data
-        base = self.base_cfg.base_dir
-        if isinstance(raw.get("model"), str):
-            model_file = resolve(raw["model"], base)
-            self.model_editor.set_text(model_file.read_text(encoding="utf-8"), model_file.name)
-        if isinstance(raw.get("protocols"), str):
-            self._set_protocols(self.base_cfg.protocols, resolve(raw["protocols"], base))
 
     def set_protocol_file(self, path: str | Path) -> None:
         """Use the protocol families of ``path``; raises ConfigError for a bad file."""

@@ -52,6 +52,8 @@ class ChannelConfig:
     data: DataSpec = field(default_factory=DataSpec)
     ga: GASettings = field(default_factory=GASettings)
     base_dir: str = ""      # folder that relative paths are resolved against (set on load)
+    model_file: str = ""      # the file the model came from, "" when inline (set on load)
+    protocols_file: str = ""  # the file the protocols came from, "" when inline (set on load)
 
     def model_(self) -> ChannelModel:
         return compile_model(self.model)
@@ -105,4 +107,7 @@ def load_config(doc: Document) -> ChannelConfig:
     compile_protocols(protocols, proto_doc, proto_path)
     if cfg.data.source != "surrogate" and not cfg.data.path:
         raise doc.error(f"data source '{cfg.data.source}' needs a 'path'", ("data",))
-    return replace(cfg, model=model, protocols=protocols, base_dir=base)
+    model_file = str(resolve(cfg.model, base).resolve()) if isinstance(cfg.model, str) else ""
+    protocols_file = str(resolve(cfg.protocols, base).resolve()) if isinstance(cfg.protocols, str) else ""
+    return replace(cfg, model=model, protocols=protocols, base_dir=base, model_file=model_file,
+                   protocols_file=protocols_file)

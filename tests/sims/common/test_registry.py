@@ -65,3 +65,4 @@ def test_a_domain_name_is_registered_once():
         DOMAINS.register(Domain(name="ssa", label="again", module="app.sims.ssa", description=""))
     with pytest.raises(ValueError, match="plain identifier"):
         DOMAINS.register(Domain(name="no-dash", label="x", module="x", description=""))
+
