@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QGroupBox, Q
 from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
 from app.gui.runner import RunControls, RunState, SimulationWorker
-from app.sims.common.config import ConfigError, dump_yaml
+from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.output import save_text
 from app.sims.common.simulation import Domain, Frame, default_preset, load_run_config
 
@@ -151,9 +151,8 @@ class Panel(QWidget):
         log.info("loaded %s", path)
 
     def validate(self, cfg: Any) -> Any:
-        """Round-trip ``cfg`` through YAML and the domain's loader: the same checks as a file."""
-        _, checked = load_run_config(dump_yaml(cfg), text=True)
-        return checked
+        """``cfg`` checked by the domain's loader: the same checks as a file (no YAML text)."""
+        return self.domain.load().load_config(Document(to_plain(cfg), {}))
 
     def save_config(self, path: str | Path) -> Path:
         out = save_text(path, dump_yaml(self.current_config()))
