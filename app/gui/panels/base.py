@@ -20,7 +20,7 @@ from app.gui import errors
 from app.gui.runner import RunControls, RunState, SimulationWorker
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.output import save_text
-from app.sims.common.simulation import Domain, Frame, default_preset, load_run_config
+from app.sims.common.simulation import Domain, Frame, default_preset, load_run_config, presets
 
 log = logging.getLogger(__name__)
 
@@ -265,12 +265,14 @@ class Panel(QWidget):
             self.export_buttons[kind] = button
         return box
 
-    def preset_picker(self, title: str, files: list[Path]) -> tuple[QGroupBox, QComboBox, QLabel]:
-        """A group with the domain's presets, an Open YAML button and a description line;
-        picking either loads that run config."""
+    def preset_picker(self, title: str = "Preset", files: list[Path] | None = None
+                      ) -> tuple[QGroupBox, QComboBox, QLabel]:
+        """A group with the domain's presets (or ``files``), an Open YAML button and a description
+        line; picking either loads that run config. Sets :attr:`preset_combo` and
+        :attr:`description`."""
         box = QGroupBox(title)
         combo = QComboBox()
-        for path in files:
+        for path in presets(self.domain.name) if files is None else files:
             combo.addItem(path.stem, str(path.resolve()))
         button = QPushButton("Open YAML…")
         description = QLabel()
@@ -285,7 +287,7 @@ class Panel(QWidget):
             lambda index: self.attempt("Cannot open the run config", self.load_config, combo.itemData(index)))
         button.clicked.connect(
             lambda: self.ask_file("Open run config", "YAML (*.yaml *.yml)", self.load_config))
-        self.preset_combo = combo
+        self.preset_combo, self.description = combo, description
         return box, combo, description
 
     def open_default_preset(self) -> None:

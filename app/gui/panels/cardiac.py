@@ -28,7 +28,7 @@ from app.sims.cardiac.config import CardiacConfig, Region
 from app.sims.cardiac.solvers import ADAPTIVE
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_npz
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class CardiacPanel(Panel):
         self.mesh = None
         self.extra_probes: list[int] = []
         self.form = ConfigForm(CardiacConfig)
-        self._build_preset_group()
+        self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self._build_mesh_group()
         self._build_solver_group()
         self._build_protocol_group()
@@ -72,10 +72,6 @@ class CardiacPanel(Panel):
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_preset_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
-        self.controls_layout.addWidget(box)
-
     def _build_mesh_group(self) -> None:
         box = self.form.group("Mesh", [("mesh.kind", "Kind"), ("mesh.level", "Sphere level"), ("mesh.nx", "Sheet nx"),
                                        ("mesh.ny", "Sheet ny"), ("mesh.dx_mm", "Sheet dx (mm)"), ("D", "D (mm²/ms)")])

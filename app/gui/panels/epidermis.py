@@ -47,7 +47,7 @@ from app.gui.panels.epidermis_export import (
 from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
 from app.sims.common.config import ConfigError, dotted_items, to_plain
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 from app.sims.epidermis.config import EpidermisConfig, Morse
 from app.sims.epidermis.model import morse_minimum
 from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
@@ -74,7 +74,7 @@ class EpidermisPanel(Panel):
         self.recorder = FrameRecorder()
         self.movie: MovieRecorder | None = None
         self.form = ConfigForm(EpidermisConfig, hints={"tissue.cells": {"step": 10}, "run.steps": {"step": 1000}})
-        self._build_preset_group()
+        self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self._build_tissue_group()
         self._build_time_group()
         self._build_mechanics_group()
@@ -91,10 +91,6 @@ class EpidermisPanel(Panel):
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_preset_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
-        self.controls_layout.addWidget(box)
-
     def _add_group(self, title: str, items: list) -> QGroupBox:
         box = self.form.group(title, items)
         self.controls_layout.addWidget(box)

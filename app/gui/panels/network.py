@@ -27,7 +27,7 @@ from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateV
 from app.sims.common.config import ConfigError, parse_yaml
 from app.sims.common.output import save_csv, save_npz
 from app.sims.common.session import load_checkpoint
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 from app.sims.network.config import NetworkConfig, load_config
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class NetworkPanel(Panel):
         self.base_cfg: NetworkConfig | None = None
         self.arrays: dict | None = None
         self.resume_path: Path | None = None
-        self._build_model_group()
+        self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self._build_form()
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
@@ -80,10 +80,6 @@ class NetworkPanel(Panel):
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_model_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
-        self.controls_layout.addWidget(box)
-
     def _build_form(self) -> None:
         self.form = ConfigForm(NetworkConfig)
         for title, items in (

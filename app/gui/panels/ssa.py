@@ -26,7 +26,7 @@ from app.gui.views.heatmap import HeatMapView
 from app.gui.views.histogram import HistogramView
 from app.gui.views.trajectories import TrajectoryView
 from app.sims.common.config import ConfigError
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 from app.sims.ssa.config import SSAConfig
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class SSAPanel(Panel):
         super().__init__(domain, device, parent)
         self.base_cfg: SSAConfig | None = None
         self.reference_worker: SimulationWorker | None = None
-        self._build_model_group()
+        self.controls_layout.addWidget(self.preset_picker("Model")[0])
         self._build_table_group()
         self._build_ensemble_group()
         self._build_compare_group()
@@ -58,10 +58,6 @@ class SSAPanel(Panel):
         self._build_views()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_model_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Model", presets(self.domain.name))
-        self.controls_layout.addWidget(box)
-
     def _build_table_group(self) -> None:
         box = QGroupBox("Initial counts and parameters")
         self.table = ParameterTable()
