@@ -100,6 +100,12 @@ class Panel(QWidget):
     def clear_views(self) -> None:
         raise NotImplementedError
 
+    def require_frame(self) -> Frame:
+        """The last frame, for an export; RuntimeError before the first run has drawn one."""
+        if self.last_frame is None:
+            raise RuntimeError("nothing to export yet: run the simulation first")
+        return self.last_frame
+
     def on_frame(self, frame: Frame) -> None:
         """Draw a new frame (GUI thread, at most ~30 Hz)."""
 

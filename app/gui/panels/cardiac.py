@@ -214,9 +214,7 @@ class CardiacPanel(Panel):
     # ---- exports ------------------------------------------------------------------------
     def maps(self) -> dict[str, np.ndarray]:
         """Per-cell maps of the last run: V now, and activation / APD90 when it ended."""
-        f = self.last_frame
-        if f is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        f = self.require_frame()
         out = {"V": np.asarray(f.V)}
         a = self.arrays or {}
         for key in ("activation_time", "activation_last", "apd90"):
@@ -226,8 +224,7 @@ class CardiacPanel(Panel):
 
     def export_data(self, path: str | Path) -> Path:
         """CSV: probe traces; NPZ: the maps, probe traces and step history."""
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         if path.suffix.lower() == ".csv":
             out = write_traces_csv(path, self.last_frame)

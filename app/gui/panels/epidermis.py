@@ -319,8 +319,7 @@ class EpidermisPanel(Panel):
     def export_data(self, path: str | Path) -> Path:
         """CSV: the history; NPZ: recorded frames (or the current one), the current frame
         under the headless keys and the history."""
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         if path.suffix.lower() == ".csv":
             out = write_history_csv(path, self.last_frame)

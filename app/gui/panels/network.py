@@ -189,8 +189,7 @@ class NetworkPanel(Panel):
 
     def export_data(self, path: str | Path) -> Path:
         """CSV: the per-epoch history; NPZ: spikes, connectivity and history together."""
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         if path.suffix.lower() == ".csv":
             out = export_history_csv(path, self.last_frame)
@@ -208,8 +207,7 @@ class NetworkPanel(Panel):
     def export(self, kind: str, path: str | Path) -> Path:
         if kind == "png":
             return self.save_screenshot(path)
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         if kind == "spikes":
             out = export_spikes_npz(path, self.arrays, self.last_frame)
         elif kind == "history":

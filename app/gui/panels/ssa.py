@@ -156,8 +156,7 @@ class SSAPanel(Panel):
         self.heatmap.clear()
 
     def export_data(self, path: str | Path) -> Path:
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         out = export_csv(path, self.last_frame) if path.suffix.lower() == ".csv" else export_npz(path, self.last_frame)
         log.info("exported %s", out)

@@ -59,9 +59,8 @@ class DecayPanel(Panel):
         self.view.clear_data()
 
     def export_data(self, path: str | Path) -> Path:
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
-        return save_npz(path, {"times": self.last_frame.times, "mean": self.last_frame.mean})
+        frame = self.require_frame()
+        return save_npz(path, {"times": frame.times, "mean": frame.mean})
 
 
 def main_plot(frame) -> DecayView:
