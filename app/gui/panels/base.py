@@ -211,10 +211,32 @@ class Panel(QWidget):
             self.run_controls.set_state(RunState.PAUSED)
             self.status_changed.emit("paused")
 
+    def live_changes(self) -> dict[str, Any]:
+        """Settings edited while paused that the running simulation takes (none here); raises
+        ConfigError for a bad or a fixed setting."""
+        return {}
+
+    def changes_sent(self, changes: dict[str, Any]) -> None:
+        """``changes`` went to the paused run (a panel that tracks the run's settings updates them)."""
+
     def resume_run(self) -> None:
-        if self.running:
-            self.worker.resume()
-            self.run_controls.set_state(RunState.RUNNING)
+        """Send the settings changed while paused (:meth:`live_changes`) to the run, then resume it."""
+        if not self.running:
+            return
+        if self.worker.paused:
+            try:
+                changes = self.live_changes()
+            except Exception as exc:
+                errors.report_exception(self, "Cannot resume with these settings", exc)
+                return
+            if changes:
+                self.worker.session.request_update(changes)
+                self.changes_sent(changes)
+                log.info("%s: for the rest of the run: %s", self.domain.name,
+                         ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                                   for k, v in changes.items()))
+        self.worker.resume()
+        self.run_controls.set_state(RunState.RUNNING)
 
     def stop_run(self) -> None:
         if self.worker is not None:

@@ -306,26 +306,14 @@ class ChannelPanel(Panel):
         for box in (self.population, self.ga_seed):
             box.setEnabled(True)
 
-    def ga_changes(self) -> dict[str, Any]:
+    def live_changes(self) -> dict[str, Any]:
         """The live GA settings changed since the run started (or last resumed); validated."""
         settings = self.ga_settings()
         old = self.run_ga or settings
         return {k: getattr(settings, k) for k in LIVE_SETTINGS if getattr(settings, k) != getattr(old, k)}
 
-    def resume_run(self) -> None:
-        """Send changed GA settings to the paused run, then resume it."""
-        if self.running and self.worker.paused:
-            try:
-                changes = self.ga_changes()
-            except Exception as exc:
-                errors.report_exception(self, "Cannot resume with these GA settings", exc)
-                return
-            if changes:
-                self.worker.session.request_update(changes)
-                self.run_ga = replace(self.run_ga, **changes)
-                log.info("GA settings for the rest of the run: %s",
-                         ", ".join(f"{k} = {v:g}" for k, v in changes.items()))
-        super().resume_run()
+    def changes_sent(self, changes: dict[str, Any]) -> None:
+        self.run_ga = replace(self.run_ga, **changes)
 
     def status_text(self, frame) -> str:
         gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0

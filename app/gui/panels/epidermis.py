@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.gui import errors
 from app.gui.export import save_rgba_png
 from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
@@ -241,20 +240,8 @@ class EpidermisPanel(Panel):
                               "one); the mechanics, growth, Δt, steps and search can")
         return live
 
-    def resume_run(self) -> None:
-        """Send changed settings to the paused run, then resume it."""
-        if self.running and self.worker.paused:
-            try:
-                changes = self.live_changes()
-            except Exception as exc:
-                errors.report_exception(self, "Cannot resume with these settings", exc)
-                return
-            if changes:
-                self.worker.session.request_update(changes)
-                self.run_cfg = self.current_config()
-                log.info("epidermis: for the rest of the run: %s",
-                         ", ".join(f"{k} = {v}" for k, v in changes.items()))
-        super().resume_run()
+    def changes_sent(self, changes: dict[str, Any]) -> None:
+        self.run_cfg = self.current_config()
 
     def on_frame(self, frame) -> None:
         if self.record_frames.isChecked():
