@@ -4,6 +4,7 @@
     python -m app run CONFIG.yaml [--backend auto|cpu|cpu-reference|cuda] [--set key=value ...] [--out DIR]
     python -m app bench NAME [--backend ...] [--out DIR]
     python -m app devices
+    python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--out table.md]
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
     sub.add_parser("devices", help="what can run here")
+    sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
     cache.add_argument("action", nargs="?", default="info", choices=("info", "clear", "warm"),
                        help="warm: build every panel's default preset on CUDA, compiling what is "
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                             quit_after=getattr(args, "quit_after", None))
         if args.command == "devices":
             return _devices()
+        if args.command == "domains":
+            return _domains()
         if args.command == "cache":
             return _cache(args.action)
         if args.command == "run":
@@ -116,6 +120,15 @@ def _devices() -> int:
     if others:
         print(f"  also here: {', '.join(others)} (BIOGPU_COMPILER=nvrtc|nvcc picks one)")
     print(f"kernel cache: {kernel_cache.cache_dir()} ({len(kernel_cache.entries())} compiled modules)")
+    return 0
+
+
+def _domains() -> int:
+    from app.sims.common.simulation import DOMAINS, presets
+
+    for name, domain in DOMAINS.items():
+        print(f"{name:10s} {domain.label}: engines {', '.join(domain.engines)}; "
+              f"{len(presets(name))} presets; {'bench; ' if domain.bench else ''}{domain.module}")
     return 0
 
 

@@ -31,3 +31,12 @@ def test_entry_point_domain_has_a_panel_that_runs(qtbot, shown_errors, run_to_en
         assert render_main_plot("decay", frame, tmp_path / "plot.png").stat().st_size > 1000
         window.close()
     assert not shown_errors
+
+
+def test_every_domain_names_a_panel_and_a_main_plot():
+    from app.gui.panels import Panel, panel_class
+    from app.sims.common.registry import DOMAINS, resolve
+
+    for name, domain in DOMAINS.items():
+        assert issubclass(panel_class(domain), Panel), name
+        assert callable(resolve(domain.main_plot)), name

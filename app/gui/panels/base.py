@@ -21,9 +21,9 @@ from app.gui import errors
 from app.gui.presets import (default_for_engine, engine_kind, estimate_seconds, format_duration,
                              preset_for, work)
 from app.gui.runner import RunControls, RunState, SimulationWorker
-from app.sims.common.config import ConfigError, dump_yaml
+from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.output import save_text
-from app.sims.common.simulation import Domain, Frame, load_run_config
+from app.sims.common.simulation import Domain, Frame, load_run_config, presets
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,12 @@ class Panel(QWidget):
     def clear_views(self) -> None:
         raise NotImplementedError
 
+    def require_frame(self) -> Frame:
+        """The last frame, for an export; RuntimeError before the first run has drawn one."""
+        if self.last_frame is None:
+            raise RuntimeError("nothing to export yet: run the simulation first")
+        return self.last_frame
+
     def on_frame(self, frame: Frame) -> None:
         """Draw a new frame (GUI thread, at most ~30 Hz)."""
 
@@ -193,9 +199,8 @@ class Panel(QWidget):
         log.info("loaded %s", path)
 
     def validate(self, cfg: Any) -> Any:
-        """Round-trip ``cfg`` through YAML and the domain's loader: the same checks as a file."""
-        _, checked = load_run_config(dump_yaml(cfg), text=True)
-        return checked
+        """``cfg`` checked by the domain's loader: the same checks as a file (no YAML text)."""
+        return self.domain.load().load_config(Document(to_plain(cfg), {}))
 
     def save_config(self, path: str | Path) -> Path:
         out = save_text(path, dump_yaml(self.current_config()))
@@ -249,10 +254,32 @@ class Panel(QWidget):
             self.run_controls.set_state(RunState.PAUSED)
             self.status_changed.emit("paused")
 
+    def live_changes(self) -> dict[str, Any]:
+        """Settings edited while paused that the running simulation takes (none here); raises
+        ConfigError for a bad or a fixed setting."""
+        return {}
+
+    def changes_sent(self, changes: dict[str, Any]) -> None:
+        """``changes`` went to the paused run (a panel that tracks the run's settings updates them)."""
+
     def resume_run(self) -> None:
-        if self.running:
-            self.worker.resume()
-            self.run_controls.set_state(RunState.RUNNING)
+        """Send the settings changed while paused (:meth:`live_changes`) to the run, then resume it."""
+        if not self.running:
+            return
+        if self.worker.paused:
+            try:
+                changes = self.live_changes()
+            except Exception as exc:
+                errors.report_exception(self, "Cannot resume with these settings", exc)
+                return
+            if changes:
+                self.worker.session.request_update(changes)
+                self.changes_sent(changes)
+                log.info("%s: for the rest of the run: %s", self.domain.name,
+                         ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                                   for k, v in changes.items()))
+        self.worker.resume()
+        self.run_controls.set_state(RunState.RUNNING)
 
     def stop_run(self) -> None:
         if self.worker is not None:
@@ -312,12 +339,14 @@ class Panel(QWidget):
             self.export_buttons[kind] = button
         return box
 
-    def preset_picker(self, title: str, files: list[Path]) -> tuple[QGroupBox, QComboBox, QLabel]:
-        """A group with the domain's presets, an Open YAML button, the Paper scale and Lesson
-        buttons (with the expected run time) and a description line; each loads a run config."""
+    def preset_picker(self, title: str = "Preset", files: list[Path] | None = None
+                      ) -> tuple[QGroupBox, QComboBox, QLabel]:
+        """A group with the domain's presets (or ``files``), an Open button, the Paper scale and
+        Lesson buttons (with the expected run time) and a description line; each loads a run config. Sets :attr:`preset_combo` and
+        :attr:`description`."""
         box = QGroupBox(title)
         combo = QComboBox()
-        for path in files:
+        for path in presets(self.domain.name) if files is None else files:
             combo.addItem(path.stem, str(path.resolve()))
         combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         button = QPushButton(self.open_label)
@@ -353,7 +382,7 @@ class Panel(QWidget):
             lambda index: self.attempt("Cannot open the run config", self.load_config, combo.itemData(index)))
         button.clicked.connect(
             lambda: self.ask_file("Open run config", self.open_filter, self.load_config))
-        self.preset_combo = combo
+        self.preset_combo, self.description = combo, description
         return box, combo, description
 
     # ---- run-time estimates -------------------------------------------------------------

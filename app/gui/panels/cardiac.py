@@ -27,11 +27,10 @@ from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
 from app.gui.views.cardiac import ProbeTraceView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
-from app.sims.cardiac.engine import build_mesh
 from app.sims.cardiac.solvers import ADAPTIVE
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_npz
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ class CardiacPanel(Panel):
         self.mesh = None
         self.extra_probes: list[int] = []
         self.form = ConfigForm(CardiacConfig)
-        self._build_preset_group()
+        self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self.model_group = ModelGroup()
         self.model_group.open_button.clicked.connect(
             lambda: self.ask_file("Open CellML model", "CellML (*.cellml *.xml)", self.model_group.add_file))
@@ -81,10 +80,6 @@ class CardiacPanel(Panel):
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_preset_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
-        self.controls_layout.addWidget(box)
-
     def _build_mesh_group(self) -> None:
         box = self.form.group("Mesh", [("mesh.kind", "Kind"), ("mesh.level", "Sphere level"), ("mesh.nx", "Sheet nx"),
                                        ("mesh.ny", "Sheet ny"), ("mesh.dx_mm", "Sheet dx (mm)"), ("D", "D (mm²/ms)")])
@@ -221,14 +216,8 @@ class CardiacPanel(Panel):
 
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:
-        try:
-            cfg = self.current_config()
-            mesh = build_mesh(cfg)
-        except Exception:
-            return super().start_run()          # reports the error
         self.arrays = None
-        self.mesh = mesh
-        self.tissue.set_mesh(mesh)
+        self.mesh = None
         self.traces.live = {}
         return super().start_run()
 
@@ -236,6 +225,9 @@ class CardiacPanel(Panel):
         return f"{frame.throughput:.3g} sim ms/s, {frame.status}"
 
     def on_frame(self, frame) -> None:
+        if frame.mesh is not self.mesh:          # the run's mesh comes with its frames
+            self.mesh = frame.mesh
+            self.tissue.set_mesh(frame.mesh)
         self.tissue.set_frame(frame)
         self.traces.set_frame(frame)
         self.steps.set_frame(frame)
@@ -256,9 +248,7 @@ class CardiacPanel(Panel):
     # ---- exports ------------------------------------------------------------------------
     def maps(self) -> dict[str, np.ndarray]:
         """Per-cell maps of the last run: V now, and activation / APD90 when it ended."""
-        f = self.last_frame
-        if f is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        f = self.require_frame()
         out = {"V": np.asarray(f.V)}
         a = self.arrays or {}
         for key in ("activation_time", "activation_last", "apd90"):
@@ -268,8 +258,7 @@ class CardiacPanel(Panel):
 
     def export_data(self, path: str | Path) -> Path:
         """CSV: probe traces; NPZ: the maps, probe traces and step history."""
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         if path.suffix.lower() == ".csv":
             out = write_traces_csv(path, self.last_frame)

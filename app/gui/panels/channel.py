@@ -273,8 +273,12 @@ class ChannelPanel(Panel):
     def apply_config(self, cfg: ChannelConfig) -> None:
         self.base_cfg = cfg
         self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
-        self.model_editor.set_text(dump_yaml(cfg.model), "<model>")
-        self._set_protocols(cfg.protocols, None)
+        if cfg.model_file:                     # a model file shows as written
+            path = Path(cfg.model_file)
+            self.model_editor.set_text(path.read_text(encoding="utf-8"), path.name)
+        else:
+            self.model_editor.set_text(dump_yaml(cfg.model), "<model>")
+        self._set_protocols(cfg.protocols, Path(cfg.protocols_file) if cfg.protocols_file else None)
         d = cfg.data
         self.data_source.setCurrentIndex(self.data_source.findData(d.source))
         self.data_fields.show(d)
@@ -315,18 +319,6 @@ class ChannelPanel(Panel):
         fit = self.fit_form.read(self.base_cfg.fit if self.base_cfg is not None else FitSettings())
         doc = parse_yaml(dump_yaml(fit), "<fit settings>")
         return build(FitSettings, doc.data, doc)
-
-    def load_config(self, path: str | Path) -> None:
-        """Load a run config; a model or protocol given as a file shows that file as written."""
-        super().load_config(path)
-        path = Path(path).resolve()
-        raw = load_yaml(path).data
-        base = self.base_cfg.base_dir
-        if isinstance(raw.get("model"), str):
-            model_file = resolve(raw["model"], base)
-            self.model_editor.set_text(model_file.read_text(encoding="utf-8"), model_file.name)
-        if isinstance(raw.get("protocols"), str):
-            self._set_protocols(self.base_cfg.protocols, resolve(raw["protocols"], base))
 
     def set_protocol_file(self, path: str | Path) -> None:
         """Use the protocol families of ``path``; raises ConfigError for a bad file."""
@@ -399,26 +391,14 @@ class ChannelPanel(Panel):
         for box in (self.population, self.ga_seed):
             box.setEnabled(True)
 
-    def ga_changes(self) -> dict[str, Any]:
+    def live_changes(self) -> dict[str, Any]:
         """The live GA settings changed since the run started (or last resumed); validated."""
         settings = self.ga_settings()
         old = self.run_ga or settings
         return {k: getattr(settings, k) for k in LIVE_SETTINGS if getattr(settings, k) != getattr(old, k)}
 
-    def resume_run(self) -> None:
-        """Send changed GA settings to the paused run, then resume it."""
-        if self.running and self.worker.paused:
-            try:
-                changes = self.ga_changes()
-            except Exception as exc:
-                errors.report_exception(self, "Cannot resume with these GA settings", exc)
-                return
-            if changes:
-                self.worker.session.request_update(changes)
-                self.run_ga = replace(self.run_ga, **changes)
-                log.info("GA settings for the rest of the run: %s",
-                         ", ".join(f"{k} = {v:g}" for k, v in changes.items()))
-        super().resume_run()
+    def changes_sent(self, changes: dict[str, Any]) -> None:
+        self.run_ga = replace(self.run_ga, **changes)
 
     def status_text(self, frame) -> str:
         gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0

@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.gui import errors
 from app.gui.export import save_rgba_png
 from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
@@ -47,7 +46,7 @@ from app.gui.panels.epidermis_export import (
 from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
 from app.sims.common.config import ConfigError, dotted_items, to_plain
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 from app.sims.epidermis.config import EpidermisConfig, Morse
 from app.sims.epidermis.model import morse_minimum
 from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
@@ -74,7 +73,7 @@ class EpidermisPanel(Panel):
         self.recorder = FrameRecorder()
         self.movie: MovieRecorder | None = None
         self.form = ConfigForm(EpidermisConfig, hints={"tissue.cells": {"step": 10}, "run.steps": {"step": 1000}})
-        self._build_preset_group()
+        self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self._build_tissue_group()
         self._build_time_group()
         self._build_mechanics_group()
@@ -91,10 +90,6 @@ class EpidermisPanel(Panel):
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_preset_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
-        self.controls_layout.addWidget(box)
-
     def _add_group(self, title: str, items: list) -> QGroupBox:
         box = self.form.group(title, items)
         self.controls_layout.addWidget(box)
@@ -245,20 +240,8 @@ class EpidermisPanel(Panel):
                               "one); the mechanics, growth, Δt, steps and search can")
         return live
 
-    def resume_run(self) -> None:
-        """Send changed settings to the paused run, then resume it."""
-        if self.running and self.worker.paused:
-            try:
-                changes = self.live_changes()
-            except Exception as exc:
-                errors.report_exception(self, "Cannot resume with these settings", exc)
-                return
-            if changes:
-                self.worker.session.request_update(changes)
-                self.run_cfg = self.current_config()
-                log.info("epidermis: for the rest of the run: %s",
-                         ", ".join(f"{k} = {v}" for k, v in changes.items()))
-        super().resume_run()
+    def changes_sent(self, changes: dict[str, Any]) -> None:
+        self.run_cfg = self.current_config()
 
     def on_frame(self, frame) -> None:
         if self.record_frames.isChecked():
@@ -323,8 +306,7 @@ class EpidermisPanel(Panel):
     def export_data(self, path: str | Path) -> Path:
         """CSV: the history; NPZ: recorded frames (or the current one), the current frame
         under the headless keys and the history."""
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         if path.suffix.lower() == ".csv":
             out = write_history_csv(path, self.last_frame)

@@ -27,7 +27,7 @@ from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateV
 from app.sims.common.config import ConfigError, parse_yaml
 from app.sims.common.output import save_csv, save_npz
 from app.sims.common.session import load_checkpoint
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 from app.sims.network.config import NetworkConfig, load_config
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class NetworkPanel(Panel):
         self.base_cfg: NetworkConfig | None = None
         self.arrays: dict | None = None
         self.resume_path: Path | None = None
-        self._build_model_group()
+        self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self._build_form()
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
@@ -82,10 +82,6 @@ class NetworkPanel(Panel):
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_model_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
-        self.controls_layout.addWidget(box)
-
     def _build_form(self) -> None:
         self.form = ConfigForm(NetworkConfig)
         for title, items in (
@@ -195,8 +191,7 @@ class NetworkPanel(Panel):
 
     def export_data(self, path: str | Path) -> Path:
         """CSV: the per-epoch history; NPZ: spikes, connectivity and history together."""
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         if path.suffix.lower() == ".csv":
             out = export_history_csv(path, self.last_frame)
@@ -214,8 +209,7 @@ class NetworkPanel(Panel):
     def export(self, kind: str, path: str | Path) -> Path:
         if kind == "png":
             return self.save_screenshot(path)
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         if kind == "spikes":
             out = export_spikes_npz(path, self.arrays, self.last_frame)
         elif kind == "history":

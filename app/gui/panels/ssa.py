@@ -26,7 +26,7 @@ from app.gui.views.heatmap import HeatMapView
 from app.gui.views.histogram import HistogramView
 from app.gui.views.trajectories import TrajectoryView
 from app.sims.common.config import ConfigError
-from app.sims.common.simulation import Domain, presets
+from app.sims.common.simulation import Domain
 from app.sims.ssa.config import SSAConfig
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,9 @@ class SSAPanel(Panel):
         super().__init__(domain, device, parent)
         self.base_cfg: SSAConfig | None = None
         self.reference_worker: SimulationWorker | None = None
-        self._build_model_group()
+        model_box = self.preset_picker("Model")[0]
+        self._add_sbml_export(model_box)
+        self.controls_layout.addWidget(model_box)
         self._build_table_group()
         self._build_ensemble_group()
         self._build_compare_group()
@@ -61,15 +63,13 @@ class SSAPanel(Panel):
         self._build_views()
 
     # ---- construction -------------------------------------------------------------------
-    def _build_model_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Model", presets(self.domain.name))
+    def _add_sbml_export(self, box: QGroupBox) -> None:
         self.export_sbml_button = QPushButton("Export SBML…")
         self.export_sbml_button.setToolTip("The network as an SBML Level 3 file (mass-action networks)")
         box.layout().addWidget(self.export_sbml_button)
         self.export_sbml_button.clicked.connect(
             lambda: self.ask_file("Export SBML", "SBML (*.xml)", self.export_sbml, save=True,
                                   default_suffix=".xml"))
-        self.controls_layout.addWidget(box)
 
     def load_config(self, path: str | Path) -> None:
         """A run config, or an SBML file: its imported and refused elements go to the table
@@ -196,8 +196,7 @@ class SSAPanel(Panel):
         self.heatmap.clear()
 
     def export_data(self, path: str | Path) -> Path:
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
+        self.require_frame()
         path = Path(path)
         out = export_csv(path, self.last_frame) if path.suffix.lower() == ".csv" else export_npz(path, self.last_frame)
         log.info("exported %s", out)

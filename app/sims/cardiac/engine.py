@@ -380,6 +380,3 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         m = self.maps
         m.act_first, m.act_last = np.array(st["act_first"]), np.array(st["act_last"])
         m.vmax, m.t_rep = np.array(st["vmax"]), np.array(st["t_rep"])
-
-    def close(self) -> None:
-        pass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from app.sims.cardiac.config import CardiacConfig, load_config
 from app.sims.cardiac.engine import Problem, RunStopped
+from app.sims.cardiac.mesh import Mesh
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
 from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError
@@ -42,6 +43,7 @@ class CardiacFrame(Frame):
     activation_time: np.ndarray | None = None   # when done
     apd90: np.ndarray | None = None
     stopped: str = ""
+    mesh: Mesh | None = None              # positions, faces, shape: what the tissue view draws
 
 
 class CardiacSimulation(Simulation):
@@ -55,6 +57,9 @@ class CardiacSimulation(Simulation):
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.engine = make_engine("cardiac", backend, self.problem)
+        m = self.problem.mesh            # one read-only copy for the frames (the views draw it)
+        self.frame_mesh = replace(m, positions=freeze(m.positions), neighbours=freeze(m.neighbours),
+                                  inv_d2=freeze(m.inv_d2), faces=None if m.faces is None else freeze(m.faces))
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
@@ -117,7 +122,7 @@ class CardiacSimulation(Simulation):
             probe_V=freeze(pv),
             h_t=freeze(np.array([x[0] for x in hist])) if hist else None,
             h=freeze(np.array([x[1] for x in hist])) if hist else None,
-            steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected,
+            steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected, mesh=self.frame_mesh,
             activation_time=freeze(acts["activation_time"]) if acts else None,
             apd90=freeze(acts["apd90"]) if acts else None,
             stopped=str(self.stopped or ""))

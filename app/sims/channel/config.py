@@ -71,6 +71,8 @@ class ChannelConfig:
     ga: GASettings = field(default_factory=GASettings)
     fit: FitSettings = field(default_factory=FitSettings)
     base_dir: str = ""      # folder that relative paths are resolved against (set on load)
+    model_file: str = ""      # the file the model came from, "" when inline (set on load)
+    protocols_file: str = ""  # the file the protocols came from, "" when inline (set on load)
 
     def model_(self) -> ChannelModel:
         return compile_model(self.model)
@@ -141,7 +143,10 @@ def load_config(doc: Document) -> ChannelConfig:
     if cfg.data.source == "recordings" and not cfg.data.families:
         raise doc.error("data source 'recordings' needs 'families' (one recording per protocol family)",
                         ("data",))
-    return replace(cfg, model=model, protocols=protocols, base_dir=base)
+    model_file = str(resolve(cfg.model, base).resolve()) if isinstance(cfg.model, str) else ""
+    protocols_file = str(resolve(cfg.protocols, base).resolve()) if isinstance(cfg.protocols, str) else ""
+    return replace(cfg, model=model, protocols=protocols, base_dir=base, model_file=model_file,
+                   protocols_file=protocols_file)
 
 
 def estimate_memory(cfg: ChannelConfig, backend: str):

@@ -64,6 +64,3 @@ class CpuGA(EngineBase, renamed={"get_population": "state", "set_population": "r
 
     def restore(self, state: dict[str, np.ndarray]) -> None:
         self.population = np.array(state["population"], np.float64)
-
-    def close(self) -> None:
-        pass

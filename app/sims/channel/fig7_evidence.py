@@ -30,7 +30,7 @@ from app.compute.device import backend_context, resolve_backend
 from app.sims.channel import ga
 from app.sims.channel.bench import PRESET
 from app.sims.channel.config import load_config
-from app.sims.channel.optimizers import Box, LevenbergMarquardt
+from app.sims.channel.optimizers import LevenbergMarquardt
 from app.sims.channel.simulation import ChannelSimulation
 from app.sims.common.config import load_yaml
 from app.sims.common.output import save_json

@@ -60,6 +60,17 @@ class EngineBase:
             raise TypeError(f"{cls.__qualname__} defines {old[0]}(); the Engine protocol calls it "
                             f"{cls._renamed[old[0]]}() (app.sims.common.engine.Engine)")
 
+    def state(self) -> dict[str, np.ndarray]:
+        """The engine's checkpoint arrays (host copies)."""
+        raise NotImplementedError
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Resume from :meth:`state` output."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Free device memory (in the owning thread); nothing to do on the CPU."""
+
 
 def make_engine(domain: str, backend: str, *args: Any, **kwargs: Any) -> Any:
     """The ``backend`` engine of ``domain`` (from its manifest), built with ``args``."""

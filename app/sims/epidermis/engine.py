@@ -75,12 +75,3 @@ class EpidermisEngine(EngineBase, renamed={"get_state": "state", "set_state": "r
         """Live elements in cell order: positions float32 [M, 3], cell index int32 [M],
         type int8 [M] (a frame's copy)."""
         raise NotImplementedError
-
-    def state(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def restore(self, state: dict[str, np.ndarray]) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass

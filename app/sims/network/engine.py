@@ -56,12 +56,3 @@ class NetworkEngine(EngineBase, renamed={"get_state": "state", "set_state": "res
     def connectivity(self):
         """The synapses now (:class:`app.sims.network.model.Connectivity`)."""
         raise NotImplementedError
-
-    def state(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def restore(self, state: dict[str, np.ndarray]) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass

@@ -80,15 +80,5 @@ class EnsembleEngine(EngineBase, renamed={"checkpoint": "state", "load": "restor
         """(R, S) int64 counts, copied to the host."""
         raise NotImplementedError
 
-    def state(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def restore(self, state: dict[str, np.ndarray]) -> None:
-        """Resume from :meth:`state` output."""
-        raise NotImplementedError
-
     def set_rates(self, rates: np.ndarray) -> None:
         raise NotImplementedError
-
-    def close(self) -> None:
-        pass

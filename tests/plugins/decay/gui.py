@@ -11,7 +11,6 @@ from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.sims.common.output import save_npz
 from app.sims.common.registry import Domain
-from app.sims.common.simulation import presets
 from tests.plugins.decay import Config
 
 
@@ -35,7 +34,7 @@ class DecayPanel(Panel):
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.cfg = Config()
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(domain.name))
+        box, _, _ = self.preset_picker()
         self.form = ConfigForm(Config)
         self.controls_layout.addWidget(box)
         self.controls_layout.addWidget(self.form.group("Decay", [
@@ -60,9 +59,8 @@ class DecayPanel(Panel):
         self.view.clear_data()
 
     def export_data(self, path: str | Path) -> Path:
-        if self.last_frame is None:
-            raise RuntimeError("nothing to export yet: run the simulation first")
-        return save_npz(path, {"times": self.last_frame.times, "mean": self.last_frame.mean})
+        frame = self.require_frame()
+        return save_npz(path, {"times": frame.times, "mean": frame.mean})
 
 
 def main_plot(frame) -> DecayView:

@@ -65,3 +65,12 @@ def test_a_domain_name_is_registered_once():
         DOMAINS.register(Domain(name="ssa", label="again", module="app.sims.ssa", description=""))
     with pytest.raises(ValueError, match="plain identifier"):
         DOMAINS.register(Domain(name="no-dash", label="x", module="x", description=""))
+
+
+
+def test_the_cli_lists_every_domain(capsys):
+    with installed(DECAY_ENTRY_POINT):
+        assert main(["domains"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == BUILT_IN + ["decay"]
+    assert "engines cpu-reference, cpu, cuda" in out[-2] and "tests.plugins.decay" in out[-1]
