@@ -27,6 +27,8 @@ from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words
 from app.sims.network.cpu import NOISE_BLOCK, RING, CpuEngine
 
+NEURONS_PER_THREAD = 500
+
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
 def _box_muller(a, b):
@@ -168,13 +170,18 @@ class CompiledEngine(CpuEngine):
         self._parts = 0                                   # partition tables built on first run
 
     def _partitions(self) -> int:
-        """Target partitions for the delivery region: one per thread (tables rebuilt when the
-        thread count changes)."""
-        n_parts = max(1, numba.get_num_threads())
+        """Target partitions for the delivery region: one per thread the step loop uses (tables
+        rebuilt when that count changes)."""
+        n_parts = self._threads()
         if n_parts != self._parts:
             self._part_sel, self._part_ptr = partition_groups(self.groups, self.conn.post, self.c.n, n_parts)
             self._parts = n_parts
         return n_parts
+
+    def _threads(self) -> int:
+        """Threads for the step loop: one per NEURONS_PER_THREAD neurons, at most numba's count
+        (a parallel region costs microseconds a step, more than a small culture's whole step)."""
+        return max(1, min(numba.get_num_threads(), self.c.n // NEURONS_PER_THREAD))
 
     def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         n, k = self.c.n, self.k
@@ -185,33 +192,38 @@ class CompiledEngine(CpuEngine):
             ring_len[slot] = spk.size
         steps_out, neurons_out = [], []
         n_parts = self._partitions()
-        fired = np.zeros(n, np.uint8)
-        m, end = self.step, self.step + nsteps
-        while m < end:
-            self._noise_at(m)                                  # the block holding step m
-            chunk = min(end, self._noise_m0 + NOISE_BLOCK) - m
-            cap = n * chunk // 4 + 1024
-            while True:
-                state = (self.V.copy(), self.refrac.copy(), self.gE.copy(), self.gI.copy(),
-                         self.counts.copy(), ring.copy(), ring_len.copy(), self.last.copy(),
-                         self.u.copy(), self.r.copy())
-                spike_step = np.empty(cap, np.int64)
-                spike_neuron = np.empty(cap, np.int64)
-                count = _run_parallel(
-                    m, chunk, self._noise, self._noise_m0, self.V, self.refrac, self.gE, self.gI,
-                    self.counts, ring, ring_len, k.c1, k.c2, k.i0, k.dt, self.vth, self.vreset,
-                    self.inoise, self.tref, self.dE, self.dI, self._g_dv, self._part_sel,
-                    self._part_ptr, n_parts, self.last, self.u, self.r, self.U, self.D, self.F,
-                    self.conn.W, self.conn.post, self.syn_exc, spike_step, spike_neuron, fired)
-                if count <= cap:
-                    break
-                # more spikes than room: undo the chunk and run it again with room for all
-                (self.V[:], self.refrac[:], self.gE[:], self.gI[:], self.counts[:], ring[:],
-                 ring_len[:], self.last[:], self.u[:], self.r[:]) = state
-                cap = count
-            steps_out.append(spike_step[:count])
-            neurons_out.append(spike_neuron[:count])
-            m += chunk
+        threads = numba.get_num_threads()
+        numba.set_num_threads(n_parts)           # this thread's regions only; restored below
+        try:
+            fired = np.zeros(n, np.uint8)
+            m, end = self.step, self.step + nsteps
+            while m < end:
+                self._noise_at(m)                                  # the block holding step m
+                chunk = min(end, self._noise_m0 + NOISE_BLOCK) - m
+                cap = n * chunk // 4 + 1024
+                while True:
+                    state = (self.V.copy(), self.refrac.copy(), self.gE.copy(), self.gI.copy(),
+                             self.counts.copy(), ring.copy(), ring_len.copy(), self.last.copy(),
+                             self.u.copy(), self.r.copy())
+                    spike_step = np.empty(cap, np.int64)
+                    spike_neuron = np.empty(cap, np.int64)
+                    count = _run_parallel(
+                        m, chunk, self._noise, self._noise_m0, self.V, self.refrac, self.gE, self.gI,
+                        self.counts, ring, ring_len, k.c1, k.c2, k.i0, k.dt, self.vth, self.vreset,
+                        self.inoise, self.tref, self.dE, self.dI, self._g_dv, self._part_sel,
+                        self._part_ptr, n_parts, self.last, self.u, self.r, self.U, self.D, self.F,
+                        self.conn.W, self.conn.post, self.syn_exc, spike_step, spike_neuron, fired)
+                    if count <= cap:
+                        break
+                    # more spikes than room: undo the chunk and run it again with room for all
+                    (self.V[:], self.refrac[:], self.gE[:], self.gI[:], self.counts[:], ring[:],
+                     ring_len[:], self.last[:], self.u[:], self.r[:]) = state
+                    cap = count
+                steps_out.append(spike_step[:count])
+                neurons_out.append(spike_neuron[:count])
+                m += chunk
+        finally:
+            numba.set_num_threads(threads)
         self.step = end
         self.ring = [ring[slot, :ring_len[slot]].copy() for slot in range(RING)]
         return np.concatenate(steps_out), np.concatenate(neurons_out)

@@ -58,19 +58,19 @@ def test_compiled_noise_matches_the_numpy_block():
 def test_partitioned_delivery_is_bit_identical_for_any_partition_count(monkeypatch):
     """The delivery region splits the targets into one partition per thread; 1, 3 and 7
     partitions give the same spikes and the same state to the last bit."""
-    import numba
-
     from app.sims.network import compiled
 
     cfg = config(culture={"width": 10, "height": 10})
     states = []
     for parts in (1, 3, 7):
         monkeypatch.setattr(compiled.numba, "get_num_threads", lambda parts=parts: parts)
+        monkeypatch.setattr(compiled.numba, "set_num_threads", lambda k: None)
+        monkeypatch.setattr(compiled, "NEURONS_PER_THREAD", 1)
         fast = engine(cfg, radius=2.0, cls=CompiledEngine)
         spikes = fast.advance(1200)
         assert fast._parts == parts
         states.append((spikes, fast.state()))
-    monkeypatch.setattr(compiled.numba, "get_num_threads", numba.get_num_threads)
+    monkeypatch.undo()
     (s0, st0) = states[0]
     assert s0[0].size > 20
     for spikes, st in states[1:]:
