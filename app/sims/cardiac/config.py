@@ -119,6 +119,13 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    checkpoint: str = field(default="", metadata=spec(doc="checkpoint file, written every checkpoint_ms of simulated time"))
+    checkpoint_ms: float = field(default=100.0, metadata=spec(range=(1e-3, 1e8)))
+    resume: bool = field(default=True, metadata=spec(doc="start from the checkpoint file if it exists"))
+
+
+@dataclass(frozen=True)
 class CardiacConfig:
     domain: str = "cardiac"
     name: str = ""
@@ -129,6 +136,7 @@ class CardiacConfig:
     protocol: Protocol = field(default_factory=Protocol)
     solver: SolverSettings = field(default_factory=SolverSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
+    run: RunSettings = field(default_factory=RunSettings)
 
 
 def load_config(doc: Document) -> CardiacConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -51,10 +52,22 @@ class CardiacSimulation(Simulation):
         self.wall = 0.0
         self._steps = 16
         self.stopped: RunStopped | None = None
+        self._next_checkpoint = cfg.run.checkpoint_ms
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, backend: str) -> "CardiacSimulation":
+        path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
+        if path is not None and cfg.run.resume and path.exists():
+            from app.sims.common.session import load_checkpoint
+            return cls.restore(load_checkpoint(path), backend)
         return cls(cfg, backend)
+
+    def _checkpoint_if_due(self) -> None:
+        run = self.cfg.run
+        if run.checkpoint and self.engine.t >= self._next_checkpoint:
+            from app.sims.common.session import save_checkpoint
+            save_checkpoint(run.checkpoint, self)
+            self._next_checkpoint = (np.floor(self.engine.t / run.checkpoint_ms) + 1) * run.checkpoint_ms
 
     @property
     def finished(self) -> bool:
@@ -70,6 +83,7 @@ class CardiacSimulation(Simulation):
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
+            self._checkpoint_if_due()
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":
@@ -120,6 +134,7 @@ class CardiacSimulation(Simulation):
         sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
                          if k.startswith("engine_")})
         sim.wall = float(state["wall"])
+        sim._next_checkpoint = (np.floor(sim.engine.t / cfg.run.checkpoint_ms) + 1) * cfg.run.checkpoint_ms
         return sim
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
