@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGridLayo
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
-from app.gui.views.cardiac import ProbeTraceView, StepSizeView, TissueView
+from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
 from app.sims.cardiac.config import MESH_KINDS, CardiacConfig, Region
 from app.sims.cardiac.engine import build_mesh
 from app.sims.cardiac.solvers import ADAPTIVE, METHODS
@@ -61,6 +61,7 @@ class CardiacPanel(Panel):
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: CardiacConfig | None = None
+        self.running_cfg: CardiacConfig | None = None
         self.arrays: dict | None = None
         self.mesh = None
         self.extra_probes: list[int] = []
@@ -137,11 +138,20 @@ class CardiacPanel(Panel):
         self.probe_cells.setPlaceholderText("cell indices, e.g. 0, 12 (or click the tissue)")
         self.stimuli_label = QLabel()
         self.stimuli_label.setWordWrap(True)
+        self.rest_kind = QComboBox()
+        self.rest_kind.addItems(["none", "s1s2", "dynamic"])
+        self.rest_kind.setToolTip("restitution protocol: replaces the stimuli and the run length")
+        self.rest_intervals = QLineEdit()
+        self.rest_intervals.setPlaceholderText("S2 coupling intervals or pacing periods (ms), e.g. 600, 400, 330")
+        self.rest_apd = QComboBox()
+        self.rest_apd.addItem("S1-referenced (towards the S1 rest)", "s1")
+        self.rest_apd.addItem("per beat (own rest and peak)", "per_beat")
         form = QFormLayout(box)
         for label, widget in (("Run length (ms)", self.t_end), ("S1 period (ms)", self.period),
                               ("S1 count", self.count),
                               ("Random probes", self.random_probes), ("Probe cells", self.probe_cells),
-                              ("Stimuli", self.stimuli_label)):
+                              ("Stimuli", self.stimuli_label), ("Restitution", self.rest_kind),
+                              ("Intervals (ms)", self.rest_intervals), ("APD90 shown", self.rest_apd)):
             form.addRow(label, widget)
         self.controls_layout.addWidget(box)
 
@@ -161,11 +171,13 @@ class CardiacPanel(Panel):
         self.tissue = TissueView()
         self.traces = ProbeTraceView()
         self.steps = StepSizeView()
+        self.restitution_view = RestitutionView()
         self.tissue.cell_clicked.connect(self.add_probe)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.traces)
         bottom.addWidget(self.steps)
-        bottom.setSizes([650, 350])
+        bottom.addWidget(self.restitution_view)
+        bottom.setSizes([550, 250, 250])
         self.views.addWidget(self.tissue)
         self.views.addWidget(bottom)
         self.views.setSizes([480, 300])
@@ -211,6 +223,10 @@ class CardiacPanel(Panel):
             f"{f', every {st.period:g} ms × {st.count}' if st.count > 1 else ''} ({st.region.kind})"
             for st in p.stimuli))
         self.attempt("Cell model", self.model_group.set_settings, cfg.model)
+        r = cfg.restitution
+        self.rest_kind.setCurrentText(r.kind)
+        self.rest_intervals.setText(", ".join(f"{x:g}" for x in (r.periods if r.kind == "dynamic" else r.s2_intervals)))
+        self.rest_apd.setCurrentIndex(self.rest_apd.findData(r.apd))
         self.random_probes.setValue(o.random_probes)
         self.probe_cells.setText(", ".join(str(c) for c in o.probe_cells))
         self._update_cells()
@@ -245,7 +261,23 @@ class CardiacPanel(Panel):
         except Exception as exc:          # an import error of a picked file
             raise ConfigError(str(exc)) from None
         return self.validate(replace(b, mesh=mesh, D=self.D.value(), protocol=protocol, solver=solver,
-                                     output=output, model=model))
+                                     output=output, model=model, restitution=self._restitution(b)))
+
+    def _restitution(self, b: CardiacConfig):
+        kind = self.rest_kind.currentText()
+        r = replace(b.restitution, kind=kind, apd=self.rest_apd.currentData())
+        if kind == "none":
+            return r
+        text = self.rest_intervals.text().replace(";", ",")
+        try:
+            values = [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"restitution intervals: '{text}' is not a list of numbers (ms)") from None
+        if self.mesh_kind.currentText() == "single":
+            r = replace(r, region=Region(kind="all"))
+        elif b.protocol.stimuli:
+            r = replace(r, region=b.protocol.stimuli[0].region)
+        return replace(r, **({"periods": values} if kind == "dynamic" else {"s2_intervals": values}))
 
     # ---- probes -------------------------------------------------------------------------
     def add_probe(self, cell: int) -> None:
@@ -266,6 +298,8 @@ class CardiacPanel(Panel):
             return super().start_run()          # reports the error
         self.arrays = None
         self.mesh = mesh
+        self.running_cfg = cfg
+        self.restitution_view.clear()
         self.tissue.set_mesh(mesh)
         self.traces.live = {}
         return super().start_run()
@@ -277,6 +311,18 @@ class CardiacPanel(Panel):
         self.tissue.set_frame(frame)
         self.traces.set_frame(frame)
         self.steps.set_frame(frame)
+        self._show_restitution(frame)
+
+    def _show_restitution(self, frame) -> None:
+        """The restitution curve from the first probe's trace so far (live)."""
+        cfg = self.running_cfg
+        if cfg is None or cfg.restitution.kind == "none" or frame.probe_t is None or len(frame.probe_t) < 4:
+            return
+        from app.sims.cardiac.config import restitution_pulses
+        from app.sims.cardiac.restitution import curve
+        rows = curve(np.asarray(frame.probe_t), np.asarray(frame.probe_V)[:, 0], restitution_pulses(cfg),
+                     t_end=cfg.protocol.t_end)
+        self.restitution_view.set_rows(rows, cfg.restitution.apd)
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         self.arrays = arrays or None
@@ -288,7 +334,7 @@ class CardiacPanel(Panel):
                      summary.get("steps_accepted", 0), "finished" if summary.get("finished") else "stopped")
 
     def clear_views(self) -> None:
-        for view in (self.tissue, self.traces, self.steps):
+        for view in (self.tissue, self.traces, self.steps, self.restitution_view):
             view.clear()
 
     # ---- exports ------------------------------------------------------------------------
