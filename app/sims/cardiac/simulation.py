@@ -201,7 +201,6 @@ class CardiacSimulation(Simulation):
         if onset is None:
             return {}
         return {**beat_metrics(t, v, onset, dv, window), "beat_onset_ms": onset}
-        return arrays, summary
 
     def close(self) -> None:
         self.engine.close()

@@ -12,7 +12,6 @@ issue's bound for the adaptive solvers at tight tolerance), peak 1 mV, rest 0.5 
 import functools
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
