@@ -1,6 +1,7 @@
 # Two entry points (see README.md):
 #   make run    set up .venv and start the GUI on its default preset
-#   make test   set up .venv and run the whole test suite (under Xvfb when there is no display)
+#   make test   set up .venv, run the linters (make lint) and the whole test suite (under Xvfb
+#               when there is no display)
 # and:  make bundle (desktop bundle in dist/), make cache-clear (compiled kernels), make wheel
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +12,7 @@ EXTRAS := gui,test,sweep
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 XVFB   := $(if $(DISPLAY),,$(if $(shell command -v xvfb-run),xvfb-run -a --server-args="-screen 0 1600x1000x24"))
 
-.PHONY: setup run test bench-ssa bundle wheel cache-clear clean
+.PHONY: setup run lint test bench-ssa bundle wheel cache-clear clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +29,13 @@ setup: $(VENV)/.installed
 run: setup
 	$(PY) -m app
 
-test: setup
+# The layer rules (pyproject's [tool.importlinter]), ruff and a type check of the shared core
+lint: setup
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+test: setup lint
 	$(XVFB) $(PY) -m pytest -q
 
 bench-ssa: setup

@@ -6,6 +6,7 @@
     python -m app devices
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
+    python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--out table.md]
 
 Exit codes: 0 done; 1 a failure while running (message printed; what the run had is written
 where it could be); 2 bad input (a config, a file, an option: the message names it; nothing
@@ -66,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
+    sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
+                   add_help=False)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["dsmts"]:            # its own options (app.sims.ssa.dsmts.main parses them)
+        from app.sims.ssa.dsmts import main as dsmts_main
+        return dsmts_main(argv[1:])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -146,9 +153,14 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  {frame.progress:6.1%}  {frame.status}  {frame.throughput:.3g} {frame.throughput_unit}",
                   flush=True)
 
-    session = run_headless(domain, cfg, backend, out, progress)
-    if not args.no_png:
-        _save_png(domain.name, session, out / "plot.png")
+    png = None if args.no_png else (lambda session, folder: _save_png(domain.name, session,
+                                                                          folder / "plot.png"))
+    try:
+        session = run_headless(domain, cfg, backend, out, progress, png)
+    except ConfigError as exc:           # found before the run (memory, integers, checkpoint)
+        if exc.source is None:
+            exc.source = str(args.config)
+        raise
     print(json.dumps(session.summary, indent=2))
     print(f"results in {out}/")
     stopped = session.summary.get("stopped")
@@ -165,6 +177,8 @@ def _save_png(domain: str, session, path: Path) -> None:
         render_main_plot(domain, session.last_frame, path)
     except ImportError as exc:
         print(f"PNG skipped: the GUI packages are not installed ({exc.name})")
+    except Exception as exc:          # a plot of a run that failed early: the results still count
+        print(f"PNG skipped: {type(exc).__name__}: {exc}")
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -173,6 +187,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
         return sweep_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    if args.name == "gui":              # not a domain: each panel in the GUI against headless
+        from app.gui import bench as gui_bench
+        return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     domain = DOMAINS.get(args.name)
     if domain is None or domain.bench is None:
         names = [d.name for d in DOMAINS.values() if d.bench]

@@ -28,15 +28,18 @@
 #define CH_RATE_MAX 1.0e4
 #define CH_SINGULAR_DV 1.0e-3
 
-__constant__ float c_sweep_hold[CH_MAX_SWEEPS];
+__constant__ double c_sweep_hold[CH_MAX_SWEEPS];
 __constant__ int c_sweep_op[CH_MAX_SWEEPS + 1];     // ops of sweep s: c_sweep_op[s] .. c_sweep_op[s+1]-1
-__constant__ float c_op_v[CH_MAX_OPS];
-__constant__ float c_op_tau[CH_MAX_OPS];
-__constant__ int c_op_n[CH_MAX_OPS];                // 0: advance by tau once; n: n recorded steps
+__constant__ double c_op_v[CH_MAX_OPS];             // voltage at the op's start ...
+__constant__ double c_op_vend[CH_MAX_OPS];          // ... and end (a ramp when they differ)
+__constant__ double c_op_tau[CH_MAX_OPS];
+__constant__ int c_op_n[CH_MAX_OPS];                // steps of tau
+__constant__ int c_op_record[CH_MAX_OPS];           // 1: the current after every step is a data point
 __constant__ float c_lower[CH_NP];
 __constant__ float c_upper[CH_NP];
 
-// Q(v) with the engines' rate rules: NaN -> evaluate at v + CH_SINGULAR_DV; clamp to [0, max].
+// Q(v) with the engines' rate rules: NaN -> evaluate at v + CH_SINGULAR_DV; clamp to [0, max];
+// a rate still NaN or infinite stays NaN (the individual scores as failed).
 __device__ __forceinline__ void ch_q(const double* p, const double v, double* Q)
 {
     double r[CH_NRATES];
@@ -51,7 +54,7 @@ __device__ __forceinline__ void ch_q(const double* p, const double v, double* Q)
         for (int k = 0; k < CH_NRATES; ++k) r[k] = isnan(r[k]) ? s[k] : r[k];
     }
 #pragma unroll
-    for (int k = 0; k < CH_NRATES; ++k) r[k] = fmin(fmax(r[k], 0.0), CH_RATE_MAX);
+    for (int k = 0; k < CH_NRATES; ++k) r[k] = isfinite(r[k]) ? fmin(fmax(r[k], 0.0), CH_RATE_MAX) : __longlong_as_double(0x7ff8000000000000ull);
     ch_fill_q(r, Q);
 }
 
@@ -175,6 +178,24 @@ __device__ __forceinline__ void expm_q(const double* Q, const double tau, double
     }
 }
 
+// E = exp(Omega) for step `step` of a ramp from v0 to v1 in n steps of tau: the fourth-order
+// Magnus exponent Omega = tau/2 (Q1 + Q2) + sqrt(3)/12 tau^2 [Q2, Q1] from Q at the step's two
+// Gauss points (as app/sims/channel/protocol.py).
+__device__ __forceinline__ void ramp_step_expm(const double* p, const double v0, const double v1,
+                                               const int n, const int step, const double tau, double* E)
+{
+    const double g1 = 0.5 - 0.28867513459481287, g2 = 0.5 + 0.28867513459481287;
+    double Q1[CH_NS * CH_NS], Q2[CH_NS * CH_NS], A[CH_NS * CH_NS], B[CH_NS * CH_NS];
+    ch_q(p, v0 + (v1 - v0) * (step + g1) / n, Q1);
+    ch_q(p, v0 + (v1 - v0) * (step + g2) / n, Q2);
+    matmul(Q2, Q1, A);
+    matmul(Q1, Q2, B);
+    const double c = 0.14433756729740643 * tau * tau;   // sqrt(3)/12 tau^2
+#pragma unroll
+    for (int k = 0; k < CH_NS * CH_NS; ++k) A[k] = 0.5 * tau * (Q1[k] + Q2[k]) + c * (A[k] - B[k]);
+    expm_q(A, 1.0, E);
+}
+
 // p with Q p = 0, sum(p) = 1 by GTH reduction on the rates a[i][j] = Q[j][i] (i -> j).
 __device__ __forceinline__ void steady_state(const double* Q, double* P)
 {
@@ -210,12 +231,13 @@ __device__ __forceinline__ void steady_state(const double* Q, double* P)
 }
 
 // chi^2 of individuals first .. first+count-1: population is structure-of-arrays,
-// pop[k * N + i]. With traces != nullptr the simulated currents are written there too (the
-// GUI's best fit: a launch with count = 1).
+// pop[k * N + i]. With traces != nullptr the simulated currents of individual t are written to
+// traces[t * n_points ...] (the GUI's best fit, the refinement's Jacobian). weights (or
+// nullptr: all 1) weight each squared residual; the score is their sum divided by norm.
 extern "C" __global__ void __launch_bounds__(CH_BLOCK)
 ch_evaluate(const float* __restrict__ pop, const int N, const int first, const int count,
-            const float* __restrict__ target, const int n_sweeps, const int n_points,
-            float* __restrict__ scores, float* __restrict__ traces)
+            const float* __restrict__ target, const float* __restrict__ weights, const int n_sweeps,
+            const int n_points, const double norm, float* __restrict__ scores, float* __restrict__ traces)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count) return;
@@ -224,6 +246,7 @@ ch_evaluate(const float* __restrict__ pop, const int N, const int first, const i
 #pragma unroll
     for (int k = 0; k < CH_NP; ++k) p[k] = pop[(size_t)k * N + i];
     const float g = (float)p[CH_G];
+    float* out = traces ? traces + (size_t)t * n_points : nullptr;
     double chi = 0.0;
     int idx = 0;
     double Q[CH_NS * CH_NS], E[CH_NS * CH_NS], Pd[CH_NS];
@@ -232,30 +255,42 @@ ch_evaluate(const float* __restrict__ pop, const int N, const int first, const i
         ch_q(p, c_sweep_hold[s], Q);
         steady_state(Q, Pd);
         for (int op = c_sweep_op[s]; op < c_sweep_op[s + 1]; ++op) {
-            const float v = c_op_v[op];
-            ch_q(p, v, Q);
-            expm_q(Q, c_op_tau[op], E);
+            const double v0 = c_op_v[op], v1 = c_op_vend[op], tau = c_op_tau[op];
             const int n = c_op_n[op];
-            if (n == 0) {            // an unrecorded segment: one step, in double
-                double Td[CH_NS];
+            const bool ramp = v0 != v1;
+            if (!ramp) {
+                ch_q(p, v0, Q);
+                expm_q(Q, tau, E);
+            }
+            if (!c_op_record[op]) {  // an unrecorded segment: its steps in double
+                for (int step = 0; step < n; ++step) {
+                    if (ramp) ramp_step_expm(p, v0, v1, n, step, tau, E);
+                    double Td[CH_NS];
 #pragma unroll
-                for (int a = 0; a < CH_NS; ++a) {
-                    double acc = 0.0;
+                    for (int a = 0; a < CH_NS; ++a) {
+                        double acc = 0.0;
 #pragma unroll
-                    for (int b = 0; b < CH_NS; ++b) acc = fma(E[a * CH_NS + b], Pd[b], acc);
-                    Td[a] = acc;
+                        for (int b = 0; b < CH_NS; ++b) acc = fma(E[a * CH_NS + b], Pd[b], acc);
+                        Td[a] = acc;
+                    }
+#pragma unroll
+                    for (int a = 0; a < CH_NS; ++a) Pd[a] = Td[a];
                 }
-#pragma unroll
-                for (int a = 0; a < CH_NS; ++a) Pd[a] = Td[a];
                 continue;
             }
 #pragma unroll
             for (int e = 0; e < CH_NS * CH_NS; ++e) Ef[e] = (float)E[e];
 #pragma unroll
             for (int a = 0; a < CH_NS; ++a) P[a] = (float)Pd[a];
-            const float drive = g * (v - (float)CH_EREV);
+            float drive = g * (float)(v0 - CH_EREV);
             float part = 0.f;
             for (int step = 0; step < n; ++step) {
+                if (ramp) {
+                    ramp_step_expm(p, v0, v1, n, step, tau, E);
+#pragma unroll
+                    for (int e = 0; e < CH_NS * CH_NS; ++e) Ef[e] = (float)E[e];
+                    drive = g * (float)(v0 + (v1 - v0) * (step + 1) / n - CH_EREV);
+                }
 #pragma unroll
                 for (int a = 0; a < CH_NS; ++a) {
                     float acc = 0.f;
@@ -266,16 +301,18 @@ ch_evaluate(const float* __restrict__ pop, const int N, const int first, const i
 #pragma unroll
                 for (int a = 0; a < CH_NS; ++a) P[a] = T[a];
                 const float current = drive * ch_open(P);
-                if (traces) traces[idx] = current;
-                const float r = current - __ldg(target + idx++);
-                part = fmaf(r, r, part);
+                if (out) out[idx] = current;
+                const float r = current - __ldg(target + idx);
+                const float w = weights ? __ldg(weights + idx) : 1.f;
+                ++idx;
+                part = fmaf(w * r, r, part);
             }
 #pragma unroll
             for (int a = 0; a < CH_NS; ++a) Pd[a] = P[a];
             chi += (double)part;
         }
     }
-    const double score = chi / n_points;
+    const double score = chi / norm;
     scores[t] = (isfinite(score) && score < FLT_MAX) ? (float)score : FLT_MAX;
 }
 

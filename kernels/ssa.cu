@@ -7,6 +7,10 @@
 //   ssa_select(a, target)           first reaction whose cumulative propensity exceeds target
 //   ssa_fire(j, rate, x, a)         apply reaction j and refresh the propensities that depend on it
 //   ssa_hist(h, x), c_hist_species  the value and index of histogram species h
+//   SSA_NE, SSA_CASCADE, c_event_time  events (app/sims/ssa/events.py has the rules), the
+//                                   instant of each time event (1e308: a species event)
+//   ssa_trigger(e, x), ssa_assign(e, x)  a species event's trigger, an event's assignments
+//   ssa_derive(x)                   species set by assignment rules, from the others
 // A launch runs a batch of P parameter sets ("points") of one network, R_point realizations
 // each: realization r belongs to point p = r / R_point, reads rate row p (rates[p * SSA_NR + j],
 // uniform across a warp, so served by broadcast from L1), uses Philox key seeds[p] with counter
@@ -25,6 +29,205 @@
 #ifndef SSA_BLOCK
 #define SSA_BLOCK 128
 #endif
+#define SSA_COUNT_LIMIT 1073741824   // 2^30: counts above it (or negative) set the overflow flag
+
+#if SSA_TAU
+// Tau-leaping (Cao, Gillespie & Petzold 2006; app/sims/ssa/tauleap.py has the rules and the
+// order of the Philox draws). Generated: SSA_TAU_EPS; SSA_TAU_W and c_dspec[j][q], c_dval[j][q]:
+// the species and net change of reaction j's nonzero changes (species -1 pads); c_hor[i],
+// c_need[i]: the highest reaction order species i takes part in as a reactant, and how many
+// of its molecules such a reaction takes.
+#define SSA_NC 10
+
+// Poisson(lam): sequential inversion below 10, Hormann's PTRS above (one draw per trial).
+__device__ long long ssa_poisson(const double lam, const unsigned long long seed,
+                                 const unsigned long long stream, unsigned long long* n)
+{
+    if (!(lam > 0.0)) return 0;
+    if (lam < 10.0) {
+        const philox_u4 w = philox_draw(seed, stream, (*n)++);
+        const double u = philox_uniform_f64(w.x);
+        long long k = 0;
+        double p = exp(-lam), s = p;
+        while (u > s && k < 1000) { ++k; p *= lam / (double)k; s += p; }
+        return k;
+    }
+    const double slam = sqrt(lam), loglam = log(lam);
+    const double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
+    const double invalpha = 1.1239 + 1.1328 / (b - 3.4), vr = 0.9277 - 3.6224 / (b - 2.0);
+    for (;;) {
+        const philox_u4 w = philox_draw(seed, stream, (*n)++);
+        const double u = philox_uniform_f64(w.x) - 0.5, v = philox_uniform_f64(w.y);
+        const double us = 0.5 - fabs(u);
+        const double k = floor((2.0 * a / us + b) * u + lam + 0.43);
+        if (us >= 0.07 && v <= vr) return (long long)k;
+        if (k < 0.0 || (us < 0.013 && v > us)) continue;
+        if (log(v) + log(invalpha) - log(a / (us * us) + b) <= -lam + k * loglam - lgamma(k + 1.0))
+            return (long long)k;
+    }
+}
+
+__device__ __forceinline__ double ssa_g(const int hor, const int need, const double xi)
+{
+    if (hor == 1) return 1.0;
+    const double d1 = 1.0 / fmax(xi - 1.0, 1.0);
+    if (hor == 2) return need >= 2 ? 2.0 + d1 : 2.0;
+    if (need >= 3) return 3.0 + d1 + 2.0 / fmax(xi - 2.0, 1.0);
+    return need == 2 ? 1.5 * (2.0 + d1) : 3.0;
+}
+
+__device__ double ssa_tau_prime(const int* x, const float* a, const bool* critical)
+{
+    double mu[SSA_NS], sig[SSA_NS];
+    for (int i = 0; i < SSA_NS; ++i) { mu[i] = 0.0; sig[i] = 0.0; }
+    for (int j = 0; j < SSA_NR; ++j) {
+        if (critical[j]) continue;
+        for (int q = 0; q < SSA_TAU_W; ++q) {
+            const int i = c_dspec[j][q];
+            if (i < 0) break;
+            mu[i] += c_dval[j][q] * (double)a[j];
+            sig[i] += (double)(c_dval[j][q] * c_dval[j][q]) * (double)a[j];
+        }
+    }
+    double tau = 1e308;
+    for (int i = 0; i < SSA_NS; ++i) {
+        if (c_hor[i] == 0) continue;
+        const double bound = fmax(SSA_TAU_EPS * x[i] / ssa_g(c_hor[i], c_need[i], (double)x[i]), 1.0);
+        if (mu[i] != 0.0) tau = fmin(tau, bound / fabs(mu[i]));
+        if (sig[i] > 0.0) tau = fmin(tau, bound * bound / sig[i]);
+    }
+    return tau;
+}
+
+__device__ __forceinline__ void ssa_tau_apply(int* x, const int j, const long long k)
+{
+    for (int q = 0; q < SSA_TAU_W; ++q) {
+        const int i = c_dspec[j][q];
+        if (i < 0) break;
+        x[i] += (int)(k * c_dval[j][q]);
+    }
+}
+
+// Leap (or take exact steps) from t to t1; returns the reactions fired.
+__device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restrict__ rate,
+                                          double t, const double t1, const unsigned long long seed,
+                                          const unsigned long long stream, unsigned long long* n)
+{
+    unsigned long long fired = 0;
+    for (;;) {
+        ssa_init(rate, x, a);
+        double a0 = 0.0;
+        for (int j = 0; j < SSA_NR; ++j) a0 += a[j];
+        const double left = t1 - t;
+        if (!(left > 0.0) || !(a0 > 0.0)) return fired;
+        bool critical[SSA_NR];
+        double a0c = 0.0;
+        for (int j = 0; j < SSA_NR; ++j) {
+            critical[j] = false;
+            if (a[j] > 0.f) {
+                int runs = SSA_NC;
+                for (int q = 0; q < SSA_TAU_W; ++q) {
+                    const int i = c_dspec[j][q];
+                    if (i < 0) break;
+                    if (c_dval[j][q] < 0) runs = min(runs, x[i] / -c_dval[j][q]);
+                }
+                if (runs < SSA_NC) { critical[j] = true; a0c += a[j]; }
+            }
+        }
+        double taup = ssa_tau_prime(x, a, critical);
+        if (taup < 10.0 / a0) {                       // exact steps, as the direct method
+            for (int k = 0; k < 100; ++k) {
+                const philox_u4 w = philox_draw(seed, stream, (*n)++);
+                const double t_new = t - log(philox_uniform_f64(w.x)) / a0;
+                if (!(t_new <= t1)) return fired;
+                const double target = philox_uniform_f64(w.y) * a0;
+                double acc = 0.0;
+                int pick = -1, last = 0;
+                for (int j = 0; j < SSA_NR; ++j) {
+                    acc += a[j];
+                    if (a[j] > 0.f) last = j;
+                    if (pick < 0 && target < acc) pick = j;
+                }
+                if (pick < 0) pick = last;
+                ssa_tau_apply(x, pick, 1);
+                t = t_new;
+                ++fired;
+                ssa_init(rate, x, a);
+                a0 = 0.0;
+                for (int j = 0; j < SSA_NR; ++j) a0 += a[j];
+                if (!(a0 > 0.0)) return fired;
+            }
+            continue;
+        }
+        int x_new[SSA_NS];
+        double tau;
+        unsigned long long total;
+        for (;;) {
+            const philox_u4 w = philox_draw(seed, stream, (*n)++);
+            const double taupp = a0c > 0.0 ? -log(philox_uniform_f64(w.x)) / a0c : 1e308;
+            int chosen = -1;
+            if (taup < taupp) {
+                tau = taup;
+            } else {
+                tau = taupp;
+                const double target = philox_uniform_f64(w.y) * a0c;
+                double acc = 0.0;
+                for (int j = 0; j < SSA_NR; ++j)
+                    if (critical[j]) { acc += a[j]; chosen = j; if (target < acc) break; }
+            }
+            if (tau >= left) { tau = left; chosen = -1; }
+            total = 0;
+            for (int i = 0; i < SSA_NS; ++i) x_new[i] = x[i];
+            for (int j = 0; j < SSA_NR; ++j) {
+                const long long k = critical[j] ? (j == chosen ? 1 : 0)
+                                                : ssa_poisson((double)a[j] * tau, seed, stream, n);
+                total += (unsigned long long)k;
+                if (k) ssa_tau_apply(x_new, j, k);
+            }
+            bool negative = false;
+            for (int i = 0; i < SSA_NS; ++i) negative |= x_new[i] < 0;
+            if (!negative) break;
+            taup *= 0.5;
+        }
+        bool over = false;
+        for (int i = 0; i < SSA_NS; ++i) { x[i] = x_new[i]; over |= x[i] > SSA_COUNT_LIMIT; }
+        fired += total;
+        if (tau == left || over) return fired;   // past 2^30: stop; the kernel raises the flag
+        t += tau;
+    }
+}
+#endif
+
+#if SSA_NE > 0
+// Species events in document order, rounds until none fires; bits hold the trigger values.
+__device__ bool ssa_species_events(int* x, unsigned int* bits)
+{
+    bool fired = false;
+    for (int round = 0; round < SSA_CASCADE; ++round) {
+        bool any = false;
+        for (int e = 0; e < SSA_NE; ++e) {
+            if (c_event_time[e] < 1e300) continue;
+            const unsigned int bit = 1u << e;
+            const bool value = ssa_trigger(e, x);
+            if (value && !(*bits & bit)) { ssa_assign(e, x); any = true; }
+            *bits = value ? (*bits | bit) : (*bits & ~bit);
+        }
+        if (!any) break;
+        fired = true;
+    }
+    return fired;
+}
+
+// The pending time events at instant `due`, in document order, then the species events.
+__device__ void ssa_time_events(const double due, int* x, unsigned int* bits)
+{
+    for (int e = 0; e < SSA_NE; ++e) {
+        const unsigned int bit = 1u << e;
+        if (c_event_time[e] == due && !(*bits & bit)) { ssa_assign(e, x); *bits |= bit; }
+    }
+    ssa_species_events(x, bits);
+}
+#endif
 
 // Advance every realization from t0 to t1. State is structure-of-arrays: x_all[s * R + r].
 // By the Markov property the reaction that would cross t1 is discarded and the next interval
@@ -36,7 +239,8 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
             const int R_point, const double t0, const double t1,
             const unsigned long long* __restrict__ seeds, const float* __restrict__ rates,
             const double* __restrict__ shift_all, double* __restrict__ sums_all,
-            int* __restrict__ minmax_all, unsigned long long* __restrict__ fired_all)
+            int* __restrict__ minmax_all, unsigned long long* __restrict__ fired_all,
+            unsigned int* __restrict__ event_bits, int* __restrict__ overflow)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     const bool live = r < R;
@@ -56,15 +260,58 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         const unsigned long long seed = seeds[p];
         unsigned long long n = draw_counter[r];
         double t = t0;
+#if SSA_TAU
+        fired = ssa_tau_run(x, a, rate, t, t1, seed, (unsigned long long)r_local, &n);
+#else
+#if SSA_NE > 0
+        unsigned int bits = event_bits[r];
+#endif
         for (;;) {
             const float a0 = ssa_total(a);
             const philox_u4 w = philox_draw(seed, (unsigned long long)r_local, n++);
+#if SSA_NE > 0
+            // the clock stops at a due time event (the drawn reaction is discarded)
+            const double t_next = a0 > 0.f ? t + (double)(-__logf(philox_uniform_f32(w.x)) / a0) : 1e308;
+            double due = 1e308;
+            for (int e = 0; e < SSA_NE; ++e)
+                if (c_event_time[e] < due && !(bits & (1u << e))) due = c_event_time[e];
+            if (due <= t1 && due < t_next) {
+                ssa_time_events(due, x, &bits);
+                t = due;
+                ssa_init(rate, x, a);
+                continue;
+            }
+            if (t_next > t1) break;
+            t = t_next;
+#else
             if (!(a0 > 0.f)) break;
             t += (double)(-__logf(philox_uniform_f32(w.x)) / a0);
             if (t > t1) break;
+#endif
             ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0), rate, x, a);
             ++fired;
+            // every 64 reactions: stop a realization past the limit (64 firings cannot carry a
+            // count from 2^30 past 2^31, so int32 never wraps before this test sees it)
+            if ((fired & 63u) == 0u) {
+                bool over = false;
+#pragma unroll
+                for (int s = 0; s < SSA_NS; ++s) over |= x[s] > SSA_COUNT_LIMIT;
+                if (over) break;
+            }
+#if SSA_NE > 0
+            if (ssa_species_events(x, &bits)) ssa_init(rate, x, a);
+#endif
         }
+#if SSA_NE > 0
+        event_bits[r] = bits;
+#endif
+#endif  // SSA_TAU
+        ssa_derive(x);
+        int bad = 0;   // 1 + a species outside [0, 2^30]
+#pragma unroll
+        for (int s = 0; s < SSA_NS; ++s)
+            if (x[s] < 0 || x[s] > SSA_COUNT_LIMIT) bad = s + 1;
+        if (bad) atomicMax(overflow, bad);
         draw_counter[r] = n;
 #pragma unroll
         for (int s = 0; s < SSA_NS; ++s) x_all[(size_t)s * R + r] = x[s];

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 def max_threads() -> int:
     """Threads numba may use here (NUMBA_NUM_THREADS, default: every core)."""
     import numba
-    return int(numba.config.NUMBA_NUM_THREADS)
+    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
 def thread_counts() -> list[int]:

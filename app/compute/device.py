@@ -62,6 +62,18 @@ def cuda_status() -> CudaStatus:
     return CudaStatus(True, f"{count} CUDA device(s)", tuple(devices), compiler_text)
 
 
+def driver_version() -> str:
+    """The CUDA driver's version ('13.0'), or '' without PyCUDA or a driver."""
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+        version = cuda.get_driver_version()
+    except Exception:   # no pycuda, no driver: nothing to report
+        return ""
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
 def cpu_device() -> Device:
     import os
     import platform

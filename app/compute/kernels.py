@@ -152,7 +152,7 @@ def route_pycuda_compiler() -> None:
         return compile_image(source, "pycuda-kernel.cu", defines, 10 * major + minor,
                              fast_math="--use_fast_math" in opts, include_dirs=tuple(dirs)).data
 
-    compile_for_pycuda._biogpu = True
+    compile_for_pycuda._biogpu = True  # type: ignore[attr-defined]
     pycuda.compiler.compile = compile_for_pycuda
 
 

@@ -47,54 +47,26 @@ def save_rgba_png(rgba, path: str | Path) -> Path:
     return save_png(QImage(image.data, w, h, 4 * w, QImage.Format.Format_RGBA8888), path)
 
 
-def _save_view(view, path: str | Path) -> Path:
-    out = save_png(view.grab(), path)
-    print(f"plot in {path}")
-    return out
-
-
 def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
     """Draw ``frame`` the way the domain's panel shows its main plot and save it as PNG.
 
-    Returns the path, or None when the domain has no plot yet or there is no frame.
+    The domain's manifest names the drawing function. Returns the path, or None when the
+    domain has no main plot or there is no frame.
     """
+    from app.sims.common.registry import DOMAINS, resolve
+
     if frame is None:
         log.warning("no frame to plot")
         return None
-    ensure_application()
-    if domain == "ssa":
-        from app.gui.views.trajectories import TrajectoryView
-        view = TrajectoryView()
-        view.set_frame(frame)
-    elif domain == "channel":
-        from app.gui.views.convergence import ConvergenceView
-        view = ConvergenceView()
-        view.set_frame(frame)
-    elif domain == "cardiac":
-        from app.gui.views.cardiac import ProbeTraceView
-        view = ProbeTraceView()
-        view.set_frame(frame)
-    elif domain == "epidermis":
-        from app.gui.views.epidermis_history import EpidermisHistoryView
-        view = EpidermisHistoryView()
-        view.set_frame(frame)
-        view.resize(*SIZE)
-        for plot in view.plots.values():
-            plot.enableAutoRange()
-        view.plots["fractions"].setYRange(0.0, 1.0)
-        return _save_view(view, path)
-    elif domain == "network":
-        from app.gui.views.network import EpochHistoryView
-        view = EpochHistoryView()
-        view.set_frame(frame)
-        view.resize(*SIZE)
-        return _save_view(view, path)
-    else:
-        log.warning("no plot for domain %s yet", domain)
+    manifest = DOMAINS[domain]
+    if manifest.main_plot is None:
+        log.warning("the %s domain has no main plot", domain)
         return None
-    view.resize(*SIZE)
-    view.plot.enableAutoRange()
-    return _save_view(view, path)
+    ensure_application()
+    view = resolve(manifest.main_plot)(frame)
+    out = save_png(view.grab(), path)
+    print(f"plot in {path}")
+    return out
 
 
 def render_sweep_plot(rows, keys, path: str | Path, metric: str | None = None) -> Path | None:

@@ -1,25 +1,32 @@
-"""The main window: panel list, device selector, log dock, status bar and File menu."""
+"""The main window: panel list, device selector, log dock, status bar, menus (File, Run, Sweep,
+Help), keyboard shortcuts, remembered settings and workbench sessions."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QLabel, QListWidget, QMainWindow,
-                               QSplitter, QStackedWidget, QToolBar, QWidget)
+                               QMessageBox, QSplitter, QStackedWidget, QToolBar, QWidget)
 
 from app.compute.device import list_devices, resolve_backend
 from app.gui import errors
+from app.gui import help as help_text
 from app.gui.log_dock import LogDock
-from app.gui.panels import PANEL_CLASSES, Panel
+from app.gui.panels import Panel, panel_class
+from app.gui.presets import default_for_engine
+from app.gui.runner import RunState
+from app.gui.settings import settings
 from app.gui.views.base import configure_pyqtgraph
-from app.sims.common.simulation import DOMAINS, default_preset, load_run_config
+from app.gui.workbench import SUFFIX, PanelState, WorkbenchSession, load_session, save_session
+from app.sims.common.config import dump_yaml
+from app.sims.common.simulation import DOMAINS, load_run_config
 
 log = logging.getLogger(__name__)
 
-PANEL_ORDER = ("channel", "cardiac", "network", "epidermis", "ssa")
+FIRST_PANEL = "ssa"        # the page the window opens on (where its default preset belongs)
 
 
 class MainWindow(QMainWindow):
@@ -37,8 +44,9 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_menu()
         self.resizeDocks([self.log_dock], [110], Qt.Orientation.Vertical)
-        self.panel_list.setCurrentRow(PANEL_ORDER.index("ssa"))
+        self.select_panel(FIRST_PANEL if FIRST_PANEL in self.pages else next(iter(self.pages)))
         self._device_changed()
+        self.restored = self.restore_settings()
 
     # ---- construction -------------------------------------------------------------------
     def _build_device_selector(self) -> None:
@@ -63,15 +71,18 @@ class MainWindow(QMainWindow):
         self.panel_list.setObjectName("panelList")
         self.stack = QStackedWidget()
         self.pages: dict[str, QWidget] = {}
-        for name in PANEL_ORDER:
-            domain = DOMAINS[name]
+        for name, domain in DOMAINS.items():         # the registry's order
+            cls = panel_class(domain)
+            if cls is None:
+                continue
             self.panel_list.addItem(domain.label)
-            page = PANEL_CLASSES[name](domain, self.selected_device)
+            page = cls(domain, self.selected_device)
             page.status_changed.connect(self._panel_status)
             self.pages[name] = page
             self.stack.addWidget(page)
         self.panel_list.setMaximumWidth(190)
-        splitter = QSplitter()
+        self.splitter = splitter = QSplitter()
+        splitter.setObjectName("mainSplitter")
         splitter.addWidget(self.panel_list)
         splitter.addWidget(self.stack)
         splitter.setStretchFactor(1, 1)
@@ -88,11 +99,25 @@ class MainWindow(QMainWindow):
     def _build_menu(self) -> None:
         menu = self.menuBar().addMenu("&File")
         self.panel_actions: list[QAction] = []
+        self.include_results = QAction("Include &results in sessions", self, checkable=True)
+        self.include_results.setChecked(True)
         for text, slot, key, needs_panel in (
                 ("&Open run config…", self._ask_open, QKeySequence.StandardKey.Open, False),
                 ("&Save run config…", self._ask_save, QKeySequence.StandardKey.Save, True),
-                ("&Export data…", self._ask_export, None, True),
+                (None, None, None, False),
+                ("Open sessio&n…", self._ask_open_session, "Ctrl+Shift+O", False),
+                ("Save sess&ion…", self._ask_save_session, "Ctrl+Shift+S", False),
+                (self.include_results, None, None, False),
+                (None, None, None, False),
+                ("&Export data…", self._ask_export, "Ctrl+E", True),
+                ("Export &movie (MP4)…", self._ask_movie, None, True),
                 ("Save screens&hot…", self._ask_screenshot, None, True)):
+            if text is None:
+                menu.addSeparator()
+                continue
+            if isinstance(text, QAction):
+                menu.addAction(text)
+                continue
             action = menu.addAction(text)
             action.triggered.connect(slot)
             if key is not None:
@@ -101,10 +126,108 @@ class MainWindow(QMainWindow):
                 self.panel_actions.append(action)
         menu.addSeparator()
         menu.addAction("&Quit", QKeySequence.StandardKey.Quit, self.close)
+        self._build_run_menu()
         sweep = self.menuBar().addMenu("S&weep")
         action = sweep.addAction("Sweep this panel's config…")
         action.triggered.connect(self.open_sweep)
         self.panel_actions.append(action)
+        self._build_help_menu()
+
+    def _build_run_menu(self) -> None:
+        menu = self.menuBar().addMenu("&Run")
+        self.run_actions: dict[str, QAction] = {}
+        for name, text, key in (("run", "&Run", "Ctrl+R"), ("pause", "&Pause / resume", "Space"),
+                                ("stop", "&Stop", "Esc"), ("reset", "Rese&t", None)):
+            action = menu.addAction(text)
+            action.setObjectName(f"{name}Action")
+            if key:
+                action.setShortcut(QKeySequence(key))
+                action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            action.triggered.connect(lambda _=False, n=name: self.run_command(n))
+            self.run_actions[name] = action
+        menu.addSeparator()
+        self.record_movie = menu.addAction("Record a &movie of the next runs")
+        self.record_movie.setCheckable(True)
+        self.record_movie.setToolTip("Cardiac, network and epidermis: the live view as MP4 "
+                                     "(File › Export movie)")
+        self.record_movie.toggled.connect(self.set_movie_recording)
+        menu.addSeparator()
+        for row, name in enumerate(self.pages):
+            action = menu.addAction(f"Go to {DOMAINS[name].label}")
+            action.setShortcut(QKeySequence(f"Ctrl+{row + 1}"))
+            action.triggered.connect(lambda _=False, n=name: self.select_panel(n))
+
+    def _build_help_menu(self) -> None:
+        menu = self.menuBar().addMenu("&Help")
+        method = menu.addAction("This panel's &method and reference")
+        method.setShortcut(QKeySequence.StandardKey.HelpContents)
+        method.triggered.connect(lambda: self.show_method())
+        methods = menu.addMenu("Methods of every panel")
+        for name in self.pages:
+            methods.addAction(DOMAINS[name].label).triggered.connect(
+                lambda _=False, n=name: self.show_method(n))
+        menu.addAction("&Keyboard shortcuts").triggered.connect(self.show_shortcuts)
+        menu.addSeparator()
+        menu.addAction("&About BioGPU Studio").triggered.connect(self.show_about)
+
+    # ---- run commands (menu and shortcuts) ------------------------------------------------
+    def run_command(self, name: str) -> bool:
+        """Run, pause/resume, stop or reset the current panel; False when it does not apply."""
+        panel = self.current_panel()
+        if panel is None:
+            return False
+        state = panel.run_controls.state
+        if name == "run" and not panel.running:
+            return panel.start_run()
+        if name == "pause" and panel.running:
+            if state is RunState.PAUSED:
+                panel.resume_run()
+            else:
+                panel.pause_run()
+            return True
+        if name == "stop" and panel.running:
+            panel.stop_run()
+            return True
+        if name == "reset" and not panel.running:
+            panel.reset()
+            return True
+        return False
+
+    def set_movie_recording(self, on: bool) -> None:
+        """Record the live view of the next runs in every panel that has a moving picture."""
+        for page in self.pages.values():
+            if isinstance(page, Panel) and page.supports_movie():
+                page.set_movie_recording(on)
+
+    def save_movie(self, path: str | Path) -> bool:
+        return self._delegate("Cannot export the movie", "save_movie", path)
+
+    def _ask_movie(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export movie", "run.mp4", "MP4 (*.mp4)")
+        if path:
+            self.save_movie(path if Path(path).suffix else path + ".mp4")
+
+    # ---- help ---------------------------------------------------------------------------
+    def _message(self, title: str, html: str) -> QMessageBox:
+        box = QMessageBox(QMessageBox.Icon.NoIcon, title, html, QMessageBox.StandardButton.Close, self)
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose, True)
+        box.show()
+        return box
+
+    def show_about(self) -> QMessageBox:
+        from app.compute.device import driver_version
+
+        return self._message("About BioGPU Studio",
+                             help_text.about_html(self.device_label.text(), driver_version()))
+
+    def show_shortcuts(self) -> QMessageBox:
+        return self._message("Keyboard shortcuts", help_text.shortcuts_html())
+
+    def show_method(self, name: str | None = None) -> QMessageBox:
+        name = name or self.current_panel_name()
+        return self._message(f"Method: {DOMAINS[name].label}",
+                             help_text.method_html(name, DOMAINS[name].label))
 
     def open_sweep(self):
         """The Sweep dialog for the current panel (non-modal; returns it, or None)."""
@@ -139,6 +262,9 @@ class MainWindow(QMainWindow):
         name = f"CUDA {index}" if backend == "cuda" else "CPU"
         self.device_label.setText(f"{name} — {reason}")
         log.info("device: %s (%s)", name, reason)
+        for page in getattr(self, "pages", {}).values():
+            if isinstance(page, Panel):
+                page.refresh_estimates()
 
     # ---- pages --------------------------------------------------------------------------
     def current_page(self) -> QWidget:
@@ -149,8 +275,12 @@ class MainWindow(QMainWindow):
         return page if isinstance(page, Panel) else None
 
     def select_panel(self, name: str) -> QWidget:
-        self.panel_list.setCurrentRow(PANEL_ORDER.index(name))
+        self.panel_list.setCurrentRow(list(self.pages).index(name))
         return self.pages[name]
+
+    def current_panel_name(self) -> str:
+        """The name of the domain whose panel is shown."""
+        return list(self.pages)[max(self.panel_list.currentRow(), 0)]
 
     def _page_changed(self, row: int) -> None:
         self.stack.setCurrentIndex(row)
@@ -218,8 +348,134 @@ class MainWindow(QMainWindow):
         if path:
             self.save_screenshot(path)
 
+    # ---- workbench sessions -------------------------------------------------------------
+    def session(self, include_results: bool | None = None) -> WorkbenchSession:
+        """Every panel's config (and, if asked, its latest frame) as a session."""
+        if include_results is None:
+            include_results = self.include_results.isChecked()
+        out = WorkbenchSession(current=self.current_panel_name())
+        for name, page in self.pages.items():
+            if not isinstance(page, Panel):
+                continue
+            try:
+                text = dump_yaml(page.current_config())
+            except Exception as exc:       # a panel with an invalid form keeps its last file
+                log.warning("session: %s panel config not saved: %s", name, exc)
+                continue
+            out.panels[name] = PanelState(text, page.last_frame if include_results else None)
+        return out
+
+    def save_session(self, path: str | Path, include_results: bool | None = None) -> bool:
+        try:
+            try:
+                written = save_session(path, self.session(include_results))
+            except TypeError as exc:       # a frame that cannot be saved: configs only
+                log.warning("session: results not saved (%s)", exc)
+                written = save_session(path, self.session(False))
+        except Exception as exc:
+            errors.report_exception(self, "Cannot save the session", exc)
+            return False
+        self.statusBar().showMessage(f"wrote {written}", 5000)
+        return True
+
+    def open_session(self, path: str | Path) -> bool:
+        """Restore every panel's config and latest results from a session file."""
+        try:
+            loaded = load_session(path)
+            configs = {name: load_run_config(state.config_yaml, text=True)
+                       for name, state in loaded.panels.items()}
+        except Exception as exc:
+            errors.report_exception(self, "Cannot open the session", exc)
+            return False
+        for name, (domain, cfg) in configs.items():
+            page = self.pages.get(domain.name)
+            if not isinstance(page, Panel) or page.running:
+                continue
+            try:
+                page.apply_config(cfg)
+                page.config_path = None
+                page.reset()
+                frame = loaded.panels[name].frame
+                if frame is not None:
+                    page.show_frame(frame)
+            except Exception as exc:
+                errors.report_exception(self, f"Cannot restore the {domain.label} panel", exc)
+        if loaded.current in self.pages:
+            self.select_panel(loaded.current)
+        self.setWindowTitle(f"BioGPU Studio — {Path(path).name}")
+        return True
+
+    def _ask_open_session(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open session", "",
+                                              f"BioGPU session (*{SUFFIX})")
+        if path:
+            self.open_session(path)
+
+    def _ask_save_session(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save session", f"workbench{SUFFIX}",
+                                              f"BioGPU session (*{SUFFIX})")
+        if path:
+            if not Path(path).suffix:
+                path += SUFFIX
+            self.save_session(path)
+
+    # ---- remembered settings --------------------------------------------------------------
+    def save_settings(self) -> None:
+        """Geometry, splitter sizes, the current panel and every panel's config."""
+        store = settings()
+        store.setValue("window/geometry", self.saveGeometry())
+        store.setValue("window/state", self.saveState())
+        store.setValue("window/splitter", self.splitter.saveState())
+        store.setValue("window/panel", self.current_panel_name())
+        for name, page in self.pages.items():
+            if isinstance(page, Panel):
+                store.setValue(f"panels/{name}/splitter", page.splitter.saveState())
+                store.setValue(f"panels/{name}/views", page.views.saveState())
+                try:
+                    store.setValue(f"panels/{name}/config", dump_yaml(page.current_config()))
+                except Exception as exc:
+                    log.debug("%s config not remembered: %s", name, exc)
+        store.sync()
+
+    def restore_settings(self) -> bool:
+        """Restore what :meth:`save_settings` kept; True if a previous session was found."""
+        store = settings()
+        if store.value("window/panel") is None:
+            return False
+        for key, restore in (("window/geometry", self.restoreGeometry),
+                             ("window/state", self.restoreState),
+                             ("window/splitter", self.splitter.restoreState)):
+            value = store.value(key)
+            if isinstance(value, QByteArray):
+                restore(value)
+        for name, page in self.pages.items():
+            if not isinstance(page, Panel):
+                continue
+            for key, widget in (("splitter", page.splitter), ("views", page.views)):
+                value = store.value(f"panels/{name}/{key}")
+                if isinstance(value, QByteArray):
+                    widget.restoreState(value)
+                    page._fitted = True
+            text = store.value(f"panels/{name}/config")
+            if text:
+                try:
+                    _, cfg = load_run_config(str(text), text=True)
+                    page.apply_config(cfg)
+                    page.config_path = None
+                    page.refresh_estimates()
+                except Exception as exc:   # a config of an older version: the preset stays
+                    log.warning("%s panel: remembered config not restored: %s", name, exc)
+        panel = store.value("window/panel")
+        if panel in self.pages:
+            self.select_panel(str(panel))
+        return True
+
     # ---- closing ------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:
+        try:
+            self.save_settings()
+        except Exception as exc:             # never keep the window from closing
+            log.warning("settings not saved: %s", exc)
         for page in self.pages.values():
             if isinstance(page, Panel):
                 page.shutdown()
@@ -228,5 +484,11 @@ class MainWindow(QMainWindow):
 
 
 def open_default(window: MainWindow, config_path: str | Path | None = None) -> bool:
-    """Open ``config_path``, or the default SSA preset."""
-    return window.open_config(config_path or default_preset("ssa"))
+    """Open ``config_path``; else keep what the last session left (remembered settings), or
+    open the first panel's preset sized for the selected engine."""
+    if config_path is not None:
+        return window.open_config(config_path)
+    if window.restored:
+        return True
+    backend = window.selected_device()[0]
+    return window.open_config(default_for_engine(FIRST_PANEL, backend))

@@ -4,6 +4,13 @@ The worker owns a :class:`~app.sims.common.session.Session`. Its ``on_frame`` ca
 stores the newest frame in a lock-protected slot (older ones are dropped); a ~30 Hz timer in
 the GUI thread takes it from there and emits ``frame_ready`` once per new frame, so a fast
 simulation never floods the event loop.
+
+Drawing shares the CPU with the simulation (on a 2-core machine, with software OpenGL, a 3D
+redraw costs as much as a simulation slice), so the GUI keeps its drawing to at most :data:`DRAW_BUDGET` of the wall time: after a frame
+whose drawing took ``c`` seconds, the next one waits ``c / DRAW_BUDGET``. ``c`` is the larger of
+the GUI thread's CPU time since the last frame and the wall time from handing the frame over
+until the event loop is idle again (painting included; software OpenGL renders in threads
+of its own, which the GUI thread's CPU clock does not see).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from app.sims.common.simulation import Domain, Frame
 log = logging.getLogger(__name__)
 
 POLL_MS = 33
+DRAW_BUDGET = 0.05      # the GUI thread's CPU time as a fraction of wall time, at most
+MAX_WAIT = 2.0          # a frame is shown at least this often (seconds), whatever it costs
 
 
 class SimulationWorker(QThread):
@@ -61,6 +70,11 @@ class SimulationWorker(QThread):
         self._error: tuple[str, str] | None = None
         self.frames_published = 0
         self.last_frame: Frame | None = None
+        self._published_at = 0.0          # wall clock of the last publication
+        self._gui_cpu_at = 0.0            # the GUI thread's CPU clock then
+        self._wait = 0.0                  # seconds the next publication waits
+        self._busy = 0.0                  # wall seconds the last frame kept the GUI busy
+        self._result_shown = False        # a frame with progress > 0 has been published
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._publish)
@@ -87,20 +101,38 @@ class SimulationWorker(QThread):
             frame, self._newest = self._newest, None
         return frame
 
-    def _publish(self) -> None:
+    def _publish(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force:
+            if now - self._published_at < self._wait:
+                return
+            # what the GUI thread spent since the last frame: drawing it, painting, events
+            cost = max(time.thread_time() - self._gui_cpu_at, self._busy)
+            # the first result is shown at once; the budget applies from then on
+            self._wait = min(MAX_WAIT, cost / DRAW_BUDGET) if self._result_shown else 0.0
+            if now - self._published_at < self._wait:
+                return
         frame = self._take()
         if frame is not None:
             self.last_frame = frame
             self.frames_published += 1
+            self._result_shown = self._result_shown or getattr(frame, "progress", 1.0) > 0
+            # clocks read before the hand-over: the drawing (synchronous) counts as its cost
+            self._gui_cpu_at = time.thread_time()
+            handed = self._published_at = time.perf_counter()
             self.frame_ready.emit(frame)
+            # a zero timer fires once the posted paint requests have been handled
+            QTimer.singleShot(0, self, lambda: setattr(self, "_busy", time.perf_counter() - handed))
 
     def _on_thread_started(self) -> None:
+        self._published_at = time.perf_counter()
+        self._gui_cpu_at = time.thread_time()
         self._timer.start()
         self.run_started.emit()
 
     def _on_thread_finished(self) -> None:
         self._timer.stop()
-        self._publish()
+        self._publish(force=True)
         if self._error is not None:
             self.failed.emit(*self._error)
         else:

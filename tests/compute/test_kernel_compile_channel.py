@@ -18,3 +18,10 @@ def test_channel_model_compiles(path):
     doc = load_yaml(path)
     model = compile_model(build(ChannelSpec, doc.data, doc), doc, ())
     assert compile_with_every_compiler(kernel_source(model), "channel.cu", fast_math=False)
+
+
+def test_model_with_every_function_compiles():
+    """pow, min, max, where, expm1, abs, log, sqrt and a helper rate (the export test's model)."""
+    from tests.sims.channel.test_export import HELPERS
+    model = compile_model(HELPERS)
+    assert compile_with_every_compiler(kernel_source(model), "channel.cu", fast_math=False)

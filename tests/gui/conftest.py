@@ -43,6 +43,12 @@ SSA_PRESETS = PRESETS / "ssa"
 
 
 @pytest.fixture(autouse=True)
+def isolated_settings(tmp_path, monkeypatch):
+    """Every GUI test gets its own empty QSettings file (never the user's)."""
+    monkeypatch.setenv("BIOGPU_SETTINGS_DIR", str(tmp_path / "settings"))
+
+
+@pytest.fixture(autouse=True)
 def collect_garbage_in_test_thread():
     """As the app does (``qt_compat.collect_garbage_in_gui_thread``): no collection in worker
     threads during a test; collect in the test (GUI) thread afterwards."""

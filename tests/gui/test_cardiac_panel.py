@@ -66,7 +66,7 @@ def test_sheet_run_to_end_views_and_exports(cardiac, window, run_to_end, tmp_pat
     assert cardiac.traces.has_data()
     assert cardiac.tissue.stack.currentWidget() is cardiac.tissue.image_widget
     assert cardiac.tissue.image.image.shape[:2] == (8, 12)
-    assert cardiac.tissue.mode.currentIndex() == 1          # activation map when done
+    assert cardiac.tissue.mode.currentData() == "last"     # the last activation when done
     act = cardiac.arrays["activation_time"]
     assert np.isfinite(act[0]) and np.isfinite(act).sum() > 12   # the left edge fired and spread
     assert "sim ms/s" in window.throughput_label.text()
@@ -120,6 +120,7 @@ def test_sphere_pause_resume_stop_click_probe_and_render(cardiac, qtbot, tmp_pat
     front = np.flatnonzero(inside)[np.argmin(xyz[inside, 2])]
     picked = sphere.pick(*xyz[front, :2])
     assert picked is not None and np.hypot(*(xyz[picked, :2] - xyz[front, :2])) < 12
+    cardiac.tissue.click_action.setCurrentIndex(cardiac.tissue.click_action.findData("probe"))
     sphere.cell_clicked.emit(picked)
     assert str(picked) in cardiac.probe_cells.text()
 
@@ -138,7 +139,7 @@ def test_sphere_pause_resume_stop_click_probe_and_render(cardiac, qtbot, tmp_pat
     act = cardiac.arrays["activation_time"]
     assert np.isfinite(act).all() and np.ptp(act) > 4.0
     cardiac.tissue.show_activation(act)
-    assert cardiac.tissue.mode.currentIndex() == 1
+    assert cardiac.tissue.mode.currentData() == "first"
     image = sphere.render()
     assert image.ndim == 3 and image.shape[2] == 4
     write_png(str(tmp_path / "sphere.png"), image)
@@ -153,6 +154,30 @@ def test_sphere_pause_resume_stop_click_probe_and_render(cardiac, qtbot, tmp_pat
     png = cardiac.export("png", tmp_path / "panel.png")             # the panel's own screenshot
     assert QImage(str(png)).width() > 100
     cardiac.shutdown()                      # release the GL canvas now, not at interpreter exit
+
+
+def test_click_and_drag_on_the_sheet_stimulate_during_a_run(cardiac, qtbot, monkeypatch):
+    """A click (or drag) on the sheet during a run asks the simulation for a stimulus there;
+    the colour bar names V and its unit; a finished run can be replayed."""
+    _small_sheet(cardiac)
+    requests = []
+    assert cardiac.start_run()
+    session = cardiac.worker.session
+    original = session.request
+    monkeypatch.setattr(session, "request", lambda action: (requests.append(action), original(action)))
+    qtbot.waitUntil(lambda: cardiac.worker.frames_published >= 1, timeout=30000)
+    assert cardiac.tissue.click_action.currentData() == "stimulate"
+    cardiac.tissue.cell_clicked.emit(50)
+    cardiac.tissue.cell_dragged.emit(51)
+    assert [r.cell for r in requests] == [50, 51]
+    assert cardiac.tissue.colour_bar.bar.axis.labelText == "V (mV)"
+    qtbot.waitUntil(lambda: not cardiac.running, timeout=60000)
+    assert str(50) not in cardiac.probe_cells.text()          # a stimulus, not a probe
+    assert cardiac.tissue.replay_row.isVisible() == (len(cardiac.tissue.history) > 1)
+    if len(cardiac.tissue.history) > 1:
+        cardiac.tissue.replay.setValue(0)
+        assert cardiac.tissue.mode.currentData() == "V" and "t = " in cardiac.tissue.replay_label.text()
+    assert not cardiac.stimulate(3)                           # no run: nothing to stimulate
 
 
 def test_model_picker_parameters_and_region_reach_the_config(cardiac):

@@ -197,3 +197,50 @@ def test_parameter_table_writes_back_into_the_model(channel, window, tmp_path):
 def test_export_before_a_run_is_an_error_not_a_crash(channel, window, shown_errors, tmp_path):
     assert not window.export_data(tmp_path / "x.yaml")
     assert "run the fit first" in shown_errors[-1][1]
+
+
+def test_cmaes_refinement_intervals_mcmc_and_model_exports(channel, window, tmp_path, run_to_end):
+    """CMA-ES then Levenberg-Marquardt, intervals and a short MCMC from the panel: the
+    convergence view marks each phase, the uncertainty tab fills, the model exports."""
+    channel.optimizer.setCurrentIndex(channel.optimizer.findData("cmaes"))
+    channel.refine.setCurrentIndex(channel.refine.findData("lm"))
+    channel.population.setValue(16)
+    channel.generations.setValue(10)
+    channel.refine_iterations.setValue(5)
+    channel.intervals_on.setChecked(True)
+    channel.mcmc_chains.setValue(16)
+    channel.mcmc_steps.setValue(20)
+    run_to_end(channel, 60000)
+    frame = channel.last_frame
+    assert frame.done and frame.intervals is not None
+    assert channel.convergence.phase_labels() == ["cmaes", "lm", "mcmc"]
+    assert channel.uncertainty.table.rowCount() == len(frame.param_names)
+    assert channel.uncertainty.table.item(0, 0).text() == frame.param_names[0]
+    p = len(frame.param_names)
+    assert len(channel.uncertainty.corner.panels) == p * (p + 1) // 2
+    assert frame.posterior_samples.shape[1] == p
+    npz = tmp_path / "all.npz"
+    assert window.export_data(npz)
+    with np.load(npz) as data:
+        assert data["correlation"].shape == (p, p) and data["history_phase"].max() == 4
+    mod, mmt, model = tmp_path / "k_fit.mod", tmp_path / "k_fit.mmt", tmp_path / "fitted-model.yaml"
+    for path in (mod, mmt, model):
+        assert window.export_data(path)
+    assert "POINT_PROCESS k_fit" in mod.read_text() and "[[model]]" in mmt.read_text()
+    fitted = yaml.safe_load(model.read_text())
+    assert [q["value"] for q in fitted["parameters"]] == pytest.approx(list(frame.best_params))
+
+
+def test_recordings_preset_fills_the_family_table(window):
+    """The shipped per-family recordings preset: the table shows both files, and the config
+    the panel builds keeps them (and runs: the fit data load)."""
+    from app.sims.common.simulation import PRESETS
+    panel = window.select_panel("channel")
+    panel.load_config(PRESETS / "channel" / "recordings-two-state-k.yaml")
+    assert panel.data_source.currentData() == "recordings" and panel.families.rowCount() == 2
+    assert panel.families.item(1, 1).text().endswith("deactivation.abf")
+    assert panel.optimizer.currentData() == "cmaes" and panel.refine.currentData() == "lm"
+    cfg = panel.current_config()
+    assert [f.family for f in cfg.data.families] == ["activation", "deactivation"]
+    fit = cfg.fit_data(cfg.model_())
+    assert fit.protocol.n_points == 11 * 1500 + 12 * 2786

@@ -54,3 +54,43 @@ def test_run_controls_states(qtbot):
     assert enabled() == (True, False, False, True)
     rc.set_progress(0.5)
     assert rc.progress.value() == 500
+
+
+def test_drawing_is_throttled_to_its_budget(qtbot):
+    """A slow consumer (25 ms of CPU per frame) gets frames no more often than its cost over
+    DRAW_BUDGET; the first frame with a result comes at once; the last one is never lost."""
+    import time
+    from types import SimpleNamespace
+
+    from PySide6.QtCore import QTimer
+
+    from app.gui import runner
+
+    domain, cfg = load_run_config(default_preset("ssa"))
+    worker = SimulationWorker(domain, cfg, "cpu")
+    drawn: list[float] = []
+
+    def draw(frame) -> None:
+        end = time.thread_time() + 0.025
+        while time.thread_time() < end:      # CPU work, as a redraw is
+            pass
+        drawn.append(time.perf_counter())
+
+    worker.frame_ready.connect(draw)
+    feeder = QTimer()
+    feeder.timeout.connect(lambda: worker._store(SimpleNamespace(progress=0.5)))
+    feeder.start(5)                           # a fast simulation: a new frame every 5 ms
+    poll = QTimer()
+    poll.timeout.connect(worker._publish)
+    poll.start(runner.POLL_MS)
+    start = time.perf_counter()
+    qtbot.wait(2000)
+    feeder.stop()
+    poll.stop()
+    assert drawn and drawn[0] - start < 0.5                    # the first one at once
+    gaps = [b - a for a, b in zip(drawn, drawn[1:])]
+    assert gaps and min(gaps) >= 0.025 / runner.DRAW_BUDGET * 0.9   # then within the budget
+    assert len(drawn) <= 1 + 2.0 / (0.025 / runner.DRAW_BUDGET) + 1
+    worker._store(SimpleNamespace(progress=1.0))
+    with qtbot.waitSignal(worker.frame_ready):
+        worker._publish(force=True)                            # the end of a run: always shown

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 
@@ -139,6 +139,7 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
             bad = len(text) - len(text[pos:].lstrip())
             raise ExprError(f"character '{text[bad]}' is not allowed", text, bad)
         kind = m.lastgroup
+        assert kind is not None          # every alternative of _TOKEN is a named group
         start = m.start(kind)
         tokens.append((kind, m.group(kind), start))
         pos = m.end()
@@ -282,10 +283,11 @@ def _c(node: Node, symbol: Callable[[str], str], single: bool) -> str:
     return f"{_C_FUNCS[node.func]}{suffix}({args})"
 
 
-_NP_FUNCS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "pow": np.power,
-             "min": np.fmin, "max": np.fmax, "expm1": np.expm1, "where": np.where}
-_NP_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-               "==": np.equal}
+_NP_FUNCS: dict[str, Callable[..., Any]] = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "pow": np.power,
+    "min": np.fmin, "max": np.fmax, "expm1": np.expm1, "where": np.where}
+_NP_COMPARE: dict[str, Callable[..., Any]] = {
+    "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal}
 
 
 def evaluate(node: Node, env: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -1,17 +1,18 @@
-"""Domain panels by domain name."""
+"""Domain panels: each domain's manifest names its panel class (``panel="pkg.module:Class"``)."""
 
 from __future__ import annotations
 
 from app.gui.panels.base import Panel
-from app.gui.panels.cardiac import CardiacPanel
-from app.gui.panels.channel import ChannelPanel
-from app.gui.panels.epidermis import EpidermisPanel
-from app.gui.panels.network import NetworkPanel
-from app.gui.panels.ssa import SSAPanel
+from app.sims.common.registry import Domain, resolve
 
-PANEL_CLASSES: dict[str, type[Panel]] = {"cardiac": CardiacPanel, "channel": ChannelPanel,
-                                          "epidermis": EpidermisPanel, "network": NetworkPanel,
-                                          "ssa": SSAPanel}
+__all__ = ["Panel", "panel_class"]
 
-__all__ = ["PANEL_CLASSES", "CardiacPanel", "ChannelPanel", "EpidermisPanel", "NetworkPanel", "Panel",
-           "SSAPanel"]
+
+def panel_class(domain: Domain) -> type[Panel] | None:
+    """The panel class the domain's manifest names, or None for a domain without a panel."""
+    if domain.panel is None:
+        return None
+    cls = resolve(domain.panel)
+    if not (isinstance(cls, type) and issubclass(cls, Panel)):
+        raise TypeError(f"{domain.name}: the manifest's panel {domain.panel} is not a Panel subclass")
+    return cls

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel,
-                               QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QGridLayout, QGroupBox, QHBoxLayout,
+                               QLabel, QPushButton, QScrollArea, QSizePolicy, QSplitter, QVBoxLayout,
+                               QWidget)
 
 from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
+from app.gui.presets import (default_for_engine, engine_kind, estimate_seconds, format_duration,
+                             preset_for, work)
 from app.gui.runner import RunControls, RunState, SimulationWorker
 from app.sims.common.config import ConfigError, dump_yaml
 from app.sims.common.output import save_text
-from app.sims.common.simulation import Domain, Frame, default_preset, load_run_config
+from app.sims.common.simulation import Domain, Frame, load_run_config
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,8 @@ def cpu_device() -> tuple[str, int, str]:
 
 
 class Panel(QWidget):
-    """One domain's page: a scrollable controls column, run controls and a views splitter.
+    """One domain's page: run controls over a scrollable controls column, beside the views, in a
+    resizable splitter (the column never clips: it scrolls, and its splitter handle moves).
 
     Signals
     -------
@@ -42,7 +46,9 @@ class Panel(QWidget):
     """
 
     status_changed = Signal(str)
-    CONTROLS_WIDTH = 330
+    CONTROLS_WIDTH = 330          # the controls column's least starting width (it grows to fit)
+    MOVIE_VIEW = ""               # attribute naming the widget an MP4 of the run shows ("": none)
+    MOVIE_FPS = 10.0
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device,
                  parent: QWidget | None = None):
@@ -54,6 +60,10 @@ class Panel(QWidget):
         self.preset_combo: QComboBox | None = None
         self.last_frame: Frame | None = None
         self.config_path: Path | None = None
+        self.role_buttons: dict[str, QPushButton] = {}
+        self.record_next_movie = False
+        self.live_movie = None        # a MovieRecorder while (and after) a recorded run
+        self.estimate_label: QLabel | None = None
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
         self.views = QSplitter(Qt.Orientation.Vertical)
@@ -69,20 +79,48 @@ class Panel(QWidget):
     def _build_frame(self) -> None:
         inner = QWidget()
         inner.setLayout(self.controls_layout)
-        scroll = QScrollArea()
+        self.controls_scroll = scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(inner)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         left = QWidget()
+        left.setObjectName("controlsColumn")
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
         left_layout.addWidget(self.run_controls)
         left_layout.addWidget(scroll, 1)
-        left.setFixedWidth(self.CONTROLS_WIDTH)
+        left.setMinimumWidth(self.run_controls.minimumSizeHint().width())
+        left.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("panelSplitter")
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(self.views)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 1)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(left)
-        layout.addWidget(self.views, 1)
+        layout.addWidget(self.splitter)
+
+    def controls_width(self) -> int:
+        """The width the controls column needs to show every control at its size hint."""
+        inner = self.controls_scroll.widget()
+        needed = max(inner.sizeHint().width(), inner.minimumSizeHint().width())
+        bar = self.controls_scroll.verticalScrollBar().sizeHint().width()
+        return max(self.CONTROLS_WIDTH, needed + bar + 2, self.run_controls.sizeHint().width())
+
+    def fit_controls(self) -> None:
+        """Give the controls column the width it needs (at most 45 % of the panel)."""
+        total = max(sum(self.splitter.sizes()), self.width())
+        left = min(self.controls_width(), int(0.45 * total)) if total > 0 else self.controls_width()
+        self.splitter.setSizes([left, max(total - left, 1)])
+
+    def showEvent(self, event) -> None:
+        if not getattr(self, "_fitted", False):
+            self._fitted = True
+            self.fit_controls()
+        super().showEvent(event)
 
     # ---- to implement -------------------------------------------------------------------
     def apply_config(self, cfg: Any) -> None:
@@ -148,6 +186,10 @@ class Panel(QWidget):
                 self.preset_combo.addItem(f"file: {Path(path).name}", resolved)
                 index = self.preset_combo.count() - 1
             self.preset_combo.setCurrentIndex(index)
+        if not self.running:                   # the last run's numbers belong to another config
+            self.run_controls.set_state(RunState.IDLE)
+            self.status_changed.emit("")
+        self.refresh_estimates()
         log.info("loaded %s", path)
 
     def validate(self, cfg: Any) -> Any:
@@ -196,6 +238,7 @@ class Panel(QWidget):
         if self.worker is not None:
             self.worker.deleteLater()
         self.worker = self.make_worker(cfg, backend, index)
+        self._start_movie()
         self.run_controls.set_state(RunState.RUNNING)
         self.worker.start()
         return True
@@ -251,14 +294,33 @@ class Panel(QWidget):
         self.ask_file(f"Export {kind}", pattern, lambda path: self.export(kind, path), save=True,
                       default_suffix=suffix)
 
+    open_label = "Open YAML…"              # a domain that opens other model files says so here
+    open_filter = "YAML (*.yaml *.yml)"
+
+    def export_group(self, exports: Iterable[tuple[str, str, str, str]]) -> QGroupBox:
+        """An Export group with a button per ``(text, kind, Qt file filter, tooltip)``, two to a
+        row, each asking for a file and calling the panel's ``export(kind, path)``. Sets
+        :attr:`export_buttons` (kind -> button)."""
+        box = QGroupBox("Export")
+        grid = QGridLayout(box)
+        self.export_buttons: dict[str, QPushButton] = {}
+        for k, (text, kind, pattern, tip) in enumerate(exports):
+            button = QPushButton(text)
+            button.setToolTip(tip)
+            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
+            grid.addWidget(button, k // 2, k % 2)
+            self.export_buttons[kind] = button
+        return box
+
     def preset_picker(self, title: str, files: list[Path]) -> tuple[QGroupBox, QComboBox, QLabel]:
-        """A group with the domain's presets, an Open YAML button and a description line;
-        picking either loads that run config."""
+        """A group with the domain's presets, an Open YAML button, the Paper scale and Lesson
+        buttons (with the expected run time) and a description line; each loads a run config."""
         box = QGroupBox(title)
         combo = QComboBox()
         for path in files:
             combo.addItem(path.stem, str(path.resolve()))
-        button = QPushButton("Open YAML…")
+        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        button = QPushButton(self.open_label)
         description = QLabel()
         description.setWordWrap(True)
         row = QHBoxLayout()
@@ -266,18 +328,71 @@ class Panel(QWidget):
         row.addWidget(button)
         layout = QVBoxLayout(box)
         layout.addLayout(row)
+        roles = QHBoxLayout()
+        for role, text, tip in (
+                ("paper", "Paper scale", "Load the paper-scale run (its expected time is shown below)"),
+                ("lesson", "Lesson", "Load a teaching run; its description says what to look for")):
+            path = preset_for(self.domain.name, role)
+            if path is None:
+                continue
+            role_button = QPushButton(text)
+            role_button.setObjectName(f"{role}PresetButton")
+            role_button.setToolTip(f"{tip}\n{path.name}")
+            role_button.clicked.connect(
+                lambda _=False, p=path: self.attempt("Cannot open the run config", self.load_config, p))
+            roles.addWidget(role_button)
+            self.role_buttons[role] = role_button
+        roles.addStretch(1)
+        layout.addLayout(roles)
+        self.estimate_label = QLabel()
+        self.estimate_label.setObjectName("estimateLabel")
+        self.estimate_label.setWordWrap(True)
+        layout.addWidget(self.estimate_label)
         layout.addWidget(description)
         combo.activated.connect(
             lambda index: self.attempt("Cannot open the run config", self.load_config, combo.itemData(index)))
         button.clicked.connect(
-            lambda: self.ask_file("Open run config", "YAML (*.yaml *.yml)", self.load_config))
+            lambda: self.ask_file("Open run config", self.open_filter, self.load_config))
         self.preset_combo = combo
         return box, combo, description
 
-    def open_default_preset(self) -> None:
-        """Open the domain's default preset; a broken one is logged and never breaks the window."""
+    # ---- run-time estimates -------------------------------------------------------------
+    def estimate(self, cfg: Any) -> float | None:
+        """Expected wall seconds of ``cfg`` on the panel's engine (measured rates), or None."""
+        from app.gui.settings import measured_rates
+
+        return estimate_seconds(self.domain.name, cfg, self.run_device()[0], measured_rates())
+
+    def refresh_estimates(self) -> None:
+        """Show the expected run time of this config and of the paper-scale preset on the
+        engine the next run would use."""
+        if self.estimate_label is None:
+            return
         try:
-            self.load_config(default_preset(self.domain.name))
+            backend = self.run_device()[0]
+            engine = "CUDA" if engine_kind(backend) == "cuda" else "the CPU"
+            parts = []
+            current = self.estimate(self.current_config())
+            if current is not None:
+                parts.append(f"this run: {format_duration(current)}")
+            paper = preset_for(self.domain.name, "paper")
+            if paper is not None:
+                _, paper_cfg = load_run_config(paper)
+                seconds = self.estimate(paper_cfg)
+                if seconds is not None:
+                    parts.append(f"paper scale: {format_duration(seconds)}")
+                    if "paper" in self.role_buttons:
+                        self.role_buttons["paper"].setText(f"Paper scale ({format_duration(seconds)[6:]})")
+            self.estimate_label.setText(f"Expected on {engine}: " + "; ".join(parts) if parts else "")
+        except Exception as exc:      # an estimate never stops a panel from working
+            log.debug("no estimate: %s", exc)
+            self.estimate_label.setText("")
+
+    def open_default_preset(self) -> None:
+        """Open the preset sized for the panel's engine (roles.yaml); a broken one is logged
+        and never breaks the window."""
+        try:
+            self.load_config(default_for_engine(self.domain.name, self.run_device()[0]))
         except Exception as exc:
             log.warning("%s panel: default preset not loaded: %s", self.domain.name, exc)
 
@@ -287,17 +402,91 @@ class Panel(QWidget):
             if worker.isRunning():
                 worker.stop_and_wait()
 
+    # ---- movies of the live view ----------------------------------------------------------
+    def supports_movie(self) -> bool:
+        """Whether runs of this panel can be recorded as MP4 (a moving picture to record)."""
+        return bool(self.MOVIE_VIEW) or hasattr(self, "record_movie")
+
+    def set_movie_recording(self, on: bool) -> None:
+        """Record the next runs' live view as a movie (the epidermis panel: its own checkbox)."""
+        own = getattr(self, "record_movie", None)
+        if own is not None:
+            own.setChecked(on)
+        self.record_next_movie = bool(on)
+
+    def movie_image(self):
+        """The live view now, as an (H, W, 4) uint8 array."""
+        import numpy as np
+
+        from PySide6.QtGui import QImage
+
+        image = getattr(self, self.MOVIE_VIEW).grab().toImage().convertToFormat(
+            QImage.Format.Format_RGBA8888)
+        data = np.frombuffer(image.constBits(), np.uint8, image.sizeInBytes())
+        return data.reshape(image.height(), image.bytesPerLine() // 4, 4)[:, :image.width()].copy()
+
+    def save_movie(self, path: str | Path) -> Path:
+        """Write the movie of the last recorded run (MP4)."""
+        if hasattr(self, "record_movie"):
+            return self.export("mp4", path)
+        if self.live_movie is None:
+            raise RuntimeError("no movie recorded: turn on Run › Record movie, then run")
+        return self.live_movie.save(path)
+
+    def _start_movie(self) -> None:
+        if self.live_movie is not None:
+            self.live_movie.discard()
+            self.live_movie = None
+        if self.record_next_movie and self.MOVIE_VIEW:
+            from app.gui.movie import MovieRecorder, movie_support
+
+            why = movie_support()
+            if why:
+                log.warning("no movie: %s", why)
+            else:
+                self.live_movie = MovieRecorder(self.MOVIE_FPS)
+
+    def show_frame(self, frame: Frame) -> None:
+        """Draw a saved frame (a reopened session) as the result of a finished run."""
+        self.clear_views()
+        self._frame_ready(frame)
+        self.run_controls.set_state(RunState.FINISHED)
+        self.run_controls.set_progress(frame.progress)
+
     def _frame_ready(self, frame: Frame) -> None:
         self.last_frame = frame
         self.run_controls.set_progress(frame.progress)
         self.status_changed.emit(self.status_text(frame))
         self.on_frame(frame)
+        if self.live_movie is not None and self.running:
+            try:
+                self.live_movie.add(self.movie_image())
+            except Exception as exc:  # noqa: BLE001  (a movie never stops a run)
+                log.warning("movie recording stopped: %s", exc)
+                self.live_movie.discard()
+                self.live_movie = None
 
     def _run_finished(self, arrays: dict, summary: dict) -> None:
         self.run_controls.set_state(RunState.FINISHED)
+        self._record_rate(summary)
+        if self.live_movie is not None:
+            self.live_movie.finish()
         if self.last_frame is not None:
             self.run_controls.set_progress(self.last_frame.progress)
         self.on_finished(arrays, summary)
+
+    def _record_rate(self, summary: dict) -> None:
+        """A finished run's work per wall second, for the next estimates on this engine."""
+        wall = summary.get("wall_seconds") if summary else None
+        if (not summary or not wall or self.worker is None or self.worker.session.stopped
+                or summary.get("finished") is False):     # a stopped run did not do the work
+            return
+        amount = work(self.domain.name, self.worker.cfg)
+        if amount > 0:
+            from app.gui.settings import record_rate
+
+            record_rate(self.domain.name, engine_kind(self.worker.backend), amount / float(wall))
+            self.refresh_estimates()
 
     def _run_failed(self, message: str, detail: str) -> None:
         self.run_controls.set_state(RunState.FINISHED)

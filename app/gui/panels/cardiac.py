@@ -18,29 +18,28 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGridLayout, QGroupBox,
-                               QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter)
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpinBox, QSplitter
+
+from app.gui.forms import ConfigForm
 
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
 from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
-from app.sims.cardiac.config import MESH_KINDS, CardiacConfig, Region
+from app.sims.cardiac.config import CardiacConfig, Region
 from app.sims.cardiac.engine import build_mesh
-from app.sims.cardiac.solvers import ADAPTIVE, METHODS
+from app.sims.cardiac.solvers import ADAPTIVE
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_npz
 from app.sims.common.simulation import Domain, presets
 
 log = logging.getLogger(__name__)
 
-
-def _double(lo: float, hi: float, decimals: int, step: float) -> QDoubleSpinBox:
-    box = QDoubleSpinBox()
-    box.setRange(lo, hi)
-    box.setDecimals(decimals)
-    box.setSingleStep(step)
-    return box
+EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
+           ("Maps (NPZ)…", "maps", "NPZ (*.npz)", "per-cell maps (V, activation, APD90), probes and steps"),
+           ("Mesh (VTK)…", "vtk", "VTK (*.vtk)", "the mesh with its maps, for ParaView"),
+           ("Mesh (PLY)…", "ply", "PLY (*.ply)", "the mesh with its maps"),
+           ("Screenshot (PNG)…", "png", "PNG (*.png)", "the views"))
 
 
 def region_for(kind: str, region: Region, dx: float) -> Region:
@@ -58,6 +57,8 @@ def region_for(kind: str, region: Region, dx: float) -> Region:
 class CardiacPanel(Panel):
     """Controls and live views of a cardiac tissue run."""
 
+    MOVIE_VIEW = "tissue"
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: CardiacConfig | None = None
@@ -65,6 +66,7 @@ class CardiacPanel(Panel):
         self.arrays: dict | None = None
         self.mesh = None
         self.extra_probes: list[int] = []
+        self.form = ConfigForm(CardiacConfig)
         self._build_preset_group()
         self.model_group = ModelGroup()
         self.model_group.open_button.clicked.connect(
@@ -73,98 +75,56 @@ class CardiacPanel(Panel):
         self._build_mesh_group()
         self._build_solver_group()
         self._build_protocol_group()
-        self._build_export_group()
+        self.form.expose(self, {"mesh.kind": "mesh_kind", "mesh.dx_mm": "dx"})
+        self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
     def _build_preset_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets("cardiac"))
+        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
         self.controls_layout.addWidget(box)
 
     def _build_mesh_group(self) -> None:
-        box = QGroupBox("Mesh")
-        self.mesh_kind = QComboBox()
-        self.mesh_kind.addItems(MESH_KINDS)
-        self.level = QSpinBox()
-        self.level.setRange(0, 9)
-        self.level.setToolTip("sphere subdivisions: 10·4^level + 2 cells (7 = 163,842)")
-        self.nx, self.ny = QSpinBox(), QSpinBox()
-        for b in (self.nx, self.ny):
-            b.setRange(1, 8192)
-        self.dx = _double(1e-4, 100.0, 4, 0.05)
-        self.D = _double(0.0, 100.0, 4, 0.01)
+        box = self.form.group("Mesh", [("mesh.kind", "Kind"), ("mesh.level", "Sphere level"), ("mesh.nx", "Sheet nx"),
+                                       ("mesh.ny", "Sheet ny"), ("mesh.dx_mm", "Sheet dx (mm)"), ("D", "D (mm²/ms)")])
         self.cells_label = QLabel()
-        form = QFormLayout(box)
-        for label, widget in (("Kind", self.mesh_kind), ("Sphere level", self.level), ("Sheet nx", self.nx),
-                              ("Sheet ny", self.ny), ("Sheet dx (mm)", self.dx), ("D (mm²/ms)", self.D),
-                              ("", self.cells_label)):
-            form.addRow(label, widget)
-        for w in (self.level, self.nx, self.ny):
-            w.valueChanged.connect(self._update_cells)
-        self.mesh_kind.currentTextChanged.connect(self._update_cells)
+        box.layout().addRow("", self.cells_label)
+        for path in ("mesh.level", "mesh.nx", "mesh.ny"):
+            self.form[path].valueChanged.connect(self._update_cells)
+        self.form["mesh.kind"].currentTextChanged.connect(self._update_cells)
         self.controls_layout.addWidget(box)
 
     def _build_solver_group(self) -> None:
-        box = QGroupBox("Solver")
-        self.method = QComboBox()
-        self.method.addItems(list(METHODS))
-        self.dt = _double(1e-6, 10.0, 5, 0.01)
-        self.at = _double(0.0, 1e6, 6, 0.01)
-        self.rt = _double(0.0, 1.0, 7, 1e-4)
-        self.dt_max = _double(1e-6, 100.0, 4, 0.1)
-        self.precision = QComboBox()
-        self.precision.addItems(["float32", "float64"])
-        self.backend_combo()
-        form = QFormLayout(box)
-        for label, widget in (("Method", self.method), ("Δt / first step (ms)", self.dt),
-                              ("at (abs. tol.)", self.at), ("rt (rel. tol.)", self.rt),
-                              ("Max step (ms)", self.dt_max), ("Precision", self.precision),
-                              ("Backend", self.backend)):
-            form.addRow(label, widget)
-        self.method.currentTextChanged.connect(self._update_solver)
+        box = self.form.group("Solver", [("solver.method", "Method"), ("solver.dt", "Δt / first step (ms)"),
+                                         ("solver.at", "at (abs. tol.)"), ("solver.rt", "rt (rel. tol.)"),
+                                         ("solver.dt_max", "Max step (ms)"), ("solver.precision", "Precision")])
+        box.layout().addRow("Backend", self.backend_combo())
+        self.form["solver.method"].currentTextChanged.connect(self._update_solver)
         self.controls_layout.addWidget(box)
 
     def _build_protocol_group(self) -> None:
-        box = QGroupBox("Protocol")
-        self.t_end = _double(1e-3, 1e8, 2, 10.0)
-        self.period = _double(1e-3, 1e8, 2, 50.0)
-        self.count = QSpinBox()
-        self.count.setRange(1, 100000)
-        self.random_probes = QSpinBox()
-        self.random_probes.setRange(0, 100000)
-        self.probe_cells = QLineEdit()
-        self.probe_cells.setPlaceholderText("cell indices, e.g. 0, 12 (or click the tissue)")
-        self.stimuli_label = QLabel()
-        self.stimuli_label.setWordWrap(True)
+        box = self.form.group("Protocol", [("protocol.t_end", "Run length (ms)")])
+        self.period = QDoubleSpinBox(decimals=2, minimum=1e-3, maximum=1e8, singleStep=50.0)
+        self.count = QSpinBox(minimum=1, maximum=100000)
+        self.probe_cells = QLineEdit(placeholderText="cell indices, e.g. 0, 12 (or click the tissue)")
+        self.stimuli_label = QLabel(wordWrap=True)
+        for label, widget in (("S1 period (ms)", self.period), ("S1 count", self.count)):
+            box.layout().addRow(label, widget)
+        self.form.rows(box.layout(), ["output.random_probes"])
+        box.layout().addRow("Probe cells", self.probe_cells)
+        box.layout().addRow("Stimuli", self.stimuli_label)
         self.rest_kind = QComboBox()
         self.rest_kind.addItems(["none", "s1s2", "dynamic"])
         self.rest_kind.setToolTip("restitution protocol: replaces the stimuli and the run length")
-        self.rest_intervals = QLineEdit()
-        self.rest_intervals.setPlaceholderText("S2 coupling intervals or pacing periods (ms), e.g. 600, 400, 330")
+        self.rest_intervals = QLineEdit(placeholderText="S2 coupling intervals or pacing periods (ms), e.g. 600, 400, 330")
         self.rest_apd = QComboBox()
         self.rest_apd.addItem("S1-referenced (towards the S1 rest)", "s1")
         self.rest_apd.addItem("per beat (own rest and peak)", "per_beat")
-        form = QFormLayout(box)
-        for label, widget in (("Run length (ms)", self.t_end), ("S1 period (ms)", self.period),
-                              ("S1 count", self.count),
-                              ("Random probes", self.random_probes), ("Probe cells", self.probe_cells),
-                              ("Stimuli", self.stimuli_label), ("Restitution", self.rest_kind),
-                              ("Intervals (ms)", self.rest_intervals), ("APD90 shown", self.rest_apd)):
-            form.addRow(label, widget)
-        self.controls_layout.addWidget(box)
-
-    def _build_export_group(self) -> None:
-        box = QGroupBox("Export")
-        grid = QGridLayout(box)
-        for k, (text, kind, pattern) in enumerate((
-                ("Traces (CSV)…", "traces", "CSV (*.csv)"), ("Maps (NPZ)…", "maps", "NPZ (*.npz)"),
-                ("Mesh (VTK)…", "vtk", "VTK (*.vtk)"), ("Mesh (PLY)…", "ply", "PLY (*.ply)"),
-                ("Screenshot (PNG)…", "png", "PNG (*.png)"))):
-            button = QPushButton(text)
-            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
-            grid.addWidget(button, k // 2, k % 2)
+        for label, widget in (("Restitution", self.rest_kind), ("Intervals (ms)", self.rest_intervals),
+                              ("APD90 shown", self.rest_apd)):
+            box.layout().addRow(label, widget)
         self.controls_layout.addWidget(box)
 
     def _build_views(self) -> None:
@@ -172,7 +132,8 @@ class CardiacPanel(Panel):
         self.traces = ProbeTraceView()
         self.steps = StepSizeView()
         self.restitution_view = RestitutionView()
-        self.tissue.cell_clicked.connect(self.add_probe)
+        self.tissue.cell_clicked.connect(self.tissue_clicked)
+        self.tissue.cell_dragged.connect(self.stimulate)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.traces)
         bottom.addWidget(self.steps)
@@ -190,7 +151,7 @@ class CardiacPanel(Panel):
             w.setEnabled(kind == "sheet")
         n = {"sphere": 10 * 4 ** self.level.value() + 2, "sheet": self.nx.value() * self.ny.value(),
              "single": 1}[kind]
-        self.cells_label.setText(f"{n:,} cells")
+        self.cells_label.setText(f"{n:,} cell{'' if n == 1 else 's'}")
 
     def _update_solver(self, *_: Any) -> None:
         adaptive = self.method.currentText() in ADAPTIVE
@@ -201,20 +162,8 @@ class CardiacPanel(Panel):
     def apply_config(self, cfg: CardiacConfig) -> None:
         self.base_cfg = cfg
         self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
-        m, s, p, o = cfg.mesh, cfg.solver, cfg.protocol, cfg.output
-        self.mesh_kind.setCurrentText(m.kind)
-        self.level.setValue(m.level)
-        self.nx.setValue(m.nx)
-        self.ny.setValue(m.ny)
-        self.dx.setValue(m.dx_mm)
-        self.D.setValue(cfg.D)
-        self.method.setCurrentText(s.method)
-        self.dt.setValue(s.dt)
-        self.at.setValue(s.at)
-        self.rt.setValue(s.rt)
-        self.dt_max.setValue(s.dt_max)
-        self.precision.setCurrentText(s.precision)
-        self.t_end.setValue(p.t_end)
+        self.form.show(cfg)
+        p = cfg.protocol
         if p.stimuli:
             self.period.setValue(p.stimuli[0].period)
             self.count.setValue(p.stimuli[0].count)
@@ -227,8 +176,7 @@ class CardiacPanel(Panel):
         self.rest_kind.setCurrentText(r.kind)
         self.rest_intervals.setText(", ".join(f"{x:g}" for x in (r.periods if r.kind == "dynamic" else r.s2_intervals)))
         self.rest_apd.setCurrentIndex(self.rest_apd.findData(r.apd))
-        self.random_probes.setValue(o.random_probes)
-        self.probe_cells.setText(", ".join(str(c) for c in o.probe_cells))
+        self.probe_cells.setText(", ".join(str(c) for c in cfg.output.probe_cells))
         self._update_cells()
         self._update_solver()
 
@@ -242,26 +190,19 @@ class CardiacPanel(Panel):
     def current_config(self) -> CardiacConfig:
         if self.base_cfg is None:
             raise ConfigError("no cardiac config loaded")
-        b = self.base_cfg
-        kind = self.mesh_kind.currentText()
-        mesh = replace(b.mesh, kind=kind, level=self.level.value(), nx=self.nx.value(), ny=self.ny.value(),
-                       dx_mm=self.dx.value())
-        stimuli = [replace(st, region=region_for(kind, st.region, self.dx.value())) for st in b.protocol.stimuli]
+        b = self.form.read(self.base_cfg)
+        stimuli = [replace(st, region=region_for(b.mesh.kind, st.region, b.mesh.dx_mm)) for st in b.protocol.stimuli]
         if stimuli:
             stimuli[0] = replace(stimuli[0], period=self.period.value(), count=self.count.value())
-        protocol = replace(b.protocol, t_end=self.t_end.value(), stimuli=stimuli)
-        solver = replace(b.solver, method=self.method.currentText(), dt=self.dt.value(), at=self.at.value(),
-                         rt=self.rt.value(), dt_max=self.dt_max.value(),
-                         precision=self.precision.currentText())
-        output = replace(b.output, random_probes=self.random_probes.value(), probe_cells=self.probe_list())
         try:
             model = self.model_group.settings(b.model)
         except ConfigError:
             raise
         except Exception as exc:          # an import error of a picked file
             raise ConfigError(str(exc)) from None
-        return self.validate(replace(b, mesh=mesh, D=self.D.value(), protocol=protocol, solver=solver,
-                                     output=output, model=model, restitution=self._restitution(b)))
+        return self.validate(replace(b, protocol=replace(b.protocol, stimuli=stimuli), model=model,
+                                     output=replace(b.output, probe_cells=self.probe_list()),
+                                     restitution=self._restitution(b)))
 
     def _restitution(self, b: CardiacConfig):
         kind = self.rest_kind.currentText()
@@ -273,7 +214,7 @@ class CardiacPanel(Panel):
             values = [float(x) for x in text.split(",") if x.strip()]
         except ValueError:
             raise ConfigError(f"restitution intervals: '{text}' is not a list of numbers (ms)") from None
-        if self.mesh_kind.currentText() == "single":
+        if b.mesh.kind == "single":
             r = replace(r, region=Region(kind="all"))
         elif b.protocol.stimuli:
             r = replace(r, region=b.protocol.stimuli[0].region)
@@ -288,6 +229,29 @@ class CardiacPanel(Panel):
             self.probe_cells.setText(", ".join(str(c) for c in cells))
         self.traces.add_live_probe(int(cell))
         log.info("cardiac: probe at cell %d", cell)
+
+    def movie_image(self):
+        """The sphere through its own renderer (an OpenGL canvas does not grab), else the view."""
+        if self.tissue.kind == "sphere" and self.tissue.sphere is not None:
+            return self.tissue.sphere.render()
+        return super().movie_image()
+
+    def tissue_clicked(self, cell: int) -> None:
+        """A click on the tissue: stimulate there (during a run) or add a probe, as chosen."""
+        if self.tissue.click_action.currentData() == "stimulate" and self.running:
+            self.stimulate(cell)
+        else:
+            self.add_probe(cell)
+
+    def stimulate(self, cell: int) -> bool:
+        """Inject a stimulus pulse around ``cell`` into the running simulation (between slices)."""
+        if not self.running or self.tissue.click_action.currentData() != "stimulate":
+            return False
+        from app.sims.cardiac.stimulate import StimulusRequest
+
+        self.worker.session.request(StimulusRequest(int(cell)))
+        log.info("cardiac: stimulus requested at cell %d", cell)
+        return True
 
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:
@@ -327,7 +291,7 @@ class CardiacPanel(Panel):
     def on_finished(self, arrays: dict, summary: dict) -> None:
         self.arrays = arrays or None
         if arrays and "activation_time" in arrays and self.mesh is not None and self.mesh.kind != "single":
-            self.tissue.show_activation(arrays["activation_time"])
+            self.tissue.show_activation(arrays["activation_time"], arrays.get("activation_last"))
         if summary:
             log.info("cardiac: %.1f ms simulated in %.2f s on %s, %d steps (%s)",
                      summary.get("sim_ms", 0.0), summary.get("wall_seconds", 0.0), summary.get("device", "?"),

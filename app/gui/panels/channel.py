@@ -1,11 +1,13 @@
-"""The channel-fitting panel: a Markov channel model fitted to voltage-clamp traces by a GA.
+"""The channel-fitting panel: a Markov channel model fitted to voltage-clamp traces.
 
 Controls (tabs in the left column): *Model* — preset picker, the model YAML editor validated as
 you type, and the parameter table (name, min, max, true value) that writes back into the
-YAML; *Fit* — protocol file, target data (surrogate / CSV / ABF), GA settings, backend, and the
-exports. Views: convergence (best and median chi^2 against generation or wall time, log
-scale), the best individual's normalised parameters against generation, and the best fit
-over the data for every sweep. The status bar shows generations/s and evaluations/s.
+YAML; *Fit* — protocol file, target data (surrogate / CSV / ABF / recordings per family),
+the search (GA or CMA-ES), the refinement (Levenberg–Marquardt or Nelder–Mead), intervals and
+MCMC, backend, and the exports (results and the fitted model as YAML, Myokit, NMODL). Views:
+convergence (best and median chi^2 against step or wall time, log scale, a line where the
+optimiser changes), the best point's normalised parameters, and tabs with the best fit over
+the data for every sweep and the uncertainty (intervals table, warnings, corner plot).
 
 Pause, change GA settings (crossover, mutation, creep, creep fraction, chi^2 threshold,
 generations), Resume: the changes reach the running GA through ``Session.request_update``
@@ -19,22 +21,26 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QDoubleValidator, QRegularExpressionValidator
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout,
+                               QHeaderView, QLabel, QLineEdit, QPushButton, QSplitter, QTableWidget,
+                               QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from app.gui import errors
+from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.channel_data import (export_best_parameters, export_history, export_npz,
                                          export_traces)
 from app.gui.panels.channel_model import ModelEditor, ParameterTable
 from app.gui.runner import RunState, SimulationWorker
 from app.gui.views.convergence import ConvergenceView
+from app.gui.views.intervals import IntervalsView
 from app.gui.views.parameter_history import ParameterHistoryView
 from app.gui.views.sweep_fit import SweepFitView
-from app.sims.channel.config import MAX_POPULATION, ChannelConfig, DataSpec, GASettings, resolve
+from app.sims.channel.config import ChannelConfig, DataSpec, FitSettings, GASettings, resolve
+from app.sims.channel.recordings import FamilyData
 from app.sims.channel.model import ChannelSpec
 from app.sims.channel.protocol import ProtocolSpec, compile_protocols
 from app.sims.common.config import ConfigError, build, convert, dump_yaml, load_yaml, parse_yaml
@@ -44,7 +50,8 @@ log = logging.getLogger(__name__)
 
 PROTOCOLS = RESOURCES / "protocols" / "channel"
 DATA_SOURCES = (("Surrogate (model's true values)", "surrogate"), ("CSV file", "csv"),
-                ("ABF file", "abf"))
+                ("ABF file", "abf"), ("Recordings per family", "recordings"))
+FAMILY_COLUMNS = ("family", "file", "protocol", "mask ms", "weight")
 # GA settings that may change between generations, and their widgets' attribute names.
 LIVE_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_fraction", "chi2_threshold")
 INLINE = "<inline>"
@@ -66,14 +73,6 @@ def load_protocol_file(path: str | Path) -> list[ProtocolSpec]:
     specs = convert(list[ProtocolSpec], data, doc, key)
     compile_protocols(specs, doc, key)
     return specs
-
-
-def unit_spin(decimals: int = 4, step: float = 0.01) -> QDoubleSpinBox:
-    box = QDoubleSpinBox()
-    box.setRange(0.0, 1.0)
-    box.setDecimals(decimals)
-    box.setSingleStep(step)
-    return box
 
 
 class ChannelPanel(Panel):
@@ -108,7 +107,7 @@ class ChannelPanel(Panel):
     def _build_model_tab(self) -> QWidget:
         page = QWidget()
         layout = QVBoxLayout(page)
-        box, self.preset_combo, self.description = self.preset_picker("Run config", presets("channel"))
+        box, self.preset_combo, self.description = self.preset_picker("Run config", presets(self.domain.name))
         layout.addWidget(box)
         self.model_editor = ModelEditor()
         self.model_editor.editor.setMinimumHeight(260)
@@ -139,6 +138,7 @@ class ChannelPanel(Panel):
         layout.addWidget(self._build_protocol_group())
         layout.addWidget(self._build_data_group())
         layout.addWidget(self._build_ga_group())
+        layout.addWidget(self._build_fit_group())
         layout.addWidget(self._build_export_group())
         layout.addStretch(1)
         return page
@@ -163,67 +163,68 @@ class ChannelPanel(Panel):
 
     def _build_data_group(self) -> QGroupBox:
         box = QGroupBox("Target data")
+        self.data_fields = ConfigForm(DataSpec)
         self.data_source = QComboBox()
         for label, key in DATA_SOURCES:
             self.data_source.addItem(label, key)
-        self.noise_sd = QDoubleSpinBox()
-        self.noise_sd.setRange(0.0, 1e6)
-        self.noise_sd.setDecimals(3)
-        self.noise_sd.setSuffix(" pA")
-        self.data_seed = QLineEdit()
-        self.data_seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
         self.data_path = QLineEdit()
         self.data_path.setPlaceholderText("file with one column per sweep")
         self.data_browse = QPushButton("Browse…")
-        self.abf_channel = QSpinBox()
-        self.abf_channel.setRange(0, 64)
         path_row = QWidget()
         row = QHBoxLayout(path_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.data_path, 1)
         row.addWidget(self.data_browse)
+        self.families = QTableWidget(0, len(FAMILY_COLUMNS))
+        self.families.setHorizontalHeaderLabels(FAMILY_COLUMNS)
+        self.families.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.families.setToolTip("one recording per protocol family (CSV, ABF or NWB); protocol "
+                                 "'file' reads the family's sweeps from the ABF command waveform. "
+                                 "Sweep maps, leak subtraction and windows come from the run config.")
+        self.families.setMinimumHeight(110)
+        self.family_browse = QPushButton("File for the selected family…")
+        self.family_browse.clicked.connect(self._ask_family_file)
         self.data_form = QFormLayout(box)
-        for label, widget in (("Source", self.data_source), ("Noise SD", self.noise_sd),
-                              ("Noise seed", self.data_seed), ("File", path_row),
-                              ("ABF channel", self.abf_channel)):
-            self.data_form.addRow(label, widget)
+        self.data_form.addRow("Source", self.data_source)
+        self.data_fields.rows(self.data_form, [("noise_sd", "Noise SD (pA)"), ("seed", "Noise seed")])
+        self.data_form.addRow("File", path_row)
+        self.data_fields.rows(self.data_form, [("channel", "ABF channel")])
+        self.data_fields.expose(self, {"seed": "data_seed", "channel": "abf_channel"})
+        self.data_form.addRow("Families", self.families)
+        self.data_form.addRow(self.family_browse)
         self.data_source.currentIndexChanged.connect(self._source_changed)
         self.data_browse.clicked.connect(self._ask_data)
         self._source_changed()
         return box
 
     def _build_ga_group(self) -> QGroupBox:
-        box = QGroupBox("Genetic algorithm")
-        self.population = QSpinBox()
-        self.population.setRange(2, MAX_POPULATION)
-        self.population.setGroupSeparatorShown(True)
-        self.generations = QSpinBox()
-        self.generations.setRange(1, 10_000_000)
-        self.generations.setGroupSeparatorShown(True)
-        self.crossover = unit_spin()
-        self.mutation = unit_spin(5, 0.001)
-        self.creep = unit_spin()
-        self.creep_fraction = unit_spin()
-        self.chi2_threshold = QLineEdit()
-        validator = QDoubleValidator(0.0, 1e30, 12)
-        validator.setNotation(QDoubleValidator.Notation.ScientificNotation)
-        self.chi2_threshold.setValidator(validator)
+        self.ga_form = ConfigForm(GASettings, hints={"mutation": {"decimals": 5, "step": 0.001}})
+        box = self.ga_form.group("Genetic algorithm", ["population", "generations", "crossover", "mutation",
+                                                       ("creep", "Creep step"), "creep_fraction",
+                                                       ("chi2_threshold", "χ² threshold"), "seed"])
+        self.ga_form.expose(self, {"seed": "ga_seed"})
         self.chi2_threshold.setToolTip("stop when the best chi² reaches this value (0: never)")
-        self.ga_seed = QLineEdit()
-        self.ga_seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
-        self.backend_combo()
+        box.layout().addRow("Backend", self.backend_combo())
         self.ga_note = QLabel("Pause, change settings, Resume: the GA continues with them "
                               "(population and seed are fixed for a run).")
         self.ga_note.setWordWrap(True)
         self.ga_note.setStyleSheet("color: #555")
-        form = QFormLayout(box)
-        for label, widget in (("Population", self.population), ("Generations", self.generations),
-                              ("Crossover", self.crossover), ("Mutation", self.mutation),
-                              ("Creep step", self.creep), ("Creep fraction", self.creep_fraction),
-                              ("χ² threshold", self.chi2_threshold), ("Seed", self.ga_seed),
-                              ("Backend", self.backend)):
-            form.addRow(label, widget)
-        form.addRow(self.ga_note)
+        box.layout().addRow(self.ga_note)
+        return box
+
+    def _build_fit_group(self) -> QGroupBox:
+        self.fit_form = ConfigForm(FitSettings)
+        box = self.fit_form.group("Optimiser, refinement, uncertainty", [
+            ("optimizer", "Search"), ("sigma", "CMA-ES σ"), ("stall", "CMA-ES stall generations"),
+            ("refine", "Refinement"), "refine_iterations",
+            ("uncertainty", "Gauss–Newton intervals and correlations at the end"),
+            ("mcmc_chains", "MCMC chains"), ("mcmc_steps", "MCMC steps")])
+        self.fit_form.expose(self, {"uncertainty": "intervals_on"})
+        note = QLabel("CMA-ES uses the population, generations, χ² threshold and seed above; "
+                      "the refinement and intervals run in float64 on the CPU.")
+        note.setWordWrap(True)
+        note.setStyleSheet("color: #555")
+        box.layout().addRow(note)
         return box
 
     def _build_export_group(self) -> QGroupBox:
@@ -243,18 +244,29 @@ class ChannelPanel(Panel):
         grid.addWidget(self.export_buttons["history"])
         grid.addWidget(self.export_buttons["npz"])
         layout.addLayout(grid)
+        grid = QHBoxLayout()
+        for key, text in (("model", "Model (YAML)…"), ("myokit", "Myokit .mmt…"), ("nmodl", "NEURON .mod…")):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, k=key: self._ask_export(k))
+            self.export_buttons[key] = button
+            grid.addWidget(button)
+        layout.addLayout(grid)
         return box
 
     def _build_views(self) -> None:
         self.convergence = ConvergenceView()
         self.parameters = ParameterHistoryView()
         self.fit = SweepFitView()
+        self.uncertainty = IntervalsView()
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.convergence)
         top.addWidget(self.parameters)
         top.setChildrenCollapsible(False)
         self.views.addWidget(top)
-        self.views.addWidget(self.fit)
+        self.bottom_tabs = QTabWidget()
+        self.bottom_tabs.addTab(self.fit, "Fit to the data")
+        self.bottom_tabs.addTab(self.uncertainty, "Uncertainty")
+        self.views.addWidget(self.bottom_tabs)
         self.views.setSizes([380, 420])
 
     # ---- configs ------------------------------------------------------------------------
@@ -265,18 +277,44 @@ class ChannelPanel(Panel):
         self._set_protocols(cfg.protocols, None)
         d = cfg.data
         self.data_source.setCurrentIndex(self.data_source.findData(d.source))
-        self.noise_sd.setValue(d.noise_sd)
-        self.data_seed.setText(str(d.seed))
+        self.data_fields.show(d)
         self.data_path.setText(str(resolve(d.path, cfg.base_dir)) if d.path and _exists(d.path, cfg.base_dir)
                                else (d.path or ""))
-        self.abf_channel.setValue(d.channel)
-        g = cfg.ga
-        self.population.setValue(g.population)
-        self.generations.setValue(g.generations)
-        for name in ("crossover", "mutation", "creep", "creep_fraction"):
-            getattr(self, name).setValue(getattr(g, name))
-        self.chi2_threshold.setText(f"{g.chi2_threshold:g}")
-        self.ga_seed.setText(str(g.seed))
+        self.ga_form.show(cfg.ga)
+        self.fit_form.show(cfg.fit)
+        self._set_families(d.families, cfg.base_dir)
+
+    def _set_families(self, families: list[FamilyData], base_dir: str) -> None:
+        self.families.setRowCount(len(families))
+        for r, f in enumerate(families):
+            path = str(resolve(f.path, base_dir)) if _exists(f.path, base_dir) else f.path
+            for c, text in enumerate((f.family, path, f.protocol, f"{f.mask:g}", f"{f.weight:g}")):
+                self.families.setItem(r, c, QTableWidgetItem(text))
+
+    def family_specs(self) -> list[FamilyData]:
+        """The family table merged with the run config's settings of the same family (sweep
+        maps, leak, windows); raises ConfigError."""
+        known = {f.family: f for f in (self.base_cfg.data.families if self.base_cfg else [])}
+        out = []
+        for r in range(self.families.rowCount()):
+            cells = [(self.families.item(r, c).text().strip() if self.families.item(r, c) else "")
+                     for c in range(len(FAMILY_COLUMNS))]
+            name, path, protocol, mask, weight = cells
+            if not name or not path:
+                raise ConfigError(f"data.families row {r + 1}: give the family and its file")
+            values = {"family": name, "path": path, "protocol": protocol or "config",
+                      "mask": float(mask or 0), "weight": float(weight or 1)}
+            base = known.get(name)
+            merged = replace(base, **values) if base else values
+            doc = parse_yaml(dump_yaml(merged), f"<family {name}>")
+            out.append(build(FamilyData, doc.data, doc))
+        return out
+
+    def fit_settings(self) -> FitSettings:
+        """The optimiser, refinement and uncertainty settings the widgets show; validated."""
+        fit = self.fit_form.read(self.base_cfg.fit if self.base_cfg is not None else FitSettings())
+        doc = parse_yaml(dump_yaml(fit), "<fit settings>")
+        return build(FitSettings, doc.data, doc)
 
     def load_config(self, path: str | Path) -> None:
         """Load a run config; a model or protocol given as a file shows that file as written."""
@@ -308,32 +346,28 @@ class ChannelPanel(Panel):
         self.protocols = list(specs)
         if path is None:
             self._inline_protocols = list(specs)
+        if not specs:
+            self.protocol_info.setText("every family's protocol comes from its recording's command waveform")
+            return
         protocol = compile_protocols(self.protocols)
         self.protocol_info.setText(f"{len(specs)} families, {len(protocol.sweeps)} sweeps, "
                                    f"{protocol.n_points:,} fitted points")
 
     def ga_settings(self) -> GASettings:
         """The GA settings the widgets show; raises ConfigError."""
-        for name, box in (("seed", self.ga_seed), ("chi2_threshold", self.chi2_threshold)):
-            if not box.text().strip():
-                raise ConfigError(f"ga.{name}: enter a number")
-        values = {"population": self.population.value(), "generations": self.generations.value(),
-                  "crossover": self.crossover.value(), "mutation": self.mutation.value(),
-                  "creep": self.creep.value(), "creep_fraction": self.creep_fraction.value(),
-                  "chi2_threshold": float(self.chi2_threshold.text()), "seed": int(self.ga_seed.text())}
-        doc = parse_yaml(dump_yaml(values), "<GA settings>")
+        ga = self.ga_form.read(self.base_cfg.ga if self.base_cfg is not None else GASettings())
+        doc = parse_yaml(dump_yaml(ga), "<GA settings>")
         return build(GASettings, doc.data, doc)
 
     def data_spec(self) -> DataSpec:
-        if not self.data_seed.text().strip():
-            raise ConfigError("data.seed: enter a whole number >= 0")
         source = self.data_source.currentData()
         path = self.data_path.text().strip() or None
+        if source == "recordings":
+            return replace(self.data_fields.read(DataSpec()), source=source, families=self.family_specs())
         if source != "surrogate" and not path:
             raise ConfigError(f"data: choose a {source.upper()} file")
-        return DataSpec(source=source, path=path if source != "surrogate" else None,
-                        noise_sd=self.noise_sd.value(), seed=int(self.data_seed.text()),
-                        channel=self.abf_channel.value())
+        return replace(self.data_fields.read(DataSpec()), source=source,
+                       path=path if source != "surrogate" else None)
 
     def model_spec(self) -> ChannelSpec:
         """The edited model (the editor, as validated now); raises ConfigError."""
@@ -348,14 +382,14 @@ class ChannelPanel(Panel):
         if self.base_cfg is None:
             raise ConfigError("no model loaded")
         cfg = replace(self.base_cfg, model=self.model_spec(), protocols=list(self.protocols),
-                      data=self.data_spec(), ga=self.ga_settings())
+                      data=self.data_spec(), ga=self.ga_settings(), fit=self.fit_settings())
         return self.validate(cfg)
 
     # ---- running ------------------------------------------------------------------------
     def make_worker(self, cfg: ChannelConfig, backend: str, index: int) -> SimulationWorker:
         worker = super().make_worker(cfg, backend, index)
         self.run_cfg, self.run_ga = cfg, cfg.ga
-        self.run_protocol = cfg.protocol()
+        self.run_protocol = cfg.fit_data(cfg.model_()).protocol if cfg.data.source == "recordings" else cfg.protocol()
         for box in (self.population, self.ga_seed):
             box.setEnabled(False)
         worker.finished.connect(self._run_ended)
@@ -388,13 +422,15 @@ class ChannelPanel(Panel):
 
     def status_text(self, frame) -> str:
         gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0
-        return (f"{gens:.3g} generations/s, {short_number(frame.evaluations_per_second)} evaluations/s, "
+        phase = "" if frame.phase == "search" else f"{frame.status.split(',')[0]}, "
+        return (f"{phase}{gens:.3g} generations/s, {short_number(frame.evaluations_per_second)} evaluations/s, "
                 f"generation {frame.generation}, best χ² {frame.best_chi2:.4g}")
 
     def on_frame(self, frame) -> None:
         self.convergence.set_frame(frame)
         self.parameters.set_frame(frame)
         self.fit.set_frame(frame)
+        self.uncertainty.set_frame(frame)
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         if summary:
@@ -406,6 +442,7 @@ class ChannelPanel(Panel):
         self.convergence.clear()
         self.parameters.clear()
         self.fit.clear()
+        self.uncertainty.clear()
 
     # ---- exports ------------------------------------------------------------------------
     def _frame(self):
@@ -422,12 +459,30 @@ class ChannelPanel(Panel):
     def export_history(self, path: str | Path) -> Path:
         return export_history(path, self._frame())
 
+    def export_model(self, path: str | Path, kind: str) -> Path:
+        """The fitted model as our YAML (``model``), Myokit (``myokit``) or NMODL (``nmodl``)."""
+        from app.sims.channel import export
+        from app.sims.common.output import save_text
+        frame = self._frame()
+        spec = self.run_cfg.model if self.run_cfg is not None else self.model_spec()
+        model = self.run_cfg.model_() if self.run_cfg is not None else self.current_config().model_()
+        values = np.asarray(frame.best_params, float)
+        name = Path(path).stem
+        text = {"model": lambda: export.to_yaml(spec, values, frame.best_chi2),
+                "myokit": lambda: export.to_myokit(model, values, name),
+                "nmodl": lambda: export.to_nmodl(model, values, name)}[kind]()
+        return save_text(path, text)
+
     def export_data(self, path: str | Path) -> Path:
         """By suffix: .yaml best parameters, .npz all arrays, .csv the fitted traces (or the
         convergence history when the file name contains 'history' or 'convergence')."""
         path = Path(path)
         suffix, stem = path.suffix.lower(), path.stem.lower()
-        if suffix in (".yaml", ".yml"):
+        if suffix in (".mod", ".mmt"):
+            out = self.export_model(path, "nmodl" if suffix == ".mod" else "myokit")
+        elif suffix in (".yaml", ".yml") and "model" in stem:
+            out = self.export_model(path, "model")
+        elif suffix in (".yaml", ".yml"):
             out = self.export_best_parameters(path)
         elif suffix == ".csv":
             history = "history" in stem or "convergence" in stem
@@ -470,10 +525,13 @@ class ChannelPanel(Panel):
     def _source_changed(self) -> None:
         source = self.data_source.currentData()
         for widget, visible in ((self.noise_sd, source == "surrogate"), (self.data_seed, source == "surrogate"),
-                                (self.data_path.parentWidget(), source != "surrogate"),
-                                (self.abf_channel, source == "abf")):
+                                (self.data_path.parentWidget(), source in ("csv", "abf")),
+                                (self.abf_channel, source == "abf"), (self.families, source == "recordings"),
+                                (self.family_browse, source == "recordings")):
             widget.setVisible(visible)
-            self.data_form.labelForField(widget).setVisible(visible)
+            label = self.data_form.labelForField(widget)
+            if label is not None:
+                label.setVisible(visible)
 
     def _protocol_chosen(self, index: int) -> None:
         key = self.protocol_combo.itemData(index)
@@ -496,11 +554,24 @@ class ChannelPanel(Panel):
         if path:
             self.data_path.setText(path)
 
+    def _ask_family_file(self) -> None:
+        row = self.families.currentRow()
+        if row < 0:
+            self.families.insertRow(self.families.rowCount())
+            row = self.families.rowCount() - 1
+        path, _ = QFileDialog.getOpenFileName(self, "Recording of the family", "",
+                                              "Recordings (*.csv *.txt *.abf *.nwb)")
+        if path:
+            self.families.setItem(row, 1, QTableWidgetItem(path))
+
     def _ask_export(self, kind: str) -> None:
         names = {"params": ("best-parameters.yaml", "YAML (*.yaml)", self.export_best_parameters),
                  "traces": ("fitted-traces.csv", "CSV (*.csv)", self.export_traces),
                  "history": ("convergence.csv", "CSV (*.csv)", self.export_history),
-                 "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame()))}
+                 "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame())),
+                 "model": ("fitted-model.yaml", "YAML (*.yaml)", lambda p: self.export_model(p, "model")),
+                 "myokit": ("fitted_channel.mmt", "Myokit (*.mmt)", lambda p: self.export_model(p, "myokit")),
+                 "nmodl": ("fitted_channel.mod", "NMODL (*.mod)", lambda p: self.export_model(p, "nmodl"))}
         default, pattern, write = names[kind]
         out = self.ask_file("Export", pattern, write, save=True, directory=default,
                             default_suffix=Path(default).suffix)

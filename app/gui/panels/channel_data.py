@@ -40,8 +40,9 @@ def export_history(path: str | Path, frame) -> Path:
 
 
 def frame_arrays(frame) -> dict[str, np.ndarray]:
-    """The frame under the keys of ``results.npz`` (plus ``best_params`` and ``best_chi2``)."""
-    return {"history_best_chi2": np.asarray(frame.history_best),
+    """The frame under the keys of ``results.npz`` (plus ``best_params`` and ``best_chi2``;
+    intervals and the thinned posterior where the run made them)."""
+    arrays = {"history_best_chi2": np.asarray(frame.history_best),
             "history_median_chi2": np.asarray(frame.history_median),
             "history_wall_seconds": np.asarray(frame.history_wall),
             "history_params": np.asarray(frame.history_params),
@@ -49,6 +50,17 @@ def frame_arrays(frame) -> dict[str, np.ndarray]:
             "times": np.asarray(frame.times), "sweep_offsets": np.asarray(frame.offsets),
             "param_names": np.array(frame.param_names), "best_params": np.asarray(frame.best_params),
             "best_chi2": np.float64(frame.best_chi2), "sweep_labels": np.array(frame.sweep_labels)}
+    if getattr(frame, "history_phase", None) is not None:
+        arrays["history_phase"] = np.asarray(frame.history_phase)
+    if getattr(frame, "weights", None) is not None:
+        arrays["weights"] = np.asarray(frame.weights)
+    iv = getattr(frame, "intervals", None)
+    if iv is not None:
+        arrays.update({"ci_sd": iv.sd, "ci_lower": iv.lower, "ci_upper": iv.upper,
+                       "correlation": iv.correlation, "covariance": iv.covariance})
+    if getattr(frame, "posterior_samples", None) is not None:
+        arrays["posterior_samples"] = np.asarray(frame.posterior_samples)
+    return arrays
 
 
 def export_npz(path: str | Path, frame) -> Path:

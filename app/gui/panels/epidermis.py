@@ -25,19 +25,16 @@ from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
-    QGridLayout,
     QGroupBox,
     QLabel,
-    QPushButton,
     QSpinBox,
     QVBoxLayout,
 )
 
 from app.gui import errors
 from app.gui.export import save_rgba_png
+from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.epidermis_export import (
     FrameRecorder,
@@ -51,20 +48,12 @@ from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
 from app.sims.common.config import ConfigError, dotted_items, to_plain
 from app.sims.common.simulation import Domain, presets
-from app.sims.epidermis.config import (
-    BOUNDARIES,
-    DIVISION_AXES,
-    MODES,
-    SEARCHES,
-    EpidermisConfig,
-    Morse,
-)
+from app.sims.epidermis.config import EpidermisConfig, Morse
 from app.sims.epidermis.model import morse_minimum
 from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
 
 log = logging.getLogger(__name__)
 
-INT_MAX = 2**31 - 1
 EXPORTS = (("Frames (NPZ)…", "npz", "NPZ (*.npz)", "recorded frames (or the current one) and the history"),
            ("History (CSV)…", "csv", "CSV (*.csv)", "cells, layers and state fractions against time"),
            ("Cloud (PLY)…", "ply", "PLY (*.ply)", "the current frame's elements as a point cloud"),
@@ -72,22 +61,6 @@ EXPORTS = (("Frames (NPZ)…", "npz", "NPZ (*.npz)", "recorded frames (or the cu
            ("3D view (PNG)…", "png3d", "PNG (*.png)", "the 3D view as rendered"),
            ("Movie (MP4)…", "mp4", "MP4 (*.mp4)", "the movie recorded during the run"),
            ("Views (PNG)…", "png", "PNG (*.png)", "the 3D view and the plots"))
-
-
-def _double(lo: float, hi: float, decimals: int, step: float) -> QDoubleSpinBox:
-    box = QDoubleSpinBox()
-    box.setRange(lo, hi)
-    box.setDecimals(decimals)
-    box.setSingleStep(step)
-    return box
-
-
-def _int(lo: int, hi: int, step: int = 1) -> QSpinBox:
-    box = QSpinBox()
-    box.setRange(lo, min(hi, INT_MAX))
-    box.setSingleStep(step)
-    box.setGroupSeparatorShown(True)
-    return box
 
 
 class EpidermisPanel(Panel):
@@ -100,99 +73,70 @@ class EpidermisPanel(Panel):
         self.arrays: dict | None = None
         self.recorder = FrameRecorder()
         self.movie: MovieRecorder | None = None
+        self.form = ConfigForm(EpidermisConfig, hints={"tissue.cells": {"step": 10}, "run.steps": {"step": 1000}})
         self._build_preset_group()
         self._build_tissue_group()
         self._build_time_group()
         self._build_mechanics_group()
         self._build_speed_group()
+        self.form.expose(self, {"run.relax_steps": "relax", "growth.interval": "interval",
+                                "growth.division_axis": "axis", "mechanics.intra.U0": "U0", "mechanics.intra.V0": "V0",
+                                "mechanics.intra.xi1": "xi1", "mechanics.intra.xi2": "xi2",
+                                "mechanics.inter.U0": "inter_U0", "mechanics.inter_cutoff": "cutoff",
+                                "mechanics.membrane.U0": "membrane_U0"})
         self._build_record_group()
-        self._build_export_group()
+        self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
     def _build_preset_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets("epidermis"))
+        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
         self.controls_layout.addWidget(box)
 
-    def _form_group(self, title: str, rows: tuple) -> QGroupBox:
-        box = QGroupBox(title)
-        form = QFormLayout(box)
-        for label, widget in rows:
-            form.addRow(label, widget)
+    def _add_group(self, title: str, items: list) -> QGroupBox:
+        box = self.form.group(title, items)
         self.controls_layout.addWidget(box)
         return box
 
     def _build_tissue_group(self) -> None:
-        self.mode = QComboBox()
-        self.mode.addItems(MODES)
-        self.mode.setToolTip("movement: mechanics only; genes: + gene network; full: + growth and division")
-        self.cells = _int(1, 2_000_000, 10)
-        self.boundary = QComboBox()
-        self.boundary.addItems(BOUNDARIES)
-        self.boundary.setToolTip("periodic in x and y (minimum image), or no boundary")
-        self.search = QComboBox()
-        self.search.addItems(SEARCHES)
-        self.search.setToolTip("cell_list: O(N) grid of element hashes; centre_cutoff: the paper's "
-                               "cell-centre pre-filter (reference)")
-        self.seed = _int(0, INT_MAX)
-        self.tissue_label = QLabel()
-        self.tissue_label.setWordWrap(True)
-        self._form_group("Tissue", (("Mode", self.mode), ("Initial cells", self.cells),
-                                    ("Boundary", self.boundary), ("Search", self.search), ("Seed", self.seed),
-                                    ("", self.tissue_label)))
-        self.cells.valueChanged.connect(self._update_tissue)
+        box = self._add_group("Tissue", ["run.mode", ("tissue.cells", "Initial cells"), "tissue.boundary", "run.search",
+                                         "tissue.seed"])
+        self.tissue_label = QLabel(wordWrap=True)
+        box.layout().addRow("", self.tissue_label)
+        self.form["tissue.cells"].valueChanged.connect(self._update_tissue)
 
     def _build_time_group(self) -> None:
-        self.dt = _double(1e-5, 1.0, 5, 0.01)
-        self.steps = _int(1, INT_MAX, 1000)
-        self.relax = _int(0, 10**6, 100)
-        self.interval = _int(1, 10**9, 100)
-        self.delta_low = _double(0.0, 100.0, 3, 0.05)
-        self.axis = QComboBox()
-        self.axis.addItems(DIVISION_AXES)
-        self._form_group("Time, growth and division", (
-            ("Δt", self.dt), ("Steps", self.steps), ("Relax steps", self.relax),
-            ("Grow every (steps)", self.interval), ("Delta low", self.delta_low),
-            ("Division axis", self.axis)))
-        self.dt.valueChanged.connect(self._update_tissue)
-        self.steps.valueChanged.connect(self._update_tissue)
+        self._add_group("Time, growth and division", [
+            ("run.dt", "Δt"), "run.steps", "run.relax_steps", ("growth.interval", "Grow every (steps)"),
+            "growth.delta_low", "growth.division_axis"])
+        self.form["run.dt"].valueChanged.connect(self._update_tissue)
+        self.form["run.steps"].valueChanged.connect(self._update_tissue)
 
     def _build_mechanics_group(self) -> None:
-        self.U0 = _double(0.0, 1e4, 3, 0.1)
-        self.V0 = _double(0.0, 1e4, 3, 0.1)
-        self.xi1 = _double(1e-3, 100.0, 3, 0.1)
-        self.xi2 = _double(1e-3, 100.0, 3, 0.1)
-        self.inter_U0 = _double(0.0, 1e4, 3, 0.1)
-        self.cutoff = _double(0.1, 20.0, 3, 0.1)
-        self.membrane_U0 = _double(0.0, 1e4, 3, 0.1)
-        self.mechanics_label = QLabel()
-        box = self._form_group("Mechanics (Morse)", (
-            ("Intra U0", self.U0), ("Intra V0", self.V0), ("Intra ξ1 (µm)", self.xi1), ("Intra ξ2 (µm)", self.xi2),
-            ("Inter U0", self.inter_U0), ("Inter cutoff (µm)", self.cutoff), ("Membrane U0", self.membrane_U0),
-            ("", self.mechanics_label)))
+        box = self._add_group("Mechanics (Morse)", [
+            ("mechanics.intra.U0", "Intra U0"), ("mechanics.intra.V0", "Intra V0"),
+            ("mechanics.intra.xi1", "Intra ξ1 (µm)"), ("mechanics.intra.xi2", "Intra ξ2 (µm)"),
+            ("mechanics.inter.U0", "Inter U0"), ("mechanics.inter_cutoff", "Inter cutoff (µm)"),
+            ("mechanics.membrane.U0", "Membrane U0")])
+        self.mechanics_label = QLabel(wordWrap=True)
+        box.layout().addRow("", self.mechanics_label)
         box.setToolTip("V(r) = U0·exp(-r/ξ1) - V0·exp(-r/ξ2); intercellular: repulsion only, below the cutoff; "
                        "other settings (membrane, gene network, tissue) come from the YAML")
-        self.mechanics_label.setWordWrap(True)
-        for w in (self.U0, self.V0, self.xi1, self.xi2):
-            w.valueChanged.connect(self._update_mechanics)
+        for name in ("U0", "V0", "xi1", "xi2"):
+            self.form[f"mechanics.intra.{name}"].valueChanged.connect(self._update_mechanics)
 
     def _build_speed_group(self) -> None:
-        self.slice_steps = _int(1, 10**7, 100)
-        self.slice_steps.setToolTip("steps per advance() on CUDA (the CPU engine adapts)")
-        self.history_every = _int(1, 10**7, 100)
-        self.history_every.setToolTip("steps between history samples (cells, layers, states)")
-        self.fps = _int(1, 30)
-        self.fps.setValue(10)
+        box = self._add_group("Speed and engine", ["run.slice_steps", "run.history_every"])
+        self.fps = QSpinBox(minimum=1, maximum=30, value=10)
         self.fps.setToolTip("at most this many 3D updates a second (large tissues: fewer keep the window fluid)")
-        self.max_markers = _int(1000, 5_000_000, 50_000)
-        self.max_markers.setValue(300_000)
+        self.max_markers = QSpinBox(minimum=1000, maximum=5_000_000, singleStep=50_000, value=300_000)
+        self.max_markers.setGroupSeparatorShown(True)
         self.max_markers.setToolTip("above this many visible elements every k-th is drawn")
-        self.backend_combo()
-        self._form_group("Speed and engine", (
-            ("Steps per slice", self.slice_steps), ("History every", self.history_every),
-            ("3D updates / s", self.fps), ("Max markers", self.max_markers), ("Engine", self.backend)))
+        for label, widget in (("3D updates / s", self.fps), ("Max markers", self.max_markers),
+                              ("Engine", self.backend_combo())):
+            box.layout().addRow(label, widget)
         self.fps.valueChanged.connect(self._update_view_limits)
         self.max_markers.valueChanged.connect(self._update_view_limits)
 
@@ -204,8 +148,7 @@ class EpidermisPanel(Panel):
         self.record_movie = QCheckBox("Record movie (MP4)")
         self.record_movie.setToolTip("the 3D view rendered after each update, written when the run ends; "
                                      "save it with Movie (MP4)")
-        self.movie_fps = _int(1, 60)
-        self.movie_fps.setValue(15)
+        self.movie_fps = QSpinBox(minimum=1, maximum=60, value=15)
         why = movie_support()
         if why:
             self.record_movie.setEnabled(False)
@@ -219,18 +162,6 @@ class EpidermisPanel(Panel):
         layout.addWidget(self.record_movie)
         layout.addLayout(form)
         layout.addWidget(self.record_label)
-        self.controls_layout.addWidget(box)
-
-    def _build_export_group(self) -> None:
-        box = QGroupBox("Export")
-        grid = QGridLayout(box)
-        self.export_buttons: dict[str, QPushButton] = {}
-        for k, (text, kind, pattern, tip) in enumerate(EXPORTS):
-            button = QPushButton(text)
-            button.setToolTip(tip)
-            button.clicked.connect(lambda _=False, kind=kind, pattern=pattern: self.ask_export(kind, pattern))
-            grid.addWidget(button, k // 2, k % 2)
-            self.export_buttons[kind] = button
         self.controls_layout.addWidget(box)
 
     def _build_views(self) -> None:
@@ -270,47 +201,14 @@ class EpidermisPanel(Panel):
     def apply_config(self, cfg: EpidermisConfig) -> None:
         self.base_cfg = cfg
         self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
-        t, m, g, r = cfg.tissue, cfg.mechanics, cfg.growth, cfg.run
-        self.mode.setCurrentText(r.mode)
-        self.cells.setValue(t.cells)
-        self.boundary.setCurrentText(t.boundary)
-        self.search.setCurrentText(r.search)
-        self.seed.setValue(min(t.seed, INT_MAX))
-        self.dt.setValue(r.dt)
-        self.steps.setValue(min(r.steps, INT_MAX))
-        self.relax.setValue(r.relax_steps)
-        self.interval.setValue(min(g.interval, INT_MAX))
-        self.delta_low.setValue(g.delta_low)
-        self.axis.setCurrentText(g.division_axis)
-        self.U0.setValue(m.intra.U0)
-        self.V0.setValue(m.intra.V0)
-        self.xi1.setValue(m.intra.xi1)
-        self.xi2.setValue(m.intra.xi2)
-        self.inter_U0.setValue(m.inter.U0)
-        self.cutoff.setValue(m.inter_cutoff)
-        self.membrane_U0.setValue(m.membrane.U0)
-        self.slice_steps.setValue(min(r.slice_steps, 10**7))
-        self.history_every.setValue(min(r.history_every, 10**7))
+        self.form.show(cfg)
         self._update_tissue()
         self._update_mechanics()
 
     def current_config(self) -> EpidermisConfig:
         if self.base_cfg is None:
             raise ConfigError("no epidermis config loaded")
-        b = self.base_cfg
-        seed = b.tissue.seed if b.tissue.seed > INT_MAX and self.seed.value() == INT_MAX else self.seed.value()
-        tissue = replace(b.tissue, cells=self.cells.value(), boundary=self.boundary.currentText(), seed=seed)
-        m = b.mechanics
-        mechanics = replace(m, intra=replace(m.intra, U0=self.U0.value(), V0=self.V0.value(), xi1=self.xi1.value(),
-                                             xi2=self.xi2.value()),
-                            inter=replace(m.inter, U0=self.inter_U0.value()), inter_cutoff=self.cutoff.value(),
-                            membrane=replace(m.membrane, U0=self.membrane_U0.value()))
-        growth = replace(b.growth, interval=self.interval.value(), delta_low=self.delta_low.value(),
-                         division_axis=self.axis.currentText())
-        run = replace(b.run, mode=self.mode.currentText(), search=self.search.currentText(), dt=self.dt.value(),
-                      steps=self.steps.value(), relax_steps=self.relax.value(),
-                      slice_steps=self.slice_steps.value(), history_every=self.history_every.value())
-        return self.validate(replace(b, tissue=tissue, mechanics=mechanics, growth=growth, run=run))
+        return self.validate(self.form.read(self.base_cfg))
 
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:
@@ -372,7 +270,7 @@ class EpidermisPanel(Panel):
 
     @staticmethod
     def readout_text(frame) -> str:
-        return (f"step {frame.step:,} / {frame.steps:,} · t = {frame.t:,.5g} · {frame.cells:,} cells · "
+        return (f"step {frame.step:,} / {frame.steps:,} · t = {frame.t:,.5g} · {frame.cells:,} cell{'' if frame.cells == 1 else 's'} · "
                 f"{frame.elements:,} elements · {frame.layers} layer{'s' if frame.layers != 1 else ''} · "
                 f"{frame.throughput:,.4g} {frame.throughput_unit}")
 

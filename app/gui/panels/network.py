@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout,
-                               QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton,
-                               QSpinBox, QSplitter, QVBoxLayout)
+from PySide6.QtWidgets import QCheckBox, QLabel, QPushButton, QSplitter
+
+from app.gui.forms import ConfigForm
 
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.runner import RunState, SimulationWorker
@@ -28,10 +28,14 @@ from app.sims.common.config import ConfigError, parse_yaml
 from app.sims.common.output import save_csv, save_npz
 from app.sims.common.session import load_checkpoint
 from app.sims.common.simulation import Domain, presets
-from app.sims.network.config import LAYOUTS, NetworkConfig, load_config
+from app.sims.network.config import NetworkConfig, load_config
 
 log = logging.getLogger(__name__)
 
+EXPORTS = (("Spikes (NPZ)…", "spikes", "NPZ (*.npz)", "every recorded spike (or the raster window shown)"),
+           ("History (CSV)…", "history", "CSV (*.csv)", "per-epoch radius, rate, synapses and bursts"),
+           ("Connectivity (NPZ)…", "connectivity", "NPZ (*.npz)", "the final synapses and radii"),
+           ("Views (PNG)…", "png", "PNG (*.png)", "the views"))
 HISTORY_KEYS = ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute")
 
 
@@ -55,22 +59,15 @@ def export_connectivity_npz(path: str | Path, arrays: dict | None) -> Path:
     return save_npz(path, {k: arrays[k] for k in keys})
 
 
-class NetworkWorker(SimulationWorker):
-    """Pauses itself right after an epoch's growth update when asked (in the worker thread,
-    so no further slice runs before the pause takes effect)."""
-
-    def __init__(self, *args, pause_at_epoch: bool = False, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.pause_at_epoch = pause_at_epoch
-
-    def _store(self, frame) -> None:
-        if self.pause_at_epoch and frame.epoch_boundary and not frame.done:
-            self.session.pause()
-        super()._store(frame)
+def epoch_end(frame) -> bool:
+    """The frame right after an epoch's growth update (where a run may pause)."""
+    return bool(frame.epoch_boundary)
 
 
 class NetworkPanel(Panel):
     """Controls and live views of a developing culture."""
+
+    MOVIE_VIEW = "views"
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
@@ -78,103 +75,42 @@ class NetworkPanel(Panel):
         self.arrays: dict | None = None
         self.resume_path: Path | None = None
         self._build_model_group()
-        self._build_culture_group()
-        self._build_growth_group()
-        self._build_run_group()
-        self._build_export_group()
+        self._build_form()
+        self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
         self.open_default_preset()
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Preset", presets("network"))
+        box, self.preset_combo, self.description = self.preset_picker("Preset", presets(self.domain.name))
         self.controls_layout.addWidget(box)
 
-    @staticmethod
-    def _double(lo: float, hi: float, decimals: int, step: float) -> QDoubleSpinBox:
-        box = QDoubleSpinBox()
-        box.setRange(lo, hi)
-        box.setDecimals(decimals)
-        box.setSingleStep(step)
-        return box
-
-    def _build_culture_group(self) -> None:
-        box = QGroupBox("Culture")
-        self.width_box, self.height_box = QSpinBox(), QSpinBox()
-        for b in (self.width_box, self.height_box):
-            b.setRange(1, 4096)
-        self.layout_combo = QComboBox()
-        self.layout_combo.addItems(LAYOUTS)
-        self.inh_fraction = self._double(0.0, 1.0, 3, 0.01)
-        self.starter_fraction = self._double(0.0, 1.0, 3, 0.01)
-        self.culture_seed = QSpinBox()
-        self.culture_seed.setRange(0, 2**31 - 1)
-        form = QFormLayout(box)
-        for label, widget in (("Width", self.width_box), ("Height", self.height_box),
-                              ("Layout", self.layout_combo), ("Inhibitory fraction", self.inh_fraction),
-                              ("Starter fraction", self.starter_fraction), ("Layout seed", self.culture_seed)):
-            form.addRow(label, widget)
-        self.controls_layout.addWidget(box)
-
-    def _build_growth_group(self) -> None:
-        box = QGroupBox("Growth")
-        self.start_radius = self._double(0.0, 30.0, 3, 0.1)
-        self.rho = self._double(0.0, 10.0, 6, 1e-4)
-        self.epsilon = self._double(1e-6, 1.0, 3, 0.05)
-        self.beta = self._double(1e-6, 10.0, 3, 0.01)
-        self.target_rate = self._double(1e-6, 1000.0, 3, 0.1)
-        form = QFormLayout(box)
-        for label, widget in (("Start radius", self.start_radius), ("rho (units/s)", self.rho),
-                              ("epsilon", self.epsilon), ("beta", self.beta),
-                              ("Target rate (Hz)", self.target_rate)):
-            form.addRow(label, widget)
-        self.controls_layout.addWidget(box)
-
-    def _build_run_group(self) -> None:
-        box = QGroupBox("Run")
-        self.epochs = QSpinBox()
-        self.epochs.setRange(1, 1_000_000)
-        self.epoch_seconds = self._double(1e-3, 1e5, 3, 1.0)
-        self.slice_seconds = self._double(1e-3, 1e5, 3, 0.5)
-        self.noise_seed = QSpinBox()
-        self.noise_seed.setRange(0, 2**31 - 1)
-        self.backend_combo()
-        self.checkpoint = QLineEdit()
+    def _build_form(self) -> None:
+        self.form = ConfigForm(NetworkConfig)
+        for title, items in (
+                ("Culture", ["culture.width", "culture.height", "culture.layout", "culture.inhibitory_fraction",
+                             "culture.starter_fraction", ("culture.seed", "Layout seed")]),
+                ("Growth", ["growth.start_radius", ("growth.rho", "rho (units/s)"), "growth.epsilon",
+                            "growth.beta", ("growth.target_rate", "Target rate (Hz)")])):
+            self.controls_layout.addWidget(self.form.group(title, items))
+        box = self.form.group("Run", ["run.epochs", ("run.epoch_seconds", "Epoch (s)"),
+                                      ("run.slice_seconds", "Slice (s)"), ("run.seed", "Noise seed"),
+                                      "run.checkpoint"])
+        box.layout().insertRow(4, "Backend", self.backend_combo())
+        self.form.expose(self, {"culture.width": "width_box", "culture.height": "height_box",
+                                "culture.layout": "layout_combo", "culture.seed": "culture_seed",
+                                "run.seed": "noise_seed"})
         self.checkpoint.setPlaceholderText("none (no checkpoints)")
-        self.checkpoint.setToolTip("Written atomically after every epoch; a run resumes from it if it exists")
         self.pause_at_epoch = QCheckBox("Pause at the end of each epoch")
         self.resume_button = QPushButton("Resume from checkpoint…")
         self.resume_label = QLabel("")
         self.resume_label.setWordWrap(True)
-        form = QFormLayout()
-        for label, widget in (("Epochs", self.epochs), ("Epoch (s)", self.epoch_seconds),
-                              ("Slice (s)", self.slice_seconds), ("Noise seed", self.noise_seed),
-                              ("Backend", self.backend), ("Checkpoint", self.checkpoint)):
-            form.addRow(label, widget)
-        layout = QVBoxLayout(box)
-        layout.addLayout(form)
-        layout.addWidget(self.pause_at_epoch)
-        layout.addWidget(self.resume_button)
-        layout.addWidget(self.resume_label)
+        for widget in (self.pause_at_epoch, self.resume_button, self.resume_label):
+            box.layout().addRow(widget)
         self.controls_layout.addWidget(box)
         self.resume_button.clicked.connect(self._ask_resume)
-
-    def _build_export_group(self) -> None:
-        box = QGroupBox("Export")
-        self.export_spikes_button = QPushButton("Spikes (NPZ)…")
-        self.export_history_button = QPushButton("History (CSV)…")
-        self.export_conn_button = QPushButton("Connectivity (NPZ)…")
-        self.export_png_button = QPushButton("Views (PNG)…")
-        grid = QGridLayout(box)
-        for k, b in enumerate((self.export_spikes_button, self.export_history_button,
-                               self.export_conn_button, self.export_png_button)):
-            grid.addWidget(b, k // 2, k % 2)
-        self.controls_layout.addWidget(box)
-        self.export_spikes_button.clicked.connect(lambda: self.ask_export("spikes", "NPZ (*.npz)"))
-        self.export_history_button.clicked.connect(lambda: self.ask_export("history", "CSV (*.csv)"))
-        self.export_conn_button.clicked.connect(lambda: self.ask_export("connectivity", "NPZ (*.npz)"))
-        self.export_png_button.clicked.connect(lambda: self.ask_export("png", "PNG (*.png)"))
+        self.pause_at_epoch.toggled.connect(self._pause_at_epoch_toggled)
 
     def _build_views(self) -> None:
         self.culture = CultureView()
@@ -198,42 +134,14 @@ class NetworkPanel(Panel):
         self.resume_path = None
         self.resume_label.setText("")
         self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
-        c, g, r = cfg.culture, cfg.growth, cfg.run
-        self.width_box.setValue(c.width)
-        self.height_box.setValue(c.height)
-        self.layout_combo.setCurrentText(c.layout)
-        self.inh_fraction.setValue(c.inhibitory_fraction)
-        self.starter_fraction.setValue(c.starter_fraction)
-        self.culture_seed.setValue(min(c.seed, 2**31 - 1))
-        self.start_radius.setValue(g.start_radius)
-        self.rho.setValue(g.rho)
-        self.epsilon.setValue(g.epsilon)
-        self.beta.setValue(g.beta)
-        self.target_rate.setValue(g.target_rate)
-        self.epochs.setValue(r.epochs)
-        self.epoch_seconds.setValue(r.epoch_seconds)
-        self.slice_seconds.setValue(r.slice_seconds)
-        self.noise_seed.setValue(min(r.seed, 2**31 - 1))
-        self.checkpoint.setText(r.checkpoint)
+        self.form.show(cfg)
 
     def current_config(self) -> NetworkConfig:
         if self.base_cfg is None:
             raise ConfigError("no culture loaded")
-        b = self.base_cfg
-        culture = replace(b.culture, width=self.width_box.value(), height=self.height_box.value(),
-                          layout=self.layout_combo.currentText(),
-                          inhibitory_fraction=self.inh_fraction.value(),
-                          starter_fraction=self.starter_fraction.value(), seed=self.culture_seed.value())
-        growth = replace(b.growth, start_radius=self.start_radius.value(), rho=self.rho.value(),
-                         epsilon=self.epsilon.value(), beta=self.beta.value(),
-                         target_rate=self.target_rate.value())
-        checkpoint = self.checkpoint.text().strip()
-        if self.resume_path is not None:
-            checkpoint = str(self.resume_path)
-        run = replace(b.run, epochs=self.epochs.value(), epoch_seconds=self.epoch_seconds.value(),
-                      slice_seconds=self.slice_seconds.value(), seed=self.noise_seed.value(),
-                      checkpoint=checkpoint, resume=True)
-        return self.validate(replace(b, culture=culture, growth=growth, run=run))
+        cfg = self.form.read(self.base_cfg)
+        checkpoint = str(self.resume_path) if self.resume_path is not None else cfg.run.checkpoint
+        return self.validate(replace(cfg, run=replace(cfg.run, checkpoint=checkpoint, resume=True)))
 
     def resume_from(self, path: str | Path) -> None:
         """Load the culture and settings of a checkpoint; the next Run continues it."""
@@ -246,13 +154,14 @@ class NetworkPanel(Panel):
 
     # ---- running ------------------------------------------------------------------------
     def make_worker(self, cfg: Any, backend: str, index: int) -> SimulationWorker:
-        worker = NetworkWorker(self.domain, cfg, backend, index, parent=self,
-                               pause_at_epoch=self.pause_at_epoch.isChecked())
-        worker.frame_ready.connect(self._frame_ready)
-        worker.run_finished.connect(self._run_finished)
-        worker.failed.connect(self._run_failed)
-        self.pause_at_epoch.toggled.connect(lambda on: setattr(worker, "pause_at_epoch", on))
+        worker = super().make_worker(cfg, backend, index)
+        self._pause_at_epoch_toggled(self.pause_at_epoch.isChecked(), worker)
         return worker
+
+    def _pause_at_epoch_toggled(self, on: bool, worker: SimulationWorker | None = None) -> None:
+        worker = worker or self.worker
+        if worker is not None:
+            worker.session.pause_when(epoch_end if on else None)
 
     def start_run(self) -> bool:
         self.arrays = None

@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QRegularExpressionValidator
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter,
-                               QVBoxLayout)
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout
 
 from app.gui import errors
+from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.ssa_data import EnsembleHistograms, export_csv, export_npz
 from app.gui.panels.ssa_params import ParameterTable
@@ -29,7 +27,7 @@ from app.gui.views.histogram import HistogramView
 from app.gui.views.trajectories import TrajectoryView
 from app.sims.common.config import ConfigError
 from app.sims.common.simulation import Domain, presets
-from app.sims.ssa.config import ALGORITHMS, SSAConfig
+from app.sims.ssa.config import SSAConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +46,9 @@ def short_number(x: float) -> str:
 class SSAPanel(Panel):
     """Controls and live views of an SSA ensemble run."""
 
+    open_label = "Open YAML or SBML…"
+    open_filter = "Run configs and SBML (*.yaml *.yml *.xml *.sbml);;YAML (*.yaml *.yml);;SBML (*.xml *.sbml)"
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: SSAConfig | None = None
@@ -61,8 +62,34 @@ class SSAPanel(Panel):
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_group(self) -> None:
-        box, self.preset_combo, self.description = self.preset_picker("Model", presets("ssa"))
+        box, self.preset_combo, self.description = self.preset_picker("Model", presets(self.domain.name))
+        self.export_sbml_button = QPushButton("Export SBML…")
+        self.export_sbml_button.setToolTip("The network as an SBML Level 3 file (mass-action networks)")
+        box.layout().addWidget(self.export_sbml_button)
+        self.export_sbml_button.clicked.connect(
+            lambda: self.ask_file("Export SBML", "SBML (*.xml)", self.export_sbml, save=True,
+                                  default_suffix=".xml"))
         self.controls_layout.addWidget(box)
+
+    def load_config(self, path: str | Path) -> None:
+        """A run config, or an SBML file: its imported and refused elements go to the table
+        (a model with refusals is shown, then reported as an error)."""
+        from app.sims.ssa.sbml import is_sbml_path, read_sbml
+        if is_sbml_path(path):
+            model = read_sbml(path)
+            if model.network is None:
+                self.table.set_sbml(model)
+                self.description.setText(f"<b>{model.name}</b>: {len(model.refused)} SBML element(s) "
+                                         "refused (red rows); the model cannot run")
+                model.require_network()
+        super().load_config(path)
+
+    def export_sbml(self, path: str | Path) -> Path:
+        from app.sims.ssa.sbml_export import export_sbml
+        cfg = self.current_config()
+        out = export_sbml(cfg.model if cfg.model is not None else cfg.network(), path, cfg.name or "network")
+        log.info("exported SBML to %s", out)
+        return out
 
     def _build_table_group(self) -> None:
         box = QGroupBox("Initial counts and parameters")
@@ -78,25 +105,12 @@ class SSAPanel(Panel):
         self.table.problem.connect(self._table_problem)
 
     def _build_ensemble_group(self) -> None:
-        box = QGroupBox("Ensemble")
-        self.realizations = QSpinBox()
-        self.realizations.setRange(1, 1 << 26)
-        self.realizations.setGroupSeparatorShown(True)
-        self.t_end = QDoubleSpinBox()
-        self.t_end.setDecimals(4)
-        self.t_end.setRange(1e-4, 1e9)
-        self.samples = QSpinBox()
-        self.samples.setRange(2, 100001)
-        self.algorithm = QComboBox()
-        self.algorithm.addItems(ALGORITHMS)
-        self.backend_combo()
-        self.seed = QLineEdit()
-        self.seed.setValidator(QRegularExpressionValidator(r"\d{1,20}"))
-        form = QFormLayout(box)
-        for label, widget in (("Realizations", self.realizations), ("t end", self.t_end),
-                              ("Samples", self.samples), ("Algorithm", self.algorithm),
-                              ("Backend", self.backend), ("Seed", self.seed)):
-            form.addRow(label, widget)
+        self.form = ConfigForm(SSAConfig, hints={"ensemble.t_end": {"decimals": 4}})
+        box = self.form.group("Ensemble", ["ensemble.realizations", ("ensemble.t_end", "t end"), "ensemble.samples",
+                                           "ensemble.algorithm", "ensemble.seed",
+                                           ("ensemble.epsilon", "tau-leap ε")])
+        box.layout().insertRow(4, "Backend", self.backend_combo())
+        self.form.expose(self)
         self.controls_layout.addWidget(box)
 
     def _build_compare_group(self) -> None:
@@ -141,26 +155,22 @@ class SSAPanel(Panel):
         self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
         if cfg.grid is not None:
             self.table.set_grid(cfg.grid)
+        elif cfg.sbml is not None:
+            from app.sims.ssa.sbml import read_sbml
+            model = read_sbml(cfg.sbml)
+            self.table.set_sbml(model)
+            self.description.setText(f"<b>{cfg.name}</b><br>SBML: {cfg.sbml}<br>"
+                                     f"{len(model.imported)} elements imported")
         else:
             self.table.set_model(cfg.model)
-        ens = cfg.ensemble
-        self.realizations.setValue(ens.realizations)
-        self.t_end.setValue(ens.t_end)
-        self.samples.setValue(ens.samples)
-        self.algorithm.setCurrentText(ens.algorithm)
-        self.seed.setText(str(ens.seed))
+        self.form.show(cfg)
         self.heatmap.setVisible(cfg.grid is not None)
 
     def current_config(self) -> SSAConfig:
         if self.base_cfg is None:
             raise ConfigError("no model loaded")
         model, grid = self.table.edited()
-        if not self.seed.text():
-            raise ConfigError("seed: enter a whole number >= 0")
-        ensemble = replace(self.base_cfg.ensemble, realizations=self.realizations.value(),
-                           t_end=self.t_end.value(), samples=self.samples.value(),
-                           algorithm=self.algorithm.currentText(), seed=int(self.seed.text()))
-        return self.validate(replace(self.base_cfg, model=model, grid=grid, ensemble=ensemble))
+        return self.validate(self.form.read(replace(self.base_cfg, model=model, grid=grid)))
 
     # ---- running ------------------------------------------------------------------------
     def status_text(self, frame) -> str:

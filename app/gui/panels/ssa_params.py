@@ -25,7 +25,7 @@ BAD = QBrush(QColor(255, 200, 200))
 
 @dataclass(frozen=True)
 class Row:
-    kind: str        # 'count', 'parameter', 'rate' or 'grid'
+    kind: str        # 'count', 'parameter', 'rate', 'grid', or 'imported' / 'refused' (SBML)
     name: str
     type: type       # int or float
 
@@ -74,6 +74,22 @@ class ParameterTable(QTableWidget):
         self.model_spec, self.grid_spec = model, None
         self._fill(rows)
 
+    def set_sbml(self, model) -> None:
+        """What an SBML file gave (read-only rows), refused elements first and in red."""
+        rows = [(Row("refused", f"{item.element} {item.id}", str), item.detail) for item in model.refused]
+        rows += [(Row("imported", f"{item.element} {item.id}", str), item.detail) for item in model.imported]
+        self.model_spec = self.grid_spec = None
+        self._fill(rows)
+        self.blockSignals(True)
+        for i, (row, _) in enumerate(rows):
+            for col in range(3):
+                item = self.item(i, col)
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                if row.kind == "refused":
+                    item.setBackground(BAD)
+                    item.setToolTip(str(rows[i][1]))
+        self.blockSignals(False)
+
     def set_grid(self, grid: GridSpec) -> None:
         rows = [(Row("grid", name, kind), getattr(grid, name)) for name, kind, _ in GRID_FIELDS]
         self.model_spec, self.grid_spec = None, grid
@@ -84,9 +100,11 @@ class ParameterTable(QTableWidget):
         self.setRowCount(len(rows))
         self.rows = [row for row, _ in rows]
         self.errors = {}
-        labels = {"count": "initial count", "parameter": "parameter", "rate": "rate", "grid": "grid"}
+        labels = {"count": "initial count", "parameter": "parameter", "rate": "rate", "grid": "grid",
+                  "imported": "imported", "refused": "REFUSED"}
         for i, (row, value) in enumerate(rows):
-            for col, text in enumerate((labels[row.kind], row.name, f"{value:g}" if row.type is float else str(value))):
+            shown = f"{value:g}" if row.type is float else str(value)
+            for col, text in enumerate((labels[row.kind], row.name, shown)):
                 item = QTableWidgetItem(text)
                 if col < 2:
                     item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
@@ -129,6 +147,8 @@ class ParameterTable(QTableWidget):
     # ---- building specs -----------------------------------------------------------------
     def edited(self) -> tuple[NetworkSpec | None, GridSpec | None]:
         """(model, grid) rebuilt from the table with :func:`dataclasses.replace`."""
+        if self.model_spec is None and self.grid_spec is None:
+            return None, None                  # an SBML model: its file is the model
         values = self.values()
         if self.grid_spec is not None:
             fields = {name: values[("grid", name)] for name, _, _ in GRID_FIELDS}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
@@ -22,11 +23,70 @@ def colour(i: int, alpha: int = 255) -> tuple[int, int, int, int]:
     return (*PALETTE[i % len(PALETTE)], alpha)
 
 
+def cache_axes(plot: pg.PlotItem) -> None:
+    """Keep each axis as a pixmap that is redrawn only when its range or labels change (text
+    drawing dominates a pyqtgraph repaint; a frame that leaves an axis alone then costs a blit)."""
+    for name in ("bottom", "left", "top", "right"):
+        plot.getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+def legend_outside(plot: pg.PlotItem) -> pg.LegendItem:
+    """A legend in its own column right of the data (never over a curve); named curves added to
+    ``plot`` join it, as with ``addLegend``."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QSizePolicy
+
+    legend = pg.LegendItem(verSpacing=-4)
+    plot.layout.addItem(legend, 2, 3)
+    plot.layout.setColumnStretchFactor(3, 0)
+    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+    plot.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
+    plot.legend = legend
+    return legend
+
+
+def integer_axis(plot: pg.PlotItem, name: str = "left") -> None:
+    """Ticks at whole numbers only (counts: cells, layers, synapses)."""
+    plot.getAxis(name).setTickSpacing()  # pyqtgraph's automatic spacing, then filtered
+    axis = plot.getAxis(name)
+    original = axis.tickValues
+
+    def whole(minVal, maxVal, size):
+        levels = []
+        for spacing, values in original(minVal, maxVal, size):
+            if spacing >= 1:
+                levels.append((spacing, values))
+            else:                                   # sub-unit spacing: whole numbers instead
+                lo, hi = int(np.ceil(minVal)), int(np.floor(maxVal))
+                levels.append((1.0, [float(v) for v in range(lo, hi + 1)] if hi - lo < 12 else []))
+                break
+        return levels
+
+    axis.tickValues = whole
+
+
+def show_axis_values(plot: pg.PlotItem, shown: bool) -> None:
+    """Tick values on (data drawn) or off (no data yet: no made-up ranges such as 0..1)."""
+    for name in ("bottom", "left"):
+        axis = plot.getAxis(name)
+        if axis.style.get("showValues", True) != shown:
+            axis.setStyle(showValues=shown)
+
+
 class PlotView(QWidget):
     """A titled :class:`pyqtgraph.PlotWidget` with a header row for view controls.
 
-    Subclasses add curves and implement :meth:`set_frame` and :meth:`clear`.
+    Subclasses add curves and implement :meth:`set_frame` and :meth:`clear`. Until the first
+    frame (and after :meth:`clear`) the axes carry their labels but no tick values: an empty
+    plot shows no range it has not got.
     """
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, shown in (("set_frame", True), ("clear", False)):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_marks_axes", False):
+                setattr(cls, name, _marking_axes(method, shown))
 
     def __init__(self, title: str, x_label: str = "", y_label: str = "",
                  parent: QWidget | None = None):
@@ -41,6 +101,8 @@ class PlotView(QWidget):
         self.plot.setLabel("bottom", x_label)
         self.plot.setLabel("left", y_label)
         self.plot.showGrid(x=True, y=True, alpha=0.2)
+        cache_axes(self.plot)
+        show_axis_values(self.plot, False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(self.header)
@@ -51,3 +113,15 @@ class PlotView(QWidget):
 
     def clear(self) -> None:
         raise NotImplementedError
+
+
+def _marking_axes(method, shown: bool):
+    """``method`` followed by showing (a frame was drawn) or hiding (cleared) the tick values."""
+    def wrapper(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        show_axis_values(self.plot, shown)
+        return result
+
+    wrapper._marks_axes = True
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper

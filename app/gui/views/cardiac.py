@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
+                               QVBoxLayout, QWidget)
 
-from app.gui.views.base import PlotView, colour, configure_pyqtgraph
+from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside,
+                                show_axis_values)
 
 V_RANGE = (-90.0, 30.0)
+MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
+MAP_COLOURS = np.array([[0.1, 0.1, 0.6], [0.1, 0.8, 0.9], [1.0, 0.9, 0.1], [0.85, 0.05, 0.05]])
+MODES = (("V", "V (mV)"), ("first", "first activation (ms)"), ("last", "last activation (ms)"))
+REPLAY_BYTES = 64 << 20           # V maps kept for stepping through a finished run
 MAX_TRACES = 12
 BACKGROUND = (0.12, 0.12, 0.14, 1.0)
 
@@ -19,11 +25,9 @@ def colormap_rgba(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """(N, 4) float RGBA in [0, 1] from a blue-cyan-yellow-red map; NaN is grey."""
     values = np.asarray(values, float)
     x = np.clip((values - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
-    stops = np.array([0.0, 0.35, 0.65, 1.0])
-    cols = np.array([[0.1, 0.1, 0.6], [0.1, 0.8, 0.9], [1.0, 0.9, 0.1], [0.85, 0.05, 0.05]])
     rgba = np.ones((x.size, 4))
     for c in range(3):
-        rgba[:, c] = np.interp(x, stops, cols[:, c])
+        rgba[:, c] = np.interp(x, MAP_STOPS, MAP_COLOURS[:, c])
     rgba[~np.isfinite(values)] = (0.5, 0.5, 0.5, 1.0)
     return rgba
 
@@ -112,48 +116,117 @@ class SphereCanvas(QWidget):
         self.canvas.close()
 
 
+class ColourBar(pg.GraphicsLayoutWidget):
+    """A vertical colour bar with its quantity and unit, for the sheet and the sphere alike."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        cmap = pg.ColorMap(MAP_STOPS, (MAP_COLOURS * 255).astype(np.uint8))
+        self.bar = pg.ColorBarItem(values=V_RANGE, colorMap=cmap, interactive=False, width=14)
+        self.bar.axis.setLabel("V (mV)")
+        self.addItem(self.bar)
+        self.setFixedWidth(86)
+
+    def set_range(self, lo: float, hi: float, label: str) -> None:
+        self.bar.setLevels((lo, hi))
+        self.bar.axis.setLabel(label)
+
+
 class TissueView(QWidget):
-    """The tissue coloured by V (live) or by activation time (when a run ends): a vispy
-    sphere or a sheet image; single cells show a note."""
+    """The tissue coloured by V (live) or by the first or last activation time (when a run
+    ends): a vispy sphere or a sheet image in mm, with a colour bar; single cells show a note.
+    A finished run can be stepped through (the V maps the view received) with the slider.
+
+    Signals
+    -------
+    cell_clicked(int)
+        A click on a cell (the panel adds a probe or stimulates there).
+    cell_dragged(int)
+        The pointer dragged over a cell of the sheet with the button held (stimulate there).
+    """
 
     cell_clicked = Signal(int)
+    cell_dragged = Signal(int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         configure_pyqtgraph()
         self.title = QLabel("<b>Tissue</b>")
         self.mode = QComboBox()
-        self.mode.addItems(["V (mV)", "activation time (ms)"])
-        self.legend = QLabel()
+        for key, text in MODES:
+            self.mode.addItem(text, key)
+        self.click_action = QComboBox()
+        self.click_action.addItem("stimulate there", "stimulate")
+        self.click_action.addItem("add a probe", "probe")
+        self.click_action.setToolTip("What a click (or, on the sheet, a drag) on the tissue does "
+                                     "during a run")
         header = QHBoxLayout()
         header.addWidget(self.title)
         header.addStretch(1)
-        header.addWidget(self.legend)
+        header.addWidget(QLabel("click to"))
+        header.addWidget(self.click_action)
         header.addWidget(QLabel("colour by"))
         header.addWidget(self.mode)
         self.stack = QStackedWidget()
         self.note = QLabel("single cell: see the probe trace")
+        self.note.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.note)
         self.image_widget = pg.PlotWidget()
         self.image_widget.setAspectLocked(True)
+        self.image_widget.setLabel("bottom", "x (mm)")
+        self.image_widget.setLabel("left", "y (mm)")
+        self.image_widget.setMouseEnabled(x=False, y=False)     # a drag stimulates, never pans
+        show_axis_values(self.image_widget.getPlotItem(), False)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image_widget.addItem(self.image)
         self.image_widget.scene().sigMouseClicked.connect(self._image_clicked)
+        self.image_widget.scene().sigMouseMoved.connect(self._image_moved)
         self.stack.addWidget(self.image_widget)
         self.sphere: SphereCanvas | None = None
+        self.colour_bar = ColourBar()
+        picture = QHBoxLayout()
+        picture.addWidget(self.stack, 1)
+        picture.addWidget(self.colour_bar)
+        self.replay = QSlider(Qt.Orientation.Horizontal)
+        self.replay.setToolTip("Step through the run: the V maps shown during it")
+        self.replay_label = QLabel()
+        replay_row = QHBoxLayout()
+        replay_row.addWidget(QLabel("replay"))
+        replay_row.addWidget(self.replay, 1)
+        replay_row.addWidget(self.replay_label)
+        self.replay_row = QWidget()
+        self.replay_row.setLayout(replay_row)
+        self.replay_row.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(header)
-        layout.addWidget(self.stack, 1)
+        layout.addLayout(picture, 1)
+        layout.addWidget(self.replay_row)
         self.kind = "single"
         self.shape: tuple[int, int] | None = None
+        self.dx = 1.0
+        self._rect = pg.QtCore.QRectF(0.0, 0.0, 1.0, 1.0)
         self.V: np.ndarray | None = None
-        self.activation: np.ndarray | None = None
+        self.maps: dict[str, np.ndarray] = {}
+        self.history: list[tuple[float, np.ndarray]] = []
+        self._history_limit = 0
+        self._last_dragged: int | None = None
         self.mode.currentIndexChanged.connect(lambda _: self.redraw())
+        self.replay.valueChanged.connect(self._replay_to)
+
+    @property
+    def activation(self) -> np.ndarray | None:
+        """The first activation map (None before a run ends)."""
+        return self.maps.get("first")
 
     def set_mesh(self, mesh) -> None:
         self.kind, self.shape = mesh.kind, mesh.shape
-        self.V = self.activation = None
+        self.V = None
+        self.maps = {}
+        self.history = []
+        self.replay_row.hide()
+        n = len(mesh.positions)
+        self._history_limit = max(2, min(600, REPLAY_BYTES // max(2 * n, 1)))
         if mesh.kind == "sphere":
             if self.sphere is None:
                 self.sphere = SphereCanvas()
@@ -163,27 +236,60 @@ class TissueView(QWidget):
             self.stack.setCurrentWidget(self.sphere)
         elif mesh.kind == "sheet":
             self.image.clear()
+            ny, nx = mesh.shape
+            self.dx = float(mesh.positions[1, 0] - mesh.positions[0, 0]) if nx > 1 else 1.0
+            # pixel (col, row) is centred on the cell's position (col·dx, row·dx) in mm
+            self._rect = pg.QtCore.QRectF(-self.dx / 2, -self.dx / 2, nx * self.dx, ny * self.dx)
             self.stack.setCurrentWidget(self.image_widget)
         else:
             self.stack.setCurrentWidget(self.note)
+        self.colour_bar.setVisible(mesh.kind != "single")
         self.mode.setCurrentIndex(0)
 
     def set_frame(self, frame) -> None:
         self.V = np.asarray(frame.V)
         if frame.activation_time is not None:
-            self.activation = np.asarray(frame.activation_time)
+            self.maps["first"] = np.asarray(frame.activation_time)
+        if self.kind != "single" and (not self.history or frame.t > self.history[-1][0]):
+            self.history.append((float(frame.t), self.V.astype(np.float16)))
+            if len(self.history) > self._history_limit:      # keep every other one
+                self.history = self.history[::2]
+        if self.replay_row.isVisible():
+            self.replay_row.hide()
         self.redraw()
 
-    def show_activation(self, activation: np.ndarray) -> None:
-        self.activation = np.asarray(activation, float)
-        if self.mode.currentIndex() == 1:
+    def show_activation(self, activation: np.ndarray, last: np.ndarray | None = None) -> None:
+        """A finished run: the last activation map (re-entry shows its latest wave) if given,
+        else the first; the replay slider steps through the run."""
+        self.maps["first"] = np.asarray(activation, float)
+        if last is not None:
+            self.maps["last"] = np.asarray(last, float)
+        index = self.mode.findData("last" if last is not None else "first")
+        if self.mode.currentIndex() == index:
             self.redraw()
         else:
-            self.mode.setCurrentIndex(1)
+            self.mode.setCurrentIndex(index)
+        if len(self.history) > 1:
+            self.replay.blockSignals(True)
+            self.replay.setRange(0, len(self.history) - 1)
+            self.replay.setValue(len(self.history) - 1)
+            self.replay.blockSignals(False)
+            self.replay_label.setText(f"t = {self.history[-1][0]:.1f} ms")
+            self.replay_row.show()
+
+    def _replay_to(self, index: int) -> None:
+        if not 0 <= index < len(self.history):
+            return
+        t, v = self.history[index]
+        self.V = v.astype(float)
+        self.replay_label.setText(f"t = {t:.1f} ms")
+        self.mode.setCurrentIndex(0)
+        self.redraw()
 
     def values(self) -> tuple[np.ndarray | None, float, float]:
-        if self.mode.currentIndex() == 1 and self.activation is not None:
-            a = self.activation
+        key = self.mode.currentData()
+        if key in self.maps:
+            a = self.maps[key]
             finite = a[np.isfinite(a)]
             lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
             return a, lo, max(hi, lo + 1e-6)
@@ -193,26 +299,55 @@ class TissueView(QWidget):
         values, lo, hi = self.values()
         if values is None or self.kind == "single":
             return
-        self.legend.setText(f"{lo:.4g} (blue) … {hi:.4g} (red)")
+        key = self.mode.currentData()
+        self.colour_bar.set_range(lo, hi, self.mode.currentText() if key in self.maps else "V (mV)")
         rgba = colormap_rgba(values, lo, hi)
         if self.kind == "sphere" and self.sphere is not None:
             self.sphere.set_colours(rgba)
         elif self.kind == "sheet" and self.shape is not None:
-            self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False)
+            self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False,
+                                rect=self._rect)
+            show_axis_values(self.image_widget.getPlotItem(), True)
+
+    def _cell_at(self, scene_pos) -> int | None:
+        if self.kind != "sheet" or self.shape is None or self.image.image is None:
+            return None
+        p = self.image.mapFromScene(scene_pos)
+        col, row = int(np.floor(p.x())), int(np.floor(p.y()))
+        ny, nx = self.shape
+        return row * nx + col if 0 <= row < ny and 0 <= col < nx else None
 
     def _image_clicked(self, event) -> None:
-        if self.kind != "sheet" or self.shape is None:
+        cell = self._cell_at(event.scenePos())
+        if cell is not None:
+            self._last_dragged = cell
+            self.cell_clicked.emit(cell)
+
+    def _image_moved(self, scene_pos) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        if not QApplication.mouseButtons() & Qt.MouseButton.LeftButton:
+            self._last_dragged = None
             return
-        p = self.image.mapFromScene(event.scenePos())
-        col, row = int(p.x()), int(p.y())
-        ny, nx = self.shape
-        if 0 <= row < ny and 0 <= col < nx:
-            self.cell_clicked.emit(row * nx + col)
+        cell = self._cell_at(scene_pos)
+        if cell is None or self._last_dragged is not None and self._far(cell) < 1.0:
+            return
+        self._last_dragged = cell
+        self.cell_dragged.emit(cell)
+
+    def _far(self, cell: int) -> float:
+        """Distance (mm) from the last dragged cell: a drag stimulates every millimetre."""
+        nx = self.shape[1]
+        (r0, c0), (r1, c1) = divmod(self._last_dragged, nx), divmod(cell, nx)
+        return float(np.hypot(r1 - r0, c1 - c0) * self.dx)
 
     def clear(self) -> None:
-        self.V = self.activation = None
+        self.V = None
+        self.maps = {}
+        self.history = []
+        self.replay_row.hide()
         self.image.clear()
-        self.legend.setText("")
+        show_axis_values(self.image_widget.getPlotItem(), False)
 
 
 class ProbeTraceView(PlotView):
@@ -220,7 +355,7 @@ class ProbeTraceView(PlotView):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Probe traces", "time (ms)", "V (mV)", parent)
-        self.plot.addLegend(offset=(-10, 10))
+        self.legend = legend_outside(self.plot)
         self.curves: list = []
         self.live: dict[int, tuple[list, list]] = {}
 
@@ -228,7 +363,10 @@ class ProbeTraceView(PlotView):
         while len(self.curves) <= k:
             self.curves.append(self.plot.plot(pen=pg.mkPen(colour(len(self.curves)), width=1.5)))
         curve = self.curves[k]
-        curve.opts["name"] = name
+        if curve.opts.get("name") != name:        # the legend lists each probe by its cell
+            self.legend.removeItem(curve)
+            curve.opts["name"] = name
+            self.legend.addItem(curve, name)
         return curve
 
     def add_live_probe(self, cell: int) -> None:

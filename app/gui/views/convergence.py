@@ -1,4 +1,5 @@
-"""GA convergence: best and median chi^2 against generation or wall time, log scale."""
+"""Fit convergence: best and median chi^2 against step or wall time, log scale; a labelled
+line where the optimiser changes (GA or CMA-ES, then LM or Nelder-Mead, then MCMC)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout
 
-from app.gui.views.base import PlotView, colour
+from app.gui.views.base import PlotView, colour, legend_outside
 
 FLOOR = 1e-300   # log axes cannot show 0 (an exact fit); drawn at this floor instead
 
@@ -31,10 +32,11 @@ class ConvergenceView(PlotView):
         row.addWidget(self.wall_toggle)
         self.header.insertLayout(0, row)
         self.plot.setLogMode(x=False, y=True)
-        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
+        self.legend = legend_outside(self.plot)
         self.best = self.plot.plot(pen=pg.mkPen(colour(0), width=2), name="best χ²")
         self.median = self.plot.plot(pen=pg.mkPen(colour(1), width=1.5), name="median χ²")
         self._frame = None
+        self.phase_lines: list[pg.InfiniteLine] = []
         self.wall_toggle.toggled.connect(self._axis_changed)
 
     @property
@@ -53,9 +55,32 @@ class ConvergenceView(PlotView):
         x = (np.asarray(frame.history_wall, float) if self.against_wall
              else np.arange(len(best), dtype=float))
         self.best.setData(x, positive(best))
-        self.median.setData(x, positive(frame.history_median))
+        median = np.asarray(frame.history_median, float)
+        shown = np.isfinite(median)          # MCMC steps have no median
+        self.median.setData(x[shown], positive(median[shown]))
+        self._phase_lines(x, getattr(frame, "history_phase", None))
+
+    def _phase_lines(self, x: np.ndarray, phases) -> None:
+        """A vertical line labelled with the optimiser's name where each phase begins."""
+        from app.sims.channel.simulation import PHASES
+        for line in self.phase_lines:
+            self.plot.removeItem(line)
+        self.phase_lines = []
+        if phases is None or len(phases) != len(x) or not len(x):
+            return
+        phases = np.asarray(phases)
+        starts = np.flatnonzero(np.r_[True, phases[1:] != phases[:-1]])
+        for k in starts:
+            line = pg.InfiniteLine(pos=float(x[k]), angle=90, pen=pg.mkPen((120, 120, 120), style=pg.QtCore.Qt.PenStyle.DashLine),
+                                   label=PHASES[int(phases[k])], labelOpts={"position": 0.92, "color": (60, 60, 60)})
+            self.plot.addItem(line)
+            self.phase_lines.append(line)
+
+    def phase_labels(self) -> list[str]:
+        return [line.label.textItem.toPlainText() for line in self.phase_lines]
 
     def clear(self) -> None:
         self._frame = None
         self.best.setData([], [])
         self.median.setData([], [])
+        self._phase_lines(np.zeros(0), None)

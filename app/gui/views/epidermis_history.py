@@ -7,7 +7,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from app.gui.views.base import colour, configure_pyqtgraph
+from app.gui.views.base import (colour, configure_pyqtgraph, integer_axis, legend_outside,
+                                show_axis_values)
 
 BASAL_PEN = (46, 89, 242)
 SUPRABASAL_PEN = (212, 176, 0)
@@ -22,11 +23,15 @@ class EpidermisHistoryView(QWidget):
         self.canvas = pg.GraphicsLayoutWidget()
         self.plots: dict[str, pg.PlotItem] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
-        for k, (key, title) in enumerate((("cells", "cells"), ("layers", "layers"),
-                                          ("fractions", "fraction of cells"))):
+        for k, (key, title, y_label) in enumerate((("cells", "cells", "cells (count)"),
+                                                   ("layers", "layers", "layers (count)"),
+                                                   ("fractions", "fraction of cells", "fraction"))):
             p = self.canvas.addPlot(row=0, col=k)
             p.setTitle(title, size="9pt")
-            p.setLabel("bottom", "simulated time")
+            p.setLabel("bottom", "simulated time (model units)")
+            p.setLabel("left", y_label)
+            p.getAxis("left").setWidth(56)
+            show_axis_values(p, False)
             p.showGrid(x=True, y=True, alpha=0.2)
             p.setClipToView(True)
             p.setDownsampling(auto=True, mode="peak")
@@ -34,7 +39,9 @@ class EpidermisHistoryView(QWidget):
         self.curves["cells"] = self.plots["cells"].plot(pen=pg.mkPen(colour(0), width=2))
         self.curves["layers"] = self.plots["layers"].plot(pen=pg.mkPen(colour(2), width=2))
         fractions = self.plots["fractions"]
-        fractions.addLegend(offset=(-5, 5))
+        integer_axis(self.plots["cells"])
+        integer_axis(self.plots["layers"])
+        legend_outside(fractions)
         fractions.setYRange(0.0, 1.0)
         self.curves["basal_fraction"] = fractions.plot(pen=pg.mkPen(BASAL_PEN, width=2), name="basal")
         self.curves["suprabasal_fraction"] = fractions.plot(pen=pg.mkPen(SUPRABASAL_PEN, width=2),
@@ -50,6 +57,8 @@ class EpidermisHistoryView(QWidget):
             values = np.asarray(h.get(key, ()), float)
             n = min(t.size, values.size)
             curve.setData(t[:n], values[:n])
+        for plot in self.plots.values():
+            show_axis_values(plot, t.size > 0)
 
     def has_data(self) -> bool:
         x, _ = self.curves["cells"].getData()
@@ -58,3 +67,5 @@ class EpidermisHistoryView(QWidget):
     def clear(self) -> None:
         for curve in self.curves.values():
             curve.setData([], [])
+        for plot in self.plots.values():
+            show_axis_values(plot, False)

@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSlider
 
-from app.gui.views.base import PlotView, colour
+from app.gui.views.base import PlotView, colour, legend_outside
 from app.sims.ssa.stats import DISTANCE_CONVENTION, Histogram, histogram_distance
 
 
@@ -49,7 +49,7 @@ class HistogramView(PlotView):
         self.distance_label = QLabel("")
         self.distance_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.header.addWidget(self.distance_label)
-        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
+        self.legend = legend_outside(self.plot)
         self.curve = self.plot.plot(stepMode="center", fillLevel=0, pen=pg.mkPen(colour(0), width=2),
                                     brush=pg.mkBrush(colour(0, 60)), name="this run")
         self.ref_curve = self.plot.plot(stepMode="center", pen=pg.mkPen(colour(3), width=2))

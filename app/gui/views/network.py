@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
-from app.gui.views.base import PlotView, colour, configure_pyqtgraph
+from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_axis, show_axis_values
 
 MAX_CIRCLES = 40000        # above this the connectivity circles are not drawn
 MAX_RASTER_POINTS = 60000
@@ -25,7 +25,8 @@ class CultureView(PlotView):
     """Neurons as dots coloured by recent rate, connectivity circles, strongest synapses."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Culture (dots: recent rate; circles: connectivity radius)", "x", "y", parent)
+        super().__init__("Culture (dots: recent rate; circles: connectivity radius)", "x (grid units)",
+                         "y (grid units)", parent)
         self.show_synapses = QCheckBox("strongest synapses")
         self.show_synapses.setChecked(True)
         self.header.addWidget(self.show_synapses)
@@ -80,7 +81,7 @@ class RasterView(PlotView):
     """A scrolling spike raster of the last seconds."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Spike raster", "time (s)", "neuron", parent)
+        super().__init__("Spike raster", "time (s)", "neuron (index)", parent)
         self.points = pg.ScatterPlotItem(pxMode=True, size=2, pen=None, brush=pg.mkBrush(20, 20, 20))
         self.plot.addItem(self.points)
 
@@ -120,8 +121,8 @@ class PopulationRateView(PlotView):
         self.bursts.clear()
 
 
-HISTORY_PLOTS = (("epoch_mean_radius", "mean radius"), ("epoch_mean_rate", "mean rate (Hz)"),
-                 ("epoch_synapses", "synapses"), ("epoch_bursts_per_minute", "bursts / min"))
+HISTORY_PLOTS = (("epoch_mean_radius", "mean radius (grid units)"), ("epoch_mean_rate", "mean rate (Hz)"),
+                 ("epoch_synapses", "synapses (count)"), ("epoch_bursts_per_minute", "bursts per minute"))
 
 
 class EpochHistoryView(QWidget):
@@ -137,6 +138,11 @@ class EpochHistoryView(QWidget):
             p.setLabel("bottom", "epoch")
             p.setTitle(label, size="9pt")
             p.showGrid(x=True, y=True, alpha=0.2)
+            p.getAxis("left").setWidth(52)      # room for "2,500" before the first layout pass
+            integer_axis(p, "bottom")
+            if key == "epoch_synapses":
+                integer_axis(p)
+            show_axis_values(p, False)
             self.plots[key] = p
             self.curves[key] = p.plot(pen=pg.mkPen(colour(k), width=2), symbol="o", symbolSize=4,
                                       symbolBrush=colour(k))
@@ -148,7 +154,10 @@ class EpochHistoryView(QWidget):
         for key, _ in HISTORY_PLOTS:
             values = np.asarray(frame.history[key], float)
             self.curves[key].setData(np.arange(1, values.size + 1), values)
+            show_axis_values(self.plots[key], values.size > 0)
 
     def clear(self) -> None:
         for curve in self.curves.values():
             curve.setData([], [])
+        for plot in self.plots.values():
+            show_axis_values(plot, False)

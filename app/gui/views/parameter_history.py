@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from app.gui.views.base import PALETTE, PlotView, colour
+from app.gui.views.base import PALETTE, PlotView, colour, legend_outside
 
 STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine, Qt.PenStyle.DashDotLine)
 
@@ -24,8 +24,7 @@ class ParameterHistoryView(PlotView):
                          "(p − min) / (max − min)", parent)
         self.plot.setYRange(0.0, 1.0, padding=0.03)
         self.plot.enableAutoRange(x=True, y=False)
-        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210),
-                                          colCount=2)
+        self.legend = legend_outside(self.plot)
         self.curves: list[pg.PlotDataItem] = []
         self._names: tuple[str, ...] = ()
 

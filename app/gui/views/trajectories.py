@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from app.gui.views.base import PlotView, colour
+from app.gui.views.base import PlotView, colour, legend_outside
 
 MAX_CURVES = 8
 INVISIBLE = pg.mkPen((0, 0, 0, 0))
@@ -19,10 +19,10 @@ class TrajectoryView(PlotView):
     """
 
     def __init__(self, parent=None):
-        super().__init__("Mean ± SD", "time", "count", parent)
+        super().__init__("Mean ± SD", "time (model time units)", "molecules (count)", parent)
         self.plot.setClipToView(True)
         self.plot.setDownsampling(auto=True, mode="peak")
-        self.legend = self.plot.addLegend(offset=(-10, 10), brush=pg.mkBrush(255, 255, 255, 210))
+        self.legend = legend_outside(self.plot)
         self.curves: list[pg.PlotDataItem] = []
         self.bands: list[tuple[pg.PlotDataItem, pg.PlotDataItem, pg.FillBetweenItem]] = []
         self._names: tuple[str, ...] = ()

@@ -89,6 +89,17 @@ class OutputSettings:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    """Checkpoints, as for the network and the epidermis: written every ``checkpoint_every``
+    simulated ms and at the end; a run starts from the file when it exists and ``resume``."""
+
+    checkpoint: str = field(default="", metadata=spec(doc="checkpoint file"))
+    resume: bool = field(default=True, metadata=spec(doc="start from the checkpoint if it exists"))
+    checkpoint_every: float = field(default=100.0, metadata=spec(range=(1e-3, 1e8),
+                                    doc="simulated ms between checkpoint writes"))
+
+
+@dataclass(frozen=True)
 class ParameterRegion:
     """Cells of a sheet or sphere where the model's parameters take other values (a scar, an
     ACh-affected region): ``rect`` (x0..x1, y0..y1 mm), ``circle`` (center, radius mm; on a
@@ -139,13 +150,6 @@ class RestitutionSettings:
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    checkpoint: str = field(default="", metadata=spec(doc="checkpoint file, written every checkpoint_ms of simulated time"))
-    checkpoint_ms: float = field(default=100.0, metadata=spec(range=(1e-3, 1e8)))
-    resume: bool = field(default=True, metadata=spec(doc="start from the checkpoint file if it exists"))
-
-
-@dataclass(frozen=True)
 class CardiacConfig:
     domain: str = "cardiac"
     name: str = ""
@@ -179,6 +183,24 @@ def restitution_pulses(cfg: CardiacConfig):
     return rs.pulses(r.kind, r.s1_period, r.s1_count, r.s2_intervals, r.periods, r.beats, r.start)
 
 
+def _check_fixed_step(doc: Document, st: Stimulus, dt: float, where: tuple) -> None:
+    """A fixed step must not step over a pulse: dt at most the pulse, and the pulse edges
+    (start, start + duration, every period) on whole steps, where the solver lands."""
+    if dt > st.duration * (1 + 1e-9):
+        raise doc.error(f"solver.dt = {dt:g} ms is longer than stimulus {st.name}'s {st.duration:g} ms "
+                        "pulse: a fixed-step solver would step over it (use dt <= the pulse, or an "
+                        "adaptive method, which lands on every pulse edge)", where + ("duration",))
+    edges = {"start": st.start, "duration": st.duration}
+    if st.count > 1:
+        edges["period"] = st.period
+    for key, value in edges.items():
+        steps = value / dt
+        if abs(steps - round(steps)) > 1e-6 * max(1.0, steps):
+            raise doc.error(f"stimulus {st.name}: {key} = {value:g} ms is not a whole number of "
+                            f"solver.dt = {dt:g} ms steps, so the fixed-step solver would not land on "
+                            "the pulse edge (choose dt dividing it, or an adaptive method)", where + (key,))
+
+
 def load_config(doc: Document) -> CardiacConfig:
     cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
     r = cfg.restitution
@@ -208,12 +230,61 @@ def load_config(doc: Document) -> CardiacConfig:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
+    cells = n_cells(cfg.mesh)
+    for i, c in enumerate(cfg.output.probe_cells):
+        if not 0 <= c < cells:
+            raise doc.error(f"probe cell {c} is not a cell of this {cfg.mesh.kind} "
+                            f"(cells 0..{cells - 1})", ("output", "probe_cells", i))
     for i, st in enumerate(cfg.protocol.stimuli):
         r = st.region
         where = ("protocol", "stimuli", i, "region")
+        for j, c in enumerate(r.cells if r.kind == "cells" else []):
+            if not 0 <= c < cells:
+                raise doc.error(f"stimulus {st.name}: cell {c} is not a cell of this {cfg.mesh.kind} "
+                                f"(cells 0..{cells - 1})", where + ("cells", j))
+        if s.method not in ADAPTIVE:
+            _check_fixed_step(doc, st, s.dt, ("protocol", "stimuli", i))
         if r.kind == "cap" and (len(r.center) != 3 or not np.any(r.center)):
             raise doc.error("cap center is a nonzero 3-vector", where + ("center",))
         if r.kind == "rect" and (r.x0 > r.x1 or r.y0 > r.y1):
             raise doc.error(f"stimulus {st.name}: rect needs x0 <= x1 and y0 <= y1 (mm), got "
                             f"x {r.x0:g}..{r.x1:g}, y {r.y0:g}..{r.y1:g}", where)
     return cfg
+
+
+def n_cells(mesh: MeshSettings) -> int:
+    """Cells of the mesh the settings describe (the geodesic sphere: 10·4^level + 2)."""
+    if mesh.kind == "sphere":
+        return 10 * 4 ** mesh.level + 2
+    return mesh.nx * mesh.ny if mesh.kind == "sheet" else 1
+
+
+def estimate_memory(cfg: CardiacConfig, backend: str):
+    """Host and GPU bytes: the state and the solver's stages (cells x states), the mesh, the
+    activation maps, the probe recordings (probes x saved times) and a single cell's history."""
+    from app.sims.cardiac.model import config_model
+    from app.sims.common.memory import estimate
+
+    n, states = float(n_cells(cfg.mesh)), float(config_model(cfg.model).n_states)
+    width = 8.0 if cfg.solver.precision == "float64" else 4.0
+    stages = 8.0                                  # stages, error and accepted copies (at most)
+    out, t_end = cfg.output, cfg.protocol.t_end
+    step = out.dt_save if out.dt_save > 0 else cfg.solver.dt
+    probes = float(min(out.random_probes, n) + len(out.probe_cells))
+    saves = t_end / step + 2
+    host = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
+            n * states * stages * max(width, 8.0 if backend != "cuda" else 0.0),
+            "mesh, activation maps and voltage copies": n * (7 * 12 + 6 * 8),
+            f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B": probes * saves * 8}
+    if n == 1:
+        host["single-cell history: every step's states"] = (t_end / cfg.solver.dt + 2) * states * 8 * 2
+    gpu = {}
+    if backend == "cuda":
+        host[f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies"] = n * states * 8
+        gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
+               n * states * stages * width,
+               "mesh and activation maps": n * (7 * 12 + 6 * 8)}
+    key = ("mesh", "level") if cfg.mesh.kind == "sphere" else ("mesh", "nx")
+    recordings = f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B"
+    single = "single-cell history: every step's states"
+    return estimate(host, gpu, key, {recordings: ("output", "dt_save"), single: ("solver", "dt")})

@@ -14,6 +14,7 @@ from app.sims.cardiac.config import MAX_STIMULI
 from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.solvers import METHODS, Tableau
+from app.sims.common.engine import EngineBase
 
 BLOCK = 128
 CONTROL_BLOCK = 128
@@ -68,7 +69,7 @@ def padded(n: int) -> int:
     return (n + 31) // 32 * 32
 
 
-class CudaTissue:
+class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     name = "cuda"
 
     def __init__(self, problem: Problem):
@@ -269,7 +270,7 @@ class CudaTissue:
         m = self.maps.get().reshape(6, self.npad)[:, :self.n].astype(np.float64)
         return {"activation_time": m[1], "activation_last": m[2], "apd90": m[4] - m[1]}
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         """The device state between steps: states, control scalars, maps and recordings."""
         self.stream.synchronize()
         pt, pv = self.recordings()
@@ -279,7 +280,7 @@ class CudaTissue:
                 "h_history": np.array(self.h_history, np.float64).reshape(-1, 2),
                 "observed_final": np.bool_(self._observed_final)}
 
-    def load(self, st: dict[str, np.ndarray]) -> None:
+    def restore(self, st: dict[str, np.ndarray]) -> None:
         if "cuda_cd" not in st:
             raise ValueError("this checkpoint was written by the CPU engine; resume it with the CPU engine")
         y = np.zeros((self.ns, self.npad), self.real)

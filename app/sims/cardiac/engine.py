@@ -23,6 +23,7 @@ from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion,
 from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
 from app.sims.cardiac.model import CellModel, config_model
 from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+from app.sims.common.engine import EngineBase
 
 V_LIMIT = 200.0
 
@@ -243,7 +244,7 @@ def check_state(t: float, v: np.ndarray) -> None:
         raise RunStopped(t, k, reason)
 
 
-class CpuTissue:
+class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     """The NumPy engine: state (S, N) in the config's precision, the same algorithm as CUDA."""
 
     name = "cpu"
@@ -357,7 +358,7 @@ class CpuTissue:
         return {"activation_time": self.maps.act_first, "activation_last": self.maps.act_last,
                 "apd90": self.maps.apd90}
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         pt, pv = self.recordings()
         m = self.maps
         return {"y": self.y, "t": np.float64(self.t), "step_index": np.int64(self.step_index),
@@ -366,7 +367,7 @@ class CpuTissue:
                 "next_save": np.float64(self._next_save), "act_first": m.act_first,
                 "act_last": m.act_last, "vmax": m.vmax, "t_rep": m.t_rep}
 
-    def load(self, st: dict[str, np.ndarray]) -> None:
+    def restore(self, st: dict[str, np.ndarray]) -> None:
         if "y" not in st:
             raise ValueError("this checkpoint was written by the CUDA engine; resume it with the CUDA engine")
         self.y = np.asarray(st["y"]).astype(self.p.dtype)

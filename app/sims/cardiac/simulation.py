@@ -10,9 +10,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.cardiac.config import CardiacConfig, load_config
-from app.sims.cardiac.engine import CpuTissue, Problem, RunStopped
+from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
+from app.sims.common.config import ConfigError
+from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
+                                     engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 CPU_SLICE_SECONDS = 0.15
@@ -22,6 +25,10 @@ RESTITUTION_DEFINITIONS = (
     "the reference beat (V at the onset of the train's last S1; dynamic: of the longest period's last "
     "beat) and the beat's own peak; "
     "di_*: from the previous beat's repolarisation (same definition) to this beat's max dV/dt")
+# config keys a resumed run may not change (the run length, checkpoints and live views may)
+FIXED_ON_RESUME = ("mesh", "D", "model", "protocol.stimuli", "solver", "output.random_probes",
+                   "output.probe_cells", "output.probe_seed", "output.dt_save",
+                   "output.activation_threshold", "restitution")
 
 
 @dataclass(frozen=True)
@@ -53,27 +60,20 @@ class CardiacSimulation(Simulation):
             self.problem = problem or Problem.from_config(cfg)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.engine = _make_engine(self.problem, backend)
+        self.engine = make_engine("cardiac", backend, self.problem)
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
         self.stopped: RunStopped | None = None
-        self._next_checkpoint = cfg.run.checkpoint_ms
+        self._last_checkpoint = 0.0
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, backend: str) -> "CardiacSimulation":
         path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
         if path is not None and cfg.run.resume and path.exists():
             from app.sims.common.session import load_checkpoint
-            return cls.restore(load_checkpoint(path), backend)
+            return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         return cls(cfg, backend)
-
-    def _checkpoint_if_due(self) -> None:
-        run = self.cfg.run
-        if run.checkpoint and self.engine.t >= self._next_checkpoint:
-            from app.sims.common.session import save_checkpoint
-            save_checkpoint(run.checkpoint, self)
-            self._next_checkpoint = (np.floor(self.engine.t / run.checkpoint_ms) + 1) * run.checkpoint_ms
 
     @property
     def finished(self) -> bool:
@@ -89,7 +89,10 @@ class CardiacSimulation(Simulation):
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
-            self._checkpoint_if_due()
+            run = self.cfg.run
+            if run.checkpoint and self.stopped is None and (
+                    self.engine.finished or self.engine.t >= self._last_checkpoint + run.checkpoint_every):
+                self.save_checkpoint(run.checkpoint)
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":
@@ -130,17 +133,32 @@ class CardiacSimulation(Simulation):
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
-                **{f"engine_{k}": v for k, v in self.engine.checkpoint().items()}}
+        hist = getattr(self.engine, "h_history", None) or []
+        return {**config_state(self.cfg), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
+                "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """The state as one NPZ (with the whole step-size history), written atomically."""
+        self._last_checkpoint = self.engine.t
+        return write_checkpoint(path, self.state(), self.domain)
 
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str) -> "CardiacSimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+    def restore(cls, state: Mapping[str, Any], backend: str, cfg: CardiacConfig | None = None,
+                path: str | Path | None = None) -> "CardiacSimulation":
+        saved = config_from_state(state, load_config)
+        cfg = cfg or saved
+        refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "tissue, model or solver")
+        done = float(state["t"] if "t" in state else state["engine_t"])
+        refuse_past_end(path, done, cfg.protocol.t_end, "protocol.t_end", "ms")
         sim = cls(cfg, backend)
-        sim.engine.load({k[len("engine_"):]: np.asarray(v) for k, v in state.items()
-                         if k.startswith("engine_")})
+        try:
+            sim.engine.restore(engine_part(state))
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(path or "<state>", f"cannot resume it on this engine: {exc}") from None
+        if "h_history" in state and hasattr(sim.engine, "h_history"):
+            sim.engine.h_history = [(float(t), float(h)) for t, h in np.asarray(state["h_history"])]
         sim.wall = float(state["wall"])
-        sim._next_checkpoint = (np.floor(sim.engine.t / cfg.run.checkpoint_ms) + 1) * cfg.run.checkpoint_ms
+        sim._last_checkpoint = sim.engine.t
         return sim
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -159,7 +177,7 @@ class CardiacSimulation(Simulation):
             "sim_ms": float(e.t), "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
-            "backend": self.backend, "device": _device_name(self.backend),
+            "backend": self.backend, "device": device_name(self.backend),
             "method": self.cfg.solver.method, "rush_larsen": p.tableau.rl,
             "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
@@ -218,20 +236,3 @@ def _analysed_onset(p: Problem) -> float | None:
         return None
     full = [o for o in onsets if p.t_end - o >= 400.0]
     return float(full[-1] if full else onsets[0])
-
-
-def _make_engine(problem: Problem, backend: str):
-    if backend == "cuda":
-        from app.sims.cardiac.cuda import CudaTissue
-        return CudaTissue(problem)
-    if backend == "cpu-reference":
-        return CpuTissue(problem)
-    from app.sims.cardiac.compiled import CompiledTissue
-    return CompiledTissue(problem)
-
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label

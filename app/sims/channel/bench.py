@@ -25,7 +25,8 @@ FLOPS_PER_SAMPLE = 2 * 9 + 5     # 3x3 matrix-vector product, open sum, drive, r
 def config(population: int, generations: int, seed: int = 2012, threshold: float = 0.0):
     cfg = load_config(load_yaml(PRESET))
     return replace(cfg, ga=replace(cfg.ga, population=population, generations=generations,
-                                   seed=seed, chi2_threshold=threshold))
+                                   seed=seed, chi2_threshold=threshold),
+                   fit=replace(cfg.fit, uncertainty=False))     # GA generations only
 
 
 def time_generations(backend: str, population: int, generations: int) -> dict:

@@ -14,6 +14,7 @@ from app.sims.channel import ga
 from app.sims.channel.codegen import kernel_source
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.protocol import Protocol
+from app.sims.common.engine import EngineBase
 
 BLOCK = 128
 MAX_SWEEPS = 128
@@ -25,14 +26,15 @@ def device_bytes(size: int, n_params: int, n_points: int) -> int:
     return 2 * size * n_params * 4 + size * 4 + n_points * 4
 
 
-class CudaGA:
+class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "restore", "breed": "advance"}):
     """Population of ``size`` individuals on the current CUDA context."""
 
-    def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int):
+    def __init__(self, model: ChannelModel, protocol: Protocol, target: np.ndarray, size: int, seed: int,
+                 weights: np.ndarray | None = None):
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
 
-        self.cuda, self.model, self.seed, self.size = cuda, model, seed, size
+        self.cuda, self.gpuarray, self.model, self.seed, self.size = cuda, gpuarray, model, seed, size
         ops = [op for s in protocol.sweeps for op in s.ops]
         if len(protocol.sweeps) > MAX_SWEEPS or len(ops) > MAX_OPS:
             raise ValueError(f"the CUDA engine takes up to {MAX_SWEEPS} sweeps and {MAX_OPS} segments; "
@@ -47,7 +49,7 @@ class CudaGA:
                                   fast_math=False)
         self._constants(protocol)
         self._evaluate = self.module.get_function("ch_evaluate")
-        self._evaluate.prepare("PiiiPiiPP")
+        self._evaluate.prepare("PiiiPPiidPP")
         self._radix = self.module.get_function("ch_radix_histogram")
         self._radix.prepare("PiIIiP")
         self._breed = self.module.get_function("ch_breed")
@@ -55,6 +57,8 @@ class CudaGA:
         init = self.module.get_function("ch_init")
         self.n_sweeps, self.n_points = len(protocol.sweeps), protocol.n_points
         self.target = gpuarray.to_gpu(np.asarray(target, np.float32))
+        self.weights = None if weights is None else gpuarray.to_gpu(np.asarray(weights, np.float32))
+        self.norm = float(protocol.n_points if weights is None else np.asarray(weights, np.float64).sum())
         self.pop = gpuarray.empty(model.n_params * size, np.float32)
         self.spare = gpuarray.empty_like(self.pop)
         self.scores_gpu = gpuarray.empty(size, np.float32)
@@ -66,18 +70,20 @@ class CudaGA:
 
     def _constants(self, protocol: Protocol) -> None:
         sweep_op = np.zeros(MAX_SWEEPS + 1, np.int32)
-        hold = np.zeros(MAX_SWEEPS, np.float32)
-        op_v, op_tau, op_n = (np.zeros(MAX_OPS, t) for t in (np.float32, np.float32, np.int32))
+        hold = np.zeros(MAX_SWEEPS, np.float64)
+        op_v, op_vend, op_tau = (np.zeros(MAX_OPS, np.float64) for _ in range(3))
+        op_n, op_record = (np.zeros(MAX_OPS, np.int32) for _ in range(2))
         k = 0
         for s, sweep in enumerate(protocol.sweeps):
             hold[s] = sweep.holding
             sweep_op[s] = k
-            for v, tau, n in sweep.ops:
-                op_v[k], op_tau[k], op_n[k] = v, tau, n
+            for op in sweep.ops:
+                op_v[k], op_vend[k], op_tau[k], op_n[k], op_record[k] = op.v, op.v_end, op.tau, op.n, op.record
                 k += 1
         sweep_op[len(protocol.sweeps):] = k
         for name, values in (("c_sweep_hold", hold), ("c_sweep_op", sweep_op), ("c_op_v", op_v),
-                             ("c_op_tau", op_tau), ("c_op_n", op_n),
+                             ("c_op_vend", op_vend), ("c_op_tau", op_tau), ("c_op_n", op_n),
+                             ("c_op_record", op_record),
                              ("c_lower", self.model.lower.astype(np.float32)),
                              ("c_upper", self.model.upper.astype(np.float32))):
             ptr, _ = self.module.get_global(name)
@@ -87,11 +93,35 @@ class CudaGA:
     def _blocks(n: int) -> int:
         return (n + BLOCK - 1) // BLOCK
 
-    def _launch_evaluate(self, first: int, count: int, scores, traces) -> None:
+    def _launch_evaluate(self, first: int, count: int, scores, traces, pop=None, stride: int = 0) -> None:
         self._evaluate.prepared_async_call(
-            (self._blocks(count), 1), (BLOCK, 1, 1), self.stream, self.pop.gpudata,
-            np.int32(self.size), np.int32(first), np.int32(count), self.target.gpudata,
-            np.int32(self.n_sweeps), np.int32(self.n_points), scores, traces)
+            (self._blocks(count), 1), (BLOCK, 1, 1), self.stream, (self.pop if pop is None else pop).gpudata,
+            np.int32(stride or self.size), np.int32(first), np.int32(count), self.target.gpudata,
+            self.weights.gpudata if self.weights is not None else np.intp(0),
+            np.int32(self.n_sweeps), np.int32(self.n_points), np.float64(self.norm), scores, traces)
+
+    def _batch(self, params: np.ndarray, traces: bool):
+        """Scores (and currents) of parameter rows (k, P) held in a scratch population."""
+        params = np.atleast_2d(np.asarray(params, np.float32))
+        k = len(params)
+        pop = self.gpuarray.to_gpu(np.ascontiguousarray(params.T).ravel())
+        scores = self.gpuarray.empty(k, np.float32)
+        out = self.gpuarray.empty(k * self.n_points, np.float32) if traces else None
+        self._launch_evaluate(0, k, scores.gpudata, out.gpudata if traces else np.intp(0), pop, k)
+        result = (scores.get(stream=self.stream).astype(np.float64),
+                  out.get(stream=self.stream).reshape(k, self.n_points).astype(np.float64) if traces else None)
+        for buf in (pop, scores, out):
+            if buf is not None:
+                buf.gpudata.free()
+        return result
+
+    def evaluate_params(self, params: np.ndarray) -> np.ndarray:
+        """chi^2 (k,) of parameter rows (k, P) (float32 on the device)."""
+        return self._batch(params, False)[0]
+
+    def simulate(self, params: np.ndarray) -> np.ndarray:
+        """Currents (k, n_points) of parameter rows (k, P), computed on the device."""
+        return self._batch(params, True)[1]
 
     def evaluate(self) -> np.ndarray:
         """Scores of the whole population (float32, in a page-locked host buffer)."""
@@ -130,8 +160,8 @@ class CudaGA:
             mask |= 255 << shift
         return np.array([prefix], np.uint32).view(np.float32)[0]
 
-    def breed(self, generation: int, best: int, crossover: float, mutation: float,
-              creep: float = 0.0, creep_fraction: float = 0.0) -> None:
+    def advance(self, generation: int, best: int, crossover: float, mutation: float,
+                creep: float = 0.0, creep_fraction: float = 0.0) -> None:
         pairs = (self.size + 1) // 2
         self._breed.prepared_async_call(
             (self._blocks(pairs), 1), (BLOCK, 1, 1), self.stream, self.pop.gpudata,
@@ -147,17 +177,19 @@ class CudaGA:
             self.cuda.memcpy_dtoh(out[k:k + 1], int(self.pop.gpudata) + 4 * (k * self.size + index))
         return out.astype(np.float64)
 
-    def get_population(self) -> np.ndarray:
-        return self.pop.get().reshape(self.model.n_params, self.size).T.astype(np.float64)
+    def state(self) -> dict[str, np.ndarray]:
+        return {"population": self.pop.get().reshape(self.model.n_params, self.size).T.astype(np.float64)}
 
-    def set_population(self, population: np.ndarray) -> None:
-        self.pop.set(np.ascontiguousarray(np.asarray(population, np.float32).T).ravel())
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        self.pop.set(np.ascontiguousarray(np.asarray(state["population"], np.float32).T).ravel())
 
     def set_scores(self, scores: np.ndarray) -> None:
-        """Scores for ``breed`` when they were computed elsewhere (tests)."""
+        """Scores for ``advance`` when they were computed elsewhere (tests)."""
         self.scores = np.asarray(scores, np.float32)
         self.scores_gpu.set(self.scores)
 
     def close(self) -> None:
-        for buf in (self.target, self.pop, self.spare, self.scores_gpu, self.traces_gpu, self.hist):
-            buf.gpudata.free()
+        for buf in (self.target, self.weights, self.pop, self.spare, self.scores_gpu, self.traces_gpu,
+                    self.hist):
+            if buf is not None:
+                buf.gpudata.free()

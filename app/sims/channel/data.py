@@ -93,6 +93,11 @@ def load_abf(path: str | Path, protocol: Protocol, channel: int = 0) -> np.ndarr
         abf = pyabf.ABF(str(path))
     except Exception as exc:   # pyabf raises plain Exceptions for corrupt files
         raise ConfigError(f"cannot read ABF {path}: {exc}") from None
+    channels = list(getattr(abf, "channelList", [0]))
+    if channel not in channels:
+        raise ConfigError(f"data.channel = {channel}, but the ABF file {path} has "
+                          f"{len(channels)} channel{'s' if len(channels) != 1 else ''} "
+                          f"(0..{len(channels) - 1})", path=("data", "channel"))
     sweeps, times = [], None
     for k in abf.sweepList:
         abf.setSweep(k, channel=channel)

@@ -22,9 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from app.compute import philox
+from app.sims.common.progress import SetupProgress
 
 GA_STREAM = 1 << 32
 INIT_STREAM = 2 << 32
+INIT_BLOCK = 1 << 16    # individuals drawn at once (bounds the temporaries; progress between)
 
 
 def threshold(probability: float) -> int:
@@ -42,16 +44,21 @@ def draws_per_pair(n_params: int) -> int:
 
 
 def initial_population(seed: int, size: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Individuals uniform in their ranges: gene p of individual i is word p%4 of draw p//4."""
+    """Individuals uniform in their ranges: gene p of individual i is word p%4 of draw p//4
+    (drawn in blocks of individuals, with a progress line for millions of them)."""
     n_params = len(lower)
-    streams = np.uint64(INIT_STREAM) + np.arange(size, dtype=np.uint64)
     genes = np.empty((size, n_params))
-    for d in range((n_params + 3) // 4):
-        words = philox.draw(seed, streams, d)
-        for w in range(4):
-            p = 4 * d + w
-            if p < n_params:
-                genes[:, p] = lower[p] + philox.to_unit_float64(words[w]) * (upper[p] - lower[p])
+    report = SetupProgress(f"drawing {size:,} initial individuals", size)
+    for lo in range(0, size, INIT_BLOCK):
+        hi = min(size, lo + INIT_BLOCK)
+        streams = np.uint64(INIT_STREAM) + np.arange(lo, hi, dtype=np.uint64)
+        for d in range((n_params + 3) // 4):
+            words = philox.draw(seed, streams, d)
+            for w in range(4):
+                p = 4 * d + w
+                if p < n_params:
+                    genes[lo:hi, p] = lower[p] + philox.to_unit_float64(words[w]) * (upper[p] - lower[p])
+        report(hi)
     return genes
 
 

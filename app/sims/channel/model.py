@@ -5,7 +5,9 @@ other name is a helper rate (e.g. ``alpha``) that later rates may use. Rates are
 in mV. Both engines clamp every rate to [0, RATE_MAX]: a time constant shorter than 0.1 µs is
 instantaneous at any sampling interval we use, and the clamp keeps float32 finite. A rate that
 evaluates to NaN at v (a removable singularity such as the Hodgkin–Huxley ``x/(exp(x)-1)`` at
-x = 0) is evaluated at v + SINGULAR_DV instead.
+x = 0) is evaluated at v + SINGULAR_DV instead. A rate still NaN there, or infinite, makes that
+parameter set an invalid individual (its Q holds NaN, its χ² is the failure score); a rate
+NaN for every parameter set at some voltage is a model error (:func:`undefined_rate`).
 """
 
 from __future__ import annotations
@@ -73,31 +75,37 @@ class ChannelModel:
     def n_params(self) -> int:
         return len(self.param_names)
 
-    def rate_values(self, params: np.ndarray, v: float) -> dict[str, np.ndarray]:
-        """All rates (pop,) for parameter rows ``params`` (pop, P) at voltage ``v``."""
+    def rate_values(self, params: np.ndarray, v: float | np.ndarray) -> dict[str, np.ndarray]:
+        """All rates for parameter rows ``params`` (pop, P) at voltage ``v``: (pop,) for a
+        number, (nv, pop) for an array of voltages (nv,). A rate that is NaN or infinite
+        after the singular-point shift is NaN: the individual scores as failed."""
         out = self._rates(params, v)
-        bad = [np.isnan(r) for r in out.values()]
-        if any(b.any() for b in bad):
-            shifted = self._rates(params, v + SINGULAR_DV)
+        if any(np.isnan(r).any() for r in out.values()):
+            shifted = self._rates(params, np.asarray(v) + SINGULAR_DV)
             out = {k: np.where(np.isnan(r), shifted[k], r) for k, r in out.items()}
-        return {k: np.fmin(np.fmax(r, 0.0), RATE_MAX) for k, r in out.items()}
+        return {k: np.where(np.isfinite(r), np.clip(r, 0.0, RATE_MAX), np.nan) for k, r in out.items()}
 
-    def _rates(self, params: np.ndarray, v: float) -> dict[str, np.ndarray]:
+    def _rates(self, params: np.ndarray, v: float | np.ndarray) -> dict[str, np.ndarray]:
+        many = np.ndim(v) > 0
+        shape = (np.size(v), params.shape[0]) if many else params.shape[:1]
         env: dict[str, np.ndarray] = {n: params[:, i] for i, n in enumerate(self.param_names)}
-        env["v"] = np.full(params.shape[0], float(v))
+        env["v"] = np.asarray(v, np.float64)[:, None] if many else np.full(params.shape[0], float(v))
         out = {}
-        for name, tree in self.rate_defs:
-            env[name] = np.broadcast_to(np.asarray(evaluate(tree, env), np.float64), params.shape[:1])
-            out[name] = env[name]
+        with np.errstate(all="ignore"):
+            for name, tree in self.rate_defs:
+                env[name] = np.broadcast_to(np.asarray(evaluate(tree, env), np.float64), shape)
+                out[name] = env[name]
         return out
 
-    def q_matrix(self, params: np.ndarray, v: float) -> np.ndarray:
-        """Generator Q (pop, N, N) with dP/dt = Q P (columns sum to zero)."""
+    def q_matrix(self, params: np.ndarray, v: float | np.ndarray) -> np.ndarray:
+        """Generator Q (pop, N, N) with dP/dt = Q P (columns sum to zero); (nv, pop, N, N)
+        for an array of voltages."""
         rates = self.rate_values(params, v)
-        q = np.zeros((params.shape[0], self.n_states, self.n_states))
+        shape = next(iter(rates.values())).shape
+        q = np.zeros(shape + (self.n_states, self.n_states))
         for i, j, name in self.transitions:
-            q[:, j, i] += rates[name]
-            q[:, i, i] -= rates[name]
+            q[..., j, i] += rates[name]
+            q[..., i, i] -= rates[name]
         return q
 
 
@@ -164,3 +172,17 @@ def compile_model(spec_: ChannelSpec, doc: Document | None = None, path: tuple =
         true_values=np.array([np.nan if p.value is None else p.value for p in spec_.parameters]),
         conductance=names.index(spec_.conductance), rate_defs=tuple(defs),
         transitions=tuple(transitions))
+
+
+def undefined_rate(model: ChannelModel, params: np.ndarray, voltages) -> tuple[str, float] | None:
+    """(rate name, v) of the first rate that is NaN (after the singular shift) or infinite at
+    ``v`` for every parameter row of ``params``: a model error, not a bad individual. None if
+    none is."""
+    for v in voltages:
+        with np.errstate(all="ignore"):
+            rates = model._rates(params, float(v))
+            shifted = model._rates(params, float(v) + SINGULAR_DV)
+        for name, r in rates.items():
+            if not np.isfinite(np.where(np.isnan(r), shifted[name], r)).any():
+                return name, float(v)
+    return None

@@ -1,4 +1,10 @@
-"""Channel fitting as a Simulation: one GA generation per slice, live convergence frames."""
+"""Channel fitting as a Simulation: one optimiser step per slice, live convergence frames.
+
+Phases, in order: ``search`` (a GA generation or a CMA-ES generation per slice on the run's
+engine), ``refine`` (Levenberg-Marquardt or Nelder-Mead iterations on the float64 engine),
+``uncertainty`` (Gauss-Newton intervals at the best point, one slice) and ``mcmc`` (adaptive
+Metropolis steps of many chains, scored in batches on the run's engine).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from app.sims.channel import optimizers
 from app.sims.channel.config import ChannelConfig, GASettings, load_config
+from app.sims.channel.cpu import BAD_SCORE
+from app.sims.channel.uncertainty import AdaptiveMetropolis, Intervals, gauss_newton_intervals
 from app.sims.channel.engine import CpuGA
 from app.sims.common.config import ConfigError, build, dump_yaml, parse_yaml
+from app.sims.common.engine import config_from_state, config_state, engine_part, engine_state, make_engine
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 
@@ -32,7 +42,16 @@ class ChannelFrame(Frame):
     offsets: np.ndarray = None             # (sweeps + 1,) sweep boundaries in the flat vectors
     sweep_labels: tuple[str, ...] = ()
     evaluations_per_second: float = 0.0
+    phase: str = "search"
+    history_phase: np.ndarray = None       # (g,) index into PHASES of each history entry
+    weights: np.ndarray = None             # (n_points,) or None (all 1)
+    intervals: Intervals | None = None
+    posterior_samples: np.ndarray = None   # (k, P) thinned MCMC samples for the corner plot
 
+
+PHASES = ("ga", "cmaes", "lm", "nelder-mead", "mcmc")
+STALL_TOLERANCE = 1e-6       # relative improvement that counts for fit.stall
+MAX_POSTERIOR_ROWS = 200_000   # MCMC states kept in results.npz (thinned beyond)
 
 class ChannelSimulation(Simulation):
     """GA fit of a Markov channel model on the CPU or CUDA engine."""
@@ -42,76 +61,189 @@ class ChannelSimulation(Simulation):
     def __init__(self, cfg: ChannelConfig, backend: str):
         self.cfg, self.backend = cfg, backend
         self.model = cfg.model_()
-        self.protocol = cfg.protocol()
-        self.target = cfg.target(self.model, self.protocol)
+        fit = cfg.fit_data(self.model)
+        self.protocol, self.target, self.weights, self.notes = fit.protocol, fit.target, fit.weights, fit.notes
         self.times = np.concatenate([s.times() for s in self.protocol.sweeps])
         self.settings: GASettings = cfg.ga
+        self.box = optimizers.Box(self.model.lower, self.model.upper)
         start = time.perf_counter()
-        args = (self.model, self.protocol, self.target, cfg.ga.population, cfg.ga.seed)
-        if backend == "cuda":
-            from app.sims.channel.cuda import CudaGA
-            self.engine = CudaGA(*args)
-        elif backend == "cpu-reference":
-            self.engine = CpuGA(*args)
-        else:
-            from app.sims.channel.compiled import CompiledGA
-            self.engine = CompiledGA(*args)
+        size = cfg.ga.population
+        args = (self.model, self.protocol, self.target, size, cfg.ga.seed, self.weights)
+        self.engine = make_engine("channel", backend, *args)
+        self._exact = None
         # first-use compile (or cache load) of the compiled CPU engine, for the status and summary
-        self.compile_seconds = getattr(self.engine, "compile_seconds", 0.0)
+        self.compile_seconds = self.engine.compile_seconds
         self.setup_seconds = time.perf_counter() - start
         self.generation = 0
+        self.phase = "search"
         self.best_history: list[float] = []
         self.median_history: list[float] = []
         self.wall_history: list[float] = []
         self.param_history: list[np.ndarray] = []
+        self.phase_history: list[int] = []
         self.wall = 0.0
         self.evaluations = 0
         self.best_index = 0
+        self.best_chi2_seen = np.inf
         self.best_params = np.full(self.model.n_params, np.nan)
         self.best_traces = np.zeros_like(self.target)
-        self._score()
+        self.search = None
+        self.refiner = None
+        self.refine_steps = 0
+        self.intervals: Intervals | None = None
+        self.mcmc: AdaptiveMetropolis | None = None
+        if cfg.fit.optimizer == "cmaes":
+            self.search = optimizers.CmaesSearch(self.box, self.engine.evaluate_params, size,
+                                                 cfg.ga.seed, cfg.fit.sigma)
+            start = time.perf_counter()
+            self.search.step()           # generation 0 scored, as the GA's initial population
+            self.wall += time.perf_counter() - start
+            self._record(self.search.best_params, self.search.best, self.search.median, "cmaes",
+                         self.search.evaluations)
+        else:
+            self._score()
+
+    @property
+    def exact(self):
+        """The engine the refinement and the intervals use: float64 on the CPU (built on
+        first use: a GA-only CUDA run never needs it)."""
+        if self._exact is None:
+            if isinstance(self.engine, CpuGA):
+                self._exact = self.engine
+            else:
+                from app.sims.channel.compiled import CompiledGA
+                self._exact = CompiledGA(self.model, self.protocol, self.target, 2, self.cfg.ga.seed,
+                                         self.weights)
+        return self._exact
 
     @classmethod
     def from_config(cls, cfg: ChannelConfig, backend: str) -> "ChannelSimulation":
         return cls(cfg, backend)
 
-    # ---- the GA loop -------------------------------------------------------------------
+    # ---- the optimiser loop ----------------------------------------------------------------
     @property
     def best_chi2(self) -> float:
-        return self.best_history[-1] if self.best_history else np.inf
+        return self.best_chi2_seen
 
     @property
     def finished(self) -> bool:
-        return (self.generation >= self.settings.generations
-                or (self.best_history and self.best_chi2 <= self.settings.chi2_threshold))
+        return self.phase == "done"
+
+    def _search_done(self) -> bool:
+        stall = self.cfg.fit.stall
+        stalled = (self.search is not None and stall > 0 and len(self.best_history) > stall
+                   and self.best_history[-stall - 1] - self.best_chi2 <= STALL_TOLERANCE * self.best_chi2)
+        return (stalled or self.generation >= self.settings.generations
+                or (bool(self.best_history) and self.best_chi2 <= self.settings.chi2_threshold))
+
+    def _record(self, params: np.ndarray, best: float, median: float, phase: str, evaluations: int) -> None:
+        """Append one history entry; the best fit's traces when a better point was found."""
+        self.evaluations += evaluations
+        if best < self.best_chi2_seen or not np.isfinite(self.best_params).all():
+            if not np.array_equal(params, self.best_params):
+                self.best_params = np.array(params, float)
+                self.best_traces = self.engine.simulate(self.best_params[None])[0]
+            self.best_chi2_seen = min(best, self.best_chi2_seen)
+        self.best_history.append(self.best_chi2_seen)
+        self.median_history.append(median)
+        self.wall_history.append(self.wall)
+        self.param_history.append(self.box.unit(self.best_params))
+        self.phase_history.append(PHASES.index(phase))
 
     def _score(self) -> None:
-        """Evaluate, then record the best, the median and (when it changed) the best fit."""
+        """Evaluate the GA population, then record the best, the median and the best fit."""
         start = time.perf_counter()
         scores = self.engine.evaluate()
-        self.evaluations += len(scores)
         self.best_index = int(np.argmin(scores))
         best = float(scores[self.best_index])
         params = self.engine.individual(self.best_index)
-        if not np.array_equal(params, self.best_params):
-            self.best_params = params
-            self.best_traces = self.engine.traces(self.best_index)
-        self.best_history.append(best)
-        self.median_history.append(self.engine.median())
+        median = self.engine.median()
         self.wall += time.perf_counter() - start
-        self.wall_history.append(self.wall)
-        self.param_history.append((params - self.model.lower) / (self.model.upper - self.model.lower))
+        self._record(params, best, median, "ga", len(scores))
 
     def advance(self) -> ChannelFrame:
-        if not self.finished:
-            start = time.perf_counter()
-            s = self.settings
-            self.engine.breed(self.generation, self.best_index, s.crossover, s.mutation,
-                              s.creep, s.creep_fraction)
-            self.wall += time.perf_counter() - start
+        if self.finished:
+            return self.frame()
+        start = time.perf_counter()
+        if self.phase == "search" and self._search_done():
+            self._next_phase()
+        elif self.phase == "search":
             self.generation += 1
-            self._score()
+            if self.search is None:
+                s = self.settings
+                self.engine.advance(self.generation - 1, self.best_index, s.crossover, s.mutation,
+                                  s.creep, s.creep_fraction)
+                self.wall += time.perf_counter() - start
+                self._score()
+                return self.frame()
+            before = self.search.evaluations
+            self.search.step()
+            self.wall += time.perf_counter() - start
+            self._record(self.search.best_params, self.search.best, self.search.median, "cmaes",
+                         self.search.evaluations - before)
+            return self.frame()
+        elif self.phase == "refine":
+            before = self.refiner.evaluations
+            self.refiner.step()
+            self.refine_steps += 1
+            self.wall += time.perf_counter() - start
+            self._record(self.refiner.best_params, self.refiner.best, self.refiner.median,
+                         self.cfg.fit.refine, self.refiner.evaluations - before)
+            if self.refiner.converged or self.refine_steps >= self.cfg.fit.refine_iterations:
+                self._next_phase()
+            return self.frame()
+        elif self.phase == "uncertainty":
+            self.intervals = self.compute_intervals()
+            self._next_phase()
+        elif self.phase == "mcmc":
+            before = self.mcmc.evaluations
+            self.mcmc.step()
+            self.wall += time.perf_counter() - start
+            self._record(self.best_params, self.best_chi2, float("nan"), "mcmc", self.mcmc.evaluations - before)
+            if len(self.mcmc.samples) > self.cfg.fit.mcmc_steps:
+                self._next_phase()
+            return self.frame()
+        self.wall += time.perf_counter() - start
         return self.frame()
+
+    def _next_phase(self) -> None:
+        order = ["search", "refine", "uncertainty", "mcmc", "done"]
+        fit = self.cfg.fit
+        wanted = {"search": True, "refine": fit.refine != "none",
+                  "uncertainty": fit.uncertainty or fit.mcmc_chains > 0, "mcmc": fit.mcmc_chains > 0,
+                  "done": True}
+        k = order.index(self.phase) + 1
+        while not wanted[order[k]]:
+            k += 1
+        self.phase = order[k]
+        if self.phase == "refine":
+            self.refiner = self.make_refiner(fit.refine, self.best_params)
+        elif self.phase == "mcmc":
+            if self.intervals is None:
+                self.intervals = self.compute_intervals()
+            self.mcmc = AdaptiveMetropolis(
+                self.engine.evaluate_params, self.model.lower, self.model.upper, self.best_chi2,
+                self._points(), self.best_params, self.intervals.covariance, fit.mcmc_chains,
+                self.cfg.ga.seed)
+
+    def make_refiner(self, kind: str, start: np.ndarray):
+        if kind == "lm":
+            return optimizers.LevenbergMarquardt(self.box, self.exact.simulate, self.target,
+                                                 self.weights, start)
+        return optimizers.NelderMead(self.box, self.exact.evaluate_params, start)
+
+    def _points(self) -> int:
+        return int(self.protocol.n_points if self.weights is None else np.count_nonzero(self.weights))
+
+    def compute_intervals(self) -> Intervals:
+        """Gauss-Newton intervals at the best point, on the float64 engine."""
+        lm = optimizers.LevenbergMarquardt(self.box, self.exact.simulate, self.target, self.weights,
+                                           self.best_params)
+        jacobian = lm.jacobian(lm.u) / self.box.width[None, :]
+        self.evaluations += lm.evaluations
+        total = float(self.protocol.n_points if self.weights is None else self.weights.sum())
+        return gauss_newton_intervals(self.model.param_names, self.best_params, jacobian, lm.residual,
+                                      self._points(), total)
 
     def _compile_note(self) -> str:
         """The compiled engine's first-use compile (or cache load) time for the status bar."""
@@ -119,13 +251,42 @@ class ChannelSimulation(Simulation):
             return ""
         return f", compiled engine ready in {self.compile_seconds:.1f} s (compile or cache load)"
 
+    def _progress(self) -> float:
+        if self.finished:
+            return 1.0
+        search = min(self.generation / self.settings.generations, 1.0)
+        if self.phase == "search":
+            return 0.9 * search
+        if self.phase == "mcmc":
+            return 0.9 + 0.1 * len(self.mcmc.samples) / (self.cfg.fit.mcmc_steps + 1)
+        return 0.9
+
+    def _status(self) -> str:
+        if self.phase == "search":
+            name = "CMA-ES" if self.search is not None else "GA"
+            return f"{name} generation {self.generation}, best chi2 {self.best_chi2:.4g}"
+        if self.phase == "refine":
+            return f"{self.cfg.fit.refine} iteration {self.refine_steps}, chi2 {self.best_chi2:.6g}"
+        if self.phase == "mcmc":
+            return (f"MCMC step {len(self.mcmc.samples) - 1} of {self.cfg.fit.mcmc_steps}, "
+                    f"acceptance {self.mcmc.acceptance:.2f}")
+        return f"done: chi2 {self.best_chi2:.6g}" + (
+            f"; {len(self.intervals.warnings)} identifiability warning(s)" if self.intervals and self.intervals.warnings else "")
+
+    def posterior_samples(self, limit: int = MAX_POSTERIOR_ROWS) -> np.ndarray | None:
+        """The second half of every MCMC chain, thinned to at most ``limit`` rows (k, P)."""
+        if self.mcmc is None:
+            return None
+        kept = np.concatenate(self.mcmc.samples[len(self.mcmc.samples) // 2:])
+        return kept[::max(1, len(kept) // limit)]
+
     def frame(self) -> ChannelFrame:
         rate = self.evaluations / self.wall if self.wall else 0.0
         return ChannelFrame(
-            progress=min(self.generation / self.settings.generations, 1.0), done=bool(self.finished),
+            progress=self._progress(), done=bool(self.finished),
             wall_seconds=self.wall, throughput=rate,
             throughput_unit="evaluations/s",
-            status=f"generation {self.generation}, best chi2 {self.best_chi2:.4g}" + self._compile_note(),
+            status=self._status() + self._compile_note(),
             generation=self.generation, param_names=self.model.param_names,
             history_best=freeze(np.array(self.best_history)),
             history_median=freeze(np.array(self.median_history)),
@@ -135,7 +296,10 @@ class ChannelSimulation(Simulation):
             best_traces=freeze(self.best_traces), target=freeze(self.target), times=freeze(self.times),
             offsets=freeze(self.protocol.offsets()),
             sweep_labels=tuple(s.label for s in self.protocol.sweeps),
-            evaluations_per_second=rate)
+            evaluations_per_second=rate, phase=self.phase,
+            history_phase=freeze(np.array(self.phase_history, np.int64)),
+            weights=None if self.weights is None else freeze(self.weights), intervals=self.intervals,
+            posterior_samples=freeze(self.posterior_samples(5000)) if self.mcmc is not None else None)
 
     def update(self, changes: Mapping[str, Any]) -> None:
         """GA settings (crossover, mutation, chi2_threshold, generations) between generations."""
@@ -149,24 +313,44 @@ class ChannelSimulation(Simulation):
 
     # ---- checkpoint and results -----------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "generation": np.int64(self.generation),
-                "population": self.engine.get_population(), "best_history": np.array(self.best_history),
+        """The GA population continues exactly; CMA-ES, a refinement or MCMC restart from the
+        best point (their internal state is not saved)."""
+        return {**config_state(self.cfg), **engine_state(self.engine), "generation": np.int64(self.generation),
+                "best_history": np.array(self.best_history),
                 "median_history": np.array(self.median_history), "wall_history": np.array(self.wall_history),
                 "param_history": np.array(self.param_history), "wall": np.float64(self.wall),
+                "phase_history": np.array(self.phase_history, np.int64), "phase": np.array(self.phase),
+                "best_params": self.best_params, "best_chi2": np.float64(self.best_chi2),
                 "evaluations": np.int64(self.evaluations)}
 
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str) -> "ChannelSimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+        cfg = config_from_state(state, load_config)
         sim = cls(cfg, backend)
-        sim.engine.set_population(state["population"])
+        phase = str(state.get("phase", "search"))
+        sim.engine.restore(engine_part(state))
         sim.generation = int(state["generation"])
         sim.wall, sim.evaluations = float(state["wall"]), int(state["evaluations"])
-        sim.best_history = list(state["best_history"][:-1])
-        sim.median_history = list(state["median_history"][:-1])
-        sim.wall_history = list(state["wall_history"][:-1])
-        sim.param_history = list(state["param_history"][:-1])
-        sim._score()    # the restored population's scores (identical to the saved last entry)
+        keep = -1 if phase == "search" and sim.search is None else len(state["best_history"])
+        sim.best_history = list(state["best_history"][:keep])
+        sim.median_history = list(state["median_history"][:keep])
+        sim.wall_history = list(state["wall_history"][:keep])
+        sim.param_history = list(state["param_history"][:keep])
+        sim.phase_history = list(state.get("phase_history", np.zeros(len(state["best_history"]), int))[:keep])
+        if phase == "search" and sim.search is None:
+            sim.best_chi2_seen = min(sim.best_history, default=np.inf)
+            sim._score()    # the restored population's scores (identical to the saved last entry)
+            return sim
+        sim.best_params = np.array(state["best_params"], float)
+        sim.best_chi2_seen = float(state["best_chi2"])
+        sim.best_traces = sim.engine.simulate(sim.best_params[None])[0]
+        if phase == "search":
+            sim.search = optimizers.CmaesSearch(sim.box, sim.engine.evaluate_params, cfg.ga.population,
+                                                cfg.ga.seed + sim.generation, cfg.fit.sigma, sim.best_params)
+        else:
+            sim.phase = "search"
+            while sim.phase != phase and not sim.finished:
+                sim._next_phase()
         return sim
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -174,18 +358,38 @@ class ChannelSimulation(Simulation):
                   "history_median_chi2": np.array(self.median_history),
                   "history_wall_seconds": np.array(self.wall_history),
                   "history_params": np.array(self.param_history),
+                  "history_phase": np.array(self.phase_history, np.int64), "phase_names": np.array(PHASES),
+                  "best_params": self.best_params,
                   "best_traces": self.best_traces, "target": self.target, "times": self.times,
-                  "sweep_offsets": self.protocol.offsets(), "param_names": np.array(self.model.param_names)}
+                  "sweep_offsets": self.protocol.offsets(), "param_names": np.array(self.model.param_names),
+                  "sweep_labels": np.array([s.label for s in self.protocol.sweeps])}
+        if self.weights is not None:
+            arrays["weights"] = self.weights
         summary = {
             "best_params": dict(zip(self.model.param_names, map(float, self.best_params))),
             "best_chi2": self.best_chi2, "generations": self.generation,
+            "optimizer": self.cfg.fit.optimizer, "refine": self.cfg.fit.refine,
+            "refine_iterations": self.refine_steps,
             "population": self.settings.population, "evaluations": self.evaluations,
             "evaluations_per_second": self.evaluations / self.wall if self.wall else 0.0,
             "wall_seconds": self.wall, "setup_seconds": self.setup_seconds,
             "compile_seconds": self.compile_seconds,
             "data_points": int(self.protocol.n_points), "backend": self.backend,
-            "reached_threshold": bool(self.best_chi2 <= self.settings.chi2_threshold),
+            "reached_threshold": bool(self.best_chi2 <= self.settings.chi2_threshold), **self.notes,
         }
+        if self.intervals is not None:
+            iv = self.intervals
+            arrays.update({"ci_sd": iv.sd, "ci_lower": iv.lower, "ci_upper": iv.upper,
+                           "correlation": iv.correlation, "covariance": iv.covariance})
+            summary["intervals"] = iv.summary()
+        if self.mcmc is not None:
+            arrays["posterior_samples"] = self.posterior_samples()
+            summary["posterior"] = self.mcmc.posterior(self.model.param_names)
+            summary["mcmc_acceptance"] = self.mcmc.acceptance
+        if not self.best_chi2 < BAD_SCORE:           # never a valid individual: not a fit
+            summary["stopped"] = {"generation": self.generation,
+                                  "reason": "every parameter set evaluated was invalid (a rate NaN or "
+                                            "infinite, or the simulation failed): no fit"}
         true = self.model.true_values
         if self.cfg.data.source == "surrogate" and not np.isnan(true).any():
             summary["relative_error"] = dict(zip(self.model.param_names,
@@ -194,6 +398,8 @@ class ChannelSimulation(Simulation):
 
     def close(self) -> None:
         self.engine.close()
+        if self._exact is not None and self._exact is not self.engine:
+            self._exact.close()
 
 
 def _plain(settings: GASettings) -> dict:

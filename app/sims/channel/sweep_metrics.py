@@ -22,3 +22,12 @@ def relative_error(arrays, summary, options) -> dict[str, float]:
 
 
 METRICS = {"chi2": chi2, "parameters": parameters, "relative_error": relative_error}
+
+
+def uncertainty(arrays, summary, options) -> dict[str, float]:
+    """Gauss-Newton standard deviation of each parameter (runs with intervals on)."""
+    params = summary.get("intervals", {}).get("parameters", {})
+    return {f"sd_{k}": float(v["sd"]) for k, v in params.items()}
+
+
+METRICS["uncertainty"] = uncertainty

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -39,9 +40,10 @@ class ConfigError(ValueError):
 
 
 def spec(range: tuple[float, float] | None = None, choices: tuple | None = None,
-         doc: str = "") -> dict:
-    """Field metadata: an inclusive numeric ``range``, allowed ``choices`` and a ``doc`` line."""
-    return {"range": range, "choices": choices, "doc": doc}
+         doc: str = "", unit: str = "") -> dict:
+    """Field metadata: an inclusive numeric ``range``, allowed ``choices``, a ``doc`` line and
+    the ``unit`` (the GUI builds its controls and tooltips from these)."""
+    return {"range": range, "choices": choices, "doc": doc, "unit": unit}
 
 
 @dataclasses.dataclass
@@ -65,6 +67,8 @@ MAX_CONFIG_BYTES = 8 << 20        # a run config is text a person writes; data f
 MAX_CONFIG_VALUES = 1_000_000     # values after YAML aliases are expanded (a "billion laughs" stops here)
 MAX_CONFIG_DEPTH = 200            # nesting of mappings and lists
 INT64_MAX = 2**63 - 1
+_COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml where built: 4x faster
+_YAML11_EXPONENT = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+")   # 1e-3: text to YAML 1.1
 
 
 def parse_yaml(text: str, source: str | None = None) -> Document:
@@ -77,7 +81,7 @@ def parse_yaml(text: str, source: str | None = None) -> Document:
         raise ConfigError(f"the config is {len(text):,} characters; the limit is {MAX_CONFIG_BYTES:,} "
                           "(large data belongs in a data file the config names)", source)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_COMPOSER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -86,6 +90,11 @@ def parse_yaml(text: str, source: str | None = None) -> Document:
     except RecursionError:
         raise ConfigError(f"the YAML is nested too deeply (the limit is {MAX_CONFIG_DEPTH} levels)",
                           source) from None
+    if node is not None:
+        size = _expanded_size(node)
+        if size > MAX_CONFIG_VALUES:
+            raise ConfigError(f"the config expands to more than {MAX_CONFIG_VALUES:,} values "
+                              f"({size:,.3g} through YAML aliases)", source, node.start_mark.line + 1)
     marks: Marks = {}
     budget = [MAX_CONFIG_VALUES]
     data = _to_python(node, (), marks, source, budget) if node is not None else None
@@ -98,11 +107,18 @@ def load_yaml(path: str | Path) -> Document:
     try:
         if path.is_dir():
             raise ConfigError("this is a folder, not a config file", str(path))
+        if path.exists() and not path.is_file():     # a device (/dev/zero), a pipe, a socket
+            raise ConfigError("not a regular file (a device or a pipe?); a run config is a "
+                              "YAML text file", str(path))
         size = path.stat().st_size
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(f"the file is {size:,} bytes; a run config may have at most "
                               f"{MAX_CONFIG_BYTES:,}", str(path))
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:                  # bounded even if the file grows meanwhile
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"the file has more than {MAX_CONFIG_BYTES:,} bytes; a run config "
+                              "may have at most that", str(path))
     except OSError as exc:
         raise ConfigError(f"cannot read file: {exc.strerror}", str(path)) from None
     try:
@@ -114,6 +130,25 @@ def load_yaml(path: str | Path) -> Document:
     if "\x00" in text:
         raise ConfigError("this is a binary file, not a YAML run config", str(path))
     return parse_yaml(text, str(path))
+
+
+def _expanded_size(root: yaml.Node) -> float:
+    """Values the node graph holds once aliases are expanded, counted without expanding them
+    (each distinct node once, children first; a float, so a bomb's count cannot overflow)."""
+    size: dict[int, float] = {}
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        kids = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if children_done or not kids:
+            size[id(node)] = 1.0 + sum(size[id(k)] for k in kids)
+        else:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+    return size[id(root)]
 
 
 def _to_python(node: yaml.Node, path: tuple, marks: Marks, source: str | None,
@@ -143,15 +178,27 @@ def _to_python(node: yaml.Node, path: tuple, marks: Marks, source: str | None,
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(v, path + (i,), marks, source, budget) for i, v in enumerate(node.value)]
-    loader = yaml.SafeLoader("")
     try:
-        return loader.construct_object(node)
+        return _SCALARS.construct_scalar_value(node)
     except yaml.YAMLError as exc:      # e.g. !!python/name: tags, which the safe loader refuses
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"not a plain YAML value: {problem}", source,
                           node.start_mark.line + 1, path) from None
-    finally:
-        loader.dispose()
+
+
+class _ScalarConstructor(yaml.constructor.SafeConstructor):
+    """The safe loader's scalar rules (ints, floats, booleans, null, timestamps), one instance
+    for all scalars (a loader per scalar made large configs slow); nothing is cached."""
+
+    def construct_scalar_value(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return self.construct_object(node, deep=True)
+        finally:
+            self.constructed_objects.clear()
+            self.recursive_objects.clear()
+
+
+_SCALARS = _ScalarConstructor()
 
 
 def build(cls: type, data: Any, doc: Document, path: tuple = ()) -> Any:
@@ -196,7 +243,7 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
             except ConfigError as exc:
                 errors.append(exc.message)
         raise doc.error(" or ".join(errors), path)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, doc, path)
     if origin in (list, tuple):
         if not isinstance(value, list):
@@ -225,7 +272,14 @@ def convert(tp: Any, value: Any, doc: Document, path: tuple, meta: Mapping | Non
             raise doc.error(f"{value:.3g} does not fit a 64-bit integer", path)
     elif tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise doc.error(f"expected a number, got {_kind(value)}", path)
+            hint = ""
+            if isinstance(value, str) and _YAML11_EXPONENT.fullmatch(value.strip()):
+                mantissa, _, exponent = value.strip().lower().partition("e")
+                mantissa = mantissa if "." in mantissa else mantissa + ".0"
+                exponent = exponent if exponent[:1] in "+-" else "+" + exponent
+                hint = (f" (YAML reads {value.strip()} as text: a number with an exponent needs a "
+                        f"decimal point and a signed exponent, write {mantissa}e{exponent})")
+            raise doc.error(f"expected a number, got {_kind(value)}{hint}", path)
         try:
             value = float(value)
         except OverflowError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -11,12 +12,16 @@ import numpy as np
 
 from app.fileio import atomic_write_bytes
 
-__all__ = ["atomic_write_bytes", "save_csv", "save_json", "save_npz", "save_text"]
+__all__ = ["RunFolder", "atomic_write_bytes", "save_csv", "save_json", "save_npz", "save_text"]
+
+#: files a run writes into its folder (all replaced together; MANIFEST last)
+RUN_FILES = ("config.yaml", "results.npz", "summary.json", "plot.png")
+MANIFEST = "manifest.json"
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, Any]) -> Path:
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
     return atomic_write_bytes(path, buf.getvalue())
 
 
@@ -67,3 +72,73 @@ def check_output_dir(out: str | Path, what: str = "--out") -> Path:
     except OSError as exc:
         raise ConfigError(f"cannot write results to {what} {path}: {exc.strerror or exc}") from None
     return path
+
+
+class RunFolder:
+    """A run's result files written as one unit.
+
+    Files are written into a staging folder ``OUT/.run-PID-XXXX.tmp``; on success the old
+    ``manifest.json`` goes first, every file of an earlier run this one does not write again
+    is removed, the new files are renamed into ``OUT`` and ``manifest.json`` (run id, file
+    names, sizes) is written last. A folder with no manifest is one a run was interrupted
+    in; what a killed run left (staging folders, temporary files of a dead process) is
+    removed by the next run into the same folder. A new ``config.yaml`` therefore never sits
+    next to an old ``results.npz``.
+    """
+
+    def __init__(self, out: str | Path):
+        import tempfile
+        import uuid
+
+        from app.fileio import stale_temporaries
+
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        for old in stale_temporaries(self.out):
+            _remove(old)
+        self.run_id = uuid.uuid4().hex
+        self.stage = Path(tempfile.mkdtemp(prefix=f".run-{os.getpid()}-", suffix=".tmp", dir=self.out))
+        self.files: list[str] = []
+
+    def path(self, name: str) -> Path:
+        self.files.append(name)
+        return self.stage / name
+
+    def save_text(self, name: str, text: str) -> None:
+        save_text(self.path(name), text)
+
+    def save_npz(self, name: str, arrays: Mapping[str, Any]) -> None:
+        save_npz(self.path(name), arrays)
+
+    def save_json(self, name: str, values: Mapping[str, Any]) -> None:
+        save_json(self.path(name), values)
+
+    def commit(self) -> None:
+        names = sorted({p.name for p in self.stage.iterdir() if p.is_file() and not p.name.startswith(".")})
+        (self.out / MANIFEST).unlink(missing_ok=True)
+        for old in RUN_FILES:
+            if old not in names:
+                (self.out / old).unlink(missing_ok=True)
+        for name in names:
+            os.replace(self.stage / name, self.out / name)
+        manifest = {"run_id": self.run_id, "files": {n: (self.out / n).stat().st_size for n in names}}
+        save_json(self.out / MANIFEST, manifest)
+
+    def __enter__(self) -> "RunFolder":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        try:
+            if kind is None:
+                self.commit()
+        finally:
+            _remove(self.stage)
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

@@ -8,6 +8,8 @@ stop and parameter changes are thread-safe requests applied between slices.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import threading
 import time
@@ -17,8 +19,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from app.compute.device import backend_context
+from app.sims.common.checkpoint import check_target, read_checkpoint, write_checkpoint
 from app.sims.common.config import dump_yaml
-from app.sims.common.output import save_json, save_npz, save_text
+from app.sims.common.output import RunFolder
 from app.sims.common.simulation import Domain, Frame, Simulation
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,7 @@ class Session:
         self._lock = threading.Lock()
         self._changes: dict[str, Any] = {}
         self._actions: list[Callable[[Simulation], None]] = []
+        self._pause_when: Callable[[Frame], bool] | None = None
         self.last_frame: Frame | None = None
         self.arrays: dict[str, np.ndarray] = {}
         self.summary: dict[str, Any] = {}
@@ -66,6 +70,12 @@ class Session:
         """True while the owning thread is parked by a pause (no slice in flight)."""
         return self._holding.is_set()
 
+    def pause_when(self, condition: Callable[[Frame], bool] | None) -> None:
+        """Pause by itself after a frame for which ``condition(frame)`` holds (checked in the
+        owning thread, so no further slice runs first); None: never."""
+        with self._lock:
+            self._pause_when = condition
+
     def request_update(self, changes: Mapping[str, Any]) -> None:
         """Parameter changes, applied before the next slice."""
         with self._lock:
@@ -81,6 +91,8 @@ class Session:
         """Build and advance the simulation until it finishes or is stopped; return the last frame."""
         module = self.domain.load()
         with backend_context(self.backend, self.device_index):
+            if self.cfg is not None:
+                preflight(self.domain, self.cfg, self.backend)
             if self._checkpoint is not None:
                 sim = module.Simulation.restore(self._checkpoint, self.backend)
             else:
@@ -98,6 +110,10 @@ class Session:
                     frame = sim.advance()
                     self.last_frame = frame
                     self.on_frame(frame)
+                    with self._lock:
+                        condition = self._pause_when
+                    if condition is not None and not frame.done and condition(frame):
+                        self.pause()
                 self._apply_requests(sim)
                 self.arrays, self.summary = sim.results()
             except Exception as exc:          # keep what the run had, then report the failure
@@ -122,41 +138,70 @@ class Session:
             action(sim)
 
 
+def preflight(domain: Domain, cfg: Any, backend: str) -> None:
+    """Checks before anything is allocated: the memory the run needs (``estimate_memory`` of
+    the module that defines the config class) against what is free, then that module's
+    ``check_before_run`` (integer ranges, checkpoint files); a domain may define neither.
+    Raises ConfigError."""
+    from app.sims.common.memory import check_fits
+
+    config = importlib.import_module(type(cfg).__module__)
+    estimate = getattr(config, "estimate_memory", None)
+    if estimate is not None:
+        check_fits(estimate(cfg, backend), backend, f"this {domain.name} run")
+    target = getattr(getattr(cfg, "run", None), "checkpoint", "")
+    if target:
+        check_target(target)
+    check = getattr(config, "check_before_run", None)
+    if check is not None:
+        check(cfg, backend)
+
+
 def write_run_outputs(out_dir: str | Path, cfg: Any, arrays: Mapping[str, np.ndarray],
-                      summary: Mapping[str, Any]) -> Path:
-    """Write ``config.yaml``, ``results.npz`` and ``summary.json`` atomically into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    save_text(out / "config.yaml", dump_yaml(cfg))
-    save_npz(out / "results.npz", arrays)
-    save_json(out / "summary.json", summary)
-    return out
+                      summary: Mapping[str, Any],
+                      extra: Callable[[Path], None] | None = None) -> Path:
+    """Write ``config.yaml``, ``results.npz``, ``summary.json`` (and what ``extra`` writes into
+    the folder it is given) into ``out_dir`` as one unit: see :class:`RunFolder`."""
+    with RunFolder(out_dir) as folder:
+        folder.save_text("config.yaml", dump_yaml(cfg))
+        folder.save_npz("results.npz", arrays)
+        folder.save_json("summary.json", summary)
+        if extra is not None:
+            extra(folder.stage)
+    return Path(out_dir)
 
 
 def save_checkpoint(path: str | Path, sim: Simulation) -> Path:
-    """The simulation's state as one NPZ (config as YAML text inside), written atomically."""
-    state = dict(sim.state())
-    return save_npz(path, {k: np.asarray(v) for k, v in state.items()})
+    """The simulation's state as one NPZ (config as YAML text inside), written atomically, only
+    over a file that is one of our checkpoints."""
+    return write_checkpoint(path, sim.state(), sim.domain, compressed=True)
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+def load_checkpoint(path: str | Path, domain: str | None = None) -> dict[str, Any]:
+    """A checkpoint's arrays; CheckpointError (a ConfigError) naming the file and the reason."""
+    return read_checkpoint(path, domain)
 
 
 def run_headless(domain: Domain, cfg: Any, backend: str, out_dir: str | Path | None,
-                 progress: Callable[[Frame], None] | None = None) -> Session:
-    """The CLI path: run to the end on this thread and write the run's files."""
+                 progress: Callable[[Frame], None] | None = None,
+                 extra: Callable[[Session, Path], None] | None = None) -> Session:
+    """The CLI path: run to the end on this thread and write the run's files (``extra`` adds
+    files, e.g. the PNG, into the same unit)."""
     start = time.perf_counter()
     session = Session(domain, cfg, backend, on_frame=progress)
+
+    def write(out: str | Path) -> None:
+        more = None if extra is None else (lambda folder: extra(session, folder))
+        write_run_outputs(out, cfg, session.arrays, session.summary, more)
+
     try:
         session.run()
     except Exception:
         if out_dir is not None and session.summary:
-            write_run_outputs(out_dir, cfg, session.arrays, session.summary)
+            write(out_dir)
             log.warning("the run failed; what it had is in %s", out_dir)
         raise
     log.info("run finished in %.2f s", time.perf_counter() - start)
     if out_dir is not None:
-        write_run_outputs(out_dir, cfg, session.arrays, session.summary)
+        write(out_dir)
     return session

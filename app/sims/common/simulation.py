@@ -1,9 +1,9 @@
-"""The surface every domain exposes: ``Simulation``, ``Frame`` and the domain registry."""
+"""The surface every domain exposes: ``Simulation`` and ``Frame``; presets and run configs of
+the registered domains (:mod:`app.sims.common.registry`)."""
 
 from __future__ import annotations
 
 import abc
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
@@ -12,6 +12,10 @@ import numpy as np
 
 from app.package_data import data_dir
 from app.sims.common.config import ConfigError, load_yaml, parse_yaml
+from app.sims.common.registry import DOMAINS, Domain
+
+__all__ = ["DOMAINS", "Domain", "Frame", "Simulation", "default_preset", "find_preset", "freeze",
+           "load_run_config", "presets", "read_run_document", "resolve_config_path"]
 
 
 def freeze(array: np.ndarray) -> np.ndarray:
@@ -77,49 +81,13 @@ class Simulation(abc.ABC):
         """Free device memory; called in the owning thread."""
 
 
-@dataclass(frozen=True)
-class Domain:
-    """A registered domain: its name, label, modules and one-line description."""
-
-    name: str
-    label: str
-    module: str                   # module with ``Simulation``, ``Config`` and ``load_config``
-    description: str
-    bench: str | None = None      # module with ``run_bench(backend, out_dir) -> list[dict]``
-
-    def load(self):
-        return importlib.import_module(self.module)
-
-
-DOMAINS: dict[str, Domain] = {
-    d.name: d for d in [
-        Domain("channel", "Channel fitting", "app.sims.channel",
-               "Markov ion-channel models fitted to voltage-clamp traces by a GPU genetic "
-               "algorithm, with live convergence (Ben-Shalom et al. 2012).",
-               bench="app.sims.channel.bench"),
-        Domain("cardiac", "Cardiac tissue", "app.sims.cardiac",
-               "The Courtemanche atrial model on a 163,842-cell sphere and on 2D sheets, fixed "
-               "and adaptive Rush-Larsen solvers (Garcia-Molla et al. 2014).",
-               bench="app.sims.cardiac.bench"),
-        Domain("network", "Cultured network", "app.sims.network",
-               "A developing culture of leaky integrate-and-fire neurons with dynamic synapses "
-               "and activity-dependent neurite growth (UW Bothell).", bench="app.sims.network.bench"),
-        Domain("epidermis", "Epidermis 3D", "app.sims.epidermis",
-               "Subcellular-element cells with a Notch/Ovol gene network, growth, division and "
-               "stratification, in a 3D view (Christley et al. 2010).", bench="app.sims.epidermis.bench"),
-        Domain("ssa", "SSA histograms", "app.sims.ssa",
-               "Ensembles of Gillespie simulations, one realization per GPU thread, with live "
-               "histograms (Li & Petzold 2010).", bench="app.sims.ssa.bench"),
-    ]
-}
-
 RESOURCES = data_dir("resources")
 PRESETS = RESOURCES / "presets"
 
 
 def presets(domain: str) -> list[Path]:
-    """Shipped preset files of ``domain``, sorted by name."""
-    return sorted((PRESETS / domain).glob("*.yaml"))
+    """Shipped preset files of ``domain`` (its manifest's presets folder), sorted by name."""
+    return sorted(DOMAINS[domain].presets_dir.glob("*.yaml"))
 
 
 def default_preset(domain: str) -> Path:
@@ -148,12 +116,23 @@ def resolve_config_path(name: str | Path) -> Path:
     return find_preset(str(name)) or path
 
 
+def sbml_run_document(path: Path):
+    """An SBML model file opened as a run: an SSA config with default ensemble settings."""
+    import yaml
+
+    data = {"domain": "ssa", "name": path.stem, "sbml": str(path.expanduser().resolve())}
+    return parse_yaml(yaml.safe_dump(data, sort_keys=False), str(path))
+
+
 def read_run_document(path_or_text: str | Path, *, text: bool = False,
                       overrides: list[str] | None = None):
     """A run config file (or text) parsed as a mapping, with ``key=value`` overrides applied."""
     from app.sims.common.config import set_path
 
-    doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(resolve_config_path(path_or_text))
+    if not text and Path(str(path_or_text)).suffix.lower() in (".xml", ".sbml"):
+        doc = sbml_run_document(Path(path_or_text))
+    else:
+        doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(resolve_config_path(path_or_text))
     if not isinstance(doc.data, dict):
         raise doc.error("a run config is a mapping with a 'domain' key")
     for item in overrides or []:

@@ -12,7 +12,10 @@ the elements touch another cell, ~1.2 intercellular pairs per element):
   ``full_model_final.npz`` (positions, element cell, type, colour, centres, genes) so a
   picture can be rendered off the GPU machine;
 - a 100,000-cell movement model (steps per second);
-- a small case on the CPU engine.
+- on the CPU (``--backend cpu``): the compiled engine's 1,000-cell movement case on 1, 2, 4, ...
+  threads (300 steps after 20, from the unrelaxed lattice as the CUDA cases), its first-use
+  compile time (empty cache, fresh interpreter) and from the on-disk cache, the scaling;
+- a small case on the NumPy reference engine.
 
 Timing: each case is warmed up (module load and compile, first grid) by a few steps, then
 ``run(steps)`` is timed with CUDA events on the engine's stream (and a host clock around it,
@@ -68,6 +71,8 @@ FLOPS_CANDIDATE = 10
 FLOPS_PAIR = 30
 FULL_CELLS, FULL_RELAX = 100, 500     # the paper's Fig. 4 run
 TABLE3_PITCH = 7.0          # µm: a confluent monolayer (the config default)
+COMPILED_CELLS = 1000       # the issue-13 case of the compiled CPU engine (movement model)
+COMPILED_TARGET = 1000      # steps/s on the GPU host's 16 cores
 
 
 def config(cells: int, mode: str = "movement", boundary: str = "periodic",
@@ -83,23 +88,24 @@ def config(cells: int, mode: str = "movement", boundary: str = "periodic",
         run=dataclasses.replace(cfg.run, mode=mode, search=search, steps=steps, relax_steps=relax))
 
 
-def initial(cfg: EpidermisConfig, relax: bool = False) -> dict:
-    from app.sims.epidermis.cuda import CudaEngine
-
+def initial(cfg: EpidermisConfig, relax: bool = False, engine=None) -> dict:
+    """The Table 3 tissue: placed and typed, relaxed first on ``engine`` (CUDA) when asked."""
     if relax:
-        return model.initial_state(cfg, engine=CudaEngine)
+        if engine is None:
+            from app.sims.epidermis.cuda import CudaEngine as engine
+        return model.initial_state(cfg, engine=engine)
     return model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
 
 
 def _time_run(eng, steps: int) -> tuple[float, float]:
-    """(event seconds, host seconds) of eng.run(steps)."""
+    """(event seconds, host seconds) of eng.advance(steps)."""
     import pycuda.driver as cuda
 
     start, end = cuda.Event(), cuda.Event()
     eng.stream.synchronize()
     t0 = time.perf_counter()
     start.record(eng.stream)
-    eng.run(steps)
+    eng.advance(steps)
     end.record(eng.stream)
     end.synchronize()
     wall = time.perf_counter() - t0
@@ -108,7 +114,7 @@ def _time_run(eng, steps: int) -> tuple[float, float]:
 
 def pair_statistics(eng) -> dict:
     """Mean candidates examined and pairs within the cutoff per element (from the state)."""
-    st = eng.get_state()
+    st = eng.state()
     cfg = eng.cfg
     p, cell, _, _ = model.live_elements(st)
     _, S = eng.forces()
@@ -251,7 +257,7 @@ def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax:
     setup = time.perf_counter() - t0
     eng = CudaEngine(cfg, state)
     try:
-        eng.run(warmup)
+        eng.advance(warmup)
         gpu_s, wall = _time_run(eng, steps)
         st = eng.element_counts()
         s = eng.summary()
@@ -311,15 +317,73 @@ def cpu_case(cells: int, steps: int) -> dict:
 
     cfg = config(cells)
     eng = CpuEngine(cfg, model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height))
-    eng.run(2)
-    t0 = time.perf_counter()
-    eng.run(steps)
-    wall = time.perf_counter() - t0
+    eng.advance(2)
+    t0, c0 = time.perf_counter(), time.process_time()
+    eng.advance(steps)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     m = int(eng.element_counts().sum())
-    return {"case": f"movement {cells} cells (CPU engine)", "engine": "cpu", "mode": "movement",
+    return {"case": f"movement {cells} cells (NumPy reference)", "engine": "ref", "mode": "movement",
             "boundary": "periodic", "search": "cell_list", "cells": cells, "elements": m,
             "steps": steps, "wall_seconds": wall, "steps_per_second": steps / wall,
+            "cpu_seconds": cpu, "steps_per_cpu_second": steps / cpu,
             "us_per_step": wall / steps * 1e6, "element_steps_per_second": m * steps / wall}
+
+
+def compiled_case(cells: int, steps: int, threads: int, warmup: int = 20) -> dict:
+    """The compiled CPU engine on ``threads`` threads: movement model from the unrelaxed
+    lattice (as the CUDA cases), ``warmup`` steps, then ``steps`` timed."""
+    from app.sims.epidermis.compiled import CompiledEngine
+
+    cfg = config(cells, pitch=TABLE3_PITCH)
+    eng = CompiledEngine(cfg, initial(cfg, relax=False, engine=CompiledEngine))
+    eng.advance(warmup)
+    t0, c0 = time.perf_counter(), time.process_time()
+    eng.advance(steps)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    m = int(eng.element_counts().sum())
+    return {"case": f"movement {cells} cells (compiled CPU, {threads} thr)", "engine": "cpu",
+            "threads": threads, "mode": "movement", "boundary": "periodic", "search": "cell_list",
+            "cells": cells, "elements": m, "steps": steps, "wall_seconds": wall,
+            "cpu_seconds": cpu, "steps_per_cpu_second": steps / cpu,
+            "steps_per_second": steps / wall, "steps_per_second_per_thread": steps / wall / threads,
+            "us_per_step": wall / steps * 1e6, "element_steps_per_second": m * steps / wall}
+
+
+def compiled_cpu_rows(results: dict, quick: bool) -> None:
+    """The compiled engine on 1, 2, 4, ... threads (the 1,000-cell movement case), its compile
+    time (empty cache in a fresh interpreter, and from the on-disk cache) and the scaling."""
+    from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
+    from app.sims.epidermis.compiled import warm_up
+
+    results["compile"] = {"cold_seconds": cold_compile_seconds("app.sims.epidermis.compiled:warm_up"),
+                          "cached_seconds": warm_up()}
+    print(f"# compiled engine: first use {results['compile']['cold_seconds']:.1f} s (empty cache), "
+          f"{results['compile']['cached_seconds']:.2f} s from the on-disk cache", flush=True)
+    rates = {}
+    for n in thread_counts():
+        with threads(n):
+            row = _attempt(results, compiled_case, COMPILED_CELLS, 30 if quick else 300, n)
+        if row:
+            rates[n] = row["steps_per_second"]
+    for c in results["cases"]:
+        if c.get("threads"):
+            print(f"#   {c['threads']:3d} threads: {c['steps_per_second']:8.1f} steps/s wall, "
+                  f"{c['steps_per_second_per_thread']:7.1f} per thread; {c['steps_per_cpu_second']:7.1f} "
+                  "steps per CPU-second (the process's CPU time: on a loaded machine the "
+                  "one-thread rate a free core would give)", flush=True)
+    if 1 in rates:
+        top = max(rates)
+        one = next(c for c in results["cases"] if c.get("threads") == 1)
+        per_core = one["steps_per_cpu_second"]
+        results["scaling"] = {"threads": top, "speedup": rates[top] / rates[1],
+                              "efficiency": rates[top] / rates[1] / top,
+                              "one_thread_steps_per_cpu_second": per_core,
+                              "sixteen_times_one_core": 16 * per_core}
+        print(f"# {COMPILED_CELLS} cells, movement: one thread {rates[1]:.1f} steps/s wall, "
+              f"{per_core:.1f} steps per CPU-second; 1 -> {top} threads {rates[top] / rates[1]:.2f}x "
+              f"wall ({results['scaling']['efficiency']:.2f} of linear); 16 x the one-core rate: "
+              f"{16 * per_core:.0f} steps/s (linear; target {COMPILED_TARGET:,} on the GPU host's "
+              "16 cores)", flush=True)
 
 
 def smoke() -> None:
@@ -333,7 +397,7 @@ def smoke() -> None:
             cfg = dataclasses.replace(cfg, tissue=dataclasses.replace(
                 cfg.tissue, max_elements=24, elements=20))
             eng = CudaEngine(cfg, initial(cfg))
-            eng.run(26)
+            eng.advance(26)
             eng.forces()
             eng.cells()
             eng.elements()
@@ -427,7 +491,15 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                      breakdown=True)
             _attempt(results, full_model_case, device, out_dir, 20_000 if quick else 130_000)
     else:
-        print("# CUDA not available: CPU case only")
+        print("# CUDA not used: CPU cases only")
+    if resolved == "cpu":
+        compiled_cpu_rows(results, quick)
+        ref = _attempt(results, cpu_case, COMPILED_CELLS, 5 if quick else 30)   # same case, NumPy
+        if ref and "scaling" in results:
+            ratio = results["scaling"]["one_thread_steps_per_cpu_second"] / ref["steps_per_cpu_second"]
+            results["speedup_over_reference"] = ratio
+            print(f"# compiled / NumPy reference, {COMPILED_CELLS} cells, one thread, per CPU-second: "
+                  f"{ratio:.1f}x", flush=True)
     _attempt(results, cpu_case, 128, 20 if quick else 200)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench.json").write_text(json.dumps(results, indent=1, default=float))

@@ -39,6 +39,7 @@ BOUNDARIES = ("periodic", "none")              # periodic in x and y, or no boun
 SEARCHES = ("cell_list", "centre_cutoff")      # O(N) hash-sorted grid, or the paper's Alg. 2
 DIVISION_AXES = ("long", "vertical")
 LAYOUTS = ("lattice", "random")
+MAX_RANDOM_LAYOUT_CELLS = 50_000               # dart throwing is quadratic: about 30 s at this size
 
 
 @dataclass(frozen=True)
@@ -149,15 +150,19 @@ class TissueSettings:
                          doc="µm between neighbouring cell centres at start"))
     cell_radius: float = field(default=3.9, metadata=spec(
         range=(0.5, 50.0), doc="µm; elements start uniformly in a ball of this radius"))
-    boundary: str = field(default="periodic", metadata=spec(choices=BOUNDARIES))
+    boundary: str = field(default="periodic", metadata=spec(
+        choices=BOUNDARIES, doc="periodic in x and y (minimum image), or no boundary"))
     seed: int = field(default=2010, metadata=spec(range=(0, 2**63 - 1),
                       doc="initial placement, initial noise, growth jitter, division noise"))
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    mode: str = field(default="full", metadata=spec(choices=MODES))
-    search: str = field(default="cell_list", metadata=spec(choices=SEARCHES))
+    mode: str = field(default="full", metadata=spec(
+        choices=MODES, doc="movement: mechanics only; genes: + gene network; full: + growth and division"))
+    search: str = field(default="cell_list", metadata=spec(
+        choices=SEARCHES, doc="cell_list: O(N) grid of element hashes; centre_cutoff: the paper's "
+        "cell-centre pre-filter (reference)"))
     steps: int = field(default=130_000, metadata=spec(range=(1, 2**31 - 1)))
     dt: float = field(default=0.1, metadata=spec(range=(1e-5, 1.0)))
     relax_steps: int = field(default=500, metadata=spec(
@@ -215,6 +220,29 @@ def load_config(doc: Document) -> EpidermisConfig:
         if cfg.box < need:
             raise doc.error(f"the periodic box is {cfg.box:g} µm (grid side x pitch); the minimum "
                             f"image needs at least {need:g} µm ({what})", ("tissue", "pitch"))
+    if t.layout == "random" and t.cells > MAX_RANDOM_LAYOUT_CELLS:
+        raise doc.error(f"the random layout places cells one by one against all placed so far "
+                        f"(time grows with the square of the count): at most "
+                        f"{MAX_RANDOM_LAYOUT_CELLS:,} cells, got {t.cells:,}; use layout: lattice",
+                        ("tissue", "cells"))
     if m.centre_cutoff < m.inter_cutoff:
         raise doc.error("centre_cutoff must not be below inter_cutoff", ("mechanics", "centre_cutoff"))
     return cfg
+
+
+def estimate_memory(cfg: EpidermisConfig, backend: str):
+    """Host and GPU bytes: the element arrays at twice the initial cells (the first capacity),
+    the engine's forces, contact sums and cell list, and the placement's work arrays."""
+    from app.sims.common.memory import estimate
+
+    t = cfg.tissue
+    cap = float(max(64, 2 * t.cells) + 31) // 32 * 32
+    e = float(t.max_elements)
+    elements = cap * e
+    host = {f"elements: {cap:,.0f} cells of capacity x {e:.0f} elements x 13 B": elements * 13 + cap * 28,
+            f"forces, contact sums and cell list: {elements:,.0f} element slots x 80 B": elements * 80,
+            f"placement: {t.cells:,} cells x {t.elements} elements x 5 x 24 B": float(t.cells) * t.elements * 120}
+    gpu = {}
+    if backend == "cuda":
+        gpu = {"elements, forces and cell list": elements * (13 + 80) + cap * 28}
+    return estimate(host, gpu, ("tissue", "cells"))

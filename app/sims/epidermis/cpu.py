@@ -35,10 +35,10 @@ class CpuEngine(EpidermisEngine):
         self.cfg = cfg
         self._version = 0            # bumped whenever the set of elements changes
         self._list = None
-        self.set_state(state)
+        self.restore(state)
 
     # ---- state --------------------------------------------------------------------------
-    def set_state(self, state: dict) -> None:
+    def restore(self, state: dict) -> None:
         E = self.cfg.tissue.max_elements
         if state["pos"].shape[1] != E:
             raise ValueError(f"the state has {state['pos'].shape[1]} element slots per cell; "
@@ -51,7 +51,7 @@ class CpuEngine(EpidermisEngine):
                   "genes": np.asarray(state["genes"], np.float32).astype(np.float64)}
         self._version += 1
 
-    def get_state(self) -> dict:
+    def state(self) -> dict:
         s = self.s
         return {"step": np.int64(s["step"]), "event": np.int64(s["event"]),
                 "n_cells": np.int64(s["n_cells"]), "pos": s["pos"].astype(np.float32),
@@ -293,7 +293,7 @@ class CpuEngine(EpidermisEngine):
         s["pos"][:, :S, :C] = model.wrap_float32(new, box)
         s["step"] += 1
 
-    def run(self, nsteps: int) -> None:
+    def advance(self, nsteps: int) -> None:
         cfg = self.cfg
         for _ in range(int(nsteps)):
             self._step()

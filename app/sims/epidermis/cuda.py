@@ -23,7 +23,7 @@ stops the run before growth acts on it), the growth kernel runs, the host reads 
 counts, and the division kernel (one warp per parent) splits the cells that reached
 ``max_elements``; the grid is then placed again (one more bounding-box read). The capacity
 doubles by reallocation when the new cells would not fit. Positions come back only for ``forces``, ``cells``, ``elements`` and
-``get_state``.
+``state``.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class CudaEngine(EpidermisEngine):
         self.step = 0
         self.event = 0
         self.n_cells = 0
-        self.set_state(state)
+        self.restore(state)
 
     # ---- device memory ------------------------------------------------------------------
     def _constants(self) -> None:
@@ -277,7 +277,7 @@ class CudaEngine(EpidermisEngine):
         self.plan = None
 
     # ---- state --------------------------------------------------------------------------
-    def set_state(self, state: dict) -> None:
+    def restore(self, state: dict) -> None:
         E = self.E
         pos = np.asarray(state["pos"], np.float32)
         if pos.ndim != 3 or pos.shape[0] != 3 or pos.shape[1] != E:
@@ -304,7 +304,7 @@ class CudaEngine(EpidermisEngine):
         self.n_cells = int(state["n_cells"])
         self.plan = None
 
-    def get_state(self) -> dict:
+    def state(self) -> dict:
         self.stream.synchronize()
         E, cap, b = self.E, self.cap, self.buf
         return {"step": np.int64(self.step), "event": np.int64(self.event),
@@ -434,7 +434,7 @@ class CudaEngine(EpidermisEngine):
             f"{int(st[2])}; lower run.dt or check the gene parameters")
 
     # ---- stepping -----------------------------------------------------------------------
-    def run(self, nsteps: int) -> None:
+    def advance(self, nsteps: int) -> None:
         nsteps = int(nsteps)
         if nsteps <= 0:
             return
@@ -539,7 +539,7 @@ class CudaEngine(EpidermisEngine):
         return cen, genes
 
     def elements(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        p, cell, et, _ = model.live_elements(self.get_state())
+        p, cell, et, _ = model.live_elements(self.state())
         return p.astype(np.float32), cell.astype(np.int32), np.asarray(et, np.int8)
 
     def jitter(self, cells: np.ndarray, event: int) -> np.ndarray:

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.sims.common.engine import EngineBase
+
 STATE_KEYS = ("step", "event", "n_cells", "pos", "etype", "count", "genes")
 
 
-class EpidermisEngine:
+class EpidermisEngine(EngineBase, renamed={"get_state": "state", "set_state": "restore", "run": "advance"}):
     """Interface of the CPU and CUDA engines; state in the canonical layout of ``model``.
 
     Canonical state: ``step`` (int), ``event`` (growth events done), ``n_cells``, ``pos``
@@ -48,7 +50,7 @@ class EpidermisEngine:
     step: int
     n_cells: int
 
-    def run(self, nsteps: int) -> None:
+    def advance(self, nsteps: int) -> None:
         """Advance ``nsteps`` steps, growth events and divisions included (mode 'full')."""
         raise NotImplementedError
 
@@ -74,10 +76,10 @@ class EpidermisEngine:
         type int8 [M] (a frame's copy)."""
         raise NotImplementedError
 
-    def get_state(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def set_state(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         raise NotImplementedError
 
     def close(self) -> None:

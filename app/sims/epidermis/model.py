@@ -42,6 +42,7 @@ from typing import Callable
 import numpy as np
 
 from app.compute import philox
+from app.sims.common.progress import SetupProgress
 from app.sims.epidermis.config import EpidermisConfig, Hill, Morse
 
 GENES = ("N", "D", "B", "O2", "O1", "M")
@@ -332,7 +333,9 @@ def _random_centres(cfg: EpidermisConfig) -> np.ndarray:
     xy = np.empty((2, t.cells))
     n_ok, n = 0, 0
     batch = 256
+    report = SetupProgress(f"placing {t.cells:,} cells at random", t.cells)
     while n_ok < t.cells:
+        report(n_ok)
         if n > 2000 * t.cells + 10000:
             raise ValueError(f"cannot place {t.cells} cells at random {need:g} µm apart in a "
                              f"{L:g} µm box; use the lattice layout or a larger pitch")
@@ -366,10 +369,12 @@ def _ball_offsets(cfg: EpidermisConfig) -> np.ndarray:
     draw = np.zeros(C, np.int64)
     streams = STREAM_INITIAL + np.arange(C, dtype=np.uint64)
     slots = np.arange(n0)[:, None]
+    report = SetupProgress(f"placing the elements of {C:,} cells", C * n0)
     while True:
         act = np.flatnonzero(placed < n0)
         if act.size == 0:
             return out
+        report(int(placed.sum()))
         w = philox.draw(t.seed, streams[act], (1 + draw[act]).astype(np.uint64))
         draw[act] += 1
         cand = (2.0 * philox.to_unit_float32(w[:3]).astype(np.float64) - 1.0) * R
@@ -426,12 +431,17 @@ def initial_state(cfg: EpidermisConfig, engine: Callable | None = None, relax: b
     state = place_cells(cfg)
     if relax and cfg.run.relax_steps > 0:
         if engine is None:
-            from app.sims.epidermis.cpu import CpuEngine as engine
+            from app.sims.common.registry import DOMAINS     # by name: cpu.py imports this module
+            engine = DOMAINS["epidermis"].engine_class("cpu-reference")
         mcfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, mode="movement"))
         eng = engine(mcfg, state)
         try:
-            eng.run(cfg.run.relax_steps)
-            state = {k: np.array(v) for k, v in eng.get_state().items()}
+            report = SetupProgress(f"relaxing {cfg.tissue.cells:,} initial cells", cfg.run.relax_steps)
+            chunk = max(1, min(cfg.run.relax_steps, 10))
+            for done in range(0, cfg.run.relax_steps, chunk):
+                eng.advance(min(chunk, cfg.run.relax_steps - done))
+                report(done + chunk)
+            state = {k: np.array(v) for k, v in eng.state().items()}
         finally:
             eng.close()
         state["step"], state["event"] = np.int64(0), np.int64(0)

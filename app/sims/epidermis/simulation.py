@@ -3,7 +3,6 @@ frames for the GUI, results for the CLI, checkpoints in the canonical (engine-ag
 
 from __future__ import annotations
 
-import io
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -11,7 +10,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.common.config import ConfigError, dotted_items, dump_yaml, parse_yaml, set_path, to_plain
-from app.sims.common.output import atomic_write_bytes
+from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
+from app.sims.common.engine import config_from_state, config_state, device_name, engine_state, make_engine
+from app.sims.common.registry import DOMAINS
 from app.sims.common.simulation import Simulation, freeze
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, load_config
@@ -37,9 +38,9 @@ class EpidermisSimulation(Simulation):
         t0 = time.perf_counter()
         if engine is None:
             if state is None:
-                state = model.initial_state(cfg, engine=_engine_class(backend))
+                state = model.initial_state(cfg, engine=DOMAINS["epidermis"].engine_class(backend))
             self.relax_seconds = time.perf_counter() - t0
-            engine = _make_engine(cfg, dict(state), backend)
+            engine = make_engine("epidermis", backend, cfg, dict(state))
         else:
             self.relax_seconds = 0.0
         self.engine = engine
@@ -50,13 +51,14 @@ class EpidermisSimulation(Simulation):
         self.history: dict[str, list] = {k: [] for k in HISTORY_KEYS}
         self._slice = cfg.run.slice_steps if backend == "cuda" else 10
         self._cells = None             # (centres, genes) of the current step, cached
+        self.stopped: str | None = None
 
     @classmethod
     def from_config(cls, cfg: EpidermisConfig, backend: str) -> "EpidermisSimulation":
         path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
         if path is not None and cfg.run.resume and path.exists():
             from app.sims.common.session import load_checkpoint
-            return cls.restore(load_checkpoint(path), backend, cfg=cfg)
+            return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         sim = cls(cfg, backend)
         sim._record()
         return sim
@@ -68,7 +70,15 @@ class EpidermisSimulation(Simulation):
 
     @property
     def finished(self) -> bool:
-        return self.step >= self.cfg.run.steps
+        return self.step >= self.cfg.run.steps or self.stopped is not None
+
+    def _check_finite(self) -> None:
+        """Stop (with the reason) once a cell's centre or genes are not finite: a blow-up."""
+        centres, genes = self.cells()
+        bad = ~(np.isfinite(centres).all(axis=0) & np.isfinite(genes).all(axis=0))
+        if bad.any():
+            self.stopped = (f"step {self.step}: cell {int(np.flatnonzero(bad)[0])} has a non-finite "
+                            "position or gene value (the mechanics blew up: lower run.dt)")
 
     def advance(self) -> EpidermisFrame:
         run = self.cfg.run
@@ -78,8 +88,13 @@ class EpidermisSimulation(Simulation):
             next_sample = (self.step // every + 1) * every
             n = max(1, min(self._slice, next_sample - self.step, run.steps - self.step))
             before = self.step
-            self.engine.run(n)
+            try:
+                self.engine.advance(n)
+            except model.BlownUpError as exc:      # stop with what the run had, and say why
+                self.stopped = str(exc)
             self._cells = None
+            if self.stopped is None:
+                self._check_finite()
             if self.step % every == 0 or self.finished:
                 self._record()
             elapsed = time.perf_counter() - start
@@ -91,7 +106,7 @@ class EpidermisSimulation(Simulation):
                 self._slice = int(np.clip(target, 1, max(2, 2 * n)))
             interval = self.cfg.growth.interval
             grew = run.mode == "full" and self.step // interval > before // interval
-            if run.checkpoint and (grew or self.finished):
+            if run.checkpoint and (grew or self.finished) and self.stopped is None:
                 self.save_checkpoint(run.checkpoint)
         return self.frame()
 
@@ -129,8 +144,9 @@ class EpidermisSimulation(Simulation):
         return EpidermisFrame(
             progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
-            status=f"step {self.step:,}/{cfg.run.steps:,}, {n} cells, {layers} layers, "
-                   f"{supra.mean() if n else 0:.0%} suprabasal",
+            status=self.stopped or (f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
+                                    f"{layers} layer{'' if layers == 1 else 's'}, "
+                                    f"{supra.mean() if n else 0:.0%} suprabasal" + _compile_note(self.engine)),
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
             cells=n, elements=int(pos.shape[0]), box=float(model.box_of(cfg) or 0.0),
             positions=freeze(pos), element_cell=freeze(cell), element_type=freeze(etype),
@@ -155,33 +171,28 @@ class EpidermisSimulation(Simulation):
         cfg = load_config(parse_yaml(dump_yaml(data), "<changes>"))
         if cfg == self.cfg:
             return
-        state = self.engine.get_state()
+        state = self.engine.state()
         self.engine.close()
-        self.engine = _make_engine(cfg, state, self.backend)
+        self.engine = make_engine("epidermis", self.backend, cfg, state)
         self.cfg = cfg
         self._cells = None
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        engine = {f"engine_{k}": np.asarray(v) for k, v in self.engine.get_state().items()}
         hist = {f"hist_{k}": np.asarray(v, np.float64) for k, v in self.history.items()}
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "wall": np.float64(self.wall),
-                **hist, **engine}
+        return {**config_state(self.cfg), "wall": np.float64(self.wall), **hist, **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ, written atomically."""
-        buf = io.BytesIO()
-        np.savez(buf, **{k: np.asarray(v) for k, v in self.state().items()})
-        return atomic_write_bytes(path, buf.getvalue())
+        return write_checkpoint(path, self.state(), self.domain)
 
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str,
-                cfg: EpidermisConfig | None = None) -> "EpidermisSimulation":
-        saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+    def restore(cls, state: Mapping[str, Any], backend: str, cfg: EpidermisConfig | None = None,
+                path: str | Path | None = None) -> "EpidermisSimulation":
+        saved = config_from_state(state, load_config)
         cfg = cfg or saved
-        if (cfg.tissue, cfg.run.mode) != (saved.tissue, saved.run.mode):
-            raise ConfigError("the checkpoint belongs to a different tissue or mode; only "
-                              "mechanics, genes, growth and the run length may change on resume")
+        refuse_mismatch(path, saved, cfg, ("tissue", "run.mode"), "tissue or mode")
+        refuse_past_end(path, int(np.asarray(state["engine_step"])), cfg.run.steps, "run.steps", "steps")
         engine_state = {k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS}
         sim = cls(cfg, backend, state=engine_state)
         sim.wall = float(state["wall"])
@@ -211,32 +222,20 @@ class EpidermisSimulation(Simulation):
             "suprabasal_fraction": float(supra.mean()) if n else 0.0,
             "mode": self.cfg.run.mode, "search": self.cfg.run.search,
             "boundary": self.cfg.tissue.boundary, "backend": self.backend,
-            "device": _device_name(self.backend), "setup_seconds": self.setup_seconds,
+            "device": device_name(self.backend), "setup_seconds": self.setup_seconds,
             "relax_seconds": self.relax_seconds, "seed": self.cfg.tissue.seed,
-            "finished": self.finished,
+            "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
+            "finished": self.finished and self.stopped is None,
         }
+        if self.stopped is not None:
+            summary["stopped"] = {"step": self.step, "reason": self.stopped}
         return arrays, summary
 
     def close(self) -> None:
         self.engine.close()
 
 
-
-def _engine_class(backend: str):
-    if backend == "cuda":
-        from app.sims.epidermis.cuda import CudaEngine
-        return CudaEngine
-    from app.sims.epidermis.cpu import CpuEngine
-    return CpuEngine
-
-
-def _make_engine(cfg: EpidermisConfig, state: dict, backend: str) -> EpidermisEngine:
-    return _engine_class(backend)(cfg, state)
-
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label
-
+def _compile_note(engine) -> str:
+    """The compiled CPU engine's first-use compile (or cache load) time for the status bar."""
+    seconds = getattr(engine, "compile_seconds", 0.0)
+    return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""

@@ -4,8 +4,14 @@ Same state, synapse tables and growth as :class:`CpuEngine`; the noise is ``nois
 compiled (same Philox streams, parallel over neurons; equal to the NumPy twin to rounding of
 log/cos), and :meth:`run` is one compiled loop over steps
 that updates the neurons and delivers each spike along its source's synapses in the same order
-as the NumPy engine (so the conductance sums are added in the same order). The loop is serial:
-a 10,000-neuron step is tens of microseconds, below what a parallel region would save.
+as the NumPy engine (so the conductance sums are added in the same order).
+
+The step loop runs in parallel in two regions a step: the neuron update (and the conductance
+decay) over neurons, then spike delivery over partitions of the post-synaptic neurons. Each
+partition walks every spike's synapse list in the serial order but touches only the synapses
+whose target it owns, so every conductance receives its jumps in the same order as in the serial
+loop and every synapse's state has one writer: the results equal the serial engine's bit for bit,
+whatever the thread count.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import math
 import time
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from app.compute.jit import CACHE
@@ -47,57 +54,84 @@ def _noise(key_lo, key_hi, m0, out):
                 j += 1
 
 
-@njit(nogil=True, cache=CACHE, error_model="numpy")
-def _run(m0, nsteps, noise, noise_m0, V, refrac, gE, gI, counts, ring, ring_len,
-         c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-         g_dv, g_sel, g_sel_off, g_ptr, last, u_s, r_s, U, D, F, W, post, exc,
-         spike_step, spike_neuron):
-    """Advance ``nsteps`` steps from ``m0``; spikes go to the output arrays; returns their count."""
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
+def _run_parallel(m0, nsteps, noise, noise_m0, V, refrac, gE, gI, counts, ring, ring_len,
+                  c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
+                  g_dv, part_sel, part_ptr, n_parts, last, u_s, r_s, U, D, F, W, post, exc,
+                  spike_step, spike_neuron, fired):
+    """:meth:`CpuEngine.run`'s step loop, compiled: the neuron update parallel over neurons, the
+    delivery parallel over ``n_parts`` target partitions. ``part_ptr[g, t * n + src]`` to
+    ``part_ptr[g, t * n + src + 1]`` index ``part_sel``: the synapses of delay group ``g`` from
+    ``src`` onto partition ``t``, in the serial order."""
     n = V.shape[0]
     n_spikes = 0
     for m in range(m0, m0 + nsteps):
         z = noise[m - noise_m0]
         slot = m % RING
-        ring_len[slot] = 0
-        for i in range(n):
+        for i in prange(n):
+            fired[i] = 0
             if refrac[i] > 0:
                 refrac[i] -= 1
             elif V[i] >= vth[i]:
                 V[i] = vreset[i]
                 refrac[i] = tref[i]
-                ring[slot, ring_len[slot]] = i
-                ring_len[slot] += 1
                 counts[i] += 1
+                fired[i] = 1
+            else:
+                V[i] = c1 * V[i] + c2 * (gE[i] + gI[i] + i0 + inoise[i] * z[i])
+            gE[i] *= dE[i]
+            gI[i] *= dI[i]
+        k = 0
+        for i in range(n):                       # the ring slot in neuron order, as in the serial loop
+            if fired[i]:
+                ring[slot, k] = i
+                k += 1
                 if n_spikes < spike_step.shape[0]:
                     spike_step[n_spikes] = m
                     spike_neuron[n_spikes] = i
                 n_spikes += 1
-            else:
-                V[i] = c1 * V[i] + c2 * (gE[i] + gI[i] + i0 + inoise[i] * z[i])
-        for i in range(n):
-            gE[i] *= dE[i]
-            gI[i] *= dI[i]
-        for g in range(g_dv.shape[0]):
-            dv = g_dv[g]
-            if m - dv < 0:
-                continue
-            src_slot = (m - dv) % RING
-            for q in range(ring_len[src_slot]):
-                src = ring[src_slot, q]
-                for p in range(g_ptr[g, src], g_ptr[g, src + 1]):
-                    s = g_sel[g_sel_off[g] + p]
-                    isi = (m - last[s]) * dt
-                    r = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * math.exp(-isi / D[s])
-                    u = U[s] + u_s[s] * (1.0 - U[s]) * math.exp(-isi / F[s])
-                    r_s[s] = r
-                    u_s[s] = u
-                    last[s] = m
-                    jump = W[s] * u * r
-                    if exc[s]:
-                        gE[post[s]] += jump
-                    else:
-                        gI[post[s]] += jump
+        ring_len[slot] = k
+        for t in prange(n_parts):
+            for g in range(g_dv.shape[0]):
+                dv = g_dv[g]
+                if m - dv < 0:
+                    continue
+                src_slot = (m - dv) % RING
+                for q in range(ring_len[src_slot]):
+                    src = ring[src_slot, q]
+                    for p in range(part_ptr[g, t * n + src], part_ptr[g, t * n + src + 1]):
+                        s = part_sel[p]
+                        isi = (m - last[s]) * dt
+                        r = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * math.exp(-isi / D[s])
+                        u = U[s] + u_s[s] * (1.0 - U[s]) * math.exp(-isi / F[s])
+                        r_s[s] = r
+                        u_s[s] = u
+                        last[s] = m
+                        jump = W[s] * u * r
+                        if exc[s]:
+                            gE[post[s]] += jump
+                        else:
+                            gI[post[s]] += jump
     return n_spikes
+
+
+def partition_groups(groups, post: np.ndarray, n: int, n_parts: int) -> tuple[np.ndarray, np.ndarray]:
+    """The delay groups' synapse lists split by target partition (neurons ``t*n//P .. (t+1)*n//P``),
+    each list kept in its serial order: ``(part_sel, part_ptr)`` for :func:`_run_parallel`."""
+    part_of = (np.arange(n, dtype=np.int64) * n_parts) // max(n, 1)
+    sels, ptrs, offset = [], [], 0
+    for _, sel, ptr in groups:
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+        key = part_of[post[sel]] * n + src
+        order = np.argsort(key, kind="stable")            # by partition, then source; order kept
+        sels.append(sel[order].astype(np.int64))
+        flat = np.zeros(n_parts * n + 1, np.int64)
+        flat[1:] = np.cumsum(np.bincount(key, minlength=n_parts * n))
+        ptrs.append(flat + offset)
+        offset += sel.size
+    if not sels:
+        return np.zeros(0, np.int64), np.zeros((0, n_parts * n + 1), np.int64)
+    return np.concatenate(sels), np.stack(ptrs)
 
 
 def warm_up() -> float:
@@ -105,11 +139,11 @@ def warm_up() -> float:
     start = time.perf_counter()
     _noise(np.uint64(0), np.uint64(0), 0, np.empty((2, 1)))
     f, i = np.zeros(1), np.zeros(1, np.int64)
-    _run(0, 1, np.zeros((1, 1)), 0, f.copy(), i.copy(), f.copy(), f.copy(), i.copy(),
-         np.zeros((RING, 1), np.int64), np.zeros(RING, np.int64), 1.0, 0.0, 0.0, 0.1, f + 1, f.copy(),
-         f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64), np.zeros(0, np.int64),
-         np.zeros(0, np.int64), np.zeros((0, 2), np.int64), i.copy(), f.copy(), f.copy(), f.copy(),
-         f + 1, f + 1, f.copy(), i.copy(), np.zeros(1, np.bool_), i.copy(), i.copy())
+    _run_parallel(0, 1, np.zeros((1, 1)), 0, f.copy(), i.copy(), f.copy(), f.copy(), i.copy(),
+                  np.zeros((RING, 1), np.int64), np.zeros(RING, np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
+                  f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                  np.zeros((0, 2), np.int64), 1, i.copy(), f.copy(), f.copy(), f.copy(), f + 1, f + 1,
+                  f.copy(), i.copy(), np.zeros(1, np.bool_), i.copy(), i.copy(), np.zeros(1, np.uint8))
     return time.perf_counter() - start
 
 
@@ -130,15 +164,19 @@ class CompiledEngine(CpuEngine):
 
     def _rebuild(self, old: dict | None) -> None:
         super()._rebuild(old)
-        n = self.c.n
         self._g_dv = np.array([dv for dv, _, _ in self.groups], np.int64)
-        sels = [sel.astype(np.int64) for _, sel, _ in self.groups]
-        self._g_sel = np.concatenate(sels) if sels else np.zeros(0, np.int64)
-        self._g_sel_off = np.cumsum([0] + [len(s) for s in sels[:-1]]).astype(np.int64)
-        self._g_ptr = (np.stack([ptr for _, _, ptr in self.groups]).astype(np.int64) if self.groups
-                       else np.zeros((0, n + 1), np.int64))
+        self._parts = 0                                   # partition tables built on first run
 
-    def run(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+    def _partitions(self) -> int:
+        """Target partitions for the delivery region: one per thread (tables rebuilt when the
+        thread count changes)."""
+        n_parts = max(1, numba.get_num_threads())
+        if n_parts != self._parts:
+            self._part_sel, self._part_ptr = partition_groups(self.groups, self.conn.post, self.c.n, n_parts)
+            self._parts = n_parts
+        return n_parts
+
+    def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         n, k = self.c.n, self.k
         ring = np.zeros((RING, n), np.int64)
         ring_len = np.zeros(RING, np.int64)
@@ -146,6 +184,8 @@ class CompiledEngine(CpuEngine):
             ring[slot, :spk.size] = spk
             ring_len[slot] = spk.size
         steps_out, neurons_out = [], []
+        n_parts = self._partitions()
+        fired = np.zeros(n, np.uint8)
         m, end = self.step, self.step + nsteps
         while m < end:
             self._noise_at(m)                                  # the block holding step m
@@ -157,12 +197,12 @@ class CompiledEngine(CpuEngine):
                          self.u.copy(), self.r.copy())
                 spike_step = np.empty(cap, np.int64)
                 spike_neuron = np.empty(cap, np.int64)
-                count = _run(m, chunk, self._noise, self._noise_m0, self.V, self.refrac, self.gE,
-                             self.gI, self.counts, ring, ring_len, k.c1, k.c2, k.i0, k.dt,
-                             self.vth, self.vreset, self.inoise, self.tref, self.dE, self.dI,
-                             self._g_dv, self._g_sel, self._g_sel_off, self._g_ptr, self.last,
-                             self.u, self.r, self.U, self.D, self.F, self.conn.W, self.conn.post,
-                             self.syn_exc, spike_step, spike_neuron)
+                count = _run_parallel(
+                    m, chunk, self._noise, self._noise_m0, self.V, self.refrac, self.gE, self.gI,
+                    self.counts, ring, ring_len, k.c1, k.c2, k.i0, k.dt, self.vth, self.vreset,
+                    self.inoise, self.tref, self.dE, self.dI, self._g_dv, self._part_sel,
+                    self._part_ptr, n_parts, self.last, self.u, self.r, self.U, self.D, self.F,
+                    self.conn.W, self.conn.post, self.syn_exc, spike_step, spike_neuron, fired)
                 if count <= cap:
                     break
                 # more spikes than room: undo the chunk and run it again with room for all

@@ -161,3 +161,27 @@ def load_config(doc: Document) -> NetworkConfig:
     if cfg.n_neurons > 2**26:
         raise doc.error("at most 2^26 neurons", ("culture", "width"))
     return cfg
+
+
+def estimate_memory(cfg: NetworkConfig, backend: str):
+    """Host and GPU bytes: per-neuron state, and synapses at the largest radius growth can reach
+    in this run (radii grow by at most rho per second: start_radius + rho x run length, capped
+    at max_radius; two neurons connect while their circles overlap)."""
+    import math
+
+    from app.sims.common.memory import estimate
+
+    n = float(cfg.n_neurons)
+    g = cfg.growth
+    radius = min(g.max_radius, g.start_radius + g.rho * cfg.run.epoch_seconds * cfg.run.epochs)
+    per_neuron = min(n - 1, math.pi * (2 * radius + 1) ** 2)
+    synapses = n * per_neuron
+    bins = float(-(-cfg.steps_per_epoch // max(1, int(round(cfg.analysis.burst_bin / cfg.run.dt)))))
+    host = {f"neurons: {n:,.0f} x 40 values x 8 B": n * 40 * 8,
+            f"synapses: up to {synapses:,.0f} (radius up to {radius:.3g}) x 3 copies x 64 B":
+            synapses * 64 * 3,
+            "population activity bins of one epoch": bins * 8 * 2}
+    gpu = {}
+    if backend == "cuda":
+        gpu = {"neurons": n * 40 * 8, "synapse rows": synapses * 48}
+    return estimate(host, gpu, ("culture", "width"))

@@ -88,7 +88,7 @@ class CpuEngine(NetworkEngine):
             self._noise = noise_block(self.seed, self.c.n, m, NOISE_BLOCK)
         return self._noise[m - self._noise_m0]
 
-    def run(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+    def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         k = self.k
         c1, c2, i0, dt = k.c1, k.c2, k.i0, k.dt
         V, refrac, gE, gI = self.V, self.refrac, self.gE, self.gI
@@ -159,13 +159,13 @@ class CpuEngine(NetworkEngine):
             hist[spk] |= np.uint64(1) << np.uint64(b)
         return hist
 
-    def get_state(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"step": np.int64(self.step), "V": self.V.copy(), "refrac": self.refrac.copy(),
                 "gE": self.gE.copy(), "gI": self.gI.copy(), "hist": self._hist(),
                 "counts": self.counts.copy(), "radius": self.rad.copy(),
                 **{k: v.copy() for k, v in self._syn_state().items()}}
 
-    def set_state(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         self.step = int(state["step"])
         self.V[:] = state["V"]
         self.refrac[:] = state["refrac"]

@@ -176,7 +176,7 @@ class CudaEngine(NetworkEngine):
         self.n_synapses, self.max_in = total, max_in
 
     # ---- stepping -----------------------------------------------------------------------
-    def run(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+    def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         out = []
         done = 0
         while done < nsteps:
@@ -241,7 +241,7 @@ class CudaEngine(NetworkEngine):
         return Connectivity(can["src"], can["post"].astype(np.int64), can["W"].astype(np.float64))
 
     # ---- state --------------------------------------------------------------------------
-    def get_state(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         can = self._canonical()
         return {"step": np.int64(self.step), "V": self.V.get().astype(np.float64),
                 "refrac": self.refrac.get().astype(np.int64), "gE": self.gE.get().astype(np.float64),
@@ -250,7 +250,7 @@ class CudaEngine(NetworkEngine):
                 "syn_pre": can["src"].astype(np.int32), "syn_post": can["post"].astype(np.int32),
                 "syn_u": can["u"], "syn_r": can["r"], "syn_last": can["last"]}
 
-    def set_state(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         f32 = np.float32
         self.step = int(state["step"])
         self.V.set(np.asarray(state["V"], f32))

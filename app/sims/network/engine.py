@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.compute import philox
+from app.sims.common.engine import EngineBase
 
 STATE_KEYS = ("step", "V", "refrac", "gE", "gI", "hist", "counts", "radius",
               "syn_pre", "syn_post", "syn_u", "syn_r", "syn_last")
@@ -34,13 +35,13 @@ def noise_block(seed: int, n: int, m0: int, k: int) -> np.ndarray:
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 
 
-class NetworkEngine:
+class NetworkEngine(EngineBase, renamed={"get_state": "state", "set_state": "restore", "run": "advance"}):
     """Interface of the CPU and CUDA engines."""
 
     step: int
     n_synapses: int
 
-    def run(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+    def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         """Advance ``nsteps`` steps; return the spikes as (step, neuron) arrays, in step order
         (the CUDA engine: in chunk order, unsorted inside a chunk of ``min delay`` steps)."""
         raise NotImplementedError
@@ -56,10 +57,10 @@ class NetworkEngine:
         """The synapses now (:class:`app.sims.network.model.Connectivity`)."""
         raise NotImplementedError
 
-    def get_state(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def set_state(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         raise NotImplementedError
 
     def close(self) -> None:

@@ -3,7 +3,6 @@ end, a checkpoint after every epoch, frames for the GUI and results for the CLI.
 
 from __future__ import annotations
 
-import io
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -12,8 +11,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
-from app.sims.common.output import atomic_write_bytes
+from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
+from app.sims.common.engine import config_from_state, config_state, device_name, engine_state, make_engine
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.network.config import NetworkConfig, load_config
 from app.sims.network.engine import STATE_KEYS, NetworkEngine
@@ -23,6 +22,9 @@ CPU_SLICE_SECONDS = 0.15       # wall time the CPU engine aims at per advance()
 STRONGEST = 300                # synapses drawn in the culture view
 STRONGEST_MAX_NEURONS = 40000  # above this the strongest synapses are not copied back
 POP_WINDOW_SECONDS = 20.0
+# config keys a resumed run may not change (run length, growth rates and outputs may)
+FIXED_ON_RESUME = ("culture", "neuron", "synapses", "growth.start_radius", "run.dt",
+                   "run.epoch_seconds")
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ class NetworkSimulation(Simulation):
         self.culture = build_culture(cfg)
         self.consts = Constants.from_config(cfg)
         t0 = time.perf_counter()
-        self.engine = engine or _make_engine(cfg, self.culture, self.consts, backend)
+        self.engine = engine or make_engine("network", backend, self.culture, self.consts, cfg.growth,
+                                            cfg.run.seed, cfg.growth.start_radius)
         self.setup_seconds = time.perf_counter() - t0
         n = self.culture.n
         self.steps_per_epoch = cfg.steps_per_epoch
@@ -90,7 +93,7 @@ class NetworkSimulation(Simulation):
         path = Path(cfg.run.checkpoint) if cfg.run.checkpoint else None
         if path is not None and cfg.run.resume and path.exists():
             from app.sims.common.session import load_checkpoint
-            return cls.restore(load_checkpoint(path), backend, cfg=cfg)
+            return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         return cls(cfg, backend)
 
     def _epoch_bins(self) -> int:
@@ -110,7 +113,7 @@ class NetworkSimulation(Simulation):
         if not self.finished:
             start = time.perf_counter()
             n = min(self._slice_steps, self.steps_per_epoch - self.step_in_epoch)
-            steps, neurons = self.engine.run(n)
+            steps, neurons = self.engine.advance(n)
             self._record(steps, neurons, n)
             self.step_in_epoch += n
             if self.step_in_epoch >= self.steps_per_epoch:
@@ -223,34 +226,27 @@ class NetworkSimulation(Simulation):
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        engine = {f"engine_{k}": v for k, v in self.engine.get_state().items()}
         steps, neurons = self._spike_arrays()
         hist = {f"hist_{k}": np.asarray(v, np.float64) for k, v in self.history.items()}
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "epoch": np.int64(self.epoch),
+        return {**config_state(self.cfg), "epoch": np.int64(self.epoch),
                 "step_in_epoch": np.int64(self.step_in_epoch), "wall": np.float64(self.wall),
                 "pop": self.pop, "rate": self.rate, "spike_steps": steps, "spike_neurons": neurons,
-                **hist, **engine}
+                **hist, **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ (fast enough to write every epoch), written
         atomically (temporary file, fsync, rename)."""
-        buf = io.BytesIO()
-        np.savez(buf, **{k: np.asarray(v) for k, v in self.state().items()})
-        return atomic_write_bytes(path, buf.getvalue())
+        return write_checkpoint(path, self.state(), self.domain)
 
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str,
-                cfg: NetworkConfig | None = None) -> "NetworkSimulation":
-        saved = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
+    def restore(cls, state: Mapping[str, Any], backend: str, cfg: NetworkConfig | None = None,
+                path: str | Path | None = None) -> "NetworkSimulation":
+        saved = config_from_state(state, load_config)
         cfg = cfg or saved
-        if (cfg.culture, cfg.neuron, cfg.synapses, cfg.growth.start_radius, cfg.run.dt,
-                cfg.run.epoch_seconds) != (saved.culture, saved.neuron, saved.synapses,
-                                           saved.growth.start_radius, saved.run.dt,
-                                           saved.run.epoch_seconds):
-            raise ConfigError("the checkpoint belongs to a different culture or model; "
-                              "only run length, growth rates and outputs may change on resume")
+        refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "culture or model")
+        refuse_past_end(path, int(state["epoch"]), cfg.run.epochs, "run.epochs", "epochs")
         sim = cls(cfg, backend)
-        sim.engine.set_state({k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS})
+        sim.engine.restore({k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS})
         sim.epoch, sim.step_in_epoch = int(state["epoch"]), int(state["step_in_epoch"])
         sim.wall = float(state["wall"])
         sim.pop = np.asarray(state["pop"], np.float64).copy()
@@ -294,7 +290,7 @@ class NetworkSimulation(Simulation):
             "neurons": self.culture.n, "synapses": int(conn.size),
             "spikes_recorded": int(steps.size), "setup_seconds": self.setup_seconds,
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
-            "backend": self.backend, "device": _device_name(self.backend),
+            "backend": self.backend, "device": device_name(self.backend),
             "seed": self.cfg.run.seed, "finished": self.finished,
             **self.engine_summary(),
         }
@@ -312,22 +308,3 @@ def _compile_note(engine: NetworkEngine) -> str:
     """The compiled CPU engine's first-use compile (or cache load) time for the status bar."""
     seconds = getattr(engine, "compile_seconds", 0.0)
     return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""
-
-
-def _make_engine(cfg: NetworkConfig, culture, consts, backend: str) -> NetworkEngine:
-    args = (culture, consts, cfg.growth, cfg.run.seed, cfg.growth.start_radius)
-    if backend == "cuda":
-        from app.sims.network.cuda import CudaEngine
-        return CudaEngine(*args)
-    if backend == "cpu-reference":
-        from app.sims.network.cpu import CpuEngine
-        return CpuEngine(*args)
-    from app.sims.network.compiled import CompiledEngine
-    return CompiledEngine(*args)
-
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label

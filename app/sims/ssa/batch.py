@@ -25,8 +25,7 @@ def batch_key(cfg: SSAConfig) -> tuple:
     """Configs with equal keys can share one launch (rates, initial counts and seed may differ)."""
     net = cfg.network()
     ens = json.dumps(to_plain(dataclasses.replace(cfg.ensemble, seed=0)), sort_keys=True)
-    return (ens, tuple(net.species), net.change.tobytes(), tuple(map(tuple, net.reactant_lists())),
-            tuple(cfg.histogram_indices(net)))
+    return (ens, net.structure_key(), tuple(cfg.histogram_indices(net)))
 
 
 def group(configs: Sequence[SSAConfig], parts: int = 1) -> list[list[int]]:
@@ -56,7 +55,7 @@ def run(configs: Sequence[SSAConfig]) -> list[tuple[dict[str, np.ndarray], dict[
     hist_idx = first.histogram_indices(nets[0])
     start = time.perf_counter()
     batch = CudaBatch(nets, ens.realizations, [c.ensemble.seed for c in configs], ens.algorithm,
-                      hist_idx, ens.histogram_bins)
+                      hist_idx, ens.histogram_bins, epsilon=ens.epsilon)
     try:
         sims = [SSASimulation(cfg, "cuda", engine=CudaEnsemble(net, ens.realizations, cfg.ensemble.seed,
                                                                ens.algorithm, hist_idx, ens.histogram_bins,

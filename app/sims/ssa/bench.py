@@ -1,5 +1,8 @@
 """``python -m app bench ssa``: decay-dimerization throughput on CUDA and on the CPU engine,
-and the GPU histograms at t_end checked against the CPU engine's within the self-distance band."""
+the GPU histograms at t_end checked against the CPU engine's within the self-distance band, and
+the issue-14 rows: the same network imported from SBML vs written in YAML, every DSMTS case at
+2^20 realizations (CUDA), and tau-leaping vs the direct method (speed-up and histogram distance
+against the direct method's own 99 % band) at 2^16 realizations."""
 
 from __future__ import annotations
 
@@ -21,11 +24,14 @@ COMPARE_BINS = 10
 
 
 def run_case(backend: str, realizations: int, algorithm: str = "direct", t_end: float = 10.0,
-             seed: int = 2024) -> tuple[SSASimulation, dict]:
-    """Run the dimer preset to t_end; return the finished simulation and its summary."""
+             seed: int = 2024, epsilon: float = 0.03, sbml: str | None = None) -> tuple[SSASimulation, dict]:
+    """Run the dimer preset (or it as an SBML file) to t_end; the finished simulation and its summary."""
     _, cfg = load_run_config(PRESET)
+    if sbml is not None:
+        cfg = dataclasses.replace(cfg, model=None, sbml=sbml)
     cfg = dataclasses.replace(cfg, ensemble=dataclasses.replace(
-        cfg.ensemble, realizations=realizations, algorithm=algorithm, t_end=t_end, seed=seed))
+        cfg.ensemble, realizations=realizations, algorithm=algorithm, t_end=t_end, seed=seed,
+        epsilon=epsilon))
     sim = SSASimulation.from_config(cfg, backend)
     while not sim.finished:
         sim.advance()
@@ -80,9 +86,82 @@ def compiled_cpu_rows(results: dict, t_end: float, quick: bool) -> None:
               f"(expected reactions from our run; C++ build {peer['build_seconds']:.1f} s excluded)")
 
 
+def sbml_rows(results: dict, backend: str, realizations: int, t_end: float) -> None:
+    """The dimer exported to SBML and imported again against the YAML network (same seed; the
+    fastest of three alternating runs of each)."""
+    import tempfile
+
+    from app.sims.ssa.sbml_export import export_sbml
+
+    _, cfg = load_run_config(PRESET)
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(export_sbml(cfg.model, Path(folder) / "dimer.xml", "decay_dimerization"))
+        run_case(backend, min(realizations, 4096), t_end=0.1, sbml=path)     # compile both first
+        rows: dict[str, dict] = {}
+        for _ in range(3):             # alternate, keep the fastest of each (timing noise)
+            for label, sbml in (("yaml", None), ("sbml", path)):
+                sim, summary = run_case(backend, realizations, "direct", t_end, seed=5, sbml=sbml)
+                sim.close()
+                if label not in rows or summary["wall_seconds"] < rows[label]["wall_seconds"]:
+                    rows[label] = summary
+    results["sbml_vs_yaml"] = {"realizations": realizations, "yaml_seconds": rows["yaml"]["wall_seconds"],
+                               "sbml_seconds": rows["sbml"]["wall_seconds"],
+                               "ratio": rows["sbml"]["wall_seconds"] / rows["yaml"]["wall_seconds"],
+                               "same_reactions": rows["sbml"]["reactions_fired"] == rows["yaml"]["reactions_fired"]}
+
+
+def dsmts_rows(results: dict, backend: str, realizations: int) -> None:
+    """Every DSMTS case at ``realizations``: wall time and Z/Y excursions."""
+    from app.sims.ssa import dsmts
+
+    rows = []
+    for name in dsmts.cases():
+        r = dsmts.run_case(dsmts.load_case(name), backend, realizations, seed=3000 + int(name))
+        rows.append({"case": name, "wall_seconds": r.wall_seconds, "tests": r.tests, "z_out": r.z_out,
+                     "z_expected": r.expected_z, "y_out": r.y_out, "y_expected": r.expected_y,
+                     "reactions": r.reactions})
+    results["dsmts"] = {"realizations": realizations, "cases": rows}
+
+
+def tau_rows(results: dict, backend: str, realizations: int, t_end: float) -> None:
+    """Tau-leaping (eps 0.03 and 0.01) against the direct method on the dimer at t_end."""
+    run_case(backend, min(realizations, 4096), "tau-leap", 0.1)            # compile first
+    direct, summary = run_case(backend, realizations, "direct", t_end, seed=31)
+    rows = []
+    for eps in (0.03, 0.01):
+        sim, tau = run_case(backend, realizations, "tau-leap", t_end, seed=32, epsilon=eps)
+        rows.append({"epsilon": eps, "wall_seconds": tau["wall_seconds"],
+                     "speedup": summary["wall_seconds"] / tau["wall_seconds"],
+                     "comparison": compare(sim.final, direct.final, sim.net.species)})
+        sim.close()
+    direct.close()
+    results["tau_leap"] = {"realizations": realizations, "direct_seconds": summary["wall_seconds"],
+                           "rows": rows}
+
+
+def print_issue14_rows(results: dict) -> None:
+    if "sbml_vs_yaml" in results:
+        r = results["sbml_vs_yaml"]
+        print(f"\nSBML import vs YAML (dimer, {r['realizations']} realizations): YAML {r['yaml_seconds']:.3f} s, "
+              f"SBML {r['sbml_seconds']:.3f} s, ratio {r['ratio']:.3f}, same reactions: {r['same_reactions']}")
+    if "dsmts" in results:
+        d = results["dsmts"]
+        print(f"\nDSMTS, {d['realizations']} realizations per case:")
+        for c in d["cases"]:
+            print(f"  {c['case']}: {c['wall_seconds']:7.3f} s  Z out {c['z_out']} (expected {c['z_expected']:.2f})"
+                  f"  Y out {c['y_out']} (expected {c['y_expected']:.2f})")
+    if "tau_leap" in results:
+        t = results["tau_leap"]
+        print(f"\ntau-leaping vs direct (dimer, {t['realizations']} realizations, direct {t['direct_seconds']:.3f} s):")
+        for row in t["rows"]:
+            dists = ", ".join(f"{c['species']} D = {c['distance']:.4f} (99% band {c['band_99']:.4f}"
+                              f"{'' if c['distance'] <= c['band_99'] else ', OUTSIDE'})" for c in row["comparison"])
+            print(f"  eps {row['epsilon']}: {row['wall_seconds']:.3f} s, {row['speedup']:.1f}x; {dists}")
+
+
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
-    print(f"# SSA benchmark: decay-dimerization, t_end = 10, 101 samples\n# {reason}")
+    print(f"# SSA benchmark: decay-dimerization, t_end = {0.5 if quick else 10.0:g}, 101 samples\n# {reason}")
     gpu_sizes = [1 << 14] if quick else [1 << 16, 1 << 20]
     cpu_size = 8 if quick else (16 if resolved != "cuda" else 128)
     t_end = 0.5 if quick else 10.0
@@ -101,9 +180,18 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                         results["gpu_moments"] = {n: (float(sim.mean[-1, i]), float(np.sqrt(sim.var[-1, i])))
                                                   for i, n in enumerate(sim.net.species)}
                     sim.close()
+    if resolved == "cuda":
+        with backend_context("cuda"):
+            sbml_rows(results, "cuda", 1 << 14 if quick else 1 << 20, t_end)
+            dsmts_rows(results, "cuda", 1 << 12 if quick else 1 << 20)
+            tau_rows(results, "cuda", 1 << 12 if quick else 1 << 16, t_end)
     start = time.perf_counter()
     if resolved != "cuda":
         compiled_cpu_rows(results, t_end, quick)
+        sbml_rows(results, "cpu", 16 if quick else 256, t_end)
+        tau_rows(results, "cpu", 16 if quick else 512, t_end)
+        if not quick:
+            dsmts_rows(results, "cpu", 1000)
     sim, summary = run_case("cpu-reference", cpu_size, "direct", t_end, seed=99)
     results["cases"].append({"engine": "cpu-reference", "threads": 1, **summary})
     if gpu_final is not None:
@@ -132,6 +220,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
             verdict = "inside" if row["distance"] <= row["band_99"] else "OUTSIDE"
             print(f"  {row['species']}: D = {row['distance']:.4f}, expected self-distance "
                   f"{row['expected_self_distance']:.4f}, 99% band {row['band_99']:.4f} -> {verdict}")
+    print_issue14_rows(results)
     if "peer_ratio_per_core" in results:
         print(f"compiled engine / GillesPy2 SSACSolver, one core each: {results['peer_ratio_per_core']:.1f}x")
     out = save_json(Path(out_dir) / "ssa.json", results)

@@ -8,8 +8,15 @@ are loops over local arrays (the per-reaction update switch stays unrolled).
 
 from __future__ import annotations
 
+import numpy as np
+
+from app.compute.codegen import to_c
 from app.compute.kernels import read_kernel
+from app.sims.ssa.events import MAX_CASCADE
+from app.sims.common.engine import choose
 from app.sims.ssa.model import Network
+
+NEVER = 1e308     # the instant of a species event (no time event is due then)
 
 UNROLL_LIMIT = 64
 
@@ -23,8 +30,38 @@ def _term(s: int, m: int) -> str:
     return f"((1.0f / 6.0f) * {x} * (float)(x[{s}] - 1) * (float)(x[{s}] - 2))"
 
 
-def _propensity(j: int, reactants: list[tuple[int, int]]) -> str:
-    return " * ".join([f"rate[{j}]", *(_term(s, m) for s, m in reactants)])
+def _propensity(j: int, reactants: list[tuple[int, int]], net: Network | None = None) -> str:
+    factors = [f"rate[{j}]", *(_term(s, m) for s, m in reactants)]
+    if net is not None and net.laws and net.laws[j] is not None:
+        index = {n: i for i, n in enumerate(net.species)}
+        factors.append(f"fmaxf(0.f, {to_c(net.laws[j], lambda n: f'(float)x[{index[n]}]', single=True)})")
+    return " * ".join(factors)
+
+
+def _events_block(net: Network) -> list[str]:
+    """Event triggers and assignments (double precision), assignment-rule species."""
+    index = {n: i for i, n in enumerate(net.species)}
+
+    def symbol(name: str) -> str:
+        return f"(double)x[{index[name]}]"
+
+    ne = len(net.events)
+    times = [NEVER if e.time is None else float(e.time) for e in net.events] or [NEVER]
+    out = [f"#define SSA_NE {ne}", f"#define SSA_CASCADE {MAX_CASCADE}",
+           f"__constant__ double c_event_time[{max(ne, 1)}] = {{{', '.join(map(repr, times))}}};",
+           "__device__ __forceinline__ void ssa_assign(const int e, int* x)\n{\n    switch (e) {"]
+    for e, event in enumerate(net.events):
+        values = [f"const double v{k} = fmax(0.0, rint({to_c(tree, symbol)}));"
+                  for k, (_, tree) in enumerate(event.assignments)]
+        stores = [f"x[{s}] = (int)v{k};" for k, (s, _) in enumerate(event.assignments)]
+        out.append(f"    case {e}: {{ {' '.join(values + stores)} }} break;")
+    out += ["    }\n}", "__device__ __forceinline__ bool ssa_trigger(const int e, const int* x)\n{\n    switch (e) {"]
+    out += [f"    case {e}: return ({to_c(ev.trigger, symbol)}) > 0.5;"
+            for e, ev in enumerate(net.events) if ev.trigger is not None]
+    out += ["    }\n    return false;\n}", "__device__ __forceinline__ void ssa_derive(int* x)\n{"]
+    out += [f"    x[{s}] = (int)rint({to_c(tree, symbol)});" for s, tree in net.derived]
+    out += ["}", ""]
+    return out
 
 
 def _binary_search(lo: int, hi: int, indent: str) -> str:
@@ -35,7 +72,51 @@ def _binary_search(lo: int, hi: int, indent: str) -> str:
             f"{indent}}} else {{\n{_binary_search(mid + 1, hi, indent + '    ')}{indent}}}\n")
 
 
-def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
+def _tau_block(net: Network, epsilon: float) -> list[str]:
+    """The tables of the tau-leaping kernel: net changes and each species' highest order."""
+    from app.sims.ssa.tauleap import check_network, species_orders
+
+    check_network(net)
+    hor, need = species_orders(net)
+    nonzero = [np.flatnonzero(row) for row in net.change]
+    width = max(1, max(len(nz) for nz in nonzero))
+    spec = ", ".join("{" + ", ".join(str(int(i)) for i in list(nz) + [-1] * (width - len(nz))) + "}"
+                     for nz in nonzero)
+    vals = ", ".join("{" + ", ".join(str(int(v)) for v in list(row[nz]) + [0] * (width - len(nz))) + "}"
+                     for row, nz in zip(net.change, nonzero))
+    return ["#define SSA_TAU 1", f"#define SSA_TAU_EPS {float(epsilon)!r}", f"#define SSA_TAU_W {width}",
+            f"__constant__ short c_dspec[SSA_NR][SSA_TAU_W] = {{{spec}}};",
+            f"__constant__ int c_dval[SSA_NR][SSA_TAU_W] = {{{vals}}};",
+            f"__constant__ int c_hor[SSA_NS] = {{{', '.join(str(int(v)) for v in hor)}}};",
+            f"__constant__ int c_need[SSA_NS] = {{{', '.join(str(int(v)) for v in need)}}};", ""]
+
+
+def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
+    return [f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
+            "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
+            "        if (a[k] > 0.f) last = k;\n        if (j < 0 && target < acc) j = k;\n"
+            "    }\n    return j < 0 ? last : j;\n}\n"]
+
+
+def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
+    out = [f"    float cum[SSA_NR];\n    float acc = 0.f;\n    int last = 0;\n{pragma}\n"
+           "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; if (a[k] > 0.f) last = k; }\n"
+           "    if (!(target < cum[SSA_NR - 1])) return last;\n    int j;"]
+    if unrolled:
+        out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
+    else:
+        out.append("    int lo = 0, hi = SSA_NR - 1;\n    while (lo < hi) {\n"
+                   "        const int mid = (lo + hi) >> 1;\n"
+                   "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
+    out.append("    return j;\n}\n")
+    return out
+
+
+# by algorithm name; tau-leaping's exact steps select inside ssa_tau_run (ssa_select unused there)
+SELECTIONS = {"direct": _direct_selection, "logdirect": _logdirect_selection, "tau-leap": _direct_selection}
+
+
+def model_block(net: Network, hist_idx: list[int], algorithm: str, epsilon: float = 0.03) -> str:
     """The generated definitions ``kernels/ssa.cu`` expects for ``net``."""
     ns, nr, hs = net.n_species, net.n_reactions, len(hist_idx)
     reactants = net.reactant_lists()
@@ -47,9 +128,12 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
            "__device__ __forceinline__ int ssa_hist(const int h, const int* x)\n{\n    switch (h) {"]
     out += [f"    case {h}: return x[{s}];" for h, s in enumerate(hist_idx)]
     out += ["    }\n    return 0;\n}", ""]
+    out += _events_block(net)
+    if algorithm == "tau-leap":
+        out += _tau_block(net, epsilon)
     out.append("__device__ __forceinline__ void ssa_init(const float* __restrict__ rate, const int* x, "
                "float* a)\n{")
-    out += [f"    a[{j}] = {_propensity(j, r)};" for j, r in enumerate(reactants)]
+    out += [f"    a[{j}] = {_propensity(j, r, net)};" for j, r in enumerate(reactants)]
     out += ["}", ""]
     pragma = "#pragma unroll" if unrolled else "#pragma unroll 1"
     out.append(f"__device__ __forceinline__ float ssa_total(const float* a)\n{{\n    float s = 0.f;\n"
@@ -57,33 +141,18 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     # Selection: first k with cumulative propensity > target; rounding at the very top falls
     # back to the last reaction with a positive propensity.
     out.append("__device__ __forceinline__ int ssa_select(const float* a, const float target)\n{")
-    if algorithm == "direct":
-        out.append(f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
-                   "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
-                   "        if (a[k] > 0.f) last = k;\n        if (j < 0 && target < acc) j = k;\n"
-                   "    }\n    return j < 0 ? last : j;\n}\n")
-    else:
-        out.append(f"    float cum[SSA_NR];\n    float acc = 0.f;\n    int last = 0;\n{pragma}\n"
-                   "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; if (a[k] > 0.f) last = k; }\n"
-                   "    if (!(target < cum[SSA_NR - 1])) return last;\n    int j;")
-        if unrolled:
-            out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
-        else:
-            out.append("    int lo = 0, hi = SSA_NR - 1;\n    while (lo < hi) {\n"
-                       "        const int mid = (lo + hi) >> 1;\n"
-                       "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
-        out.append("    return j;\n}\n")
+    out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     deps = net.dependents()
     out.append("__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, "
                "int* x, float* a)\n{\n    switch (j) {")
     for j in range(nr):
         body = [f"x[{s}] += {int(d)};" for s, d in enumerate(net.change[j]) if d]
-        body += [f"a[{k}] = {_propensity(k, reactants[k])};" for k in deps[j]]
+        body += [f"a[{k}] = {_propensity(k, reactants[k], net)};" for k in deps[j]]
         out.append(f"    case {j}: {' '.join(body)} break;")
     out += ["    }\n}", ""]
     return "\n".join(out)
 
 
-def kernel_source(net: Network, hist_idx: list[int], algorithm: str) -> str:
+def kernel_source(net: Network, hist_idx: list[int], algorithm: str, epsilon: float = 0.03) -> str:
     """The whole translation unit for ``net``: generated block + ``kernels/ssa.cu``."""
-    return model_block(net, hist_idx, algorithm) + "\n" + read_kernel("ssa.cu")
+    return model_block(net, hist_idx, algorithm, epsilon) + "\n" + read_kernel("ssa.cu")

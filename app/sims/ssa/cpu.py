@@ -11,10 +11,35 @@ from __future__ import annotations
 import numpy as np
 
 from app.compute import philox
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, host_stats
+from app.compute.codegen import evaluate
+from app.sims.common.engine import choose
+from app.sims.ssa import events
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, host_stats
 from app.sims.ssa.model import Network
 
+INT64_MAX = np.int64(2**63 - 1)
 DRAW_BLOCK = 32  # Philox draws generated at once per realization (amortizes NumPy overhead)
+
+
+def _linear_search(cum: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The direct method: count the cumulative propensities at or below the target."""
+    return (cum <= target[:, None]).sum(axis=1)
+
+
+def _binary_search(cum: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The logarithmic direct method: binary search on the cumulative propensities."""
+    lo = np.zeros(len(target), np.int64)
+    hi = np.full(len(target), cum.shape[1] - 1, np.int64)
+    rows = np.arange(len(target))
+    while (lo < hi).any():
+        mid = (lo + hi) // 2
+        right = cum[rows, mid] <= target
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(right, hi, mid)
+    return lo
+
+
+SEARCHES = {"direct": _linear_search, "logdirect": _binary_search}   # by config algorithm name
 
 
 class CpuEnsemble(EnsembleEngine):
@@ -24,6 +49,7 @@ class CpuEnsemble(EnsembleEngine):
                  hist_idx: list[int], bins: int, t0: float = 0.0):
         self.net, self.realizations, self.seed = network, realizations, seed
         self.algorithm, self.hist_idx, self.bins = algorithm, hist_idx, bins
+        self.search = choose(SEARCHES, algorithm, "SSA algorithm")
         s, m = network.n_species, network.n_reactions
         self.x = np.zeros((realizations, s + 1), np.int64)   # last column: a dummy species
         self.x[:, :s] = network.x0
@@ -32,6 +58,8 @@ class CpuEnsemble(EnsembleEngine):
         self.change[:, :s] = network.change
         self._reactant_tables()
         self._dependency_table()
+        self.bits = np.full(realizations, events.initial_bits(network), np.uint32)
+        self.event_times = events.event_times(network)
         self.a = self._propensities(np.arange(realizations)[:, None], np.arange(m)[None, :])
         self.t = np.full(realizations, t0)
         self.active = np.ones(realizations, bool)
@@ -69,7 +97,18 @@ class CpuEnsemble(EnsembleEngine):
             term = term * np.where(m >= 2, np.maximum(v - 1, 0) / 2, 1.0)
             term = term * np.where(m >= 3, np.maximum(v - 2, 0) / 3, 1.0)
             a = a * term
+        for j, law in enumerate(self.net.laws or ()):
+            if law is not None:
+                hit = reactions == j
+                if hit.any():
+                    env = self.net.species_env(self.x[rows[hit], :-1])
+                    a[hit] = a[hit] * np.fmax(0.0, evaluate(law, env))
         return a
+
+    def _refresh_rows(self, rows: np.ndarray) -> None:
+        """Every propensity of realizations ``rows`` (after an event)."""
+        if rows.size:
+            self.a[rows] = self._propensities(rows[:, None], np.arange(self.net.n_reactions)[None, :])
 
     # ---- random numbers -------------------------------------------------------------------
     def _uniforms(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,20 +130,8 @@ class CpuEnsemble(EnsembleEngine):
     # ---- the algorithm --------------------------------------------------------------------
     def _select(self, a: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Index of the first reaction whose cumulative propensity exceeds ``target``."""
-        cum = np.cumsum(a, axis=1)
         m = a.shape[1]
-        if self.algorithm == "direct":
-            j = (cum <= target[:, None]).sum(axis=1)
-        else:  # logarithmic direct: binary search on the cumulative propensities
-            lo = np.zeros(len(target), np.int64)
-            hi = np.full(len(target), m - 1, np.int64)
-            rows = np.arange(len(target))
-            while (lo < hi).any():
-                mid = (lo + hi) // 2
-                right = cum[rows, mid] <= target
-                lo = np.where(right, mid + 1, lo)
-                hi = np.where(right, hi, mid)
-            j = lo
+        j = self.search(np.cumsum(a, axis=1), target)
         # rounding can put target at the very top: fall back to the last reaction that can fire
         overflow = j >= m
         if overflow.any():
@@ -124,10 +151,17 @@ class CpuEnsemble(EnsembleEngine):
             with np.errstate(divide="ignore"):
                 t_new = self.t[idx] - np.log(u1) / a0
             fire = t_new <= t_to
-            self.active[idx[~fire]] = False
+            stopped = self._time_events(idx, t_new, t_to) if self.net.events else ~fire & False
+            fire &= ~stopped
+            self.active[idx[~fire & ~stopped]] = False
             rows = idx[fire]
             if rows.size:
                 j = self._select(a[fire], u2[fire] * a0[fire])
+                room = INT64_MAX - self.x[rows]
+                over = (self.change[j] > 0) & (room < self.change[j])
+                if over.any():
+                    k, s = np.argwhere(over)[0]
+                    raise CountOverflow(self.net.species[int(s)], INT64_MAX, int(rows[k]))
                 self.x[rows] += self.change[j]
                 self.t[rows] = t_new[fire]
                 deps = self.dep[j]
@@ -136,6 +170,11 @@ class CpuEnsemble(EnsembleEngine):
                 k2 = deps[valid]
                 self.a[r2, k2] = self._propensities(r2, k2)
                 self.reactions_fired += rows.size
+                if self.net.events:
+                    sub_x, sub_bits = self.x[rows], self.bits[rows]
+                    hit = events.species_events(self.net, sub_x, sub_bits)
+                    self.x[rows], self.bits[rows] = sub_x, sub_bits
+                    self._refresh_rows(rows[hit])
             steps += 1
         if self.active.any():
             return False
@@ -143,24 +182,45 @@ class CpuEnsemble(EnsembleEngine):
         self.active[:] = True
         return True
 
+    def _time_events(self, idx: np.ndarray, t_new: np.ndarray, t_to: float) -> np.ndarray:
+        """Fire the time events due before each row's next reaction (those rows' draws are
+        discarded: they go on from the event instant); returns the mask of those rows."""
+        due = events.next_event_time(self.event_times, self.bits[idx])
+        stop = (due <= t_to) & (due < t_new)
+        if stop.any():
+            rows = idx[stop]
+            sub_x, sub_bits = self.x[rows], self.bits[rows]
+            events.time_events(self.net, self.event_times, sub_x, sub_bits, due[stop])
+            self.x[rows], self.bits[rows] = sub_x, sub_bits
+            self.t[rows] = due[stop]
+            self._refresh_rows(rows)
+        return stop
+
     def states(self) -> np.ndarray:
-        return self.x[:, :-1].copy()
+        x = self.x[:, :-1].copy()
+        events.apply_derived(self.net, x)
+        return x
 
     def stats(self, keep_states: bool) -> IntervalStats:
-        return host_stats(self.x[:, :-1], self.hist_idx, self.bins, keep_states)
+        x = self.x[:, :-1]
+        if self.net.derived:
+            x = self.states()
+        return host_stats(x, self.hist_idx, self.bins, keep_states)
 
     def set_rates(self, rates: np.ndarray) -> None:
         self.rates = np.asarray(rates, np.float64).copy()
         m = self.net.n_reactions
         self.a = self._propensities(np.arange(self.realizations)[:, None], np.arange(m)[None, :])
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.draws.copy(), "t": self.t.copy(),
                 "active": self.active.copy(), "rates": self.rates.copy(),
-                "reactions_fired": np.int64(self.reactions_fired)}
+                "events": self.bits.copy(), "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         self.x[:, :-1] = state["x"]
+        if "events" in state:
+            self.bits[:] = state["events"]
         self.draws[:] = state["draws"]
         self.t[:] = state["t"]
         self.active[:] = state["active"]

@@ -19,9 +19,12 @@ import numpy as np
 
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats
+from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
+
+COUNT_LIMIT = 2**30   # SSA_COUNT_LIMIT in kernels/ssa.cu: a realization stops within 64 reactions past it
 
 BLOCK = 128
 HIST_BLOCK = 256
@@ -30,16 +33,15 @@ INT32_MAX = 2**31 - 1
 
 def batch_compatible(a: Network, b: Network) -> bool:
     """Whether two networks differ only in rate constants and initial counts."""
-    return (a.species == b.species and a.n_reactions == b.n_reactions
-            and np.array_equal(a.change, b.change)
-            and a.reactant_lists() == b.reactant_lists())
+    return a.structure_key() == b.structure_key()
 
 
 class CudaBatch:
     """P points of one network structure, ``realizations`` each, on the current CUDA context."""
 
     def __init__(self, networks: Sequence[Network], realizations: int, seeds: Sequence[int],
-                 algorithm: str, hist_idx: list[int], bins: int, t0: float = 0.0):
+                 algorithm: str, hist_idx: list[int], bins: int, t0: float = 0.0,
+                 epsilon: float = 0.03):
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
 
@@ -62,10 +64,10 @@ class CudaBatch:
         self.net, self.points, self.realizations = net, points, realizations
         self.hist_idx, self.bins, self.t = hist_idx, bins, t0
         self.fired_total = np.zeros(points, np.int64)
-        source = kernel_source(net, hist_idx, algorithm)
+        source = kernel_source(net, hist_idx, algorithm, epsilon)
         self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK})
         self._advance = self.module.get_function("ssa_advance")
-        self._advance.prepare("PPiiddPPPPPP")
+        self._advance.prepare("PPiiddPPPPPPPP")
         self._histogram = self.module.get_function("ssa_histogram")
         self._histogram.prepare("PiiPP")
         s, h, r_all = net.n_species, max(len(hist_idx), 1), points * realizations
@@ -73,6 +75,8 @@ class CudaBatch:
         per_realization = np.repeat(x0, realizations, axis=0).T        # (S, P*R)
         self.x = gpuarray.to_gpu(np.ascontiguousarray(per_realization.astype(np.int32)))
         self.draws = gpuarray.zeros(r_all, np.uint64)
+        self.event_bits = gpuarray.to_gpu(np.full(r_all, initial_bits(net), np.uint32))
+        self.overflow = gpuarray.zeros(1, np.int32)
         self.seeds = gpuarray.to_gpu(np.asarray(seeds, np.uint64))
         self.rates = gpuarray.to_gpu(np.array([n.rates for n in networks], np.float32))
         self.shift = gpuarray.to_gpu(x0.astype(np.float64).ravel())          # (P*S,)
@@ -108,8 +112,11 @@ class CudaBatch:
             self._grid, (BLOCK, 1, 1), self.stream, self.x.gpudata, self.draws.gpudata,
             np.int32(self.r_all), np.int32(self.realizations), np.float64(self.t), np.float64(t_to),
             self.seeds.gpudata, self.rates.gpudata, self.shift.gpudata, self.sums.gpudata,
-            self.minmax.gpudata, self.fired.gpudata)
+            self.minmax.gpudata, self.fired.gpudata, self.event_bits.gpudata, self.overflow.gpudata)
         self.stream.synchronize()   # releases the GIL while the GPU works
+        flag = int(self.overflow.get()[0])
+        if flag:
+            raise CountOverflow(self.net.species[flag - 1], COUNT_LIMIT)
         self.t = t_to
         self.fired_total += self.fired.get().astype(np.int64)
         self._stats = self._x_host = None
@@ -160,7 +167,12 @@ class CudaBatch:
         r = self.realizations
         return self.draws.get()[p * r:(p + 1) * r]
 
-    def load_point(self, p: int, x: np.ndarray, draws: np.ndarray, t: float) -> None:
+    def point_event_bits(self, p: int) -> np.ndarray:
+        r = self.realizations
+        return self.event_bits.get()[p * r:(p + 1) * r]
+
+    def load_point(self, p: int, x: np.ndarray, draws: np.ndarray, t: float,
+                   event_bits: np.ndarray | None = None) -> None:
         """Resume point ``p`` from (R, S) counts and its draw counters."""
         r = self.realizations
         host = self.x.get()
@@ -169,6 +181,10 @@ class CudaBatch:
         all_draws = self.draws.get()
         all_draws[p * r:(p + 1) * r] = np.asarray(draws, np.uint64)
         self.draws.set(all_draws)
+        if event_bits is not None:
+            bits = self.event_bits.get()
+            bits[p * r:(p + 1) * r] = np.asarray(event_bits, np.uint32)
+            self.event_bits.set(bits)
         shift = self.shift.get().reshape(self.points, -1)
         shift[p] = np.round(np.asarray(x, np.float64).mean(axis=0))
         self.shift.set(shift.ravel())
@@ -176,7 +192,7 @@ class CudaBatch:
         self._stats = self._x_host = None
 
     def close(self) -> None:
-        for buf in (self.x, self.draws, self.seeds, self.rates, self.shift, self.sums, self.minmax,
+        for buf in (self.x, self.draws, self.event_bits, self.overflow, self.seeds, self.rates, self.shift, self.sums, self.minmax,
                     self.fired, self.lo_width, self.counts):
             buf.gpudata.free()
 
@@ -189,8 +205,9 @@ class CudaEnsemble(EnsembleEngine):
 
     def __init__(self, network: Network, realizations: int, seed: int, algorithm: str,
                  hist_idx: list[int], bins: int, t0: float = 0.0, *,
-                 batch: CudaBatch | None = None, point: int = 0):
-        self.batch = batch or CudaBatch([network], realizations, [seed], algorithm, hist_idx, bins, t0)
+                 batch: CudaBatch | None = None, point: int = 0, epsilon: float = 0.03):
+        self.batch = batch or CudaBatch([network], realizations, [seed], algorithm, hist_idx, bins, t0,
+                                        epsilon)
         self.owns_batch = batch is None
         self.point, self.net, self.realizations = point, network, realizations
 
@@ -216,16 +233,18 @@ class CudaEnsemble(EnsembleEngine):
     def states(self) -> np.ndarray:
         return self.batch.point_states(self.point)
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         return {"x": self.states(), "draws": self.batch.point_draws(self.point),
                 "t": np.float64(self.t), "rates": self.batch.point_rates(self.point),
+                "events": self.batch.point_event_bits(self.point),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
+    def restore(self, state: dict[str, np.ndarray]) -> None:
         if np.ptp(np.atleast_1d(state["t"])) != 0:
             raise ValueError("this checkpoint was taken inside a sample interval on the CPU engine; "
                              "resume it on the CPU engine")
-        self.batch.load_point(self.point, state["x"], state["draws"], float(np.max(state["t"])))
+        self.batch.load_point(self.point, state["x"], state["draws"], float(np.max(state["t"])),
+                              state.get("events"))
         self.batch.fired_total[self.point] = int(state["reactions_fired"])
         self.set_rates(state["rates"])
 

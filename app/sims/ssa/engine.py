@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.sims.common.engine import EngineBase
 from app.sims.ssa.stats import Histogram, histogram, moments
+
+ALGORITHMS = ("direct", "logdirect", "tau-leap")   # config names; each engine dispatches by a table
 
 
 @dataclass(frozen=True)
@@ -29,18 +32,42 @@ def host_stats(states: np.ndarray, hist_idx: list[int], bins: int, keep_states: 
 def initial_stats(net, realizations: int, hist_idx: list[int], bins: int,
                   keep_states: bool) -> IntervalStats:
     """Statistics of the deterministic initial state (every realization starts at x0)."""
+    if net.derived:
+        from app.sims.ssa.events import apply_derived
+        x0 = net.x0[None, :].copy()
+        apply_derived(net, x0)
+        net = net.with_values(x0=x0[0])
     hists = tuple(Histogram(int(net.x0[s]), 1, np.eye(1, bins, dtype=np.int64)[0] * realizations)
                   for s in hist_idx)
     states = np.broadcast_to(net.x0, (realizations, net.n_species)).copy() if keep_states else None
     return IntervalStats(net.x0.astype(np.float64), np.zeros(net.n_species), hists, states)
 
 
-class EnsembleEngine:
-    """Interface of the CPU and CUDA ensembles (both advance every realization to a time)."""
+class CountOverflow(RuntimeError):
+    """A reaction would push a species count past what the engine's integers hold; the
+    realization stopped before it (its state is the last valid one)."""
+
+    def __init__(self, species: str, limit: int, realization: int | None = None):
+        self.species, self.limit, self.realization = species, limit, realization
+        where = f" in realization {realization}" if realization is not None else ""
+        super().__init__(f"the count of {species}{where} would exceed {limit:,} (the engine's "
+                         "integer range); the run stopped before the overflow")
+
+
+def overflowing_species(x: np.ndarray, change: np.ndarray, limit: int) -> int | None:
+    """Index of a species that one more firing of some reaction would push past ``limit`` in
+    any realization of ``x`` (R, S), else None (a conservative check on the host)."""
+    up = change.max(axis=0)[: x.shape[1]]
+    bad = (up > 0) & (x.max(axis=0) > limit - np.maximum(up, 0))
+    return int(np.flatnonzero(bad)[0]) if bad.any() else None
+
+
+class EnsembleEngine(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
+    """The SSA engines' surface (:class:`app.sims.common.engine.Engine`): every engine advances
+    every realization to a time."""
 
     realizations: int
     reactions_fired: int
-    compile_seconds: float = 0.0   # first-use compile (or on-disk cache load) of a compiled engine
 
     def advance(self, t_to: float, max_steps: int) -> bool:
         """Advance towards ``t_to``; True once every realization is there."""
@@ -53,11 +80,11 @@ class EnsembleEngine:
         """(R, S) int64 counts, copied to the host."""
         raise NotImplementedError
 
-    def checkpoint(self) -> dict[str, np.ndarray]:
+    def state(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def load(self, state: dict[str, np.ndarray]) -> None:
-        """Resume from :meth:`checkpoint` output."""
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Resume from :meth:`state` output."""
         raise NotImplementedError
 
     def set_rates(self, rates: np.ndarray) -> None:

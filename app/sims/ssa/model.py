@@ -3,6 +3,12 @@
 Propensities are mass action with the combinatorial convention of Gillespie (1977): a
 reaction with reactants ``m_i S_i`` has propensity ``c * prod_i C(x_i, m_i)``, so
 ``2 S1 -> S2`` fires at ``c * x1 * (x1 - 1) / 2`` and ``0 -> S`` at ``c``.
+
+An imported model (:mod:`app.sims.ssa.sbml`) may also carry general kinetic laws: reaction j
+then fires at ``rate[j] * max(0, law_j(x))`` (``rate[j]`` a scale, 1 on import), the law an
+expression tree of the one expression core over species counts, printed to every engine. It
+may also carry species set by assignment rules (``derived``, recomputed where statistics are
+taken) and events without delay (:class:`Event`).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from math import factorial
 
 import numpy as np
 
+from app.compute.codegen import Node, evaluate, names_used
 from app.sims.common.config import Document, spec
 
 MAX_ORDER = 3
@@ -56,6 +63,26 @@ class GridSpec:
 
 
 @dataclass(frozen=True)
+class Event:
+    """An event without delay: a trigger and the species it assigns when the trigger turns true.
+
+    A time event (``time`` set) fires once when the clock reaches that instant; a species event
+    (``trigger`` set, an indicator tree: true where > 0.5) fires whenever its trigger goes from
+    false to true, checked after every reaction and event. Assigned values are rounded to the
+    nearest count (and held at >= 0).
+    """
+
+    name: str
+    assignments: tuple[tuple[int, Node], ...]   # (species index, value tree)
+    trigger: Node | None = None
+    time: float | None = None
+    initial_value: bool = True     # SBML's trigger value before t = 0
+
+
+MAX_EVENTS = 32      # the CUDA engine keeps each realization's trigger states in one 32-bit word
+
+
+@dataclass(frozen=True)
 class Network:
     """A validated network as arrays: what the engines and the code generator consume."""
 
@@ -67,6 +94,33 @@ class Network:
     reaction_names: tuple[str, ...]
     grid_shape: tuple[int, int] | None = None
     grid_index: np.ndarray | None = None   # (n, n) index of A_ij in the state
+    laws: tuple[Node | None, ...] | None = None   # per reaction; None: mass action only
+    derived: tuple[tuple[int, Node], ...] = ()    # (species index, tree) from assignment rules
+    events: tuple[Event, ...] = ()
+    event_state0: tuple[bool, ...] = ()           # trigger values after t = 0
+
+    @property
+    def general(self) -> bool:
+        """Whether the engines need generated code beyond mass action."""
+        return bool(self.laws and any(l is not None for l in self.laws)) or bool(self.derived) \
+            or bool(self.events)
+
+    def law_reads(self) -> np.ndarray:
+        """(M, S) bool: species each reaction's propensity reads."""
+        reads = self.reactant_order != 0
+        if self.laws:
+            index = {n: i for i, n in enumerate(self.species)}
+            reads = reads.copy()
+            for j, law in enumerate(self.laws):
+                if law is not None:
+                    for name in names_used(law):
+                        reads[j, index[name]] = True
+        return reads
+
+    def structure_key(self) -> tuple:
+        """Equal for networks that differ only in rate constants and initial counts."""
+        return (self.species, self.change.tobytes(), tuple(map(tuple, self.reactant_lists())),
+                self.laws, self.derived, self.events, self.event_state0)
 
     @property
     def n_species(self) -> int:
@@ -83,7 +137,7 @@ class Network:
     def dependents(self) -> list[list[int]]:
         """Dependency graph: reactions whose propensity changes when reaction j fires."""
         changed = self.change != 0
-        uses = self.reactant_order != 0
+        uses = self.law_reads()
         return [list(np.flatnonzero((uses & changed[j]).any(axis=1))) for j in range(self.n_reactions)]
 
     def propensities(self, x: np.ndarray, rates: np.ndarray | None = None) -> np.ndarray:
@@ -94,7 +148,14 @@ class Network:
         for j, reactants in enumerate(self.reactant_lists()):
             for s, m in reactants:
                 a[..., j] *= binomial(x[..., s], m)
+            if self.laws and self.laws[j] is not None:
+                a[..., j] *= np.fmax(0.0, evaluate(self.laws[j], self.species_env(x)))
         return a
+
+    def species_env(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Species name -> counts (float64) of states ``x`` (..., S): what law trees read."""
+        x = np.asarray(x, dtype=np.float64)
+        return {n: x[..., i] for i, n in enumerate(self.species)}
 
     def with_values(self, x0: np.ndarray | None = None, rates: np.ndarray | None = None) -> "Network":
         """A copy with other initial counts or rate constants (the GUI's table edits)."""

@@ -8,10 +8,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.common.config import ConfigError, dump_yaml, parse_yaml
+from app.sims.common.config import ConfigError
+from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
+                                     engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.ssa.config import SSAConfig, load_config
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, initial_stats
+from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, initial_stats
 from app.sims.ssa.stats import Histogram
 
 CPU_SLICE_SECONDS = 0.15
@@ -62,6 +64,7 @@ class SSASimulation(Simulation):
         self.snapshots: dict[int, np.ndarray] = {}
         self.final: np.ndarray | None = None
         self.k = 0                     # samples recorded so far
+        self.stopped: str | None = None
         self.wall = 0.0
         self._steps = 64
         self._record(initial_stats(self.net, self.engine.realizations, self.hist_idx,
@@ -74,12 +77,15 @@ class SSASimulation(Simulation):
     # ---- the loop -----------------------------------------------------------------------
     @property
     def finished(self) -> bool:
-        return self.k >= len(self.times)
+        return self.k >= len(self.times) or self.stopped is not None
 
     def advance(self) -> SSAFrame:
         if not self.finished:
             start = time.perf_counter()
-            done = self.engine.advance(float(self.times[self.k]), self._steps)
+            try:
+                done = self.engine.advance(float(self.times[self.k]), self._steps)
+            except CountOverflow as exc:      # stop with the last valid sample, and say why
+                self.stopped, done = str(exc), False
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":   # keep a CPU slice near CPU_SLICE_SECONDS
@@ -109,8 +115,10 @@ class SSASimulation(Simulation):
         return SSAFrame(
             progress=self.k / len(self.times), done=self.finished, wall_seconds=self.wall,
             throughput=rate, throughput_unit="reactions/s",
-            status=f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}, "
-                   f"{self.engine.realizations} realizations" + _compile_note(self.engine),
+            status=self.stopped or (
+                f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}"
+                + ("" if self.finished else f" (running to {self.times[self.k]:.4g})") + ", "
+                f"{self.engine.realizations} realizations" + _compile_note(self.engine)),
             species=self.net.species, times=freeze(self.times[:k]), mean=freeze(self.mean[:k]),
             std=freeze(np.sqrt(self.var[:k])), hist_species=tuple(self.hist_idx),
             hist_lo=freeze(self.hist_lo[:k]), hist_width=freeze(self.hist_width[:k]),
@@ -135,18 +143,15 @@ class SSASimulation(Simulation):
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        engine = {f"engine_{k}": v for k, v in self.engine.checkpoint().items()}
-        return {"config_yaml": np.array(dump_yaml(self.cfg)), "k": np.int64(self.k),
+        return {**config_state(self.cfg), "k": np.int64(self.k),
                 "wall": np.float64(self.wall), "mean": self.mean, "var": self.var,
                 "hist_lo": self.hist_lo, "hist_width": self.hist_width,
-                "hist_counts": self.hist_counts, **engine}
+                "hist_counts": self.hist_counts, **engine_state(self.engine)}
 
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str) -> "SSASimulation":
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), "<checkpoint>"))
-        sim = cls(cfg, backend)
-        engine_state = {k[len("engine_"):]: np.asarray(v) for k, v in state.items() if k.startswith("engine_")}
-        sim.engine.load(engine_state)
+        sim = cls(config_from_state(state, load_config), backend)
+        sim.engine.restore(engine_part(state))
         sim.k, sim.wall = int(state["k"]), float(state["wall"])
         for name in ("mean", "var", "hist_lo", "hist_width", "hist_counts"):
             getattr(sim, name)[...] = state[name]
@@ -175,10 +180,13 @@ class SSASimulation(Simulation):
             "reactions_per_second": self.engine.reactions_fired / self.wall if self.wall else 0.0,
             "setup_seconds": self.setup_seconds,
             "compile_seconds": self.engine.compile_seconds,
-            "backend": self.backend, "device": _device_name(self.backend),
+            "backend": self.backend, "device": device_name(self.backend),
             "algorithm": self.cfg.ensemble.algorithm, "seed": self.cfg.ensemble.seed,
-            "t_end": self.cfg.ensemble.t_end, "samples_done": k, "finished": self.finished,
+            "t_end": self.cfg.ensemble.t_end, "samples_done": k,
+            "finished": self.finished and self.stopped is None,
         }
+        if self.stopped is not None:
+            summary["stopped"] = {"t": float(self.times[k - 1]), "reason": self.stopped}
         return arrays, summary
 
     def close(self) -> None:
@@ -187,15 +195,24 @@ class SSASimulation(Simulation):
 
 def _make_engine(cfg: SSAConfig, net, backend: str, hist_idx: list[int]) -> EnsembleEngine:
     ens = cfg.ensemble
-    args = (net, ens.realizations, ens.seed, ens.algorithm, hist_idx, ens.histogram_bins)
-    if backend == "cuda":
-        from app.sims.ssa.cuda import CudaEnsemble
-        return CudaEnsemble(*args)
-    if backend == "cpu-reference":
-        from app.sims.ssa.cpu import CpuEnsemble
-        return CpuEnsemble(*args)
-    from app.sims.ssa.compiled import CompiledEnsemble
-    return CompiledEnsemble(*args)
+    return make_ssa_engine(net, backend, ens.realizations, ens.seed, ens.algorithm, hist_idx,
+                           ens.histogram_bins, ens.epsilon)
+
+
+TAU_LEAP_ENGINES = {"cpu-reference": ("app.sims.ssa.tauleap_numpy", "TauLeapReference"),
+                    "cpu": ("app.sims.ssa.tauleap", "TauLeapEnsemble")}
+
+
+def make_ssa_engine(net, backend: str, realizations: int, seed: int, algorithm: str,
+                    hist_idx: list[int], bins: int, epsilon: float = 0.03) -> EnsembleEngine:
+    """The engine of ``backend`` running ``algorithm`` on ``net``: the manifest's engines for
+    the exact methods and CUDA, the tau-leaping engines for ``tau-leap`` on the CPU."""
+    if algorithm == "tau-leap" and backend != "cuda":
+        import importlib
+        module, name = TAU_LEAP_ENGINES["cpu-reference" if backend == "cpu-reference" else "cpu"]
+        return getattr(importlib.import_module(module), name)(net, realizations, seed, hist_idx, bins, epsilon)
+    extra = {"epsilon": epsilon} if backend == "cuda" else {}
+    return make_engine("ssa", backend, net, realizations, seed, algorithm, hist_idx, bins, **extra)
 
 
 def _compile_note(engine: EnsembleEngine) -> str:
@@ -203,9 +220,3 @@ def _compile_note(engine: EnsembleEngine) -> str:
     seconds = engine.compile_seconds
     return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""
 
-
-def _device_name(backend: str) -> str:
-    from app.compute.device import cpu_device, cuda_status
-    if backend == "cuda":
-        return cuda_status().devices[0].name
-    return cpu_device().label

@@ -100,23 +100,3 @@ def test_stimulus_regions_are_validated():
     with pytest.raises(ConfigError, match="reaches no cell"):
         CardiacSimulation(cfg, "cpu")
 
-
-def test_run_checkpoint_is_written_and_a_rerun_resumes_from_it(tmp_path):
-    """run.checkpoint: written every checkpoint_ms; the same config run again starts from it
-    and ends where a straight run ends."""
-    path = tmp_path / "cardiac.npz"
-    text = (cable(0.2, t_end=6.0) + f"run: {{checkpoint: {path}, checkpoint_ms: 2.0}}\n")
-    first = CardiacSimulation.from_config(config(text), "cpu-reference")
-    while first.engine.t < 3.0:
-        first.advance()
-    assert path.exists()
-    saved_t = float(np.load(path)["engine_t"])
-    assert 2.0 <= saved_t <= first.engine.t
-    resumed = CardiacSimulation.from_config(config(text), "cpu-reference")
-    assert resumed.engine.t == saved_t
-    while not resumed.finished:
-        resumed.advance()
-    straight = CardiacSimulation(config(text.replace(str(path), str(tmp_path / "other.npz"))), "cpu-reference")
-    while not straight.finished:
-        straight.advance()
-    np.testing.assert_allclose(resumed.results()[0]["V_final"], straight.results()[0]["V_final"], rtol=0, atol=1e-12)

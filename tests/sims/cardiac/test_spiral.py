@@ -82,10 +82,10 @@ def test_s1_s2_cross_field_starts_a_spiral_and_s1_alone_dies_out():
     cfg = small_config()
     spiral = CpuTissue(Problem.from_config(cfg))
     run_to(spiral, S2_START - 1.0)                  # both runs are the same up to here
-    state = {k: np.array(v, copy=True) for k, v in spiral.checkpoint().items()}
+    state = {k: np.array(v, copy=True) for k, v in spiral.state().items()}
     control = CpuTissue(Problem.from_config(
         replace(cfg, protocol=replace(cfg.protocol, stimuli=cfg.protocol.stimuli[:1]))))
-    control.load(state)
+    control.restore(state)
 
     # S1: a planar wave; its speed bounds how long any wave that does not turn back can last
     act = spiral.activation()["activation_time"].reshape(NY, NX)

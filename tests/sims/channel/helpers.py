@@ -25,3 +25,12 @@ def preset(name: str = "00-model-b-surrogate", dt: float | None = None, **ga) ->
     if ga:
         cfg = replace(cfg, ga=replace(cfg.ga, **ga))
     return cfg
+
+
+
+def generated_recordings(folder, act_window: float = 150.0, tail_window: float = 55.72,
+                         increment: float = 10.0) -> tuple:
+    """The issue's generated-traces case written to ``folder`` (see
+    :func:`app.sims.channel.reference.write_generated_case`): (config text, model)."""
+    from app.sims.channel.reference import write_generated_case
+    return write_generated_case(folder, act_window, tail_window, increment)

@@ -39,5 +39,19 @@ def test_ga_on_cpu_backend_makes_the_reference_decisions():
         fast.advance()
         ref.advance()
     np.testing.assert_allclose(fast.best_history, ref.best_history, rtol=1e-10)
-    np.testing.assert_array_equal(fast.engine.get_population(), ref.engine.get_population())
+    np.testing.assert_array_equal(fast.engine.state()["population"], ref.engine.state()["population"])
     assert fast.results()[1]["compile_seconds"] >= 0
+
+
+def test_chunks_scored_while_the_next_chunks_rates_are_evaluated_give_the_same_scores(monkeypatch):
+    cfg = preset(dt=0.5)
+    m = model("model-b")
+    protocol = cfg.protocol()
+    rng = np.random.default_rng(4)
+    params = m.lower + (m.upper - m.lower) * rng.random((100, m.n_params))
+    target = cpu.simulate(m, protocol, params[:1])[0]
+    whole, _ = compiled.evaluate(m, protocol, params, target)
+    monkeypatch.setattr(compiled, "CHUNK", 32)          # 100 individuals in chunks of 16
+    chunked, _ = compiled.evaluate(m, protocol, params, target)
+    np.testing.assert_array_equal(chunked, whole)
+

@@ -155,7 +155,7 @@ def test_checkpoint_resume_continues_identically():
     second = ChannelSimulation.restore(first.state(), "cpu")
     while not second.finished:
         second.advance()
-    assert np.array_equal(second.engine.get_population(), whole.engine.get_population())
+    assert np.array_equal(second.engine.state()["population"], whole.engine.state()["population"])
     assert second.best_history == pytest.approx(whole.best_history)
 
 

@@ -123,7 +123,7 @@ def test_generated_values_never_crash(key, value, tmp_path_factory, capsys):
         (".inf" if value == math.inf else "-.inf") if isinstance(value, float) and math.isinf(value)
         else str(value).lower() if isinstance(value, bool) or value is None else str(value))
     code = main(["run", _config(tmp, SSA), "--backend", "cpu-reference", "--out", str(tmp / "o"),
-                 "--no-png", "--set", f"ensemble.t_end=0.01", "--set", f"ensemble.samples=2",
+                 "--no-png", "--set", "ensemble.t_end=0.01", "--set", "ensemble.samples=2",
                  "--set", f"{key}={text}"])
     err = capsys.readouterr().err
     assert "Traceback" not in err

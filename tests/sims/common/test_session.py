@@ -43,3 +43,26 @@ def test_checkpoint_in_owning_thread(tmp_path):
     session.run()
     state = load_checkpoint(path)
     assert int(state["k"]) == 1 and "config_yaml" in state
+
+
+def test_pause_when_a_frame_meets_the_condition():
+    """The session pauses itself after the first frame past t = 1 (in the owning thread: no
+    further slice runs), and runs to the end once resumed without the condition."""
+    domain, cfg = small_dimer()
+    frames = []
+    session = Session(domain, cfg, "cpu-reference", on_frame=frames.append)
+    session.pause_when(lambda frame: frame.times[-1] >= 1.0)
+    worker = threading.Thread(target=session.run)
+    worker.start()
+    deadline = time.time() + 30
+    while not session.holding and time.time() < deadline:
+        time.sleep(0.01)
+    assert session.holding and session.paused
+    assert frames[-1].times[-1] >= 1.0 and all(f.times[-1] < 1.0 for f in frames[:-1])
+    count = len(frames)
+    time.sleep(0.2)
+    assert len(frames) == count
+    session.pause_when(None)
+    session.resume()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and frames[-1].done and not session.stopped

@@ -41,3 +41,25 @@ def random_state(cfg: EpidermisConfig, rng: np.random.Generator, per_cell: int =
 
 def clone(state: dict) -> dict:
     return {k: np.array(v) for k, v in state.items()}
+
+
+def term_scale(state, cfg) -> np.ndarray:
+    """S_i = sum over j of |f_ij d_ij| (intra and inter terms) + |membrane_i|, [E, cap]."""
+    m = cfg.mechanics
+    p, cell, et, kc = model.live_elements(state)
+    box = model.box_of(cfg)
+    d = p[:, None, :] - p[None, :, :]
+    d[..., 0] = model.minimum_image(d[..., 0], box)
+    d[..., 1] = model.minimum_image(d[..., 1], box)
+    r = np.sqrt((d * d).sum(axis=-1))
+    np.fill_diagonal(r, np.inf)
+    same = cell[:, None] == cell[None, :]
+    rs = np.maximum(r, model.R_MIN)
+    f = np.where(same & np.isfinite(r), np.abs(model.morse_force_over_r(rs, m.intra)), 0.0)
+    f += np.where(~same & (r < m.inter_cutoff),
+                  np.abs(model.inter_force_over_r(rs, m.inter, m.inter_cutoff)), 0.0)
+    s = (f * np.sqrt((d * d).sum(axis=-1))).sum(axis=1)
+    s += np.abs(model.membrane_force_z(p[:, 2], et, m.membrane, m.wall_stiffness))
+    out = np.zeros(state["pos"].shape[1:])
+    out[kc[0], kc[1]] = s
+    return out, r, same

@@ -34,8 +34,8 @@ def test_one_step_follows_the_contract(boundary, search):
     st = random_state(cfg, np.random.default_rng(11), per_cell=12, spread=1.8)
     new, genes = manual_step(st, cfg)
     eng = CpuEngine(cfg, st)
-    eng.run(1)
-    out = eng.get_state()
+    eng.advance(1)
+    out = eng.state()
     assert int(out["step"]) == 1 and out["pos"].dtype == np.float32
     d = out["pos"][:, :, :16] - new
     if boundary == "periodic":
@@ -57,8 +57,8 @@ def test_movement_mode_leaves_the_genes_and_the_pair_list_stays_exact(boundary):
     st = random_state(cfg, np.random.default_rng(13), per_cell=12, spread=1.8)
     eng = CpuEngine(cfg, st)
     for _ in range(8):
-        eng.run(25)
-        out = eng.get_state()
+        eng.advance(25)
+        out = eng.state()
         F, S = eng.forces()
         F_ref, S_ref = model.reference_forces(out, cfg)
         np.testing.assert_allclose(F, F_ref, atol=1e-6 * max(1.0, np.abs(F_ref).max()), rtol=0)
@@ -76,10 +76,10 @@ def test_the_step_is_split_anywhere():
                  run={"relax_steps": 10})
     st = model.initial_state(cfg)
     a, b = CpuEngine(cfg, st), CpuEngine(cfg, st)
-    a.run(45)
+    a.advance(45)
     for n in (1, 13, 6, 25):
-        b.run(n)
-    sa, sb = a.get_state(), b.get_state()
+        b.advance(n)
+    sa, sb = a.state(), b.state()
     assert int(sa["n_cells"]) > 4                    # divisions happened on the way
     for key in sa:
         np.testing.assert_array_equal(sa[key], sb[key])
@@ -91,4 +91,4 @@ def test_a_blown_up_state_names_the_step_and_cell():
     st = random_state(cfg, np.random.default_rng(12), per_cell=8, spread=1.0)
     eng = CpuEngine(cfg, st)
     with pytest.raises(model.BlownUpError, match=r"step 0: element \d+ of cell \d+ moved"):
-        eng.run(3)
+        eng.advance(3)

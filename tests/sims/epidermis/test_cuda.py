@@ -19,35 +19,13 @@ from app.sims.epidermis import model
 from app.sims.epidermis.cpu import CpuEngine
 from app.sims.epidermis.cuda import CudaEngine
 
-from .helpers import clone, config, random_state
+from .helpers import clone, config, random_state, term_scale
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("cuda_context")]
 
 BOUNDARIES = ("periodic", "none")
 SEARCHES = ("cell_list", "centre_cutoff")
 TOL_TERMS = 1e-4
-
-
-def term_scale(state, cfg) -> np.ndarray:
-    """S_i = sum over j of |f_ij d_ij| (intra and inter terms) + |membrane_i|, [E, cap]."""
-    m = cfg.mechanics
-    p, cell, et, kc = model.live_elements(state)
-    box = model.box_of(cfg)
-    d = p[:, None, :] - p[None, :, :]
-    d[..., 0] = model.minimum_image(d[..., 0], box)
-    d[..., 1] = model.minimum_image(d[..., 1], box)
-    r = np.sqrt((d * d).sum(axis=-1))
-    np.fill_diagonal(r, np.inf)
-    same = cell[:, None] == cell[None, :]
-    rs = np.maximum(r, model.R_MIN)
-    f = np.where(same & np.isfinite(r), np.abs(model.morse_force_over_r(rs, m.intra)), 0.0)
-    f += np.where(~same & (r < m.inter_cutoff),
-                  np.abs(model.inter_force_over_r(rs, m.inter, m.inter_cutoff)), 0.0)
-    s = (f * np.sqrt((d * d).sum(axis=-1))).sum(axis=1)
-    s += np.abs(model.membrane_force_z(p[:, 2], et, m.membrane, m.wall_stiffness))
-    out = np.zeros(state["pos"].shape[1:])
-    out[kc[0], kc[1]] = s
-    return out, r, same
 
 
 def engine(cfg, state):
@@ -113,9 +91,9 @@ def test_cell_list_and_centre_cutoff_agree_on_cuda(boundary):
     # and a relaxing tissue stepped with either search stays together
     state = model.type_c1(model.place_cells(cfg_a), cfg_a.mechanics.c1_height)
     a, b = engine(cfg_a, state), engine(cfg_b, state)
-    a.run(200)
-    b.run(200)
-    sa, sb = a.get_state(), b.get_state()
+    a.advance(200)
+    b.advance(200)
+    sa, sb = a.state(), b.state()
     assert np.abs(sa["pos"] - sb["pos"]).max() < 1e-3
     assert np.abs(sa["genes"] - sb["genes"]).max() < 1e-4
     a.close(), b.close()
@@ -157,7 +135,7 @@ def test_growth_on_cuda_is_model_grow(boundary):
     state["genes"][1, :30] = np.where(np.arange(30) % 3 == 0, 0.9, 0.1)   # D high -> no growth
     eng = engine(cfg, state)
     eng.grow(17)
-    got = eng.get_state()
+    got = eng.state()
     eng.close()
     ref = clone(state)
     grown = model.grow(ref, cfg, 17)
@@ -182,7 +160,7 @@ def test_division_on_cuda_is_split_cell(boundary, axis):
     parents = np.array([0, 3, 4, 7, 11])
     eng = engine(cfg, state)
     eng.divide(parents)
-    got = eng.get_state()
+    got = eng.state()
     eng.close()
     ref = clone(state)
     model.divide_cells(ref, cfg, parents)
@@ -200,15 +178,15 @@ def test_capacity_doubling_keeps_the_state():
     eng.divide(parents)                       # 30 cells: 20 -> 40
     eng.divide(np.arange(20, 30))             # 40 cells: fits
     eng.divide(np.array([1, 3, 5]))           # 43 cells: 40 -> 80
-    got = eng.get_state()
+    got = eng.state()
     ref = clone(state)
     for p in (parents, np.arange(20, 30), np.array([1, 3, 5])):
         model.divide_cells(ref, cfg, p)
     assert eng.capacity == 80 and got["pos"].shape[2] == ref["pos"].shape[2] == 80
     for key in ("pos", "etype", "count", "genes", "n_cells"):
         assert np.array_equal(got[key], ref[key]), key
-    eng.run(20)                               # the new buffers step
-    assert np.isfinite(eng.get_state()["pos"]).all()
+    eng.advance(20)                               # the new buffers step
+    assert np.isfinite(eng.state()["pos"]).all()
     eng.close()
 
 
@@ -222,11 +200,11 @@ def test_full_model_run_keeps_every_element_and_stays_finite():
     total = int(eng.element_counts().sum())
     for _ in range(8):                        # every cell grows by one at every event
         n_before = eng.n_cells
-        eng.run(cfg.growth.interval)
+        eng.advance(cfg.growth.interval)
         counts = eng.element_counts()
         assert counts.sum() == total + n_before
         total = int(counts.sum())
-    st = eng.get_state()
+    st = eng.state()
     eng.close()
     n = int(st["n_cells"])
     assert n > 36 and int(st["event"]) == 8
@@ -244,9 +222,9 @@ def test_full_model_with_divisions_follows_the_cpu_engine():
                  run={"mode": "full", "relax_steps": 0})
     state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
     g, c = engine(cfg, state), CpuEngine(cfg, clone(state))
-    g.run(100)
-    c.run(100)
-    a, b = g.get_state(), c.get_state()
+    g.advance(100)
+    c.advance(100)
+    a, b = g.state(), c.state()
     assert int(a["n_cells"]) == int(b["n_cells"]) > 9
     assert np.array_equal(a["count"], b["count"])
     ca, _ = g.cells()
@@ -260,17 +238,17 @@ def test_checkpoint_round_trip_is_bit_identical():
                  run={"mode": "full", "relax_steps": 0})
     state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
     a = engine(cfg, state)
-    a.run(120)
-    saved = a.get_state()
+    a.advance(120)
+    saved = a.state()
     b = engine(cfg, saved)
-    a.run(130)
-    b.run(130)
-    sa, sb = a.get_state(), b.get_state()
+    a.advance(130)
+    b.advance(130)
+    sa, sb = a.state(), b.state()
     for key in ("step", "event", "n_cells", "pos", "etype", "count", "genes"):
         assert np.array_equal(sa[key], sb[key]), key
-    a.set_state(saved)                        # and back to the checkpoint in place
-    a.run(130)
-    sa = a.get_state()
+    a.restore(saved)                        # and back to the checkpoint in place
+    a.advance(130)
+    sa = a.state()
     for key in ("pos", "genes", "count"):
         assert np.array_equal(sa[key], sb[key]), key
     a.close(), b.close()
@@ -280,12 +258,12 @@ def test_cpu_engine_resumes_a_cuda_checkpoint():
     cfg = config(tissue={"cells": 16}, run={"mode": "genes", "relax_steps": 0})
     state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
     g = engine(cfg, state)
-    g.run(200)
-    saved = g.get_state()
+    g.advance(200)
+    saved = g.state()
     c = CpuEngine(cfg, clone(saved))
-    g.run(50)
-    c.run(50)
-    a, b = g.get_state(), c.get_state()
+    g.advance(50)
+    c.advance(50)
+    a, b = g.state(), c.state()
     assert int(a["step"]) == int(b["step"]) == 250
     assert np.abs(a["pos"] - b["pos"]).max() < 1e-3
     assert np.abs(a["genes"] - b["genes"]).max() < 1e-4
@@ -301,5 +279,5 @@ def test_a_blown_up_tissue_raises():
     state["pos"][0, 1, 2] = np.nan
     eng = engine(cfg, state)
     with pytest.raises(model.BlownUpError, match="cell 2"):
-        eng.run(1)
+        eng.advance(1)
     eng.close()

@@ -104,13 +104,13 @@ def test_isolated_cell_relaxes_to_a_compact_body():
         f0 = np.abs(eng.forces()[0]).max()
         energy = []
         for _ in range(60):
-            energy.append(model.total_energy(eng.get_state(), cfg))
-            eng.run(20)
+            energy.append(model.total_energy(eng.state(), cfg))
+            eng.advance(20)
         energy = np.array(energy)
         assert np.diff(energy).max() <= 1e-6 * abs(energy[0])
         assert energy[-1] < energy[0] - 0.5
         assert np.abs(eng.forces()[0]).max() < 0.05 * f0            # settled
-        p, _, _, _ = model.live_elements(eng.get_state())
+        p, _, _, _ = model.live_elements(eng.state())
         d = np.sqrt(((p[:, None] - p[None]) ** 2).sum(-1))
         np.fill_diagonal(d, np.inf)
         rstar = model.morse_minimum(cfg.mechanics.intra)
@@ -197,12 +197,12 @@ def test_growth_adds_one_element_only_to_low_delta_cells():
     st["genes"][:, :4] = before["genes"][:, :4]
     st["genes"][model.D_, :4] = [0.1, 0.9, 0.2, 0.6]
     eng = CpuEngine(cfg, st)
-    eng.run(4)
+    eng.advance(4)
     assert eng.element_counts().tolist() == [20] * 4
-    eng.run(1)
+    eng.advance(1)
     _, g = eng.cells()
     assert (eng.element_counts() - 20).tolist() == (g[model.D_] < 0.3).astype(int).tolist()
-    assert eng.get_state()["event"] == 1 and (eng.element_counts() == 21).sum() == 2
+    assert eng.state()["event"] == 1 and (eng.element_counts() == 21).sum() == 2
 
 
 def test_capacity_doubles_without_losing_state():
@@ -213,14 +213,14 @@ def test_capacity_doubles_without_losing_state():
     assert st["count"].shape[0] == model.capacity_for(50) == 128
     eng = CpuEngine(cfg, st)
     eng.divide(np.arange(50))
-    ref = clone(eng.get_state())
+    ref = clone(eng.state())
     model.grow_capacity(ref, 512)                        # the same, pre-enlarged
     assert ref["count"].shape[0] == 128 * 4
     eng.s["count"][50:100] = 6                          # refill the daughters, divide 60 more
     ref["count"][50:100] = 6
     eng.divide(np.arange(60))
     model.divide_cells(ref, cfg, np.arange(60))
-    st2 = eng.get_state()
+    st2 = eng.state()
     assert st2["count"].shape[0] == 256 and int(st2["n_cells"]) == 160
     for key in ("pos", "etype", "count", "genes"):
         np.testing.assert_array_equal(st2[key][..., :160], ref[key][..., :160])

@@ -83,7 +83,7 @@ def test_checkpoint_resumes_bit_identically(tmp_path):
     resumed = EpidermisSimulation.restore(load_checkpoint(path), "cpu")
     assert resumed.step == half.step
     run_all(resumed)
-    a, b = whole.engine.get_state(), resumed.engine.get_state()
+    a, b = whole.engine.state(), resumed.engine.state()
     assert int(a["n_cells"]) > 4
     for key in a:
         np.testing.assert_array_equal(a[key], b[key])
@@ -99,7 +99,7 @@ def test_checkpoint_resumes_bit_identically(tmp_path):
     again = EpidermisSimulation.from_config(cfg2, "cpu")
     assert again.step >= 20 and again.history["step"][0] == 0
     run_all(again)
-    c = again.engine.get_state()
+    c = again.engine.state()
     for key in a:
         np.testing.assert_array_equal(a[key], c[key])
     other = config(**{**SMALL, "tissue": {**SMALL["tissue"], "seed": 5},
@@ -111,11 +111,11 @@ def test_checkpoint_resumes_bit_identically(tmp_path):
 def test_live_changes_between_slices():
     sim = EpidermisSimulation.from_config(config(**SMALL), "cpu")
     sim.advance()
-    before = sim.engine.get_state()
+    before = sim.engine.state()
     sim.update({"growth": {"interval": 25}, "mechanics.wall_stiffness": 7.0, "run": {"steps": 200}})
     assert sim.cfg.growth.interval == 25 and sim.cfg.mechanics.wall_stiffness == 7.0
     assert sim.engine.cfg.growth.interval == 25 and sim.cfg.run.steps == 200
-    after = sim.engine.get_state()
+    after = sim.engine.state()
     for key in before:
         np.testing.assert_array_equal(before[key], after[key])
     run_all(sim)

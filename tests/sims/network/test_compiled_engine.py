@@ -9,7 +9,7 @@ import numpy as np
 from app.sims.network.compiled import CompiledEngine
 from app.sims.network.cpu import CpuEngine
 from app.sims.network.model import Constants, build_culture
-from app.sims.network.simulation import _make_engine
+from app.sims.common.engine import make_engine
 from tests.sims.network.helpers import config, engine
 
 
@@ -18,29 +18,30 @@ def test_spikes_and_state_match_the_reference_with_growth_and_resume():
     ref, fast = engine(cfg, radius=2.0), engine(cfg, radius=2.0, cls=CompiledEngine)
     total = 0
     for nsteps in (700, 1500, 2100):            # chunks across noise blocks
-        a, b = ref.run(nsteps), fast.run(nsteps)
+        a, b = ref.advance(nsteps), fast.advance(nsteps)
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_array_equal(a[1], b[1])
         total += a[0].size
         ref.grow(0.1)
         fast.grow(0.1)
     assert total > 50                                # the culture was active
-    sa, sb = ref.get_state(), fast.get_state()
+    sa, sb = ref.state(), fast.state()
     for key in ("step", "refrac", "counts", "hist", "syn_last"):
         np.testing.assert_array_equal(sa[key], sb[key])
     for key in ("V", "gE", "gI", "syn_u", "syn_r", "radius"):
         np.testing.assert_allclose(sb[key], sa[key], rtol=1e-9, atol=1e-12)
     resumed = engine(cfg, radius=2.0, cls=CompiledEngine)     # the reference's checkpoint
-    resumed.set_state(sa)
-    a, b = ref.run(500), resumed.run(500)
+    resumed.restore(sa)
+    a, b = ref.advance(500), resumed.advance(500)
     np.testing.assert_array_equal(a[1], b[1])
 
 
 def test_backend_names_pick_the_engines():
     cfg = config(culture={"width": 4, "height": 4})
     culture, consts = build_culture(cfg), Constants.from_config(cfg)
-    assert isinstance(_make_engine(cfg, culture, consts, "cpu"), CompiledEngine)
-    assert type(_make_engine(cfg, culture, consts, "cpu-reference")) is CpuEngine
+    args = (culture, consts, cfg.growth, cfg.run.seed, cfg.growth.start_radius)
+    assert isinstance(make_engine("network", "cpu", *args), CompiledEngine)
+    assert type(make_engine("network", "cpu-reference", *args)) is CpuEngine
 
 
 def test_compiled_noise_matches_the_numpy_block():
@@ -52,3 +53,27 @@ def test_compiled_noise_matches_the_numpy_block():
         out = np.empty((64, 37))
         _noise(np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32), m0, out)
         np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14)
+
+
+def test_partitioned_delivery_is_bit_identical_for_any_partition_count(monkeypatch):
+    """The delivery region splits the targets into one partition per thread; 1, 3 and 7
+    partitions give the same spikes and the same state to the last bit."""
+    import numba
+
+    from app.sims.network import compiled
+
+    cfg = config(culture={"width": 10, "height": 10})
+    states = []
+    for parts in (1, 3, 7):
+        monkeypatch.setattr(compiled.numba, "get_num_threads", lambda parts=parts: parts)
+        fast = engine(cfg, radius=2.0, cls=CompiledEngine)
+        spikes = fast.advance(1200)
+        assert fast._parts == parts
+        states.append((spikes, fast.state()))
+    monkeypatch.setattr(compiled.numba, "get_num_threads", numba.get_num_threads)
+    (s0, st0) = states[0]
+    assert s0[0].size > 20
+    for spikes, st in states[1:]:
+        np.testing.assert_array_equal(spikes[1], s0[1])
+        for key in ("V", "gE", "gI", "syn_u", "syn_r", "syn_last"):
+            np.testing.assert_array_equal(st[key], st0[key])

@@ -17,7 +17,7 @@ def test_isolated_membrane_follows_exponential_euler_solution():
     v_inf = cfg.neuron.Rm * cfg.neuron.Iinject
     tau = cfg.neuron.Rm * cfg.neuron.Cm
     for n in (1, 10, 100, 1000, 3000):
-        eng.run(n - eng.step)
+        eng.advance(n - eng.step)
         exact = v_inf * (1 - np.exp(-n * cfg.run.dt / tau))
         assert eng.V[0] == pytest.approx(exact, rel=1e-12)
         assert eng.V[0] == pytest.approx(v_inf * (1 - k.c1 ** n), rel=1e-12)
@@ -43,7 +43,7 @@ def test_driven_synapse_follows_the_tsodyks_markram_recursion():
     jumps, spikes = [], []
     prev = eng.gE[1]
     for m in range(1200):
-        s, n = eng.run(1)
+        s, n = eng.advance(1)
         spikes += list(s[n == 0])
         jump = eng.gE[1] - prev * k.decay[0]
         if abs(jump) > 1e-15:
@@ -66,7 +66,7 @@ def test_starters_fire_spontaneously_at_paper_rates_and_others_stay_silent():
     eng = engine(cfg)                                          # start radius 0.4: no synapses
     assert eng.n_synapses == 0
     seconds = 20
-    _, neurons = eng.run(int(seconds / cfg.run.dt))
+    _, neurons = eng.advance(int(seconds / cfg.run.dt))
     rates = spikes_per_neuron(neurons, eng.c.n) / seconds
     starters = eng.c.starter
     assert (rates[~starters] == 0).all()
@@ -79,14 +79,14 @@ def test_starters_fire_spontaneously_at_paper_rates_and_others_stay_silent():
 def test_state_round_trip_continues_identically():
     cfg = config(culture={"width": 6, "height": 6})
     whole = engine(cfg, radius=1.2)
-    a = whole.run(3000)
-    b = whole.run(3000)
+    a = whole.advance(3000)
+    b = whole.advance(3000)
     first = engine(cfg, radius=1.2)
-    first.run(3000)
-    state = first.get_state()
+    first.advance(3000)
+    state = first.state()
     second = engine(cfg, radius=0.1)
-    second.set_state(state)
-    c = second.run(3000)
+    second.restore(state)
+    c = second.advance(3000)
     assert a[0].size > 0 and b[0].size > 0
     assert np.array_equal(b[0], c[0]) and np.array_equal(b[1], c[1])
     assert np.allclose(whole.V, second.V, rtol=0, atol=0)
@@ -95,10 +95,10 @@ def test_state_round_trip_continues_identically():
 def test_growth_keeps_the_state_of_persisting_synapses():
     cfg = config(culture={"width": 5, "height": 5})
     eng = engine(cfg, radius=1.0)
-    eng.run(5000)
-    before = eng.get_state()
+    eng.advance(5000)
+    before = eng.state()
     eng.grow(0.5)      # high rates over a short "epoch": radii shrink or grow a little
-    after = eng.get_state()
+    after = eng.state()
     keys_b = set(zip(before["syn_pre"], before["syn_post"]))
     for i, key in enumerate(zip(after["syn_pre"], after["syn_post"])):
         if key in keys_b:

@@ -34,13 +34,13 @@ def test_cpu_and_cuda_spike_trains_are_identical_for_two_seconds(radius):
     cpu = engine(cfg, radius=radius)
     gpu = engine(cfg, radius=radius, cls=CudaEngine)
     assert gpu.n_synapses == cpu.n_synapses
-    a = cpu.run(20000)
-    b = ordered(gpu.run(20000))
+    a = cpu.advance(20000)
+    b = ordered(gpu.advance(20000))
     assert a[0].size > 20
     assert first_difference(a, b) == []
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-    assert np.allclose(cpu.V, gpu.get_state()["V"], atol=1e-6)
-    assert np.allclose(cpu.gE, gpu.get_state()["gE"], rtol=1e-4, atol=1e-15)
+    assert np.allclose(cpu.V, gpu.state()["V"], atol=1e-6)
+    assert np.allclose(cpu.gE, gpu.state()["gE"], rtol=1e-4, atol=1e-15)
     gpu.close()
 
 
@@ -49,8 +49,8 @@ def test_cpu_and_cuda_agree_on_a_bursting_culture():
     cfg = config(culture={"width": 10, "height": 10})
     cpu = engine(cfg, radius=2.3)
     gpu = engine(cfg, radius=2.3, cls=CudaEngine)
-    a = cpu.run(10000)
-    b = ordered(gpu.run(10000))
+    a = cpu.advance(10000)
+    b = ordered(gpu.advance(10000))
     assert (~cpu.c.starter[a[1]]).sum() > 100        # activity spreads through the synapses
     diff = first_difference(a, b)
     assert diff == [] or diff[0][0] > 5000, diff        # identical for at least 0.5 s
@@ -61,10 +61,10 @@ def test_isolated_membrane_on_cuda():
     cfg = config(culture={"width": 1, "height": 1, "starter_fraction": 0.0, "inhibitory_fraction": 0.0},
                  neuron={"Vinit": 0.0, "Inoise_min": 0.0, "Inoise_max": 0.0, "Vthresh": 1.0})
     gpu = engine(cfg, cls=CudaEngine)
-    gpu.run(1000)
+    gpu.advance(1000)
     v_inf = cfg.neuron.Rm * cfg.neuron.Iinject
     exact = v_inf * (1 - np.exp(-1000 * cfg.run.dt / (cfg.neuron.Rm * cfg.neuron.Cm)))
-    assert gpu.get_state()["V"][0] == pytest.approx(exact, rel=1e-5)
+    assert gpu.state()["V"][0] == pytest.approx(exact, rel=1e-5)
     gpu.close()
 
 
@@ -72,22 +72,22 @@ def test_growth_update_matches_the_cpu_engine():
     cfg = config(culture={"width": 12, "height": 9}, growth={"rho": 0.05})
     cpu = engine(cfg, radius=1.3)
     gpu = engine(cfg, radius=1.3, cls=CudaEngine)
-    cpu.run(5000)
-    gpu.run(5000)
+    cpu.advance(5000)
+    gpu.advance(5000)
     ra, rb = cpu.grow(0.5), gpu.grow(0.5)
     assert np.allclose(ra, rb, rtol=1e-6)
     assert np.allclose(cpu.radius(), gpu.radius(), rtol=1e-12, atol=1e-12)
     ca, cb = cpu.connectivity(), gpu.connectivity()
     assert np.array_equal(ca.pre, cb.pre) and np.array_equal(ca.post, cb.post)
     assert np.allclose(ca.W, cb.W, rtol=1e-6, atol=0)
-    sa, sb = cpu.get_state(), gpu.get_state()
+    sa, sb = cpu.state(), gpu.state()
     assert np.array_equal(sa["syn_last"], sb["syn_last"])
     assert np.allclose(sa["syn_u"], sb["syn_u"], rtol=1e-5)
     assert np.allclose(sa["syn_r"], sb["syn_r"], rtol=1e-5)
     # the trains go on identically after the update (on the H100 the first difference, one
     # spike moved by 2.7 ms, came 3436 steps later: a membrane within float32 rounding of its
     # threshold; from there the float32 and float64 trajectories separate)
-    a, b = cpu.run(5000), ordered(gpu.run(5000))
+    a, b = cpu.advance(5000), ordered(gpu.advance(5000))
     diff = first_difference(a, b)
     assert diff == [] or diff[0][0] >= 5000 + 2000, diff
     gpu.close()
@@ -96,16 +96,16 @@ def test_growth_update_matches_the_cpu_engine():
 def test_cuda_state_resumes_on_cuda_and_on_cpu():
     cfg = config(culture={"width": 8, "height": 8})
     whole = engine(cfg, radius=1.5, cls=CudaEngine)
-    whole.run(4000)
-    state = whole.get_state()
-    rest = ordered(whole.run(4000))
+    whole.advance(4000)
+    state = whole.state()
+    rest = ordered(whole.advance(4000))
     again = engine(cfg, radius=0.4, cls=CudaEngine)
-    again.set_state(state)
-    b = ordered(again.run(4000))
+    again.restore(state)
+    b = ordered(again.advance(4000))
     assert np.array_equal(rest[0], b[0]) and np.array_equal(rest[1], b[1])
     cpu = engine(cfg, radius=0.4)
-    cpu.set_state(state)
-    c = cpu.run(4000)
+    cpu.restore(state)
+    c = cpu.advance(4000)
     assert first_difference(rest, c) == []
     for e in (whole, again):
         e.close()
@@ -118,6 +118,6 @@ def test_large_culture_synapse_counts_at_radius_two():
     for radius, count in ((2.0, 425_708), (2.001, 464_108)):
         gpu = engine(cfg, radius=radius, cls=CudaEngine)
         assert gpu.n_synapses == count == engine(cfg, radius=radius).n_synapses
-        steps, neurons = gpu.run(5000)
+        steps, neurons = gpu.advance(5000)
         assert steps.size > 0
         gpu.close()

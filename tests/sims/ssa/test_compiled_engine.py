@@ -49,13 +49,13 @@ def test_bounded_slices_and_checkpoint_move_between_engines():
     ref.advance(0.01)
     fast = CompiledEnsemble(net, 32, 5, "direct", [0], 10)
     fast.advance(0.003, max_steps=7)             # some work that the checkpoint overwrites
-    fast.load(ref.checkpoint())
+    fast.restore(ref.state())
     while not fast.advance(0.02, max_steps=50):   # many short slices
         pass
     assert ref.advance(0.02)
     assert_same(ref, fast)
     back = CpuEnsemble(net, 32, 5, "direct", [0], 10)
-    back.load(fast.checkpoint())
+    back.restore(fast.state())
     assert back.advance(0.03) and fast.advance(0.03)
     assert_same(back, fast)
 

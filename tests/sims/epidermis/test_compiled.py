@@ -1,0 +1,151 @@
+"""The compiled CPU engine against the float64 references and the NumPy engine.
+
+Both engines compute in float64 and round the state to float32 after every step; they differ
+only in the order of the force sums and in the exponential (``jit_math.exp_nonpositive``,
+within 2 ulp of ``math.exp``): forces agree to ~1e-15 of the sum of the magnitudes of their
+terms (S_i), so the tests allow 1e-12·S_i, and the float32 states of the two engines are
+equal or a few ulp apart after hundreds of steps. The CUDA engine (float32) is held to
+1e-4·S_i and 1e-3 µm after 250 steps (``test_cuda.py``); this engine is held to far less.
+"""
+
+import numpy as np
+import pytest
+
+from app.compute.cpu_threads import threads
+from app.sims.epidermis import model
+from app.sims.epidermis.compiled import CELLS_PER_THREAD, CompiledEngine
+from app.sims.epidermis.cpu import CpuEngine
+
+from .helpers import clone, config, random_state, term_scale
+
+BOUNDARIES = ("periodic", "none")
+TOL_TERMS = 1e-12
+KEYS = ("step", "event", "n_cells", "pos", "etype", "count", "genes")
+
+
+def float32_ulps(a: np.ndarray, b: np.ndarray) -> int:
+    """Largest distance in float32 steps between two float32 arrays."""
+    ia = a.astype(np.float32).view(np.int32).astype(np.int64)
+    ib = b.astype(np.float32).view(np.int32).astype(np.int64)
+    return int(np.abs(ia - ib).max()) if a.size else 0
+
+
+OTHER_LENGTHS = {"intra": model.Morse(2.5, 1.0, 1.0, 1.7), "membrane": model.Morse(5.0, 0.4, 2.0, 1.0)}
+
+
+@pytest.mark.parametrize("mode,mechanics", [("movement", {}), ("genes", {}),
+                                            ("genes", OTHER_LENGTHS)])
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_forces_match_the_float64_reference(boundary, mode, mechanics):
+    """The defaults (xi2 = 2·xi1 everywhere: exp(-r/xi1) as a square) and other lengths."""
+    cfg = config(tissue={"cells": 25, "boundary": boundary, "pitch": 7.0}, run={"mode": mode},
+                 mechanics=mechanics)
+    state = random_state(cfg, np.random.default_rng([7, len(boundary), len(mode)]), per_cell=12)
+    F, S = CompiledEngine(cfg, clone(state)).forces()
+    Fr, Sr = model.reference_forces(state, cfg)
+    scale, _, _ = term_scale(state, cfg)
+    # the engine returns float32 (as the other engines): compare within its rounding
+    err = np.sqrt(((F - Fr.astype(np.float32)) ** 2).sum(axis=0))
+    assert np.all(err <= TOL_TERMS * scale + 2e-7 * np.sqrt((Fr ** 2).sum(axis=0))), err.max()
+    assert Sr[0].sum() > 50
+    assert np.array_equal(S, Sr.astype(np.float32))
+    _, _, _, kc = model.live_elements(state)
+    dead = np.ones(F.shape[1:], bool)
+    dead[kc[0], kc[1]] = False
+    assert not F[:, dead].any() and not S[:, dead].any()
+
+
+@pytest.mark.parametrize("boundary,search", [("periodic", "cell_list"), ("none", "cell_list"),
+                                             ("periodic", "centre_cutoff")])
+def test_steps_follow_the_numpy_engine(boundary, search):
+    """Genes mode from scattered cells (elements move several µm: the Verlet list is rebuilt
+    on the way): the float32 states stay within a few ulp of the NumPy engine's."""
+    cfg = config(tissue={"cells": 16, "boundary": boundary, "pitch": 8.0},
+                 run={"mode": "genes", "search": search})
+    st = random_state(cfg, np.random.default_rng(11), per_cell=12, spread=1.8)
+    a, b = CompiledEngine(cfg, clone(st)), CpuEngine(cfg, clone(st))
+    for n in (1, 59, 140):
+        a.advance(n)
+        b.advance(n)
+        sa, sb = a.state(), b.state()
+        assert int(sa["step"]) == int(sb["step"])
+        assert float32_ulps(sa["pos"], sb["pos"]) <= 64, n
+        assert np.abs(sa["pos"] - sb["pos"]).max() < 1e-4
+        assert np.abs(sa["genes"] - sb["genes"]).max() < 1e-6
+    assert np.abs(sa["pos"] - st["pos"]).max() > 1.0          # the tissue did move
+
+
+def test_full_model_with_growth_and_divisions_follows_the_numpy_engine():
+    cfg = config(tissue={"cells": 9, "elements": 37}, growth={"interval": 20, "delta_low": 10.0},
+                 run={"mode": "full", "relax_steps": 0})
+    state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
+    a, b = CompiledEngine(cfg, clone(state)), CpuEngine(cfg, clone(state))
+    a.advance(100)
+    b.advance(100)
+    sa, sb = a.state(), b.state()
+    assert int(sa["n_cells"]) == int(sb["n_cells"]) > 9 and int(sa["event"]) == 5
+    for key in ("count", "etype"):
+        assert np.array_equal(sa[key], sb[key]), key
+    assert np.abs(sa["pos"] - sb["pos"]).max() < 1e-4
+    ca, ga = a.cells()
+    cb, gb = b.cells()
+    assert np.abs(ca - cb).max() < 1e-4 and np.abs(ga - gb).max() < 1e-6
+
+
+def test_checkpoints_move_between_the_engines_and_resume_bit_identically():
+    cfg = config(tissue={"cells": 16}, growth={"interval": 50, "delta_low": 10.0},
+                 run={"mode": "full", "relax_steps": 0})
+    state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
+    a = CompiledEngine(cfg, clone(state))
+    a.advance(120)
+    saved = a.state()
+    b = CompiledEngine(cfg, clone(saved))
+    a.advance(80)
+    b.advance(80)
+    sa, sb = a.state(), b.state()
+    for key in KEYS:
+        assert np.array_equal(sa[key], sb[key]), key
+    ref = CpuEngine(cfg, clone(saved))           # the NumPy engine resumes the checkpoint
+    ref.advance(80)
+    sr = ref.state()
+    assert np.array_equal(sr["count"], sa["count"]) and int(sr["event"]) == int(sa["event"])
+    assert np.abs(sr["pos"] - sa["pos"]).max() < 1e-4
+
+
+def test_the_result_does_not_depend_on_the_thread_count():
+    cfg = config(tissue={"cells": 2 * CELLS_PER_THREAD}, run={"mode": "genes", "relax_steps": 0})
+    state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
+    out = []
+    for n in (1, 2):
+        with threads(n):
+            eng = CompiledEngine(cfg, clone(state))
+            eng.advance(40)
+            out.append(eng.state())
+    for key in KEYS:
+        assert np.array_equal(out[0][key], out[1][key]), key
+
+
+def test_a_blown_up_tissue_raises_the_numpy_engines_error():
+    cfg = config(tissue={"cells": 4, "pitch": 8.0}, run={"mode": "movement"},
+                 mechanics={"intra": model.Morse(5e3, 1.0, 1.0, 2.0)})
+    st = random_state(cfg, np.random.default_rng(12), per_cell=8, spread=1.0)
+    eng = CompiledEngine(cfg, st)
+    with pytest.raises(model.BlownUpError, match=r"step 0: element \d+ of cell \d+ moved"):
+        eng.advance(3)
+    assert eng.step == 0
+
+
+def test_a_state_with_nan_raises_naming_the_cell():
+    cfg = config(tissue={"cells": 4}, run={"mode": "movement"})
+    state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
+    state["pos"][0, 1, 2] = np.nan
+    eng = CompiledEngine(cfg, state)
+    with pytest.raises(model.BlownUpError, match="cell 2"):
+        eng.advance(3)
+    assert eng.step == 0
+
+
+def test_compile_time_is_reported():
+    cfg = config(tissue={"cells": 4}, run={"mode": "movement"})
+    eng = CompiledEngine(cfg, model.place_cells(cfg))
+    assert eng.compile_seconds > 0.0
