@@ -35,7 +35,7 @@ enum { ST_OK = 0, ST_BLOWUP = 1, ST_FLOOR = 2 };
 enum { CS_AT = 0, CS_RT, CS_DTMIN, CS_DTMAX, CS_SAFETY, CS_FACMIN, CS_FACMAX, CS_TEND, CS_D,
        CS_DTSAVE, CS_THRESH, CS_SAVEEVERY, CS_N };
 
-__constant__ double c_stim[16 * 5];          // start, duration, amplitude, period, count
+__constant__ double c_stim[32 * 5];  // MAX_STIMULI (config.py) x start, duration, amplitude, period, count
 __constant__ double c_solver[CS_N];
 
 __device__ __forceinline__ real phi1(real z)

@@ -206,3 +206,24 @@ def test_model_picker_parameters_and_region_reach_the_config(cardiac):
     group.region_shape.setText("1, 2")
     with pytest.raises(Exception, match="circle needs 3 numbers"):
         cardiac.current_config()
+
+
+def test_restitution_protocol_from_the_panel_plots_the_curve(cardiac, run_to_end):
+    """S1-S2 on one CRN cell from the panel: two coupling intervals give two points, plotted
+    live by the chosen APD definition and written in the summary with both."""
+    cardiac.load_config(PRESETS / "cardiac" / "00-single-cell-1hz.yaml")
+    cardiac.method.setCurrentText("bs32")
+    cardiac.rest_kind.setCurrentText("s1s2")
+    cardiac.rest_intervals.setText("400, 330")
+    cardiac.rest_apd.setCurrentIndex(cardiac.rest_apd.findData("per_beat"))
+    from dataclasses import replace
+    cfg = cardiac.current_config()
+    cfg = replace(cfg, restitution=replace(cfg.restitution, s1_count=1))     # one S1 per interval
+    assert [s.name for s in cfg.protocol.stimuli][:2] == ["S1 400", "S2 400"]
+    cardiac.base_cfg = cfg
+    cardiac.rest_intervals.setText("400, 330")
+    run_to_end(cardiac)
+    assert len(cardiac.restitution_view.points) == 2
+    di = [p[0] for p in cardiac.restitution_view.points]
+    apd = [p[1] for p in cardiac.restitution_view.points]
+    assert di[0] < di[1] and apd[0] < apd[1]          # restitution: shorter DI, shorter APD

@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDoubleSpinBox, QLabel, QLineEdit, QSpinBox, QSplitter
+from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpinBox, QSplitter
 
 from app.gui.forms import ConfigForm
 
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
-from app.gui.views.cardiac import ProbeTraceView, StepSizeView, TissueView
+from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
 from app.sims.cardiac.solvers import ADAPTIVE
 from app.sims.common.config import ConfigError
@@ -61,6 +61,7 @@ class CardiacPanel(Panel):
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: CardiacConfig | None = None
+        self.running_cfg: CardiacConfig | None = None
         self.arrays: dict | None = None
         self.mesh = None
         self.extra_probes: list[int] = []
@@ -109,18 +110,30 @@ class CardiacPanel(Panel):
         self.form.rows(box.layout(), ["output.random_probes"])
         box.layout().addRow("Probe cells", self.probe_cells)
         box.layout().addRow("Stimuli", self.stimuli_label)
+        self.rest_kind = QComboBox()
+        self.rest_kind.addItems(["none", "s1s2", "dynamic"])
+        self.rest_kind.setToolTip("restitution protocol: replaces the stimuli and the run length")
+        self.rest_intervals = QLineEdit(placeholderText="S2 coupling intervals or pacing periods (ms), e.g. 600, 400, 330")
+        self.rest_apd = QComboBox()
+        self.rest_apd.addItem("S1-referenced (towards the S1 rest)", "s1")
+        self.rest_apd.addItem("per beat (own rest and peak)", "per_beat")
+        for label, widget in (("Restitution", self.rest_kind), ("Intervals (ms)", self.rest_intervals),
+                              ("APD90 shown", self.rest_apd)):
+            box.layout().addRow(label, widget)
         self.controls_layout.addWidget(box)
 
     def _build_views(self) -> None:
         self.tissue = TissueView()
         self.traces = ProbeTraceView()
         self.steps = StepSizeView()
+        self.restitution_view = RestitutionView()
         self.tissue.cell_clicked.connect(self.tissue_clicked)
         self.tissue.cell_dragged.connect(self.stimulate)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.traces)
         bottom.addWidget(self.steps)
-        bottom.setSizes([650, 350])
+        bottom.addWidget(self.restitution_view)
+        bottom.setSizes([550, 250, 250])
         self.views.addWidget(self.tissue)
         self.views.addWidget(bottom)
         self.views.setSizes([480, 300])
@@ -154,6 +167,10 @@ class CardiacPanel(Panel):
             f"{f', every {st.period:g} ms × {st.count}' if st.count > 1 else ''} ({st.region.kind})"
             for st in p.stimuli))
         self.attempt("Cell model", self.model_group.set_settings, cfg.model)
+        r = cfg.restitution
+        self.rest_kind.setCurrentText(r.kind)
+        self.rest_intervals.setText(", ".join(f"{x:g}" for x in (r.periods if r.kind == "dynamic" else r.s2_intervals)))
+        self.rest_apd.setCurrentIndex(self.rest_apd.findData(r.apd))
         self.probe_cells.setText(", ".join(str(c) for c in cfg.output.probe_cells))
         self._update_cells()
         self._update_solver()
@@ -179,7 +196,24 @@ class CardiacPanel(Panel):
         except Exception as exc:          # an import error of a picked file
             raise ConfigError(str(exc)) from None
         return self.validate(replace(b, protocol=replace(b.protocol, stimuli=stimuli), model=model,
-                                     output=replace(b.output, probe_cells=self.probe_list())))
+                                     output=replace(b.output, probe_cells=self.probe_list()),
+                                     restitution=self._restitution(b)))
+
+    def _restitution(self, b: CardiacConfig):
+        kind = self.rest_kind.currentText()
+        r = replace(b.restitution, kind=kind, apd=self.rest_apd.currentData())
+        if kind == "none":
+            return r
+        text = self.rest_intervals.text().replace(";", ",")
+        try:
+            values = [float(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"restitution intervals: '{text}' is not a list of numbers (ms)") from None
+        if b.mesh.kind == "single":
+            r = replace(r, region=Region(kind="all"))
+        elif b.protocol.stimuli:
+            r = replace(r, region=b.protocol.stimuli[0].region)
+        return replace(r, **({"periods": values} if kind == "dynamic" else {"s2_intervals": values}))
 
     # ---- probes -------------------------------------------------------------------------
     def add_probe(self, cell: int) -> None:
@@ -217,7 +251,12 @@ class CardiacPanel(Panel):
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:
         self.arrays = None
-        self.mesh = None
+        self.mesh = None                         # the first frame carries it
+        try:
+            self.running_cfg = self.current_config()
+        except Exception:
+            return super().start_run()           # reports the error
+        self.restitution_view.clear()
         self.traces.live = {}
         return super().start_run()
 
@@ -231,6 +270,18 @@ class CardiacPanel(Panel):
         self.tissue.set_frame(frame)
         self.traces.set_frame(frame)
         self.steps.set_frame(frame)
+        self._show_restitution(frame)
+
+    def _show_restitution(self, frame) -> None:
+        """The restitution curve from the first probe's trace so far (live)."""
+        cfg = self.running_cfg
+        if cfg is None or cfg.restitution.kind == "none" or frame.probe_t is None or len(frame.probe_t) < 4:
+            return
+        from app.sims.cardiac.config import restitution_pulses
+        from app.sims.cardiac.restitution import curve
+        rows = curve(np.asarray(frame.probe_t), np.asarray(frame.probe_V)[:, 0], restitution_pulses(cfg),
+                     t_end=cfg.protocol.t_end)
+        self.restitution_view.set_rows(rows, cfg.restitution.apd)
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         self.arrays = arrays or None
@@ -242,7 +293,7 @@ class CardiacPanel(Panel):
                      summary.get("steps_accepted", 0), "finished" if summary.get("finished") else "stopped")
 
     def clear_views(self) -> None:
-        for view in (self.tissue, self.traces, self.steps):
+        for view in (self.tissue, self.traces, self.steps, self.restitution_view):
             view.clear()
 
     # ---- exports ------------------------------------------------------------------------

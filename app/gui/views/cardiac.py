@@ -410,3 +410,25 @@ class StepSizeView(PlotView):
 
     def clear(self) -> None:
         self.curve.setData([], [])
+
+
+class RestitutionView(PlotView):
+    """APD90 against the diastolic interval of a restitution protocol, as the beats come in."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__("Restitution", "diastolic interval (ms)", "APD90 (ms)", parent)
+        self.curve = self.plot.plot(pen=pg.mkPen(colour(1), width=1), symbol="o", symbolSize=6,
+                                    symbolBrush=colour(1))
+        self.points: list[tuple[float, float]] = []
+
+    def set_rows(self, rows: list[dict], definition: str) -> None:
+        """Show ``rows`` of :func:`app.sims.cardiac.restitution.curve` by ``definition``."""
+        self.plot.setTitle(f"Restitution (APD90 {'per beat' if definition == 'per_beat' else 'S1-referenced'})")
+        pts = sorted((r[f"di_{definition}_ms"], r[f"apd90_{definition}_ms"]) for r in rows
+                     if np.isfinite(r[f"di_{definition}_ms"]) and np.isfinite(r[f"apd90_{definition}_ms"]))
+        self.points = pts
+        self.curve.setData([p[0] for p in pts], [p[1] for p in pts])
+
+    def clear(self) -> None:
+        self.points = []
+        self.curve.setData([], [])

@@ -115,13 +115,13 @@ MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms
 ]
 
 
-def model_rows(base, level: int, t_end: float) -> list[dict]:
+def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth: float | None = None) -> list[dict]:
     """Imported models on the sphere, RLFE float32 on CUDA: time, and the bandwidth floor (the
     state read and written once per step at the device's peak memory bandwidth)."""
     from app.sims.cardiac.config import ModelSettings
     from app.sims.cardiac.model import load_model
 
-    bandwidth = hbm_bandwidth()
+    bandwidth = bandwidth or hbm_bandwidth()
     n_cells = 10 * 4 ** level + 2
     rows = []
     for label, name, dt, amplitude, duration in MODEL_CASES:
@@ -130,8 +130,8 @@ def model_rows(base, level: int, t_end: float) -> list[dict]:
         cfg = dataclasses.replace(base, model=ModelSettings(file=name),
                                   protocol=dataclasses.replace(base.protocol, stimuli=stimuli))
         cfg = make_cfg(cfg, level, t_end, method="rlfe", dt=dt, precision="float32")
-        run_once(make_cfg(cfg, level, 2.0, method="rlfe", dt=dt), "cuda")      # compile, warm up
-        arrays, summary = run_once(cfg, "cuda")
+        run_once(make_cfg(cfg, level, 2.0, method="rlfe", dt=dt), backend)      # compile, warm up
+        arrays, summary = run_once(cfg, backend)
         steps = summary["steps_accepted"]
         state_bytes = 2 * model.n_states * 4 * n_cells              # read + write, float32
         floor = steps * state_bytes / bandwidth

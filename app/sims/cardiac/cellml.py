@@ -558,8 +558,9 @@ def _linear(node: Node, x: str, eqs, deps) -> tuple[Node, Node] | None:
         lin = _linear(node.left, x, eqs, deps)
         if lin is None:
             return None
-        inv = lambda t: Num(0.0) if isinstance(t, Num) and t.value == 0.0 else Binary("/", t, node.right)  # noqa: E731
-        return inv(lin[0]), inv(lin[1])
+        def divided(t: Node) -> Node:
+            return Num(0.0) if isinstance(t, Num) and t.value == 0.0 else Binary("/", t, node.right)
+        return divided(lin[0]), divided(lin[1])
     if isinstance(node, Call) and node.func == "where" and _free(node.args[0], x, deps):
         yes, no = _linear(node.args[1], x, eqs, deps), _linear(node.args[2], x, eqs, deps)
         if yes is None or no is None:

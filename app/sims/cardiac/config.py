@@ -10,6 +10,7 @@ from app.sims.cardiac.solvers import ADAPTIVE, METHODS
 from app.sims.common.config import Document, build, spec
 
 MESH_KINDS = ("sphere", "sheet", "single")
+MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
 REGION_KINDS = ("all", "cap", "rect", "cells")
 
 
@@ -130,6 +131,25 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class RestitutionSettings:
+    """A restitution protocol replacing ``protocol.stimuli`` and ``t_end`` (see
+    :mod:`app.sims.cardiac.restitution`); measured on the single cell or the first probe."""
+
+    kind: str = field(default="none", metadata=spec(choices=("none", "s1s2", "dynamic")))
+    apd: str = field(default="s1", metadata=spec(choices=("s1", "per_beat"),
+                     doc="APD90 definition the curve shows (both are written)"))
+    s1_period: float = field(default=1000.0, metadata=spec(range=(1.0, 1e5)))
+    s1_count: int = field(default=8, metadata=spec(range=(1, 1000)))
+    s2_intervals: list[float] = field(default_factory=lambda: [600.0, 450.0, 400.0, 350.0, 330.0, 310.0])
+    periods: list[float] = field(default_factory=lambda: [1000.0, 800.0, 600.0, 500.0, 400.0])
+    beats: int = field(default=10, metadata=spec(range=(2, 10000)))
+    start: float = field(default=50.0, metadata=spec(range=(0.0, 1e6)))
+    amplitude: float = field(default=-20.0, metadata=spec(range=(-1e4, 1e4)))
+    duration: float = field(default=2.0, metadata=spec(range=(1e-3, 1e3)))
+    region: Region = field(default_factory=Region)
+
+
+@dataclass(frozen=True)
 class CardiacConfig:
     domain: str = "cardiac"
     name: str = ""
@@ -141,6 +161,26 @@ class CardiacConfig:
     solver: SolverSettings = field(default_factory=SolverSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
     run: RunSettings = field(default_factory=RunSettings)
+    restitution: RestitutionSettings = field(default_factory=RestitutionSettings)
+
+
+def with_restitution(cfg: CardiacConfig) -> CardiacConfig:
+    """The config with its restitution protocol's stimuli and run length (unchanged without)."""
+    from dataclasses import replace
+
+    from app.sims.cardiac import restitution as rs
+    r = cfg.restitution
+    if r.kind == "none":
+        return cfg
+    plist = restitution_pulses(cfg)
+    stimuli = rs.stimuli(plist, r.s1_period, r.amplitude, r.duration, r.region)
+    return replace(cfg, protocol=replace(cfg.protocol, stimuli=stimuli, t_end=rs.protocol_end(plist, r.s1_period)))
+
+
+def restitution_pulses(cfg: CardiacConfig):
+    from app.sims.cardiac import restitution as rs
+    r = cfg.restitution
+    return rs.pulses(r.kind, r.s1_period, r.s1_count, r.s2_intervals, r.periods, r.beats, r.start)
 
 
 def _check_fixed_step(doc: Document, st: Stimulus, dt: float, where: tuple) -> None:
@@ -163,6 +203,16 @@ def _check_fixed_step(doc: Document, st: Stimulus, dt: float, where: tuple) -> N
 
 def load_config(doc: Document) -> CardiacConfig:
     cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
+    r = cfg.restitution
+    if r.kind != "none":
+        values = r.s2_intervals if r.kind == "s1s2" else r.periods
+        key = "s2_intervals" if r.kind == "s1s2" else "periods"
+        if not values or min(values) <= r.duration or not all(np.isfinite(values)):
+            raise doc.error(f"restitution.{key}: a list of intervals longer than the pulse (ms)", ("restitution", key))
+        if len(values) > (MAX_STIMULI // 2 if r.kind == "s1s2" else MAX_STIMULI):
+            raise doc.error(f"restitution.{key}: at most {MAX_STIMULI // 2 if r.kind == 's1s2' else MAX_STIMULI} "
+                            "intervals in one run", ("restitution", key))
+        cfg = with_restitution(cfg)
     from app.sims.cardiac.cellml import CellMLImportError
     from app.sims.cardiac.model import config_model
     try:

@@ -10,6 +10,7 @@ import numpy as np
 
 from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
+from app.sims.cardiac.config import MAX_STIMULI
 from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.solvers import METHODS, Tableau
@@ -102,7 +103,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         if problem.varying:
             pfield[:, :n] = problem.param_field[list(problem.varying)]
         self.pfield = gpuarray.to_gpu(pfield.ravel())
-        stim = np.zeros(16 * 5)
+        stim = np.zeros(MAX_STIMULI * 5)
         stim[:problem.stim_table.size] = problem.stim_table.ravel()
         self._set_const("c_stim", stim)
         s, out = problem.cfg.solver, problem.cfg.output

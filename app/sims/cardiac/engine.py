@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.sims.cardiac.config import CardiacConfig, ParameterRegion, Region
+from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion, Region
 from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
 from app.sims.cardiac.model import CellModel, config_model
 from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
 from app.sims.common.engine import EngineBase
 
 V_LIMIT = 200.0
-MAX_STIMULI = 16
 
 
 class RunStopped(RuntimeError):

@@ -20,10 +20,16 @@ from app.sims.common.engine import (config_from_state, config_state, device_name
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 CPU_SLICE_SECONDS = 0.15
+RESTITUTION_DEFINITIONS = (
+    "apd90_per_beat_ms: from the beat's max dV/dt to V below peak - 0.9 (peak - rest) of the beat "
+    "itself (rest = V at its stimulus onset), as apd90_ms; apd90_s1_ms: the same with the rest of "
+    "the reference beat (V at the onset of the train's last S1; dynamic: of the longest period's last "
+    "beat) and the beat's own peak; "
+    "di_*: from the previous beat's repolarisation (same definition) to this beat's max dV/dt")
 # config keys a resumed run may not change (the run length, checkpoints and live views may)
 FIXED_ON_RESUME = ("mesh", "D", "model", "protocol.stimuli", "solver", "output.random_probes",
                    "output.probe_cells", "output.probe_seed", "output.dt_save",
-                   "output.activation_threshold")
+                   "output.activation_threshold", "restitution")
 
 
 @dataclass(frozen=True)
@@ -190,9 +196,24 @@ class CardiacSimulation(Simulation):
             dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.cell_params)[0][0]
             arrays["cell_t"], arrays["cell_states"], arrays["cell_dVdt"] = t, ys.T, dv
             summary.update(self._beat(t, ys[0], dv))
-        elif p.n_cells == 1 and len(pt) > 3:      # CUDA: the probe trace (every accepted step
-            summary.update(self._beat(pt, pv[:, 0], None))   # with dt_save 0), dV/dt by differences
+            trace = (t, ys[0], dv)
+        else:
+            trace = (pt, pv[:, 0], None)          # the first probe; dV/dt by differences
+            if p.n_cells == 1 and len(pt) > 3:    # CUDA: every accepted step with dt_save 0
+                summary.update(self._beat(pt, pv[:, 0], None))
+        if self.cfg.restitution.kind != "none" and len(trace[0]) > 3:
+            rows = self.restitution(*trace)
+            summary["restitution"] = {"apd_shown": self.cfg.restitution.apd, "rows": rows,
+                                      "definitions": RESTITUTION_DEFINITIONS}
+            for key in ("interval_ms", "apd90_per_beat_ms", "di_per_beat_ms", "apd90_s1_ms", "di_s1_ms"):
+                arrays[f"restitution_{key}"] = np.array([r[key] for r in rows])
         return arrays, summary
+
+    def restitution(self, t: np.ndarray, v: np.ndarray, dv: np.ndarray | None = None) -> list[dict]:
+        """The restitution rows the trace covers so far (also for live plots)."""
+        from app.sims.cardiac.config import restitution_pulses
+        from app.sims.cardiac.restitution import curve
+        return curve(t, v, restitution_pulses(self.cfg), dv, t_end=self.problem.t_end)
 
     def _beat(self, t: np.ndarray, v: np.ndarray, dv: np.ndarray | None) -> dict[str, Any]:
         """Rest, peak, max dV/dt and APD90 of the analysed beat: the last stimulus onset followed

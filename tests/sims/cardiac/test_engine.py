@@ -99,3 +99,4 @@ def test_stimulus_regions_are_validated():
         Problem.from_config(cfg)
     with pytest.raises(ConfigError, match="reaches no cell"):
         CardiacSimulation(cfg, "cpu")
+
