@@ -69,6 +69,7 @@ class SimulationWorker(QThread):
         self._newest: Frame | None = None
         self._error: tuple[str, str] | None = None
         self.frames_published = 0
+        self.run_seconds = 0.0            # the simulation's own time in its thread, once done
         self.last_frame: Frame | None = None
         self._published_at = 0.0          # wall clock of the last publication
         self._gui_cpu_at = 0.0            # the GUI thread's CPU clock then
@@ -86,8 +87,9 @@ class SimulationWorker(QThread):
         start = time.perf_counter()
         try:
             self.session.run()
+            self.run_seconds = time.perf_counter() - start
             log.info("%s run on %s %s after %.2f s", self.domain.name, self.backend,
-                     "stopped" if self.session.stopped else "finished", time.perf_counter() - start)
+                     "stopped" if self.session.stopped else "finished", self.run_seconds)
         except Exception as exc:  # reported in the GUI thread, never raised out of the thread
             self._error = describe(exc)
 
