@@ -271,7 +271,7 @@ extern "C" __global__ void stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
 // One block: accept or reject, new step (Eq. 15), time, parity, recording of the probes.
 extern "C" __global__ void control(const real* __restrict__ YA, const real* __restrict__ YB,
     const double* __restrict__ bp, int n_bp, const int* __restrict__ probes,
-    float* __restrict__ rec_t, float* __restrict__ rec_v, int rec_cap,
+    double* __restrict__ rec_t, double* __restrict__ rec_v, int rec_cap,
     float* __restrict__ h_hist, int h_cap, double* __restrict__ cd, int* __restrict__ ci)
 {
     __shared__ int s_rec, s_slot, s_parity;
@@ -324,7 +324,7 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
                 if (due && ci[CI_NREC] < rec_cap) {
                     s_rec = 1;
                     s_slot = ci[CI_NREC]++;
-                    rec_t[s_slot] = (float)t;
+                    rec_t[s_slot] = t;    // double: at t ~ 1e4 ms float32 cannot resolve upstroke steps
                 }
             }
             if (done) ci[CI_DONE] = 1;
@@ -347,7 +347,7 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
     if (s_rec) {
         const real* Y = s_parity ? YB : YA;
         for (int p = threadIdx.x; p < NPROBE; p += blockDim.x)
-            rec_v[(size_t)s_slot * NPROBE + p] = (float)Y[probes[p]];
+            rec_v[(size_t)s_slot * NPROBE + p] = (double)Y[probes[p]];
     }
 }
 

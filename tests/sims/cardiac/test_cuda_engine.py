@@ -11,8 +11,14 @@ from .test_model import TEN, random_states
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("name", TEN)
-@pytest.mark.parametrize("precision,rtol", [("float64", 1e-9), ("float32", 2e-3)])
+FLOAT32_CANCELS = pytest.mark.xfail(
+    strict=True, reason="Mahajan-Shiferaw: one output (31) is a difference of nearly equal fluxes; "
+                        "float32 keeps 0.27 of it at the 99.9 % point (H100, 2026-11-24): run it in float64")
+
+
+@pytest.mark.parametrize("name,precision,rtol", [
+    pytest.param(n, p, tol, marks=FLOAT32_CANCELS if (n, p) == ("mahajan_shiferaw_2008", "float32") else ())
+    for p, tol in (("float64", 1e-9), ("float32", 2e-3)) for n in TEN])
 def test_model_cuda_vs_numpy_on_random_states(cuda_context, name, precision, rtol):
     """The printed CUDA model against the NumPy program of the same tree, every output."""
     from app.sims.cardiac.cuda import cuda_rates
