@@ -63,7 +63,10 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
         log.warning("the %s domain has no main plot", domain)
         return None
     ensure_application()
-    view = resolve(manifest.main_plot)(frame)
+    return _save_view(resolve(manifest.main_plot)(frame), path)
+
+
+def _save_view(view, path: str | Path) -> Path:
     out = save_png(view.grab(), path)
     print(f"plot in {path}")
     return out

@@ -451,11 +451,6 @@ class MainWindow(QMainWindow):
         for name, page in self.pages.items():
             if not isinstance(page, Panel):
                 continue
-            for key, widget in (("splitter", page.splitter), ("views", page.views)):
-                value = store.value(f"panels/{name}/{key}")
-                if isinstance(value, QByteArray):
-                    widget.restoreState(value)
-                    page._fitted = True
             text = store.value(f"panels/{name}/config")
             if text:
                 try:
@@ -465,6 +460,12 @@ class MainWindow(QMainWindow):
                     page.refresh_estimates()
                 except Exception as exc:   # a config of an older version: the preset stays
                     log.warning("%s panel: remembered config not restored: %s", name, exc)
+            # after the config: its texts decide the controls' minimum width
+            for key, widget in (("splitter", page.splitter), ("views", page.views)):
+                value = store.value(f"panels/{name}/{key}")
+                if isinstance(value, QByteArray):
+                    widget.restoreState(value)
+                    page._fitted = True
         panel = store.value("window/panel")
         if panel in self.pages:
             self.select_panel(str(panel))
