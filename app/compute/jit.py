@@ -42,6 +42,8 @@ def generated_module(prefix: str, source: str):
         tmp.write_text(source)
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the generated module {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module     # numba's cache finds the module's globals by its name
     spec.loader.exec_module(module)

@@ -342,8 +342,8 @@ class Panel(QWidget):
     def preset_picker(self, title: str = "Preset", files: list[Path] | None = None
                       ) -> tuple[QGroupBox, QComboBox, QLabel]:
         """A group with the domain's presets (or ``files``), an Open button, the Paper scale and
-        Lesson buttons (with the expected run time) and a description line; each loads a run config. Sets :attr:`preset_combo` and
-        :attr:`description`."""
+        Lesson buttons (with the expected run time) and a description line; each loads a run
+        config. Sets :attr:`preset_combo` and :attr:`description`."""
         box = QGroupBox(title)
         combo = QComboBox()
         for path in presets(self.domain.name) if files is None else files:

@@ -113,7 +113,8 @@ class CardiacPanel(Panel):
         self.rest_kind = QComboBox()
         self.rest_kind.addItems(["none", "s1s2", "dynamic"])
         self.rest_kind.setToolTip("restitution protocol: replaces the stimuli and the run length")
-        self.rest_intervals = QLineEdit(placeholderText="S2 coupling intervals or pacing periods (ms), e.g. 600, 400, 330")
+        self.rest_intervals = QLineEdit(
+            placeholderText="S2 coupling intervals or pacing periods (ms), e.g. 600, 400, 330")
         self.rest_apd = QComboBox()
         self.rest_apd.addItem("S1-referenced (towards the S1 rest)", "s1")
         self.rest_apd.addItem("per beat (own rest and peak)", "per_beat")

@@ -253,7 +253,8 @@ class EpidermisPanel(Panel):
 
     @staticmethod
     def readout_text(frame) -> str:
-        return (f"step {frame.step:,} / {frame.steps:,} · t = {frame.t:,.5g} · {frame.cells:,} cell{'' if frame.cells == 1 else 's'} · "
+        return (f"step {frame.step:,} / {frame.steps:,} · t = {frame.t:,.5g} · "
+                f"{frame.cells:,} cell{'' if frame.cells == 1 else 's'} · "
                 f"{frame.elements:,} elements · {frame.layers} layer{'s' if frame.layers != 1 else ''} · "
                 f"{frame.throughput:,.4g} {frame.throughput_unit}")
 

@@ -71,7 +71,8 @@ class ConvergenceView(PlotView):
         phases = np.asarray(phases)
         starts = np.flatnonzero(np.r_[True, phases[1:] != phases[:-1]])
         for k in starts:
-            line = pg.InfiniteLine(pos=float(x[k]), angle=90, pen=pg.mkPen((120, 120, 120), style=pg.QtCore.Qt.PenStyle.DashLine),
+            pen = pg.mkPen((120, 120, 120), style=pg.QtCore.Qt.PenStyle.DashLine)
+            line = pg.InfiniteLine(pos=float(x[k]), angle=90, pen=pen,
                                    label=PHASES[int(phases[k])], labelOpts={"position": 0.92, "color": (60, 60, 60)})
             self.plot.addItem(line)
             self.phase_lines.append(line)

@@ -173,7 +173,7 @@ def with_restitution(cfg: CardiacConfig) -> CardiacConfig:
     if r.kind == "none":
         return cfg
     plist = restitution_pulses(cfg)
-    stimuli = rs.stimuli(plist, r.s1_period, r.amplitude, r.duration, r.region)
+    stimuli = rs.stimuli(plist, r.s1_period, r.amplitude, r.duration, r.region, Stimulus)
     return replace(cfg, protocol=replace(cfg.protocol, stimuli=stimuli, t_end=rs.protocol_end(plist, r.s1_period)))
 
 

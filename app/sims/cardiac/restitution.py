@@ -62,9 +62,10 @@ def pulses(kind: str, s1_period: float, s1_count: int, s2_intervals, periods, be
     return out
 
 
-def stimuli(plist: list[Pulse], s1_period: float, amplitude: float, duration: float, region) -> list:
-    """The pulses as the config's stimulus entries (an S1 train or a period's beats is one)."""
-    from app.sims.cardiac.config import Stimulus
+def stimuli(plist: list[Pulse], s1_period: float, amplitude: float, duration: float, region,
+            Stimulus: type) -> list:
+    """The pulses as the config's stimulus entries of class ``Stimulus`` (an S1 train or a
+    period's beats is one); the config passes its class (this module never imports it)."""
     out: list = []
     for p in plist:
         period = s1_period if p.role == "S1" else p.interval

@@ -271,7 +271,8 @@ class ChannelSimulation(Simulation):
             return (f"MCMC step {len(self.mcmc.samples) - 1} of {self.cfg.fit.mcmc_steps}, "
                     f"acceptance {self.mcmc.acceptance:.2f}")
         return f"done: chi2 {self.best_chi2:.6g}" + (
-            f"; {len(self.intervals.warnings)} identifiability warning(s)" if self.intervals and self.intervals.warnings else "")
+            f"; {len(self.intervals.warnings)} identifiability warning(s)"
+            if self.intervals and self.intervals.warnings else "")
 
     def posterior_samples(self, limit: int = MAX_POSTERIOR_ROWS) -> np.ndarray | None:
         """The second half of every MCMC chain, thinned to at most ``limit`` rows (k, P)."""

@@ -192,8 +192,8 @@ class CudaBatch:
         self._stats = self._x_host = None
 
     def close(self) -> None:
-        for buf in (self.x, self.draws, self.event_bits, self.overflow, self.seeds, self.rates, self.shift, self.sums, self.minmax,
-                    self.fired, self.lo_width, self.counts):
+        for buf in (self.x, self.draws, self.event_bits, self.overflow, self.seeds, self.rates, self.shift,
+                    self.sums, self.minmax, self.fired, self.lo_width, self.counts):
             buf.gpudata.free()
 
 

@@ -43,7 +43,7 @@ def load(text: str, folder: Path):
 
 def test_families_with_their_own_sampling_and_a_sweep_map(tmp_path):
     m = model("model-a")
-    act, tail = compile_protocols([ACT]), compile_protocols([TAIL])
+    act = compile_protocols([ACT])
     save_csv_traces(tmp_path / "act.csv", act, cpu.simulate(m, act, m.true_values[None])[0])
     # the tail file holds two extra sweeps (a junk sweep first and one at the end): a sweep map picks
     full = compile_protocols([replace(TAIL, segments=[Segment(40.0, 10.0, True), Segment("step", 10.0, True)])])
