@@ -9,8 +9,9 @@ Drawing shares the CPU with the simulation (on a 2-core machine, with software O
 redraw costs as much as a simulation slice), so the GUI keeps its drawing to at most
 :data:`DRAW_BUDGET` of the wall time: after a frame whose drawing took ``c`` seconds, the
 next one waits ``c / DRAW_BUDGET``. ``c`` is the larger of the GUI thread's CPU time since
-the last frame and the wall time from handing the frame over until the event loop is idle again (painting included; software OpenGL renders in threads
-of its own, which the GUI thread's CPU clock does not see).
+the last frame and the wall time from handing the frame over until the event loop is idle
+again (painting included; software OpenGL renders in threads of its own, which the GUI
+thread's CPU clock does not see).
 """
 
 from __future__ import annotations
