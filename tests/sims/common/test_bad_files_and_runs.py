@@ -397,7 +397,8 @@ def test_a_gpu_that_is_too_small_is_named(monkeypatch):
 @pytest.mark.gpu
 def test_a_count_that_would_overflow_stops_the_cuda_run(tmp_path, capsys):
     """The kernel flags a count past its limit; the run stops with exit 3 and the species."""
-    text = OVERFLOW.replace("9223372036854775000", "1000000000").replace("X: 1000", "X: 100000000")
+    text = OVERFLOW.replace("9223372036854775000", "1073000000").replace("k: 10.0", "k: 1000.0")
+    assert "{X: 1073000000}" in text and "products: {X: 1000}" in text    # ~742 births past 2^30
     code, err = run_cli(capsys, write(tmp_path, text), out=tmp_path / "out", backend="cuda")
     assert code == 3 and "X" in err, err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
