@@ -11,28 +11,13 @@ checkpoints are the NumPy engine's (:class:`CpuTissue`).
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
+from app.compute.jit import generated_module
 from app.sims.cardiac.engine import CpuTissue, Problem
 from app.sims.cardiac.model import CellModel
-
-
-def _cache_folder() -> Path:
-    base = os.environ.get("NUMBA_CACHE_DIR")
-    if base:
-        folder = Path(base) / "biogpu-generated"
-    else:
-        home_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = Path(home_cache) / "biogpu-studio" / "numba-generated"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _module_source(model: CellModel) -> str:
@@ -78,20 +63,7 @@ def _module_source(model: CellModel) -> str:
 
 def _module(model: CellModel):
     """The generated module of ``model`` (written once per model text, then imported)."""
-    source = _module_source(model)
-    name = "cardiac_" + hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = _cache_folder() / f"{name}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module     # numba's cache finds the module's globals by its name
-        spec.loader.exec_module(module)
-    return module
+    return generated_module("cardiac", _module_source(model))
 
 
 def warm_up() -> float:

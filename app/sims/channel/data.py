@@ -83,16 +83,22 @@ def _header_rows(path: str | Path) -> int:
         return 1
 
 
-def load_abf(path: str | Path, protocol: Protocol, channel: int = 0) -> np.ndarray:
-    """Recorded currents from an Axon ABF file (pyabf), one sweep per protocol sweep."""
+def open_abf(path: str | Path):
+    """The ``pyabf.ABF`` of ``path``; a ConfigError naming the file when pyabf is missing or
+    the file cannot be read."""
     try:
         import pyabf
     except ImportError:
         raise ConfigError("reading ABF files needs pyabf (pip install pyabf)") from None
     try:
-        abf = pyabf.ABF(str(path))
+        return pyabf.ABF(str(path))
     except Exception as exc:   # pyabf raises plain Exceptions for corrupt files
         raise ConfigError(f"cannot read ABF {path}: {exc}") from None
+
+
+def load_abf(path: str | Path, protocol: Protocol, channel: int = 0) -> np.ndarray:
+    """Recorded currents from an Axon ABF file (pyabf), one sweep per protocol sweep."""
+    abf = open_abf(path)
     channels = list(getattr(abf, "channelList", [0]))
     if channel not in channels:
         raise ConfigError(f"data.channel = {channel}, but the ABF file {path} has "

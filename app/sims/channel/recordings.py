@@ -119,14 +119,9 @@ def read_csv(path: Path, channel: int = 0) -> Recording:
 
 def read_abf(path: Path, channel: int = 0) -> Recording:
     """Every sweep of an Axon ABF file through pyabf, with its command waveform (sweepC)."""
-    try:
-        import pyabf
-    except ImportError:
-        raise ConfigError("reading ABF files needs pyabf (pip install pyabf)") from None
-    try:
-        abf = pyabf.ABF(str(path))
-    except Exception as exc:   # pyabf raises plain Exceptions for corrupt files
-        raise ConfigError(f"cannot read ABF {path}: {exc}") from None
+    from app.sims.channel.data import open_abf
+
+    abf = open_abf(path)
     if not 0 <= channel < abf.channelCount:
         raise ConfigError(f"{path}: channel {channel} does not exist (the file has {abf.channelCount})")
     currents, command = [], []
