@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+import types
 
 import numpy as np
 import numba
@@ -56,12 +57,11 @@ def _noise(key_lo, key_hi, m0, out):
                 j += 1
 
 
-@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _run_parallel(m0, nsteps, noise, noise_m0, V, refrac, gE, gI, counts, ring, ring_len,
-                  c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-                  g_dv, part_sel, part_ptr, n_parts, last, u_s, r_s, U, D, F, W, post, exc,
-                  spike_step, spike_neuron, fired):
-    """:meth:`CpuEngine.run`'s step loop, compiled: the neuron update parallel over neurons, the
+def _step_loop(m0, nsteps, noise, noise_m0, V, refrac, gE, gI, counts, ring, ring_len,
+               c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
+               g_dv, part_sel, part_ptr, n_parts, last, u_s, r_s, U, D, F, W, post, exc,
+               spike_step, spike_neuron, fired):
+    """:meth:`CpuEngine.advance`'s step loop (compiled below): the neuron update parallel over neurons, the
     delivery parallel over ``n_parts`` target partitions. ``part_ptr[g, t * n + src]`` to
     ``part_ptr[g, t * n + src + 1]`` index ``part_sel``: the synapses of delay group ``g`` from
     ``src`` onto partition ``t``, in the serial order."""
@@ -117,6 +117,20 @@ def _run_parallel(m0, nsteps, noise, noise_m0, V, refrac, gE, gI, counts, ring, 
     return n_spikes
 
 
+def _named(func, name: str):
+    """``func`` as a function of another name: numba keys its on-disk cache by the qualified
+    name, so the serial and the parallel compilation of one loop keep separate entries."""
+    copy = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__, func.__closure__)
+    copy.__qualname__ = name
+    return copy
+
+
+# One loop, compiled twice: over threads for large cultures, and plainly (prange is range)
+# for small ones, where a parallel region costs more than the whole step.
+_run_parallel = njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")(_step_loop)
+_run_serial = njit(nogil=True, cache=CACHE, error_model="numpy")(_named(_step_loop, "_step_loop_serial"))
+
+
 def partition_groups(groups, post: np.ndarray, n: int, n_parts: int) -> tuple[np.ndarray, np.ndarray]:
     """The delay groups' synapse lists split by target partition (neurons ``t*n//P .. (t+1)*n//P``),
     each list kept in its serial order: ``(part_sel, part_ptr)`` for :func:`_run_parallel`."""
@@ -141,11 +155,12 @@ def warm_up() -> float:
     start = time.perf_counter()
     _noise(np.uint64(0), np.uint64(0), 0, np.empty((2, 1)))
     f, i = np.zeros(1), np.zeros(1, np.int64)
-    _run_parallel(0, 1, np.zeros((1, 1)), 0, f.copy(), i.copy(), f.copy(), f.copy(), i.copy(),
-                  np.zeros((RING, 1), np.int64), np.zeros(RING, np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
-                  f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                  np.zeros((0, 2), np.int64), 1, i.copy(), f.copy(), f.copy(), f.copy(), f + 1, f + 1,
-                  f.copy(), i.copy(), np.zeros(1, np.bool_), i.copy(), i.copy(), np.zeros(1, np.uint8))
+    for run in (_run_serial, _run_parallel):
+        run(0, 1, np.zeros((1, 1)), 0, f.copy(), i.copy(), f.copy(), f.copy(), i.copy(),
+            np.zeros((RING, 1), np.int64), np.zeros(RING, np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
+            f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64), np.zeros(0, np.int64),
+            np.zeros((0, 2), np.int64), 1, i.copy(), f.copy(), f.copy(), f.copy(), f + 1, f + 1,
+            f.copy(), i.copy(), np.zeros(1, np.bool_), i.copy(), i.copy(), np.zeros(1, np.uint8))
     return time.perf_counter() - start
 
 
@@ -194,6 +209,7 @@ class CompiledEngine(CpuEngine):
         n_parts = self._partitions()
         threads = numba.get_num_threads()
         numba.set_num_threads(n_parts)           # this thread's regions only; restored below
+        run = _run_parallel if n_parts > 1 else _run_serial
         try:
             fired = np.zeros(n, np.uint8)
             m, end = self.step, self.step + nsteps
@@ -207,7 +223,7 @@ class CompiledEngine(CpuEngine):
                              self.u.copy(), self.r.copy())
                     spike_step = np.empty(cap, np.int64)
                     spike_neuron = np.empty(cap, np.int64)
-                    count = _run_parallel(
+                    count = run(
                         m, chunk, self._noise, self._noise_m0, self.V, self.refrac, self.gE, self.gI,
                         self.counts, ring, ring_len, k.c1, k.c2, k.i0, k.dt, self.vth, self.vreset,
                         self.inoise, self.tref, self.dE, self.dI, self._g_dv, self._part_sel,
