@@ -275,7 +275,35 @@ def advance_all(x, a, critical, x_new, t, active, draws, fired, rates, r_species
             active[r] = False
 
 
-class TauLeapEnsemble(EnsembleEngine):
+class LeapCheckpoint(EnsembleEngine):
+    """The checkpoint arrays and rates of the two tau-leaping engines (they differ only in where
+    their counts live, :meth:`counts`, and how they count firings, :meth:`restore_fired`)."""
+
+    def counts(self) -> np.ndarray:
+        """The (R, S) counts, a writable view."""
+        raise NotImplementedError
+
+    def restore_fired(self, total: int) -> None:
+        raise NotImplementedError
+
+    def set_rates(self, rates: np.ndarray) -> None:
+        self.rates = np.asarray(rates, np.float64).copy()
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"x": self.counts().copy(), "draws": self.draws.copy(), "t": self.t.copy(),
+                "active": self.active.copy(), "rates": self.rates.copy(),
+                "reactions_fired": np.int64(self.reactions_fired)}
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        self.counts()[:] = state["x"]
+        self.draws[:] = state["draws"]
+        self.t[:] = state["t"]
+        self.active[:] = state["active"]
+        self.restore_fired(int(state["reactions_fired"]))
+        self.set_rates(state["rates"])
+
+
+class TauLeapEnsemble(LeapCheckpoint):
     """The compiled tau-leaping engine (same surface and checkpoint arrays as the SSA engines)."""
 
     def __init__(self, network: Network, realizations: int, seed: int, hist_idx: list[int],
@@ -328,19 +356,9 @@ class TauLeapEnsemble(EnsembleEngine):
     def stats(self, keep_states: bool) -> IntervalStats:
         return host_stats(self.x[:, :-1], self.hist_idx, self.bins, keep_states)
 
-    def set_rates(self, rates: np.ndarray) -> None:
-        self.rates = np.asarray(rates, np.float64).copy()
+    def counts(self) -> np.ndarray:
+        return self.x[:, :-1]
 
-    def state(self) -> dict[str, np.ndarray]:
-        return {"x": self.states(), "draws": self.draws.copy(), "t": self.t.copy(),
-                "active": self.active.copy(), "rates": self.rates.copy(),
-                "reactions_fired": np.int64(self.reactions_fired)}
-
-    def restore(self, state: dict[str, np.ndarray]) -> None:
-        self.x[:, :-1] = state["x"]
-        self.draws[:] = state["draws"]
-        self.t[:] = state["t"]
-        self.active[:] = state["active"]
+    def restore_fired(self, total: int) -> None:
         self._fired[:] = 0
-        self._base_fired = int(state["reactions_fired"])
-        self.set_rates(state["rates"])
+        self._base_fired = total

@@ -14,15 +14,15 @@ import math
 import numpy as np
 
 from app.compute import philox
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, host_stats
+from app.sims.ssa.engine import IntervalStats, host_stats
 from app.sims.ssa.model import Network
-from app.sims.ssa.tauleap import (DEFAULT_EPSILON, N_CRITICAL, POISSON_INVERSION_BELOW, SSA_STEPS,
+from app.sims.ssa.tauleap import (DEFAULT_EPSILON, N_CRITICAL, POISSON_INVERSION_BELOW, SSA_STEPS, LeapCheckpoint,
                                   SSA_THRESHOLD, check_network, species_orders)
 
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
-class TauLeapReference(EnsembleEngine):
+class TauLeapReference(LeapCheckpoint):
     """R realizations of ``network`` tau-leaped in NumPy."""
 
     def __init__(self, network: Network, realizations: int, seed: int, hist_idx: list[int],
@@ -225,21 +225,11 @@ class TauLeapReference(EnsembleEngine):
     def stats(self, keep_states: bool) -> IntervalStats:
         return host_stats(self.x, self.hist_idx, self.bins, keep_states)
 
-    def set_rates(self, rates: np.ndarray) -> None:
-        self.rates = np.asarray(rates, np.float64).copy()
+    def counts(self) -> np.ndarray:
+        return self.x
 
-    def state(self) -> dict[str, np.ndarray]:
-        return {"x": self.states(), "draws": self.draws.copy(), "t": self.t.copy(),
-                "active": self.active.copy(), "rates": self.rates.copy(),
-                "reactions_fired": np.int64(self.reactions_fired)}
-
-    def restore(self, state: dict[str, np.ndarray]) -> None:
-        self.x[:] = state["x"]
-        self.draws[:] = state["draws"]
-        self.t[:] = state["t"]
-        self.active[:] = state["active"]
-        self.reactions_fired = int(state["reactions_fired"])
-        self.set_rates(state["rates"])
+    def restore_fired(self, total: int) -> None:
+        self.reactions_fired = total
 
 
 def _g(hor: int, need: int, x: np.ndarray) -> np.ndarray:
