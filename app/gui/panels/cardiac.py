@@ -138,6 +138,8 @@ class CardiacPanel(Panel):
         self.views.addWidget(self.tissue)
         self.views.addWidget(bottom)
         self.views.setSizes([480, 300])
+        self.rest_kind.currentTextChanged.connect(self._show_applicable_views)
+        self._show_applicable_views()
 
     def _update_cells(self, *_: Any) -> None:
         kind = self.mesh_kind.currentText()
@@ -153,6 +155,14 @@ class CardiacPanel(Panel):
         adaptive = self.method.currentText() in ADAPTIVE
         for w in (self.at, self.rt, self.dt_max):
             w.setEnabled(adaptive)
+        self._show_applicable_views()
+
+    def _show_applicable_views(self, *_: Any) -> None:
+        """The step-size plot for adaptive solvers only, the restitution plot for restitution
+        protocols only (an empty plot tells a user nothing)."""
+        if hasattr(self, "steps"):
+            self.steps.setVisible(self.method.currentText() in ADAPTIVE)
+            self.restitution_view.setVisible(self.rest_kind.currentText() != "none")
 
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: CardiacConfig) -> None:
