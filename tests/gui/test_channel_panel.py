@@ -81,6 +81,9 @@ def test_run_pause_change_crossover_resume_stop(channel, window, qtbot):
     with qtbot.waitSignal(worker.run_finished, timeout=30000):
         click(qtbot, channel.run_controls.stop_button)
     assert channel.run_controls.state is RunState.FINISHED
+    # population and seed come back when the worker's thread has ended (QThread.finished, a
+    # moment after run_finished)
+    qtbot.waitUntil(channel.population.isEnabled, timeout=5000)
     assert channel.population.isEnabled() and channel.run_controls.run_button.isEnabled()
 
     frame = channel.last_frame
