@@ -109,10 +109,13 @@ def hbm_bandwidth() -> float:
     return 2.0 * clock_hz * bus_bytes
 
 
-MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms, precision)
-    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32"),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64"),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32"),
+MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms, precision, lookup tables)
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32", False),
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64", False),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", False),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", True),
 ]
 
 
@@ -127,25 +130,26 @@ def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth:
     bandwidth = bandwidth or hbm_bandwidth()
     n_cells = 10 * 4 ** level + 2
     rows = []
-    for label, name, dt, amplitude, duration, precision in MODEL_CASES:
+    for label, name, dt, amplitude, duration, precision, lookup in MODEL_CASES:
         model = load_model(name)
         stimuli = [dataclasses.replace(st, amplitude=amplitude, duration=duration) for st in base.protocol.stimuli]
         cfg = dataclasses.replace(base, model=ModelSettings(file=name),
                                   protocol=dataclasses.replace(base.protocol, stimuli=stimuli))
-        cfg = make_cfg(cfg, level, t_end, method="rlfe", dt=dt, precision=precision)
-        run_once(make_cfg(cfg, level, 2.0, method="rlfe", dt=dt, precision=precision), backend)   # compile
+        cfg = make_cfg(cfg, level, t_end, method="rlfe", dt=dt, precision=precision, lookup_tables=lookup)
+        run_once(make_cfg(cfg, level, 2.0), backend)   # compile
         try:
             arrays, summary = run_once(cfg, backend)
         except (RunStopped, RuntimeError) as exc:
-            print(f"{label:28s} {precision}: stopped: {exc}", flush=True)
-            rows.append({"model": label, "file": name, "precision": precision, "stopped": str(exc)})
+            print(f"{label:28s} {precision} lookup {'on ' if lookup else 'off'}: stopped: {exc}", flush=True)
+            rows.append({"model": label, "file": name, "precision": precision, "lookup_tables": lookup,
+                         "stopped": str(exc)})
             continue
         steps = summary["steps_accepted"]
         size = 4 if precision == "float32" else 8
         state_bytes = 2 * model.n_states * size * n_cells              # read + write
         floor = steps * state_bytes / bandwidth
         act = arrays["activation_time"]
-        row = {"model": label, "file": name, "precision": precision, "states": model.n_states,
+        row = {"model": label, "file": name, "precision": precision, "lookup_tables": lookup, "states": model.n_states,
                "gates": model.n_gates,
                "dt": dt, "steps": steps, "wall_seconds": summary["wall_seconds"],
                "bytes_per_step": state_bytes, "bandwidth_bytes_per_s": bandwidth,
@@ -153,7 +157,8 @@ def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth:
                "activated_fraction": float(np.isfinite(act).mean()),
                "stopped": summary.get("stopped", {}).get("reason", "")}
         rows.append(row)
-        print(f"{label:28s} {model.n_states:3d} states  {precision}  RLFE dt {dt:g}  {steps:6d} steps  "
+        print(f"{label:28s} {model.n_states:3d} states  {precision}  lookup {'on ' if lookup else 'off'}  "
+              f"RLFE dt {dt:g}  {steps:6d} steps  "
               f"{summary['wall_seconds']:7.3f} s  floor {floor:6.3f} s ({state_bytes / 1e6:.1f} MB/step at "
               f"{bandwidth / 1e12:.2f} TB/s)  ratio {row['ratio_to_floor']:5.2f}  "
               f"activated {row['activated_fraction']:.3f}{'  STOPPED ' + row['stopped'] if row['stopped'] else ''}",

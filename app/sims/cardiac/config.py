@@ -12,6 +12,7 @@ from app.sims.common.config import Document, build, spec
 MESH_KINDS = ("sphere", "sheet", "single")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
 REGION_KINDS = ("all", "cap", "rect", "cells")
+MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,11 @@ class SolverSettings:
     fac_max: float = field(default=5.0, metadata=spec(range=(1.0, 100.0)))
     rush_larsen: bool = True
     precision: str = field(default="float32", metadata=spec(choices=("float32", "float64")))
+    lookup_tables: bool = field(default=False, metadata=spec(
+        doc="read the model's voltage-only terms from tables (linear interpolation; direct outside the range)"))
+    lookup_step: float = field(default=0.02, metadata=spec(range=(1e-4, 1.0), unit="mV", doc="table step"))
+    lookup_v_min: float = field(default=-120.0, metadata=spec(range=(-1000.0, 1000.0), unit="mV"))
+    lookup_v_max: float = field(default=80.0, metadata=spec(range=(-1000.0, 1000.0), unit="mV"))
 
 
 @dataclass(frozen=True)
@@ -230,6 +236,12 @@ def load_config(doc: Document) -> CardiacConfig:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
+    if s.lookup_tables:
+        rows = (s.lookup_v_max - s.lookup_v_min) / s.lookup_step
+        if not 2 <= rows <= MAX_LOOKUP_ROWS:
+            raise doc.error(f"solver.lookup_v_min .. lookup_v_max ({s.lookup_v_min:g} .. {s.lookup_v_max:g} mV) "
+                            f"every lookup_step = {s.lookup_step:g} mV gives {rows:.0f} rows; the tables need "
+                            f"2 to {MAX_LOOKUP_ROWS} (v_min < v_max)", ("solver", "lookup_v_max"))
     cells = n_cells(cfg.mesh)
     for i, c in enumerate(cfg.output.probe_cells):
         if not 0 <= c < cells:

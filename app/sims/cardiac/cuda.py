@@ -103,6 +103,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         if problem.varying:
             pfield[:, :n] = problem.param_field[list(problem.varying)]
         self.pfield = gpuarray.to_gpu(pfield.ravel())
+        self.lut = upload_table(self.module, model, problem.cell_params, self.real)
         stim = np.zeros(MAX_STIMULI * 5)
         stim[:problem.stim_table.size] = problem.stim_table.ravel()
         self._set_const("c_stim", stim)
@@ -307,8 +308,23 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
 
     def close(self) -> None:
         for buf in (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps, self.pfield,
-                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist):
+                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist,
+                    *([self.lut] if self.lut is not None else [])):
             buf.gpudata.free()
+
+
+def upload_table(module, model: CellModel, params: np.ndarray, dtype):
+    """Copy the model's lookup table to the device (in ``dtype``) and point ``c_lut`` at it;
+    ``None`` for a model without tables."""
+    if model.lookup is None:
+        return None
+    import pycuda.driver as cuda
+    import pycuda.gpuarray as gpuarray
+
+    table = gpuarray.to_gpu(model.table(params).astype(dtype))
+    ptr, _ = module.get_global("c_lut")
+    cuda.memcpy_htod(ptr, np.array([int(table.gpudata)], np.uint64))
+    return table
 
 
 def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.ndarray,
@@ -327,6 +343,7 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     if len(params):
         ptr, _ = mod.get_global("c_params")
         cuda.memcpy_htod(ptr, np.asarray(params, dtype))
+    table = upload_table(mod, model, params, dtype)
     ns, ng, nga = model.n_states, model.n_nongating, model.n_gates
     yy = np.zeros((ns, npad), dtype)
     yy[:, :n] = y
@@ -337,4 +354,6 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     mod.get_function("eval_rates")(d_y, d_i, d_p, d_o, block=(BLOCK, 1, 1),
                                    grid=((npad + BLOCK - 1) // BLOCK, 1))
     out = d_o.get().reshape(ng + 2 * nga, npad)[:, :n].astype(np.float64)
+    for buf in (d_y, d_i, d_p, d_o, *([table] if table is not None else [])):
+        buf.gpudata.free()
     return out[:ng], out[ng:ng + nga], out[ng + nga:]

@@ -21,7 +21,7 @@ import numpy as np
 
 from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion, Region
 from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
-from app.sims.cardiac.model import CellModel, config_model
+from app.sims.cardiac.model import CellModel, LookupSpec, config_model
 from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
 from app.sims.common.engine import EngineBase
 
@@ -154,6 +154,9 @@ class Problem:
         dtype = np.float64 if cfg.solver.precision == "float64" else np.float32
         params = model.parameter_vector(cfg.model.parameters)
         field_, varying = parameter_field(mesh, model, cfg, params)
+        s = cfg.solver
+        if s.lookup_tables:
+            model = model.with_lookup(LookupSpec(s.lookup_v_min, s.lookup_v_max, s.lookup_step), varying)
         return cls(cfg, mesh, model, params, y0, mask, table, bp, probes, tab, t_end, dtype,
                    field_, varying)
 

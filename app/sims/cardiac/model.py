@@ -17,7 +17,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from app.compute.codegen import Code, to_c, to_numpy, to_python
+from app.compute.codegen import Code, Node, names_used, to_c, to_numpy, to_python
+from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate
 from app.package_data import data_dir
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, ImportedModel, Parameter, import_cellml
 
@@ -70,10 +71,30 @@ class _SafeMath:
 
 
 @dataclass(frozen=True)
+class LookupSpec:
+    """Voltage lookup tables: ``v_min``..``v_max`` mV every ``step`` mV, linear interpolation;
+    outside the range the entries are evaluated directly."""
+
+    v_min: float = -120.0
+    v_max: float = 80.0
+    step: float = 0.02
+
+    @property
+    def rows(self) -> int:
+        return int(round((self.v_max - self.v_min) / self.step)) + 1
+
+    def grid(self) -> np.ndarray:
+        return self.v_min + self.step * np.arange(self.rows)
+
+
+@dataclass(frozen=True)
 class CellModel:
-    """An imported model: names, initial state, parameters and the printed programs."""
+    """An imported model: names, initial state, parameters and the printed programs; with
+    ``lookup`` set, the programs read the voltage-only parts from tables (:meth:`with_lookup`)."""
 
     imported: ImportedModel
+    lookup: LookupSpec | None = None
+    varying: tuple[int, ...] = ()      # parameters that differ between cells (not in tables)
 
     @property
     def name(self) -> str:
@@ -123,29 +144,97 @@ class CellModel:
     def initial_state(self) -> np.ndarray:
         return np.array(self.imported.initial, dtype=float)
 
-    # ---- printed programs ---------------------------------------------------------------
-    def _lines(self, printer: Callable, state: Callable[[int], str], param: Callable[[int], str],
-               stim: str) -> list[str]:
+    # ---- lookup tables ------------------------------------------------------------------
+    def with_lookup(self, spec: LookupSpec | None, varying: tuple[int, ...] = ()) -> "CellModel":
+        """This model with its voltage-only parts read from tables (``None``: evaluated
+        directly); parameters in ``varying`` differ between cells and stay out of the tables."""
+        return CellModel(self.imported, spec, tuple(varying) if spec is not None else ())
+
+    @functools.cached_property
+    def lookup_plan(self) -> LookupPlan | None:
+        if self.lookup is None:
+            return None
         m = self.imported
-        lines = [f"{_symbol(s)} = {state(k)}" for k, s in enumerate(m.states)]
-        lines += [f"{_symbol(p.name)} = {param(k)}" for k, p in enumerate(m.parameters)]
-        lines.append(f"{_symbol(I_ST)} = {stim}")
-        lines += [f"{_symbol(eq.name)} = {printer(eq.tree, _symbol)}" for eq in m.equations]
-        return lines
+        fixed = {p.name for k, p in enumerate(m.parameters) if k not in self.varying}
+        return plan_lookup([(e.name, e.tree) for e in m.equations], m.outputs, m.states[V_INDEX], fixed)
+
+    @functools.cached_property
+    def _tables(self) -> dict:
+        return {}
+
+    def table(self, params: np.ndarray) -> np.ndarray:
+        """The lookup table for parameter values ``params`` ((P,), or (P, N) per cell: the
+        fixed ones are the same in every cell), flat float64: for each row (voltage) and entry,
+        the value and its difference to the next row."""
+        return self._table_pair(params)[0]
+
+    def _table_pair(self, params: np.ndarray) -> tuple[np.ndarray, list[float]]:
+        """:meth:`table` and the same as Python floats (what the scalar program indexes)."""
+        if self.lookup is None:
+            raise ValueError(f"model {self.name} has no lookup tables")
+        values = np.asarray(params, np.float64)
+        values = values[:, 0] if values.ndim == 2 else values
+        key = values.tobytes()
+        if key not in self._tables:
+            fixed = {p.name: float(values[k]) for k, p in enumerate(self.parameters) if k not in self.varying}
+            plan = self.lookup_plan
+            assert plan is not None
+            pairs = tabulate(plan, self.lookup.grid(), fixed)
+            if len(self._tables) > 8:
+                self._tables.clear()
+            self._tables[key] = (pairs.ravel(), pairs.ravel().tolist())
+        return self._tables[key]
+
+    # ---- printed programs ---------------------------------------------------------------
+    def _inputs(self, state: Callable[[int], str], param: Callable[[int], str], stim: str) -> list[tuple[str, str]]:
+        m = self.imported
+        out = [(_symbol(s), state(k)) for k, s in enumerate(m.states)]
+        out += [(_symbol(p.name), param(k)) for k, p in enumerate(m.parameters)]
+        return out + [(_symbol(I_ST), stim)]
+
+    def _python_body(self, printer: Callable, numpy: bool) -> list[str]:
+        """Statements of the Python (or NumPy) program: inputs, then the equations; with tables
+        the prelude, the lookup (direct evaluation outside the table) and the rest."""
+        def assign(name: str, tree: Node) -> str:
+            return f"{_symbol(name)} = {printer(tree, _symbol)}"
+
+        lines = [f"{a} = {b}" for a, b in self._inputs(lambda k: f"y[{k}]", lambda k: f"p[{k}]", "i_st")]
+        plan, spec = self.lookup_plan, self.lookup
+        if plan is None or spec is None:
+            return lines + [assign(e.name, e.tree) for e in self.imported.equations]
+        lines += [assign(n, t) for n, t in plan.prelude]
+        width, last = 2 * plan.n_entries, float(spec.rows - 1)
+        lines.append(f"lut_x = ({_symbol(plan.variable)} - {spec.v_min!r}) * {1.0 / spec.step!r}")
+        entries = [(_symbol(entry_name(k)), f"lut[lut_r + {2 * k}] + lut_f * lut[lut_r + {2 * k + 1}]", e)
+                   for k, e in enumerate(plan.entries)]
+        if numpy:
+            lines += [f"lut_ok = (lut_x >= 0.0) & (lut_x < {last!r})",
+                      "lut_i = np.where(lut_ok, lut_x, 0.0).astype(np.int64)",
+                      "lut_f = lut_x - lut_i", f"lut_r = lut_i * {width}"]
+            lines += [assign(n, t) for n, t in plan.helpers]
+            lines += [f"{s} = np.where(lut_ok, {read}, {printer(e, _symbol)})" for s, read, e in entries]
+        else:
+            lines += [f"if lut_x >= 0.0 and lut_x < {last!r}:", "    lut_i = int(lut_x)",
+                      "    lut_f = lut_x - lut_i", f"    lut_r = lut_i * {width}"]
+            lines += [f"    {s} = {read}" for s, read, _ in entries]
+            lines.append("else:")
+            lines += ["    " + assign(n, t) for n, t in plan.helpers]
+            lines += [f"    {s} = {printer(e, _symbol)}" for s, _, e in entries]
+        return lines + [assign(n, t) for n, t in plan.main]
+
+    def _function(self, func_name: str, body: list[str]) -> str:
+        args = "y, i_st, p, lut" if self.lookup is not None else "y, i_st, p"
+        outs = ", ".join(_symbol(o) for o in self.imported.outputs)
+        return "\n".join([f"def {func_name}({args}):", *("    " + x for x in body),
+                          f"    return ({outs},)"]) + "\n"
 
     def python_source(self, func_name: str = "cell_rates") -> str:
-        """``func_name(y, i_st, p)`` on floats (``y[k]``, ``p[k]``) returning the outputs as a
-        tuple: run as Python or compiled by numba."""
-        body = self._lines(to_python, lambda k: f"y[{k}]", lambda k: f"p[{k}]", "i_st")
-        outs = ", ".join(_symbol(o) for o in self.imported.outputs)
-        return "\n".join([f"def {func_name}(y, i_st, p):", *("    " + x for x in body),
-                          f"    return ({outs},)"]) + "\n"
+        """``func_name(y, i_st, p[, lut])`` on floats (``y[k]``, ``p[k]``, ``lut`` the flat
+        :meth:`table`) returning the outputs as a tuple: run as Python or compiled by numba."""
+        return self._function(func_name, self._python_body(to_python, numpy=False))
 
     def numpy_source(self, func_name: str = "rates") -> str:
-        body = self._lines(to_numpy, lambda k: f"y[{k}]", lambda k: f"p[{k}]", "i_st")
-        outs = ", ".join(_symbol(o) for o in self.imported.outputs)
-        return "\n".join([f"def {func_name}(y, i_st, p):", *("    " + x for x in body),
-                          f"    return ({outs},)"]) + "\n"
+        return self._function(func_name, self._python_body(to_numpy, numpy=True))
 
     @functools.cached_property
     def _numpy(self):
@@ -167,16 +256,17 @@ class CellModel:
     def rates(self, y: np.ndarray, i_st, params: np.ndarray):
         """``(dng, a, b)`` at states ``y`` (S, ...) with stimulus ``i_st``; ``params`` (P,) or
         (P, ...) per cell."""
+        lut = () if self.lookup is None else self._table_pair(params)
         if y.ndim == 2 and y.shape[1] == 1 and np.ndim(i_st) <= 1 and np.ndim(params) == 1:
             try:      # one cell: plain floats, ~50x less overhead than NumPy on 1-element arrays
                 vals = self._scalar([float(v) for v in y[:, 0]], float(np.ravel(i_st)[0]),
-                                    [float(q) for q in params])
+                                    [float(q) for q in params], *lut[1:])
                 dng, a, b = self._split(vals, y.dtype)
                 return dng[:, None], a[:, None], b[:, None]
             except (ArithmeticError, ValueError):
                 pass           # a domain error (log of a negative, 0/0): NumPy gives nan/inf
         with np.errstate(all="ignore"):
-            return self._split(self._numpy(y, i_st, params), y.dtype)
+            return self._split(self._numpy(y, i_st, params, *(t.astype(y.dtype) for t in lut[:1])), y.dtype)
 
     def derivative(self, y: np.ndarray, i_st, params: np.ndarray) -> np.ndarray:
         """Full dy/dt (S, ...) of an isolated cell."""
@@ -186,23 +276,64 @@ class CellModel:
     def cuda_source(self, real: str = "float", varying: tuple[int, ...] = ()) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
         (non-gating dy/dt, then the gates' a, then b) to ``out[]``. Parameters are read from
-        ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``."""
+        ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``; with
+        tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`)."""
         if real not in ("float", "double"):
             raise ValueError("real must be float or double")
+        if self.lookup is not None and tuple(varying) != self.varying:
+            raise ValueError(f"the tables were planned for varying parameters {self.varying}, not {tuple(varying)}")
         single = real == "float"
         slot = {k: j for j, k in enumerate(varying)}
 
         def param(k: int) -> str:
             return f"pfield[{slot[k]} * NPAD + cell]" if k in slot else f"c_params[{k}]"
 
-        body = self._lines(lambda t, s: to_c(t, s, single), lambda k: f"y[{k}]", param, "i_st")
-        lines = [f"__device__ __forceinline__ void model_rates(const {real}* __restrict__ y, "
-                 f"const {real} i_st, const {real}* __restrict__ pfield, const int cell, "
-                 f"{real}* __restrict__ out)", "{"]
-        lines += [f"    const {real} {x};" for x in body]
-        lines += [f"    out[{k}] = {_symbol(o)};" for k, o in enumerate(self.imported.outputs)]
+        def decl(name: str, tree: Node, indent: str = "    ") -> str:
+            return f"{indent}const {real} {_symbol(name)} = {to_c(tree, _symbol, single)};"
+
+        plan, spec = self.lookup_plan, self.lookup
+        outputs = [f"out[{k}] = {_symbol(o)};" for k, o in enumerate(self.imported.outputs)]
+        lines = [f"__constant__ const {real}2* c_lut;"] if plan is not None else []
+        lines += [f"__device__ __forceinline__ void model_rates(const {real}* __restrict__ y, "
+                  f"const {real} i_st, const {real}* __restrict__ pfield, const int cell, "
+                  f"{real}* __restrict__ out)", "{"]
+        lines += [f"    const {real} {a} = {b};" for a, b in self._inputs(lambda k: f"y[{k}]", param, "i_st")]
+        if plan is None or spec is None:
+            lines += [decl(e.name, e.tree) for e in self.imported.equations]
+            lines += ["    " + x for x in outputs]
+        else:
+            # the whole rest twice: inside the table each entry is read just before its first
+            # use (few live registers); outside it, evaluated directly
+            lines += [decl(n, t) for n, t in plan.prelude]
+            lines += [f"    const {real} lut_x = ({_symbol(plan.variable)} - ({real}){spec.v_min!r}) "
+                      f"* ({real}){1.0 / spec.step!r};",
+                      f"    if (lut_x >= ({real})0 && lut_x < ({real}){float(spec.rows - 1)!r}) {{",
+                      "        const int lut_i = (int)lut_x;",
+                      f"        const {real} lut_f = lut_x - ({real})lut_i;",
+                      f"        const {real}2* __restrict__ lut_r = c_lut + (size_t)lut_i * {plan.n_entries};"]
+            read: set[str] = set()
+            for name, tree in plan.main:
+                for k in sorted(_entries_read(tree) - read):
+                    lines.append(f"        const {real}2 lut_e{k} = __ldg(lut_r + {k});")
+                    lines.append(f"        const {real} {_symbol(entry_name(k))} = lut_e{k}.x + lut_f * lut_e{k}.y;")
+                read |= _entries_read(tree)
+                lines.append(decl(name, tree, "        "))
+            lines += ["        " + x for x in outputs]
+            lines.append("    } else {     // outside the table: direct evaluation")
+            lines += [decl(n, t, "        ") for n, t in plan.helpers]
+            lines += [decl(entry_name(k), e, "        ") for k, e in enumerate(plan.entries)]
+            helpers = {n for n, _ in plan.helpers}
+            lines += [decl(n, t, "        ") for n, t in plan.main if n not in helpers]
+            lines += ["        " + x for x in outputs]
+            lines.append("    }")
         lines.append("}")
         return Code("\n".join(lines) + "\n")
+
+
+def _entries_read(tree: Node) -> set[int]:
+    """Indices of the lookup entries a rewritten equation reads."""
+    prefix = entry_name(0)[:-1]
+    return {int(n[len(prefix):]) for n in names_used(tree) if n.startswith(prefix)}
 
 
 @functools.lru_cache(maxsize=32)
