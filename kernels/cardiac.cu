@@ -2,7 +2,8 @@
 // error reduced on the device, step control and recording in a one-block control kernel.
 //
 // Filled in by app/sims/cardiac/cuda.py (app.compute.codegen.fill_template) before compiling:
-//   MODEL slot   model_rates(): the imported cell model printed from its expression tree
+//   MODEL slot   model_rates(): the imported cell model printed from its expression tree, and
+//                GATE_TABLE[g]: gate g's outputs are its RLFE update's coefficients (x <- a x + b)
 //   TABLEAU slot NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
 //   NPROBE, NSTIM; the model's NS (states), NNG (non-gating states, V first), NG (gates),
@@ -161,65 +162,78 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
         // rates
         const double ts = t + TAB_C[I] * (double)h;
         real kk[NK];
-        model_rates(ys, stim_current(mask[k], ts), pfield, k, kk);
-        if (NCELLS > 1) kk[0] += diffusion(Vd, k, ys[0], nbr, w);
-        if (!RL) {   // plain RK on the gates: store the derivative as b with a = 0
+        const real i_st = stim_current(mask[k], ts);
+        // the rest of the stage, after the model: in each branch of a table model (so the
+        // outputs are used where they are made, not kept live across a join)
+        auto finish = [&]() {
+            if (NCELLS > 1) kk[0] += diffusion(Vd, k, ys[0], nbr, w);
+            if (!RL) {   // plain RK on the gates: store the derivative as b with a = 0
 #pragma unroll
-            for (int g = 0; g < NG; ++g) {
-                kk[NNG + NG + g] = kk[NNG + g] * ys[NNG + g] + kk[NNG + NG + g];
-                kk[NNG + g] = 0;
+                for (int g = 0; g < NG; ++g) {
+                    kk[NNG + NG + g] = kk[NNG + g] * ys[NNG + g] + kk[NNG + NG + g];
+                    kk[NNG + g] = 0;
+                }
             }
-        }
-        if (I < NSTAGE - 1) {
+            if (I < NSTAGE - 1) {
 #pragma unroll
-            for (int q = 0; q < NK; ++q) K[(I * NK + q) * NPAD + k] = kk[q];
-            // the next stage's V, needed by the neighbours' diffusion
-            real acc = 0;
+                for (int q = 0; q < NK; ++q) K[(I * NK + q) * NPAD + k] = kk[q];
+                // the next stage's V, needed by the neighbours' diffusion
+                real acc = 0;
 #pragma unroll
-            for (int j = 0; j < I; ++j)
-                if (TAB_A[I + 1][j] != 0.0) acc += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
-            acc += (real)TAB_A[I + 1][I] * kk[0];
-            Vout[k] = y0[0] + h * acc;
-        } else {
-            // final combination: high (kept) and low (error)
+                for (int j = 0; j < I; ++j)
+                    if (TAB_A[I + 1][j] != 0.0) acc += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
+                acc += (real)TAB_A[I + 1][I] * kk[0];
+                Vout[k] = y0[0] + h * acc;
+            } else {
+                // final combination: high (kept) and low (error)
 #pragma unroll
-            for (int q = 0; q < NS; ++q) {
-                real hi_ab = 0, hi_b = 0, lo_ab = 0, lo_b = 0;
-                const bool gate = q >= NNG;
+                for (int q = 0; q < NS; ++q) {
+                    real hi_ab = 0, hi_b = 0, lo_ab = 0, lo_b = 0;
+                    const bool gate = q >= NNG;
 #pragma unroll
-                for (int j = 0; j < NSTAGE; ++j) {
-                    if (TAB_B[j] == 0.0 && (!ADAPTIVE || TAB_BLOW[j] == 0.0)) continue;
-                    real a, b;
-                    if (j == I) {
-                        a = gate ? kk[q] : 0;
-                        b = gate ? kk[NG + q] : kk[q];
+                    for (int j = 0; j < NSTAGE; ++j) {
+                        if (TAB_B[j] == 0.0 && (!ADAPTIVE || TAB_BLOW[j] == 0.0)) continue;
+                        real a, b;
+                        if (j == I) {
+                            a = gate ? kk[q] : 0;
+                            b = gate ? kk[NG + q] : kk[q];
+                        } else {
+                            a = gate ? K[(j * NK + q) * NPAD + k] : 0;
+                            b = gate ? K[(j * NK + NG + q) * NPAD + k] : K[(j * NK + q) * NPAD + k];
+                        }
+                        hi_ab += (real)TAB_B[j] * a;
+                        hi_b += (real)TAB_B[j] * b;
+                        if (ADAPTIVE) {
+                            lo_ab += (real)TAB_BLOW[j] * a;
+                            lo_b += (real)TAB_BLOW[j] * b;
+                        }
+                    }
+                    real hi, lo = 0;
+                    if (gate && RL && GATE_TABLE[gate ? q - NNG : 0]) {
+                        hi = hi_ab * y0[q] + hi_b;    // RLFE only: the model gave exp(h a) and b expm1(h a)/a
+                    } else if (gate && RL) {
+                        hi = y0[q] + h * (hi_ab * y0[q] + hi_b) * phi1(h * hi_ab);
+                        if (ADAPTIVE) lo = y0[q] + h * (lo_ab * y0[q] + lo_b) * phi1(h * lo_ab);
                     } else {
-                        a = gate ? K[(j * NK + q) * NPAD + k] : 0;
-                        b = gate ? K[(j * NK + NG + q) * NPAD + k] : K[(j * NK + q) * NPAD + k];
+                        hi = y0[q] + h * hi_b;
+                        if (ADAPTIVE) lo = y0[q] + h * lo_b;
                     }
-                    hi_ab += (real)TAB_B[j] * a;
-                    hi_b += (real)TAB_B[j] * b;
+                    Yn[q * NPAD + k] = hi;
                     if (ADAPTIVE) {
-                        lo_ab += (real)TAB_BLOW[j] * a;
-                        lo_b += (real)TAB_BLOW[j] * b;
+                        float e = (float)(fabs(hi - lo) / ((real)c_solver[CS_AT] + (real)c_solver[CS_RT] * fabs(y0[q])));
+                        if (!(e <= 3.0e38f)) e = 3.0e38f;          // NaN or inf: reject
+                        err = fmaxf(err, e);
                     }
-                }
-                real hi, lo = 0;
-                if (gate && RL) {
-                    hi = y0[q] + h * (hi_ab * y0[q] + hi_b) * phi1(h * hi_ab);
-                    if (ADAPTIVE) lo = y0[q] + h * (lo_ab * y0[q] + lo_b) * phi1(h * lo_ab);
-                } else {
-                    hi = y0[q] + h * hi_b;
-                    if (ADAPTIVE) lo = y0[q] + h * lo_b;
-                }
-                Yn[q * NPAD + k] = hi;
-                if (ADAPTIVE) {
-                    float e = (float)(fabs(hi - lo) / ((real)c_solver[CS_AT] + (real)c_solver[CS_RT] * fabs(y0[q])));
-                    if (!(e <= 3.0e38f)) e = 3.0e38f;          // NaN or inf: reject
-                    err = fmaxf(err, e);
                 }
             }
-        }
+        };
+#if MODEL_TABLES
+        if (model_in_table(ys[0])) { model_rates_table(ys, i_st, pfield, k, kk); finish(); }
+        else { model_rates_direct(ys, i_st, pfield, k, kk); finish(); }
+#else
+        model_rates(ys, i_st, pfield, k, kk);
+        finish();
+#endif
     }
     if (ADAPTIVE && I == NSTAGE - 1) {
         // block max of (error bits << 32 | cell), then one atomic per block: positive floats

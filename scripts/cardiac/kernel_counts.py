@@ -34,14 +34,22 @@ GROUPS = {
 
 
 def counts(model_name: str, real: str, lookup: LookupSpec | None, method: str = "rlfe",
-           kernel: str = "stage0") -> dict:
+           kernel: str = "stage0", dt: float = 0.01, table_path: bool = False,
+           max_registers: int = 0) -> dict:
+    """Registers, spills and SASS counts of ``kernel``; ``table_path``: only the code a cell
+    inside the table runs (the direct-evaluation branch compiled out), what a cell-step costs."""
     model = load_model(model_name)
-    model = model.with_lookup(lookup) if lookup else model
+    if lookup is not None:      # as the engines build it (engine.fused_model): RLFE tabulates gate updates
+        model = model.with_lookup(lookup, rl_step=dt if method == "rlfe" else None)
     src, defines = model_kernel_source(model, METHODS[method], real, 163842, 6, 100, 2)
+    if table_path:
+        src, n = re.subn(r"(bool model_in_table\([^)]*\)\n\{\n)", r"\1    return true;\n", src)
+        assert n == 1, "no table in this kernel"
     with tempfile.TemporaryDirectory() as tmp:
         cu, cubin = Path(tmp) / "cardiac.cu", Path(tmp) / "cardiac.cubin"
         cu.write_text(src)
         cmd = ["nvcc", "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "--use_fast_math", "-Xptxas", "-v",
+               *([f"-maxrregcount={max_registers}"] if max_registers else []),
                f"-I{COMMON_DIR}", *(f"-D{k}={v}" for k, v in defines.items()), "-o", str(cubin), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         info = proc.stderr.split(f"Function properties for {kernel}")[1].split("ptxas info    : Compiling")[0]
@@ -65,11 +73,15 @@ def main() -> int:
     ap.add_argument("--method", default="rlfe")
     ap.add_argument("--lookup", action="store_true", help="voltage lookup tables (solver.lookup_tables)")
     ap.add_argument("--step", type=float, default=LookupSpec.step, help="table step, mV")
+    ap.add_argument("--max-registers", type=int, default=0, help="nvcc -maxrregcount (0: the default)")
     args = ap.parse_args()
     spec = LookupSpec(step=args.step) if args.lookup else None
-    row = counts(args.model, args.real, spec, args.method)
-    print(f"{args.model} {args.real} {args.method} lookup={'on' if spec else 'off'}: "
-          + "  ".join(f"{k} {v}" for k, v in row.items()))
+    variants = [("whole kernel", False)] + ([("table path", True)] if spec else [])
+    for label, table_path in variants:
+        row = counts(args.model, args.real, spec, args.method, table_path=table_path,
+                     max_registers=args.max_registers)
+        print(f"{args.model} {args.real} {args.method} lookup={'on' if spec else 'off'} {label}: "
+              + "  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
     return 0
 
 

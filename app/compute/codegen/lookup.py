@@ -139,6 +139,12 @@ def _product(factors: list[Node]) -> Node:
     return out
 
 
+def variable_only(equations: Sequence[tuple[str, Node]], variable: str, fixed: set[str]) -> set[str]:
+    """The equations that depend on ``variable`` and ``fixed`` names only (or on fixed ones only)."""
+    p = _Planner(equations, variable, fixed)
+    return {name for name, _ in equations if p.kind[name] != OTHER}
+
+
 def plan_lookup(equations: Sequence[tuple[str, Node]], outputs: Sequence[str], variable: str,
                 fixed: set[str]) -> LookupPlan:
     """Split ``equations`` (calculation order) into prelude, table entries with their helpers,

@@ -11,12 +11,13 @@ checkpoints are the NumPy engine's (:class:`CpuTissue`).
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
 
 from app.compute.jit import generated_module
-from app.sims.cardiac.engine import CpuTissue, Problem
+from app.sims.cardiac.engine import CpuTissue, Problem, fused_model, is_rl_euler
 from app.sims.cardiac.model import CellModel
 
 
@@ -55,6 +56,9 @@ def _module_source(model: CellModel) -> str:
     lines += [f"        out[{k}, c] = y[{k}, c] + h * r[{k}]" for k in range(1, ng)]
     for g in range(nga):
         row = ng + g
+        if g in model.table_gates:        # the model gave exp(h a) and b expm1(h a)/a
+            lines.append(f"        out[{row}, c] = r[{ng + g}] * y[{row}, c] + r[{ng + nga + g}]")
+            continue
         lines += [f"        a = r[{ng + g}]",
                   "        z = h * a",
                   "        phi = 1.0 + 0.5 * z if abs(z) < 1e-5 else math.expm1(z) / z",
@@ -108,16 +112,29 @@ class CompiledTissue(CpuTissue):
             self.f = super().f
             return
         start = time.perf_counter()
-        module = _compile(problem.model, self.y.dtype)
-        self._rates, self._rl_euler = module.tissue_rates, module.tissue_rl_euler
         n, m = problem.n_cells, problem.model
+        self._fused = is_rl_euler(problem.tableau)
         self._params = np.ascontiguousarray(np.broadcast_to(
             problem.cell_params.reshape(len(problem.params), -1), (len(problem.params), n)), self.y.dtype)
-        self._lut = lookup_table(m, problem.cell_params, self.y.dtype)
-        tab = problem.tableau
-        self._fused = not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
+        fused = fused_model(problem)               # with tables: the gates' updates tabulated too
+        module = _compile(fused, self.y.dtype)
+        self._rl_euler, self._fused_lut = module.tissue_rl_euler, lookup_table(fused, problem.cell_params, self.y.dtype)
+        self._rates_module = module if fused is m else None      # else compiled at the first f()
         self.compile_seconds = time.perf_counter() - start
         self._out = tuple(np.empty((k, n), self.y.dtype) for k in (m.n_nongating, m.n_gates, m.n_gates))
+
+    @property
+    def _rates(self):
+        """The compiled model (its outputs ``(dng, a, b)``) over cells, with its table."""
+        if self._rates_module is None:
+            start = time.perf_counter()
+            self._rates_module = _compile(self.p.model, self.y.dtype)
+            self.compile_seconds += time.perf_counter() - start
+        return self._rates_module.tissue_rates
+
+    @functools.cached_property
+    def _lut(self) -> np.ndarray:
+        return lookup_table(self.p.model, self.p.cell_params, self.y.dtype)
 
     def f(self, t: float, y: np.ndarray):
         p = self.p
@@ -144,6 +161,6 @@ class CompiledTissue(CpuTissue):
             lap = (p.mesh.laplacian(y0[0], p.cfg.D).astype(y0.dtype) if diffuse
                    else np.zeros(y0.shape[1], y0.dtype))
             high = np.empty_like(y0)
-            self._rl_euler(y0, stim, self._params, self._lut, lap, dt, high)
+            self._rl_euler(y0, stim, self._params, self._fused_lut, lap, dt, high)
             self._accept(high, (self.step_index + 1) * dt)
             self.step_index += 1

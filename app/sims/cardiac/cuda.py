@@ -11,7 +11,7 @@ import numpy as np
 from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
 from app.sims.cardiac.config import MAX_STIMULI
-from app.sims.cardiac.engine import Problem, RunStopped
+from app.sims.cardiac.engine import Problem, RunStopped, fused_model
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.solvers import METHODS, Tableau
 from app.sims.common.engine import EngineBase
@@ -60,7 +60,7 @@ def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int,
 def kernel_source(problem: Problem) -> tuple[str, dict]:
     """The kernel text for this problem's model, method and precision, and its -D defines."""
     real = "double" if problem.dtype == np.float64 else "float"
-    return model_kernel_source(problem.model, problem.tableau, real, problem.n_cells,
+    return model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
                                problem.mesh.width, len(problem.probes),
                                len(problem.cfg.protocol.stimuli), problem.varying)
 
@@ -103,7 +103,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         if problem.varying:
             pfield[:, :n] = problem.param_field[list(problem.varying)]
         self.pfield = gpuarray.to_gpu(pfield.ravel())
-        self.lut = upload_table(self.module, model, problem.cell_params, self.real)
+        self.lut = upload_table(self.module, fused_model(problem), problem.cell_params, self.real)
         stim = np.zeros(MAX_STIMULI * 5)
         stim[:problem.stim_table.size] = problem.stim_table.ravel()
         self._set_const("c_stim", stim)

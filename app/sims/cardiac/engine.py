@@ -95,6 +95,22 @@ def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
     return values, varying
 
 
+def is_rl_euler(tab: Tableau) -> bool:
+    """Whether the tableau is Rush–Larsen forward Euler (one stage, fixed step)."""
+    return not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
+
+
+def fused_model(problem: "Problem") -> CellModel:
+    """The model as the fused RLFE programs (CUDA stage kernel, compiled CPU step) print it:
+    with lookup tables, the V-only gates' updates tabulated for the fixed step as well."""
+    m = problem.model
+    if m.lookup is None or not is_rl_euler(problem.tableau):
+        return m
+    if "fused_model" not in problem.extra:
+        problem.extra["fused_model"] = m.with_lookup(m.lookup, m.varying, rl_step=problem.cfg.solver.dt)
+    return problem.extra["fused_model"]
+
+
 @dataclass
 class Problem:
     """Everything an engine needs, in plain arrays."""

@@ -17,8 +17,9 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from app.compute.codegen import Code, Node, names_used, to_c, to_numpy, to_python
-from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate
+from app.compute.codegen import Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy, to_python
+from app.compute.codegen.strength import reduce_strength
+from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, ImportedModel, Parameter, import_cellml
 
@@ -95,6 +96,7 @@ class CellModel:
     imported: ImportedModel
     lookup: LookupSpec | None = None
     varying: tuple[int, ...] = ()      # parameters that differ between cells (not in tables)
+    rl_step: float | None = None       # fixed Rush–Larsen step whose gate updates are tabulated
 
     @property
     def name(self) -> str:
@@ -145,18 +147,57 @@ class CellModel:
         return np.array(self.imported.initial, dtype=float)
 
     # ---- lookup tables ------------------------------------------------------------------
-    def with_lookup(self, spec: LookupSpec | None, varying: tuple[int, ...] = ()) -> "CellModel":
+    def with_lookup(self, spec: LookupSpec | None, varying: tuple[int, ...] = (),
+                    rl_step: float | None = None) -> "CellModel":
         """This model with its voltage-only parts read from tables (``None``: evaluated
-        directly); parameters in ``varying`` differ between cells and stay out of the tables."""
-        return CellModel(self.imported, spec, tuple(varying) if spec is not None else ())
+        directly); parameters in ``varying`` differ between cells and stay out of the tables.
+
+        ``rl_step``: the programs are for Rush–Larsen forward Euler with this fixed step only:
+        a gate whose ``a`` and ``b`` depend on V alone outputs ``exp(h·a)`` and
+        ``b·expm1(h·a)/a`` instead (tabulated), so its update is ``x ← a·x + b``
+        (:attr:`table_gates`), as openCARP's tables do."""
+        if spec is None:
+            return CellModel(self.imported)
+        return CellModel(self.imported, spec, tuple(varying), rl_step)
+
+    @property
+    def _fixed(self) -> set[str]:
+        return {p.name for k, p in enumerate(self.parameters) if k not in self.varying}
+
+    @functools.cached_property
+    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...]]:
+        """The equations, the outputs and the gates updated from tables (see ``rl_step``)."""
+        m = self.imported
+        eqs, outs = [(e.name, reduce_strength(e.tree)) for e in m.equations], list(m.outputs)
+        table_gates = []
+        if self.rl_step is not None:
+            ng, n_gates = self.n_nongating, self.n_gates
+            voltage_only = variable_only(eqs, m.states[V_INDEX], self._fixed)
+            for g in range(n_gates):
+                a, b = outs[ng + g], outs[ng + n_gates + g]
+                if a in voltage_only and b in voltage_only:
+                    ha = Binary("*", Num(float(self.rl_step)), Name(a))
+                    eqs += [(f"rl_{g}_E", Call("exp", (ha,))),
+                            (f"rl_{g}_B", Binary("/", Binary("*", Name(b), Call("expm1", (ha,))), Name(a)))]
+                    outs[ng + g], outs[ng + n_gates + g] = f"rl_{g}_E", f"rl_{g}_B"
+                    table_gates.append(g)
+        return tuple(eqs), tuple(outs), tuple(table_gates)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self._program[1]
+
+    @property
+    def table_gates(self) -> tuple[int, ...]:
+        """Gates whose outputs are their update's coefficients (``rl_step``), not a and b."""
+        return self._program[2]
 
     @functools.cached_property
     def lookup_plan(self) -> LookupPlan | None:
         if self.lookup is None:
             return None
-        m = self.imported
-        fixed = {p.name for k, p in enumerate(m.parameters) if k not in self.varying}
-        return plan_lookup([(e.name, e.tree) for e in m.equations], m.outputs, m.states[V_INDEX], fixed)
+        eqs, outs, _ = self._program
+        return plan_lookup(eqs, outs, self.imported.states[V_INDEX], self._fixed)
 
     @functools.cached_property
     def _tables(self) -> dict:
@@ -201,7 +242,7 @@ class CellModel:
         lines = [f"{a} = {b}" for a, b in self._inputs(lambda k: f"y[{k}]", lambda k: f"p[{k}]", "i_st")]
         plan, spec = self.lookup_plan, self.lookup
         if plan is None or spec is None:
-            return lines + [assign(e.name, e.tree) for e in self.imported.equations]
+            return lines + [assign(n, t) for n, t in self._program[0]]
         lines += [assign(n, t) for n, t in plan.prelude]
         width, last = 2 * plan.n_entries, float(spec.rows - 1)
         lines.append(f"lut_x = ({_symbol(plan.variable)} - {spec.v_min!r}) * {1.0 / spec.step!r}")
@@ -224,7 +265,7 @@ class CellModel:
 
     def _function(self, func_name: str, body: list[str]) -> str:
         args = "y, i_st, p, lut" if self.lookup is not None else "y, i_st, p"
-        outs = ", ".join(_symbol(o) for o in self.imported.outputs)
+        outs = ", ".join(_symbol(o) for o in self.outputs)
         return "\n".join([f"def {func_name}({args}):", *("    " + x for x in body),
                           f"    return ({outs},)"]) + "\n"
 
@@ -270,6 +311,8 @@ class CellModel:
 
     def derivative(self, y: np.ndarray, i_st, params: np.ndarray) -> np.ndarray:
         """Full dy/dt (S, ...) of an isolated cell."""
+        if self.table_gates:
+            raise ValueError("a model with tabulated gate updates (rl_step) has no derivative")
         dng, a, b = self.rates(y, i_st, params)
         return np.concatenate([dng, a * y[self.n_nongating:] + b])
 
@@ -292,41 +335,45 @@ class CellModel:
             return f"{indent}const {real} {_symbol(name)} = {to_c(tree, _symbol, single)};"
 
         plan, spec = self.lookup_plan, self.lookup
-        outputs = [f"out[{k}] = {_symbol(o)};" for k, o in enumerate(self.imported.outputs)]
-        lines = [f"__constant__ const {real}2* c_lut;"] if plan is not None else []
-        lines += [f"__device__ __forceinline__ void model_rates(const {real}* __restrict__ y, "
-                  f"const {real} i_st, const {real}* __restrict__ pfield, const int cell, "
-                  f"{real}* __restrict__ out)", "{"]
-        lines += [f"    const {real} {a} = {b};" for a, b in self._inputs(lambda k: f"y[{k}]", param, "i_st")]
+        outputs = [f"    out[{k}] = {_symbol(o)};" for k, o in enumerate(self.outputs)]
+        flags = ", ".join("true" if g in self.table_gates else "false" for g in range(max(self.n_gates, 1)))
+        lines = [f"__device__ constexpr bool GATE_TABLE[{max(self.n_gates, 1)}] = {{{flags}}};"
+                 "   // gate update x <- a x + b (tabulated)"]
+        signature = (f"(const {real}* __restrict__ y, const {real} i_st, const {real}* __restrict__ pfield, "
+                     f"const int cell, {real}* __restrict__ out)")
+        inputs = [f"    const {real} {a} = {b};" for a, b in self._inputs(lambda k: f"y[{k}]", param, "i_st")]
         if plan is None or spec is None:
-            lines += [decl(e.name, e.tree) for e in self.imported.equations]
-            lines += ["    " + x for x in outputs]
-        else:
-            # the whole rest twice: inside the table each entry is read just before its first
-            # use (few live registers); outside it, evaluated directly
-            lines += [decl(n, t) for n, t in plan.prelude]
-            lines += [f"    const {real} lut_x = ({_symbol(plan.variable)} - ({real}){spec.v_min!r}) "
-                      f"* ({real}){1.0 / spec.step!r};",
-                      f"    if (lut_x >= ({real})0 && lut_x < ({real}){float(spec.rows - 1)!r}) {{",
-                      "        const int lut_i = (int)lut_x;",
-                      f"        const {real} lut_f = lut_x - ({real})lut_i;",
-                      f"        const {real}2* __restrict__ lut_r = c_lut + (size_t)lut_i * {plan.n_entries};"]
-            read: set[str] = set()
-            for name, tree in plan.main:
-                for k in sorted(_entries_read(tree) - read):
-                    lines.append(f"        const {real}2 lut_e{k} = __ldg(lut_r + {k});")
-                    lines.append(f"        const {real} {_symbol(entry_name(k))} = lut_e{k}.x + lut_f * lut_e{k}.y;")
-                read |= _entries_read(tree)
-                lines.append(decl(name, tree, "        "))
-            lines += ["        " + x for x in outputs]
-            lines.append("    } else {     // outside the table: direct evaluation")
-            lines += [decl(n, t, "        ") for n, t in plan.helpers]
-            lines += [decl(entry_name(k), e, "        ") for k, e in enumerate(plan.entries)]
-            helpers = {n for n, _ in plan.helpers}
-            lines += [decl(n, t, "        ") for n, t in plan.main if n not in helpers]
-            lines += ["        " + x for x in outputs]
-            lines.append("    }")
-        lines.append("}")
+            lines += ["#define MODEL_TABLES 0", f"__device__ __forceinline__ void model_rates{signature}", "{",
+                      *inputs, *(decl(n, t) for n, t in self._program[0]), *outputs, "}"]
+            return Code("\n".join(lines) + "\n")
+        # three functions: inside the table (each entry read just before its first use, few live
+        # registers), outside it (direct evaluation), and the choice; the stage kernel calls the
+        # first two in its own branches, so each branch uses its outputs where they are made
+        x = f"(({_symbol(plan.variable)} - ({real}){spec.v_min!r}) * ({real}){1.0 / spec.step!r})"
+        prelude = [decl(n, t) for n, t in plan.prelude]
+        lines += ["#define MODEL_TABLES 1", f"__constant__ const {real}2* c_lut;",
+                  f"__device__ __forceinline__ bool model_in_table(const {real} {_symbol(plan.variable)})",
+                  f"{{\n    const {real} lut_x = {x};",
+                  f"    return lut_x >= ({real})0 && lut_x < ({real}){float(spec.rows - 1)!r};\n}}",
+                  f"__device__ __forceinline__ void model_rates_table{signature}", "{", *inputs, *prelude,
+                  f"    const {real} lut_x = {x};", "    const int lut_i = (int)lut_x;",
+                  f"    const {real} lut_f = lut_x - ({real})lut_i;",
+                  f"    const {real}2* __restrict__ lut_r = c_lut + (size_t)lut_i * {plan.n_entries};"]
+        read: set[int] = set()
+        for name, tree in plan.main:
+            for k in sorted(_entries_read(tree) - read):
+                lines.append(f"    const {real}2 lut_e{k} = __ldg(lut_r + {k});")
+                lines.append(f"    const {real} {_symbol(entry_name(k))} = lut_e{k}.x + lut_f * lut_e{k}.y;")
+            read |= _entries_read(tree)
+            lines.append(decl(name, tree))
+        helpers = {n for n, _ in plan.helpers}
+        lines += [*outputs, "}", f"__device__ __forceinline__ void model_rates_direct{signature}", "{",
+                  *inputs, *prelude, *(decl(n, t) for n, t in plan.helpers),
+                  *(decl(entry_name(k), e) for k, e in enumerate(plan.entries)),
+                  *(decl(n, t) for n, t in plan.main if n not in helpers), *outputs, "}",
+                  f"__device__ __forceinline__ void model_rates{signature}", "{",
+                  f"    if (model_in_table(y[{V_INDEX}])) model_rates_table(y, i_st, pfield, cell, out);",
+                  "    else model_rates_direct(y, i_st, pfield, cell, out);", "}"]
         return Code("\n".join(lines) + "\n")
 
 
