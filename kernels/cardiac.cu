@@ -6,6 +6,7 @@
 //                GATE_TABLE[g]: gate g's outputs are its RLFE update's coefficients (x <- a x + b)
 //   TABLEAU slot NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
+//   STAGE_BLOCK (threads per block), STAGE_MIN_BLOCKS (0: no launch bounds),
 //   NPROBE, NSTIM; the model's NS (states), NNG (non-gating states, V first), NG (gates),
 //   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
 //
@@ -264,22 +265,29 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
     const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
     double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield
 #define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci, pfield
+// STAGE_MIN_BLOCKS > 0: at least that many blocks of STAGE_BLOCK threads per SM (ptxas caps the
+// registers, spilling the rest): occupancy against spills for large float64 models
+#if defined(STAGE_MIN_BLOCKS) && STAGE_MIN_BLOCKS > 0
+#define STAGE_BOUNDS __launch_bounds__(STAGE_BLOCK, STAGE_MIN_BLOCKS)
+#else
+#define STAGE_BOUNDS
+#endif
 
-extern "C" __global__ void stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
 #if NSTAGE > 1
-extern "C" __global__ void stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }
 #endif
 #if NSTAGE > 2
-extern "C" __global__ void stage2(STAGE_ARGS) { stage_body<2>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage2(STAGE_ARGS) { stage_body<2>(STAGE_PASS); }
 #endif
 #if NSTAGE > 3
-extern "C" __global__ void stage3(STAGE_ARGS) { stage_body<3>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage3(STAGE_ARGS) { stage_body<3>(STAGE_PASS); }
 #endif
 #if NSTAGE > 4
-extern "C" __global__ void stage4(STAGE_ARGS) { stage_body<4>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage4(STAGE_ARGS) { stage_body<4>(STAGE_PASS); }
 #endif
 #if NSTAGE > 5
-extern "C" __global__ void stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
 #endif
 
 // One block: accept or reject, new step (Eq. 15), time, parity, recording of the probes.

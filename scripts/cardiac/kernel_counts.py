@@ -2,7 +2,7 @@
 cell-step: registers and spills (``ptxas -v``) and SASS instruction counts (``cuobjdump -sass``):
 FP64 (DFMA, DMUL, DADD), FP32, MUFU (transcendental unit), CALLs (slow paths), loads.
 
-    python scripts/cardiac/kernel_counts.py ohara_rudy_2011_endo --real double [--lookup]
+    python scripts/cardiac/kernel_counts.py ohara_rudy_2011_endo --real double|float|mixed [--lookup]
 
 Static counts of the stage kernel's code (both sides of every branch), a proxy for the work of
 a cell-step that needs no GPU. nvcc must be on PATH; cuobjdump (and nvdisasm) too for the SASS
@@ -41,7 +41,9 @@ def counts(model_name: str, real: str, lookup: LookupSpec | None, method: str = 
     model = load_model(model_name)
     if lookup is not None:      # as the engines build it (engine.fused_model): RLFE tabulates gate updates
         model = model.with_lookup(lookup, rl_step=dt if method == "rlfe" else None)
-    src, defines = model_kernel_source(model, METHODS[method], real, 163842, 6, 100, 2)
+    compute = "float" if real == "mixed" else real          # mixed: double states, float model
+    src, defines = model_kernel_source(model, METHODS[method], "double" if real == "mixed" else real,
+                                       163842, 6, 100, 2, compute=compute)
     if table_path:
         src, n = re.subn(r"(bool model_in_table\([^)]*\)\n\{\n)", r"\1    return true;\n", src)
         assert n == 1, "no table in this kernel"
@@ -69,7 +71,7 @@ def counts(model_name: str, real: str, lookup: LookupSpec | None, method: str = 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", nargs="?", default="ohara_rudy_2011_endo")
-    ap.add_argument("--real", choices=("double", "float"), default="double")
+    ap.add_argument("--real", choices=("double", "float", "mixed"), default="double")
     ap.add_argument("--method", default="rlfe")
     ap.add_argument("--lookup", action="store_true", help="voltage lookup tables (solver.lookup_tables)")
     ap.add_argument("--step", type=float, default=LookupSpec.step, help="table step, mV")

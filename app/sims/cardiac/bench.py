@@ -116,6 +116,7 @@ MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms
     ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64", True),
     ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", False),
     ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "mixed", True),
 ]
 
 

@@ -12,6 +12,7 @@ from app.sims.common.config import Document, build, spec
 MESH_KINDS = ("sphere", "sheet", "single")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
 REGION_KINDS = ("all", "cap", "rect", "cells")
+PRECISIONS = ("float32", "float64", "mixed")
 MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 
 
@@ -74,7 +75,9 @@ class SolverSettings:
     fac_min: float = field(default=0.2, metadata=spec(range=(0.01, 1.0)))
     fac_max: float = field(default=5.0, metadata=spec(range=(1.0, 100.0)))
     rush_larsen: bool = True
-    precision: str = field(default="float32", metadata=spec(choices=("float32", "float64")))
+    precision: str = field(default="float32", metadata=spec(
+        choices=PRECISIONS, doc="mixed: float64 states and update, the cell model in float32 (CUDA; "
+                                "the CPU engines run mixed in float64)"))
     lookup_tables: bool = field(default=False, metadata=spec(
         doc="read the model's voltage-only terms from tables (linear interpolation; direct outside the range)"))
     lookup_step: float = field(default=0.02, metadata=spec(range=(1e-4, 1.0), unit="mV", doc="table step"))
@@ -278,7 +281,7 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
     from app.sims.common.memory import estimate
 
     n, states = float(n_cells(cfg.mesh)), float(config_model(cfg.model).n_states)
-    width = 8.0 if cfg.solver.precision == "float64" else 4.0
+    width = 4.0 if cfg.solver.precision == "float32" else 8.0
     stages = 8.0                                  # stages, error and accepted copies (at most)
     out, t_end = cfg.output, cfg.protocol.t_end
     step = out.dt_save if out.dt_save > 0 else cfg.solver.dt

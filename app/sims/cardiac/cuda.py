@@ -24,6 +24,7 @@ ST_BLOWUP, ST_FLOOR = 1, 2
 CHUNK_FIXED = 500
 CHUNK_ADAPTIVE = 100
 H_CAP = 1 << 20
+STAGE_MIN_BLOCKS = 0        # __launch_bounds__ minimum blocks per SM for the stage kernels (0: none)
 
 
 def _arr(values) -> str:
@@ -46,14 +47,16 @@ def tableau_source(tab: Tableau) -> Code:
 
 
 def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int, width: int,
-                        n_probes: int, n_stimuli: int, varying: tuple[int, ...] = ()) -> tuple[str, dict]:
-    """The kernel text for a model, method and precision, and its -D defines."""
-    src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying),
+                        n_probes: int, n_stimuli: int, varying: tuple[int, ...] = (),
+                        compute: str | None = None) -> tuple[str, dict]:
+    """The kernel text for a model, method and precision (states in ``real``, the model in
+    ``compute``, by default the same), and its -D defines."""
+    src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying, compute),
                                                     "TABLEAU": tableau_source(tab)})
     defines = {"REAL": real, "NPAD": padded(n_cells), "NCELLS": n_cells, "KNB": width,
                "NPROBE": n_probes, "NSTIM": n_stimuli, "NS": model.n_states,
                "NNG": model.n_nongating, "NG": model.n_gates, "NPARAM": len(model.parameters),
-               "NVARY": len(varying)}
+               "NVARY": len(varying), "STAGE_BLOCK": BLOCK, "STAGE_MIN_BLOCKS": STAGE_MIN_BLOCKS}
     return src, defines
 
 
@@ -62,7 +65,13 @@ def kernel_source(problem: Problem) -> tuple[str, dict]:
     real = "double" if problem.dtype == np.float64 else "float"
     return model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
                                problem.mesh.width, len(problem.probes),
-                               len(problem.cfg.protocol.stimuli), problem.varying)
+                               len(problem.cfg.protocol.stimuli), problem.varying,
+                               compute_type(problem.cfg.solver.precision))
+
+
+def compute_type(precision: str) -> str:
+    """The C type the cell model is evaluated in: ``mixed`` evaluates it in float."""
+    return "double" if precision == "float64" else "float"
 
 
 def padded(n: int) -> int:
@@ -103,7 +112,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         if problem.varying:
             pfield[:, :n] = problem.param_field[list(problem.varying)]
         self.pfield = gpuarray.to_gpu(pfield.ravel())
-        self.lut = upload_table(self.module, fused_model(problem), problem.cell_params, self.real)
+        self.lut = upload_table(self.module, fused_model(problem), problem.cell_params,
+                                np.float64 if compute_type(problem.cfg.solver.precision) == "double" else np.float32)
         stim = np.zeros(MAX_STIMULI * 5)
         stim[:problem.stim_table.size] = problem.stim_table.ravel()
         self._set_const("c_stim", stim)
@@ -334,16 +344,16 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     import pycuda.driver as cuda
     import pycuda.gpuarray as gpuarray
 
-    dtype = np.float64 if precision == "float64" else np.float32
+    dtype = np.float32 if precision == "float32" else np.float64
     real = "double" if dtype == np.float64 else "float"
     n = y.shape[1]
     npad = padded(n)
-    src, defines = model_kernel_source(model, METHODS["rlfe"], real, n, 1, 1, 1)
+    src, defines = model_kernel_source(model, METHODS["rlfe"], real, n, 1, 1, 1, compute=compute_type(precision))
     mod = load_module(src, "cardiac.cu", defines)
     if len(params):
         ptr, _ = mod.get_global("c_params")
         cuda.memcpy_htod(ptr, np.asarray(params, dtype))
-    table = upload_table(mod, model, params, dtype)
+    table = upload_table(mod, model, params, np.float64 if compute_type(precision) == "double" else np.float32)
     ns, ng, nga = model.n_states, model.n_nongating, model.n_gates
     yy = np.zeros((ns, npad), dtype)
     yy[:, :n] = y

@@ -167,7 +167,7 @@ class Problem:
         tab = METHODS[cfg.solver.method]
         if not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
-        dtype = np.float64 if cfg.solver.precision == "float64" else np.float32
+        dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
         params = model.parameter_vector(cfg.model.parameters)
         field_, varying = parameter_field(mesh, model, cfg, params)
         s = cfg.solver

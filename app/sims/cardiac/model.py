@@ -316,64 +316,82 @@ class CellModel:
         dng, a, b = self.rates(y, i_st, params)
         return np.concatenate([dng, a * y[self.n_nongating:] + b])
 
-    def cuda_source(self, real: str = "float", varying: tuple[int, ...] = ()) -> Code:
+    def cuda_source(self, real: str = "float", varying: tuple[int, ...] = (), compute: str | None = None) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
         (non-gating dy/dt, then the gates' a, then b) to ``out[]``. Parameters are read from
         ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``; with
-        tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`)."""
-        if real not in ("float", "double"):
-            raise ValueError("real must be float or double")
+        tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`).
+        ``real`` is the type of the states and outputs, ``compute`` (default ``real``) the one
+        the model is evaluated in (``float`` under ``double`` states: the mixed precision)."""
+        compute = compute or real
+        if real not in ("float", "double") or compute not in ("float", "double"):
+            raise ValueError("real and compute must be float or double")
         if self.lookup is not None and tuple(varying) != self.varying:
             raise ValueError(f"the tables were planned for varying parameters {self.varying}, not {tuple(varying)}")
-        single = real == "float"
+        single = compute == "float"
         slot = {k: j for j, k in enumerate(varying)}
 
         def param(k: int) -> str:
-            return f"pfield[{slot[k]} * NPAD + cell]" if k in slot else f"c_params[{k}]"
+            return f"({compute})pfield[{slot[k]} * NPAD + cell]" if k in slot else f"({compute})c_params[{k}]"
 
         def decl(name: str, tree: Node, indent: str = "    ") -> str:
-            return f"{indent}const {real} {_symbol(name)} = {to_c(tree, _symbol, single)};"
+            return f"{indent}const {compute} {_symbol(name)} = {to_c(tree, _symbol, single)};"
 
         plan, spec = self.lookup_plan, self.lookup
-        outputs = [f"    out[{k}] = {_symbol(o)};" for k, o in enumerate(self.outputs)]
+        outputs = [f"    out[{k}] = ({real}){_symbol(o)};" for k, o in enumerate(self.outputs)]
         flags = ", ".join("true" if g in self.table_gates else "false" for g in range(max(self.n_gates, 1)))
         lines = [f"__device__ constexpr bool GATE_TABLE[{max(self.n_gates, 1)}] = {{{flags}}};"
                  "   // gate update x <- a x + b (tabulated)"]
         signature = (f"(const {real}* __restrict__ y, const {real} i_st, const {real}* __restrict__ pfield, "
                      f"const int cell, {real}* __restrict__ out)")
-        inputs = [f"    const {real} {a} = {b};" for a, b in self._inputs(lambda k: f"y[{k}]", param, "i_st")]
+        inputs = [f"    const {compute} {a} = {b};"
+                  for a, b in self._inputs(lambda k: f"({compute})y[{k}]", param, f"({compute})i_st")]
         if plan is None or spec is None:
             lines += ["#define MODEL_TABLES 0", f"__device__ __forceinline__ void model_rates{signature}", "{",
                       *inputs, *(decl(n, t) for n, t in self._program[0]), *outputs, "}"]
             return Code("\n".join(lines) + "\n")
-        # three functions: inside the table (each entry read just before its first use, few live
-        # registers), outside it (direct evaluation), and the choice; the stage kernel calls the
-        # first two in its own branches, so each branch uses its outputs where they are made
-        x = f"(({_symbol(plan.variable)} - ({real}){spec.v_min!r}) * ({real}){1.0 / spec.step!r})"
+        # the model body once, templated on how it gets entry k: inside the table by
+        # interpolation, each entry read just before its first use (few live registers);
+        # outside it from entries evaluated directly into a volatile local array (so they stay in
+        # memory, not in registers: the rare branch must not raise the kernel's register count).
+        # The stage kernel calls both in its own branches, so each uses its outputs where made.
+        n_entries = plan.n_entries
+        x = f"(({_symbol(plan.variable)} - ({compute}){spec.v_min!r}) * ({compute}){1.0 / spec.step!r})"
         prelude = [decl(n, t) for n, t in plan.prelude]
-        lines += ["#define MODEL_TABLES 1", f"__constant__ const {real}2* c_lut;",
-                  f"__device__ __forceinline__ bool model_in_table(const {real} {_symbol(plan.variable)})",
-                  f"{{\n    const {real} lut_x = {x};",
-                  f"    return lut_x >= ({real})0 && lut_x < ({real}){float(spec.rows - 1)!r};\n}}",
-                  f"__device__ __forceinline__ void model_rates_table{signature}", "{", *inputs, *prelude,
-                  f"    const {real} lut_x = {x};", "    const int lut_i = (int)lut_x;",
-                  f"    const {real} lut_f = lut_x - ({real})lut_i;",
-                  f"    const {real}2* __restrict__ lut_r = c_lut + (size_t)lut_i * {plan.n_entries};"]
+        args = "y, i_st, pfield, cell, out"
+        lines += ["#define MODEL_TABLES 1", f"__constant__ const {compute}2* c_lut;",
+                  f"__device__ __forceinline__ bool model_in_table(const {real} v)",
+                  f"{{\n    const {compute} {_symbol(plan.variable)} = ({compute})v;",
+                  f"    const {compute} lut_x = {x};",
+                  f"    return lut_x >= ({compute})0 && lut_x < ({compute}){float(spec.rows - 1)!r};\n}}",
+                  "template <class Entry>",
+                  f"__device__ __forceinline__ void model_rates_body{signature[:-1]}, const Entry entry)",
+                  "{", *inputs, *prelude]
         read: set[int] = set()
         for name, tree in plan.main:
             for k in sorted(_entries_read(tree) - read):
-                lines.append(f"    const {real}2 lut_e{k} = __ldg(lut_r + {k});")
-                lines.append(f"    const {real} {_symbol(entry_name(k))} = lut_e{k}.x + lut_f * lut_e{k}.y;")
+                lines.append(f"    const {compute} {_symbol(entry_name(k))} = entry({k});")
             read |= _entries_read(tree)
             lines.append(decl(name, tree))
-        helpers = {n for n, _ in plan.helpers}
-        lines += [*outputs, "}", f"__device__ __forceinline__ void model_rates_direct{signature}", "{",
-                  *inputs, *prelude, *(decl(n, t) for n, t in plan.helpers),
-                  *(decl(entry_name(k), e) for k, e in enumerate(plan.entries)),
-                  *(decl(n, t) for n, t in plan.main if n not in helpers), *outputs, "}",
+        lines += [*outputs, "}",
+                  f"__device__ __forceinline__ void model_rates_table{signature}", "{",
+                  f"    const {compute} {_symbol(plan.variable)} = ({compute})y[{V_INDEX}];",
+                  f"    const {compute} lut_x = {x};", "    const int lut_i = (int)lut_x;",
+                  f"    const {compute} lut_f = lut_x - ({compute})lut_i;",
+                  f"    const {compute}2* __restrict__ lut_r = c_lut + (size_t)lut_i * {n_entries};",
+                  f"    model_rates_body({args}, [&](const int k) {{ const {compute}2 e = __ldg(lut_r + k); "
+                  "return e.x + lut_f * e.y; });", "}",
+                  f"__device__ __noinline__ void model_entries_direct(const {real}* __restrict__ y, "
+                  f"const {real}* __restrict__ pfield, const int cell, volatile {compute}* lut_direct)", "{",
+                  *(x for x in inputs if "i_st" not in x), *prelude, *(decl(n, t) for n, t in plan.helpers),
+                  *(f"    lut_direct[{k}] = {to_c(e, _symbol, single)};" for k, e in enumerate(plan.entries)), "}",
+                  f"__device__ __forceinline__ void model_rates_direct{signature}", "{",
+                  f"    volatile {compute} lut_direct[{n_entries}];",
+                  "    model_entries_direct(y, pfield, cell, lut_direct);",
+                  f"    model_rates_body({args}, [&](const int k) {{ return ({compute})lut_direct[k]; }});", "}",
                   f"__device__ __forceinline__ void model_rates{signature}", "{",
-                  f"    if (model_in_table(y[{V_INDEX}])) model_rates_table(y, i_st, pfield, cell, out);",
-                  "    else model_rates_direct(y, i_st, pfield, cell, out);", "}"]
+                  f"    if (model_in_table(y[{V_INDEX}])) model_rates_table({args});",
+                  f"    else model_rates_direct({args});", "}"]
         return Code("\n".join(lines) + "\n")
 
 
