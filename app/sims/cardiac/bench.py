@@ -52,18 +52,19 @@ def make_cfg(base, level: int, t_end: float, **solver):
 def run_once(cfg, backend: str) -> tuple[dict, dict]:
     sim = CardiacSimulation(cfg, backend)
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if backend == "cuda":
             sim.engine.run_to_end()
         else:
             while not sim.finished:
                 sim.advance()
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
         sim.wall = wall
         arrays, summary = sim.results()
     finally:
         sim.close()
-    return arrays, summary
+    return arrays, {**summary, "cpu_seconds": cpu}
 
 
 SHEET = """domain: cardiac
@@ -76,26 +77,37 @@ output: {random_probes: 0, probe_cells: [0], dt_save: 1.0}
 
 def sheet_throughput(quick: bool) -> list[dict]:
     """Cell-steps/s of the compiled engine on a 100x100 sheet (RLFE, dt 0.05 ms) on 1..all
-    threads, and of the NumPy reference on one core: the issue-13 fast-CPU rows."""
+    threads, without and with voltage lookup tables, and of the NumPy reference on one core:
+    the issue-13 fast-CPU rows. Rates per wall second and per CPU second of the process (the
+    second is what a shared machine can compare)."""
     from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
     from app.sims.cardiac.config import load_config
     from app.sims.common.config import parse_yaml
 
     side, t_end = (40, 2.0) if quick else (100, 10.0)
-    cfg = load_config(parse_yaml(SHEET % (side, side, t_end), "<bench sheet>"))
     steps = int(round(t_end / 0.05))
     rows = []
     print(f"# compiled CPU engine: {side}x{side} sheet, RLFE dt 0.05 ms, {steps} steps; first use "
           f"{cold_compile_seconds('app.sims.cardiac.compiled:warm_up'):.1f} s (empty cache)")
-    for backend, counts in (("cpu", thread_counts()), ("cpu-reference", [1])):
+    for backend, lookup, counts in (("cpu", False, thread_counts()), ("cpu", True, thread_counts()),
+                                    ("cpu-reference", False, [1])):
+        text = (SHEET % (side, side, t_end)).replace("precision: float64}",
+                                                     f"precision: float64, lookup_tables: {str(lookup).lower()}}}")
+        cfg = load_config(parse_yaml(text, "<bench sheet>"))
         for n in counts:
             with threads(n):
+                if backend == "cpu":
+                    run_once(cfg, backend)                       # compile, build the tables
                 _, summary = run_once(cfg, backend)
+                cpu = summary["cpu_seconds"]                     # the stepping loop's, all threads
             rate = side * side * steps / summary["wall_seconds"]
-            rows.append({"engine": backend, "threads": n, "cells": side * side, "steps": steps,
-                         "wall_seconds": summary["wall_seconds"], "cell_steps_per_second": rate})
-            print(f"  {backend:14s} {n:3d} threads  {summary['wall_seconds']:7.3f} s  "
-                  f"{rate:10.3g} cell-steps/s  {rate / n:10.3g} per thread", flush=True)
+            row = {"engine": backend, "lookup_tables": lookup, "threads": n, "cells": side * side,
+                   "steps": steps, "wall_seconds": summary["wall_seconds"], "cpu_seconds": cpu,
+                   "cell_steps_per_second": rate, "cell_steps_per_cpu_second": side * side * steps / cpu}
+            rows.append(row)
+            print(f"  {backend:14s} tables {'on ' if lookup else 'off'} {n:3d} threads  "
+                  f"{summary['wall_seconds']:7.3f} s  {rate:10.3g} cell-steps/s  {rate / n:10.3g} per thread  "
+                  f"{row['cell_steps_per_cpu_second']:10.3g} per CPU second", flush=True)
     return rows
 
 

@@ -48,10 +48,14 @@ def _module_source(model: CellModel) -> str:
         "",
         "",
         "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
-        "def tissue_rl_euler(y, i_st, params, lut, lap, h, out):",
+        "def tissue_rl_euler(y, i_st, params, lut, neighbours, inv_d2, D, h, out):",
         "    for c in prange(y.shape[1]):",
+        "        lap = 0.0",                     # Mesh.laplacian, in the same order
+        "        for q in range(neighbours.shape[1]):",
+        "            lap += inv_d2[c, q] * (y[0, neighbours[c, q]] - y[0, c])",
+        "        lap *= D",
         f"        r = cell_rates(y[:, c], i_st[c], params[:, c]{lut})",
-        "        out[0, c] = y[0, c] + h * (r[0] + lap[c])",
+        "        out[0, c] = y[0, c] + h * (r[0] + lap)",
     ]
     lines += [f"        out[{k}, c] = y[{k}, c] + h * r[{k}]" for k in range(1, ng)]
     for g in range(nga):
@@ -88,7 +92,8 @@ def _compile(model: CellModel, dtype):
     lut = lookup_table(model, params, dtype)
     out = [np.empty((k, 1), dtype) for k in (model.n_nongating, model.n_gates, model.n_gates)]
     module.tissue_rates(y, np.zeros(1, dtype), params, lut, *out)
-    module.tissue_rl_euler(y, np.zeros(1, dtype), params, lut, np.zeros(1, dtype), 0.01, np.empty_like(y))
+    module.tissue_rl_euler(y, np.zeros(1, dtype), params, lut, np.zeros((1, 1), np.int64), np.zeros((1, 1)),
+                           0.0, 0.01, np.empty_like(y))
     return module
 
 
@@ -120,6 +125,8 @@ class CompiledTissue(CpuTissue):
         module = _compile(fused, self.y.dtype)
         self._rl_euler, self._fused_lut = module.tissue_rl_euler, lookup_table(fused, problem.cell_params, self.y.dtype)
         self._rates_module = module if fused is m else None      # else compiled at the first f()
+        self._neighbours = np.ascontiguousarray(problem.mesh.neighbours, np.int64)
+        self._inv_d2 = np.ascontiguousarray(problem.mesh.inv_d2, np.float64)
         self.compile_seconds = time.perf_counter() - start
         self._out = tuple(np.empty((k, n), self.y.dtype) for k in (m.n_nongating, m.n_gates, m.n_gates))
 
@@ -158,9 +165,8 @@ class CompiledTissue(CpuTissue):
                 return
             y0, t0 = self.y, self.t
             stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t0).astype(y0.dtype), (y0.shape[1],)))
-            lap = (p.mesh.laplacian(y0[0], p.cfg.D).astype(y0.dtype) if diffuse
-                   else np.zeros(y0.shape[1], y0.dtype))
             high = np.empty_like(y0)
-            self._rl_euler(y0, stim, self._params, self._fused_lut, lap, dt, high)
+            self._rl_euler(y0, stim, self._params, self._fused_lut, self._neighbours, self._inv_d2,
+                           p.cfg.D if diffuse else 0.0, dt, high)
             self._accept(high, (self.step_index + 1) * dt)
             self.step_index += 1
