@@ -40,6 +40,22 @@ enum { CS_AT = 0, CS_RT, CS_DTMIN, CS_DTMAX, CS_SAFETY, CS_FACMIN, CS_FACMAX, CS
 __constant__ double c_stim[32 * 5];  // MAX_STIMULI (config.py) x start, duration, amplitude, period, count
 __constant__ double c_solver[CS_N];
 
+// The old state again, from memory: a volatile load the compiler cannot merge with the first
+// one, so the NS old values need not stay in registers through the whole cell model (they are
+// in L1). For a 41-state model in double that is 82 registers.
+__device__ __forceinline__ double reload(const double* p)
+{
+    double v;
+    asm volatile("ld.global.f64 %0, [%1];" : "=d"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float reload(const float* p)
+{
+    float v;
+    asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
 __device__ __forceinline__ real phi1(real z)
 {
     return fabs(z) < (real)1e-5 ? (real)1 + (real)0.5 * z : expm1(z) / z;
@@ -210,18 +226,19 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
                         }
                     }
                     real hi, lo = 0;
+                    const real yq = reload(Y0 + q * NPAD + k);   // not yq: see reload()
                     if (gate && RL && GATE_TABLE[gate ? q - NNG : 0]) {
-                        hi = hi_ab * y0[q] + hi_b;    // RLFE only: the model gave exp(h a) and b expm1(h a)/a
+                        hi = hi_ab * yq + hi_b;    // RLFE only: the model gave exp(h a) and b expm1(h a)/a
                     } else if (gate && RL) {
-                        hi = y0[q] + h * (hi_ab * y0[q] + hi_b) * phi1(h * hi_ab);
-                        if (ADAPTIVE) lo = y0[q] + h * (lo_ab * y0[q] + lo_b) * phi1(h * lo_ab);
+                        hi = yq + h * (hi_ab * yq + hi_b) * phi1(h * hi_ab);
+                        if (ADAPTIVE) lo = yq + h * (lo_ab * yq + lo_b) * phi1(h * lo_ab);
                     } else {
-                        hi = y0[q] + h * hi_b;
-                        if (ADAPTIVE) lo = y0[q] + h * lo_b;
+                        hi = yq + h * hi_b;
+                        if (ADAPTIVE) lo = yq + h * lo_b;
                     }
                     Yn[q * NPAD + k] = hi;
                     if (ADAPTIVE) {
-                        float e = (float)(fabs(hi - lo) / ((real)c_solver[CS_AT] + (real)c_solver[CS_RT] * fabs(y0[q])));
+                        float e = (float)(fabs(hi - lo) / ((real)c_solver[CS_AT] + (real)c_solver[CS_RT] * fabs(yq)));
                         if (!(e <= 3.0e38f)) e = 3.0e38f;          // NaN or inf: reject
                         err = fmaxf(err, e);
                     }

@@ -383,8 +383,9 @@ class CellModel:
                   "return e.x + lut_f * e.y; });", "}",
                   f"__device__ __noinline__ void model_entries_direct(const {real}* __restrict__ y, "
                   f"const {real}* __restrict__ pfield, const int cell, volatile {compute}* lut_direct)", "{",
-                  *(x for x in inputs if "i_st" not in x), *prelude, *(decl(n, t) for n, t in plan.helpers),
-                  *(f"    lut_direct[{k}] = {to_c(e, _symbol, single)};" for k, e in enumerate(plan.entries)), "}",
+                  *(x for x in inputs if "i_st" not in x), *prelude,
+                  *_soonest(plan, lambda n, t: decl(n, t),
+                            lambda k, e: f"    lut_direct[{k}] = {to_c(e, _symbol, single)};"), "}",
                   f"__device__ __forceinline__ void model_rates_direct{signature}", "{",
                   f"    volatile {compute} lut_direct[{n_entries}];",
                   "    model_entries_direct(y, pfield, cell, lut_direct);",
@@ -393,6 +394,20 @@ class CellModel:
                   f"    if (model_in_table(y[{V_INDEX}])) model_rates_table({args});",
                   f"    else model_rates_direct({args});", "}"]
         return Code("\n".join(lines) + "\n")
+
+
+def _soonest(plan: LookupPlan, helper: Callable[[str, Node], str], entry: Callable[[int, Node], str]) -> list[str]:
+    """The helpers in order, each entry printed right after the last helper it reads (so few
+    helper values are live at once)."""
+    position = {name: i for i, (name, _) in enumerate(plan.helpers)}
+    due: dict[int, list[int]] = {}
+    for k, e in enumerate(plan.entries):
+        due.setdefault(max((position[n] for n in names_used(e) if n in position), default=-1), []).append(k)
+    lines = [entry(k, plan.entries[k]) for k in due.get(-1, [])]
+    for i, (name, tree) in enumerate(plan.helpers):
+        lines.append(helper(name, tree))
+        lines += [entry(k, plan.entries[k]) for k in due.get(i, [])]
+    return lines
 
 
 def _entries_read(tree: Node) -> set[int]:
