@@ -6,15 +6,16 @@ voltage), as openCARP, Chaste and Myokit's code generators make them.
 constants of a run) and are worth a table (a transcendental, a power or a division by something
 that varies). It returns the equations rewritten to read the entries by name, split into
 
-* ``prelude``: equations on fixed names and cheap ones on the variable (always computed),
+* ``prelude``: cheap equations on the variable and fixed names (always computed),
 * ``helpers``: the expensive variable-only equations the entries read (computed only where the
   variable is outside the table, together with the entries themselves: direct evaluation,
   never a clamped value),
 * ``main``: everything else, reading the entries as names.
 
-A quotient ``(f(v)·g(x)) / d(v)`` is regrouped as ``(f(v)/d(v))·g(x)``, so a removable
-singularity of ``f/d`` (a GHK flux's ``v/(exp(v)-1)`` at v = 0) becomes a table entry, which
-:func:`tabulate` fills with its limit. The printers stay the core's: an entry is an ordinary
+A quotient ``(f(v)·g(x)) / d(v)`` is regrouped as ``(f(v)/d(v))·g(x)`` (d may also be a
+constant of the run: a division becomes a lookup), so a removable singularity of ``f/d`` (a GHK
+flux's ``v/(exp(v)-1)`` at v = 0) becomes a table entry, which :func:`tabulate` fills with its
+limit. The printers stay the core's: an entry is an ordinary
 tree, the lookup itself is printed by the caller.
 """
 
@@ -55,23 +56,24 @@ class _Planner:
         self.costly: dict[str, bool] = {}
         for name, tree in equations:
             self.kind[name] = self.tree_kind(tree)
-            self.costly[name] = self.kind[name] == VARIABLE and self.is_costly(tree)
+            self.costly[name] = self.kind[name] != OTHER and self.is_costly(tree)
         self.entries: dict[Node, int] = {}
 
     def tree_kind(self, node: Node) -> int:
         return max((self.kind.get(n, OTHER) for n in names_used(node)), default=FIXED)
 
     def is_costly(self, node: Node) -> bool:
-        """Whether a variable-dependent tree is worth a table lookup."""
+        """Whether a tree without other names is worth a table lookup: a transcendental, a
+        power or a division of something that is not a number (a constant of the run, such as
+        ``exp(Na_o/67.3)``, costs a lookup instead of its evaluation in every cell and step)."""
         if isinstance(node, Name):
             return self.costly.get(node.name, False)
         if isinstance(node, Num):
             return False
         if isinstance(node, Call) and node.func in _COSTLY_CALLS \
-                and any(self.tree_kind(a) == VARIABLE for a in node.args):
+                and any(not isinstance(a, Num) for a in node.args):
             return True
-        if isinstance(node, Binary) and (node.op == "**" or node.op == "/") \
-                and self.tree_kind(node.right) == VARIABLE:
+        if isinstance(node, Binary) and (node.op == "**" or node.op == "/") and not isinstance(node.right, Num):
             return True
         return any(self.is_costly(c) for c in _children(node))
 
@@ -83,11 +85,12 @@ class _Planner:
         """``node`` (an equation that reads other names) with its costly variable-only parts
         replaced by entries."""
         kind = self.tree_kind(node)
-        if kind == VARIABLE and self.is_costly(node):
+        if kind != OTHER and self.is_costly(node):
             return self.entry(node)
         if kind != OTHER:
             return node
-        if isinstance(node, Binary) and node.op == "/" and self.tree_kind(node.right) == VARIABLE:
+        if isinstance(node, Binary) and node.op == "/" and self.tree_kind(node.right) != OTHER \
+                and not isinstance(node.right, Num):
             node = self.regroup(node)
         if isinstance(node, Unary):
             return Unary(node.op, self.rewrite(node.arg))
@@ -111,13 +114,11 @@ class _Planner:
         return [node]
 
     def regroup(self, node: Binary) -> Node:
-        """``(f·g)/d`` with f, d on the variable only and g on other names: ``(f/d)·g``
-        (``(1/d)·g`` without f): the variable-only quotient becomes one entry."""
+        """``(f·g)/d`` with f, d free of other names and g not: ``(f/d)·g`` (``(1/d)·g``
+        without f): the quotient becomes one entry, the division a lookup."""
         ours, others = [], []
         for factor in self.factors(node.left):
             (others if self.tree_kind(factor) == OTHER else ours).append(factor)
-        if not self.is_costly(node.right):
-            return node
         quotient = Binary("/", _product(ours) if ours else Num(1.0), node.right)
         return Binary("*", quotient, _product(others))
 
@@ -161,7 +162,7 @@ def plan_lookup(equations: Sequence[tuple[str, Node]], outputs: Sequence[str], v
         kind = p.kind[name]
         if kind == OTHER:
             main.append((name, p.rewrite(tree)))
-        elif kind == FIXED or not p.costly[name]:
+        elif not p.costly[name]:
             prelude.append((name, tree))
         else:
             helpers.append((name, tree))
