@@ -24,7 +24,7 @@ ST_BLOWUP, ST_FLOOR = 1, 2
 CHUNK_FIXED = 500
 CHUNK_ADAPTIVE = 100
 H_CAP = 1 << 20
-STAGE_MIN_BLOCKS = 0        # __launch_bounds__ minimum blocks per SM for the stage kernels (0: none)
+STAGE_MIN_BLOCKS: int | None = None   # override of stage_min_blocks() (scripts/cardiac/gpu_tuning.py)
 
 
 def _arr(values) -> str:
@@ -56,7 +56,8 @@ def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int,
     defines = {"REAL": real, "NPAD": padded(n_cells), "NCELLS": n_cells, "KNB": width,
                "NPROBE": n_probes, "NSTIM": n_stimuli, "NS": model.n_states,
                "NNG": model.n_nongating, "NG": model.n_gates, "NPARAM": len(model.parameters),
-               "NVARY": len(varying), "STAGE_BLOCK": BLOCK, "STAGE_MIN_BLOCKS": STAGE_MIN_BLOCKS}
+               "NVARY": len(varying), "STAGE_BLOCK": BLOCK,
+               "STAGE_MIN_BLOCKS": stage_min_blocks(model, real, compute or real)}
     return src, defines
 
 
@@ -67,6 +68,20 @@ def kernel_source(problem: Problem) -> tuple[str, dict]:
                                problem.mesh.width, len(problem.probes),
                                len(problem.cfg.protocol.stimuli), problem.varying,
                                compute_type(problem.cfg.solver.precision))
+
+
+def stage_min_blocks(model: CellModel, real: str, compute: str) -> int:
+    """Blocks of BLOCK threads per SM the stage kernels must fit (``__launch_bounds__``; 0: no
+    bound, ptxas's choice). A large table model's cell-step fits in fewer registers than ptxas
+    takes: ORd's table path in double uses 254 registers (2 blocks), and 168 (3 blocks) with
+    48 B of spills; in mixed precision 168 and 128 (4 blocks) with 12 B
+    (``scripts/cardiac/kernel_counts.py``). In float it needs 80-96 without a bound, which a
+    bound would only raise. Models without tables keep ptxas's choice."""
+    if STAGE_MIN_BLOCKS is not None:
+        return STAGE_MIN_BLOCKS
+    if model.lookup is None or model.n_states < 30 or real == "float":
+        return 0
+    return 3 if compute == "double" else 4
 
 
 def compute_type(precision: str) -> str:
