@@ -1,11 +1,14 @@
-"""Strength reduction on expression trees: the same value from cheaper operations, for every
-printer at once (a generator applies it to its trees before printing).
+"""Strength reduction on expression trees: the same value from cheaper (or better conditioned)
+operations, for every printer at once (a generator applies it to its trees before printing).
 
 * ``pow(x, n)`` for an integer ``n`` with ``|n| <= 8``: products by repeated squaring (``1/…``
   for ``n < 0``); ``pow(x, ±0.5)``, ``pow(x, 1.5)``: through ``sqrt``;
 * ``x / c`` for a number ``c`` whose reciprocal is a normal float: ``x * (1/c)`` (within an ulp;
   a division costs ~10 multiplications in float64 on a GPU);
-* ``1 * x`` and ``x * 1``: ``x``.
+* ``1 * x`` and ``x * 1``: ``x``;
+* ``exp(u) - 1`` and ``1 - exp(u)``: ``±expm1(u)``, exact near u = 0 where the difference
+  cancels (a GHK flux's ``V/(exp(2VF/RT) - 1)`` in float32 with fast-math exponentials
+  divides by 0 for |V| below ~1e-6 mV, and loses all digits near it).
 
 Compilers may not do these themselves: ``x/c`` and ``pow`` are exact IEEE operations that they
 must keep without fast-math, and numba has no fast-math in the engines here.
@@ -40,8 +43,20 @@ def reduce_strength(node: Node) -> Node:
             return _times(left, Num(1.0 / right.value))
         if node.op == "*":
             return _times(left, right)
+        if node.op == "-" and _is_one(right) and _is_exp(left):
+            return Call("expm1", left.args)
+        if node.op == "-" and _is_one(left) and _is_exp(right):
+            return Unary("-", Call("expm1", right.args))
         return Binary(node.op, left, right)
     return node
+
+
+def _is_one(node: Node) -> bool:
+    return isinstance(node, Num) and node.value == 1.0
+
+
+def _is_exp(node: Node) -> bool:
+    return isinstance(node, Call) and node.func == "exp"
 
 
 def _reciprocal_is_normal(c: float) -> bool:
