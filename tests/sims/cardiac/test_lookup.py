@@ -5,6 +5,7 @@ engine against the NumPy engine with tables, and the config checks."""
 import numpy as np
 import pytest
 
+from app.compute.codegen import names_used
 from app.sims.cardiac.model import LookupSpec, load_model
 from app.sims.common.config import ConfigError
 
@@ -102,3 +103,23 @@ def test_rl_step_tables_only_the_voltage_only_gates():
 def test_bad_table_settings_are_refused(solver, words):
     with pytest.raises(ConfigError, match=words):
         config(f"mesh: {{kind: single}}\nsolver: {solver}\n")
+
+
+def test_parameters_that_vary_between_cells_stay_out_of_the_tables():
+    """A region with other Na_o and g_K1: those two are per-cell inputs, the tables hold only
+    the rest (the compiled engine = the NumPy engine; both near the run without tables)."""
+    region = ("model: {regions: [{kind: rect, x1: 2.0, parameters: "
+              "{standard_ionic_concentrations.Na_o: 120.0, time_independent_potassium_current.g_K1: 0.2}}]}\n")
+    text = cable(0.1, t_end=8.0, method="midpoint", extra=region)
+    tabled = text.replace("precision: float64}", "precision: float64, lookup_tables: true}")
+    fast, _ = run(tabled, "cpu")
+    ref, _ = run(tabled, "cpu-reference")
+    plain, _ = run(text, "cpu")
+    np.testing.assert_allclose(fast["activation_time"], ref["activation_time"], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fast["activation_time"], plain["activation_time"], rtol=0, atol=1e-3)
+    from app.sims.cardiac.engine import Problem
+    problem = Problem.from_config(config(tabled))
+    names = [problem.model.parameters[k].qname for k in problem.model.varying]
+    assert sorted(names) == ["standard_ionic_concentrations.Na_o", "time_independent_potassium_current.g_K1"]
+    used = set().union(*(names_used(e) for e in problem.model.lookup_plan.entries))
+    assert not used & {problem.model.parameters[k].name for k in problem.model.varying}
