@@ -3,10 +3,12 @@ model evaluated per cell in compiled code, cells spread over all cores.
 
 The cell model is printed from the same expression tree as the NumPy and CUDA programs
 (:meth:`CellModel.python_source`, the core's Python printer); numba's ``math`` and
-``error_model='numpy'`` give inf or nan where C does (overflow, a zero divisor). The generated module is
-written once per model text to the cache folder and imported from there, so numba's on-disk
-cache holds its machine code across runs. The Rush–Larsen/RK solver, diffusion, maps and
-checkpoints are the NumPy engine's (:class:`CpuTissue`).
+``error_model='numpy'`` give inf or nan where C does (overflow, a zero divisor); fused
+multiply-adds are allowed (``fastmath={'contract'}``: 5 % faster, within an ulp a step; no
+reassociation). The generated module is written once per model text to the cache folder and
+imported from there, so numba's on-disk cache holds its machine code across runs. The
+Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
+runs model, diffusion and update in one compiled loop.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ def _module_source(model: CellModel) -> str:
         "from numba import njit, prange",
         "",
         "",
-        "@njit(cache=True, error_model='numpy')",
+        "@njit(cache=True, error_model='numpy', fastmath={'contract'})",
         model.python_source("cell_rates"),
         "",
-        "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
+        "@njit(parallel=True, nogil=True, cache=True, error_model='numpy', fastmath={'contract'})",
         "def tissue_rates(y, i_st, params, lut, dng, a, b):",
         "    for c in prange(y.shape[1]):",
         f"        r = cell_rates(y[:, c], i_st[c], params[:, c]{lut})",
@@ -47,7 +49,7 @@ def _module_source(model: CellModel) -> str:
     lines += [
         "",
         "",
-        "@njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
+        "@njit(parallel=True, nogil=True, cache=True, error_model='numpy', fastmath={'contract'})",
         "def tissue_rl_euler(y, i_st, params, lut, neighbours, inv_d2, D, h, out):",
         "    for c in prange(y.shape[1]):",
         "        lap = 0.0",                     # Mesh.laplacian, in the same order
