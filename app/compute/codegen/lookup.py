@@ -116,7 +116,8 @@ class _Planner:
     def regroup(self, node: Binary) -> Node:
         """``(f·g)/d`` with f, d free of other names and g not: ``(f/d)·g`` (``(1/d)·g``
         without f): the quotient becomes one entry, the division a lookup."""
-        ours, others = [], []
+        ours: list[Node] = []
+        others: list[Node] = []
         for factor in self.factors(node.left):
             (others if self.tree_kind(factor) == OTHER else ours).append(factor)
         quotient = Binary("/", _product(ours) if ours else Num(1.0), node.right)

@@ -43,9 +43,9 @@ def reduce_strength(node: Node) -> Node:
             return _times(left, Num(1.0 / right.value))
         if node.op == "*":
             return _times(left, right)
-        if node.op == "-" and _is_one(right) and _is_exp(left):
+        if node.op == "-" and _is_one(right) and isinstance(left, Call) and left.func == "exp":
             return Call("expm1", left.args)
-        if node.op == "-" and _is_one(left) and _is_exp(right):
+        if node.op == "-" and _is_one(left) and isinstance(right, Call) and right.func == "exp":
             return Unary("-", Call("expm1", right.args))
         return Binary(node.op, left, right)
     return node
@@ -53,10 +53,6 @@ def reduce_strength(node: Node) -> Node:
 
 def _is_one(node: Node) -> bool:
     return isinstance(node, Num) and node.value == 1.0
-
-
-def _is_exp(node: Node) -> bool:
-    return isinstance(node, Call) and node.func == "exp"
 
 
 def _reciprocal_is_normal(c: float) -> bool:
