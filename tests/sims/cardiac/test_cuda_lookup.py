@@ -15,7 +15,8 @@ pytestmark = pytest.mark.gpu
 
 MAIN = ["ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998", "ten_tusscher_model_2006_epi"]
 CASES = ([(n, "float64", 1e-9, 0.01) for n in TEN] + [(n, "mixed", 2e-3, 0.01) for n in MAIN]
-         + [(n, "float32", 2e-3, 0.01) for n in MAIN[:2]] + [(MAIN[0], "float64", 1e-9, None)])
+         + [(n, "float32", 2e-3, 0.01) for n in MAIN[:2]] + [(MAIN[0], "float64", 1e-9, None)]
+         + [("mahajan_shiferaw_2008", "float32", 2e-3, None)])   # without tables: test_cuda_engine's xfail
 
 
 @pytest.mark.parametrize("name,precision,rtol,rl_step", CASES)
