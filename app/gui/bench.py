@@ -284,7 +284,7 @@ def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: boo
     from app.compute.device import resolve_backend
 
     backend, _ = resolve_backend(backend)
-    window, opengl, platform = None, True, "none (headless only)"
+    window, opengl, platform = None, None, "none (headless only)"
     if not headless_only:
         app, window, collector, opengl = _start_window(out_dir)
         platform = app.platformName()
@@ -303,13 +303,14 @@ def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: boo
                 best_gui = g if best_gui is None or g.rate > best_gui.rate else best_gui
         label = path.stem + (" (quick)" if quick else " (shortened)" if cfg is not preset else "")
         row = Row(name, label, backend, best_headless, best_gui,
-                  drawn_3d=window is None or opengl or not uses_opengl(name, cfg))
+                  drawn_3d=window is None or bool(opengl) or not uses_opengl(name, cfg))
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
     text = table(rows)
     print(text)
     out_dir.mkdir(parents=True, exist_ok=True)
-    note = (f"Qt platform: {platform}; OpenGL: {'yes' if opengl else 'no'}; budget {budget:g} s, "
+    gl = {True: "yes", False: "no", None: "not used"}[opengl]
+    note = (f"Qt platform: {platform}; OpenGL: {gl}; budget {budget:g} s, "
             f"limit {timeout:g} s per run; {time.strftime('%Y-%m-%d %H:%M')}")
     (out_dir / f"gui-{backend}.md").write_text(text + "\n\n" + note + "\n")
     (out_dir / f"gui-{backend}.json").write_text(json.dumps(
