@@ -440,8 +440,9 @@ class MainWindow(QMainWindow):
         store.setValue("window/panel", self.current_panel_name())
         for name, page in self.pages.items():
             if isinstance(page, Panel):
-                store.setValue(f"panels/{name}/splitter", splitter_text(page.splitter))
-                store.setValue(f"panels/{name}/views", splitter_text(page.views))
+                if getattr(page, "_fitted", False):     # shown or restored: real sizes
+                    store.setValue(f"panels/{name}/splitter", splitter_text(page.splitter))
+                    store.setValue(f"panels/{name}/views", splitter_text(page.views))
                 try:
                     store.setValue(f"panels/{name}/config", dump_yaml(page.current_config()))
                 except Exception as exc:

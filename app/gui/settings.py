@@ -123,7 +123,7 @@ def restore_splitter(splitter: QSplitter, text: object) -> bool:
         sizes = [int(part) for part in text.split(",")]
     except ValueError:
         return False
-    if len(sizes) != splitter.count() or min(sizes) < 0:
+    if len(sizes) != splitter.count() or min(sizes) < 0 or sum(sizes) == 0:
         return False
     previous = _memory(splitter)
     if previous is not None:
@@ -133,7 +133,8 @@ def restore_splitter(splitter: QSplitter, text: object) -> bool:
 
 
 def splitter_text(splitter: QSplitter) -> str:
-    """The splitter's sizes as "a,b,…" (the remembered ones while they wait to be applied)."""
+    """The splitter's sizes as "a,b,…" (the remembered ones while they wait to be applied);
+    "" for a splitter never laid out (a panel not shown: it fits its controls when it is)."""
     memory = _memory(splitter)
     sizes = memory.sizes if memory is not None else splitter.sizes()
-    return ",".join(str(int(size)) for size in sizes)
+    return ",".join(str(int(size)) for size in sizes) if sum(sizes) > 0 else ""

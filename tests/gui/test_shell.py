@@ -127,6 +127,8 @@ def test_settings_remember_panel_configs_and_splitters(qtbot, shown_errors, tmp_
     assert sizes["ssa"][0] == 360 and sizes["network"][0] == 420
     first.close()
     assert list(Path(os.environ["BIOGPU_SETTINGS_DIR"]).glob("*.ini"))    # the isolated file
+    from app.gui.settings import settings
+    assert settings().value("panels/cardiac/splitter") is None   # never shown: nothing kept
 
     second = MainWindow()
     qtbot.addWidget(second)
@@ -142,6 +144,9 @@ def test_settings_remember_panel_configs_and_splitters(qtbot, shown_errors, tmp_
     qtbot.wait(20)
     left, views = second.pages["ssa"].splitter.sizes()
     assert left == 360 and views == sizes["ssa"][1] - 60
+    cardiac = second.select_panel("cardiac")        # first shown now: fits its controls
+    qtbot.wait(20)
+    assert cardiac.splitter.sizes()[0] >= min(cardiac.controls_width(), 0.45 * cardiac.width()) - 2
     second.close()
 
 
