@@ -71,3 +71,19 @@ def test_legend_sits_beside_the_data(qtbot, short_run):
     legend = view.legend.sceneBoundingRect()
     data = view.plot.vb.sceneBoundingRect()
     assert legend.width() > 0 and legend.left() >= data.right() - 1   # beside, not over
+
+
+DIMENSIONLESS = {"generation", "epoch", "count", "column", "row", "probability per count value"}
+
+
+def test_every_axis_label_names_its_unit(window):
+    """A label says its unit in parentheses, unless it is a count or an index ("χ²" had none)."""
+    missing = []
+    for name, page in window.pages.items():
+        for view in page.findChildren(pg.GraphicsView):
+            for item in view.scene().items():
+                if isinstance(item, pg.AxisItem) and item.labelText.strip():
+                    text = item.labelText.strip()
+                    if not ("(" in text and text.endswith(")")) and text not in DIMENSIONLESS:
+                        missing.append(f"{name}: {item.orientation} axis {text!r}")
+    assert not missing, missing
