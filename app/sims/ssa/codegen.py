@@ -35,6 +35,7 @@ def _propensity(j: int, reactants: list[tuple[int, int]], net: Network | None = 
     if net is not None and net.laws and net.laws[j] is not None:
         index = {n: i for i, n in enumerate(net.species)}
         factors.append(f"fmaxf(0.f, {to_c(net.laws[j], lambda n: f'(float)x[{index[n]}]', single=True)})")
+        factors += [f"(x[{s}] >= {n} ? 1.f : 0.f)" for s, n in net.guards()[j]]
     return " * ".join(factors)
 
 
