@@ -38,8 +38,8 @@
 // SSA_NC, ssa_tau_critical (flags and total propensity of the critical reactions), ssa_tau_prime
 // (CGP's bound tau' over the non-critical reactions) and ssa_tau_apply (k firings of reaction j).
 // Draws differ from the CPU engines (same law, not the same numbers): a leap draws its Philox
-// word pair for tau'' only when a reaction is critical, and a PTRS trial that is rejected takes
-// the second word pair of the same draw.
+// word pair for tau'' only when a reaction is critical, inversion samples share draws (four
+// words each), and a PTRS trial that is rejected takes the second word pair of its draw.
 #define SSA_PTRS_F32_BELOW 65536.f          // PTRS in float32 below this mean, float64 above
 #ifndef SSA_INVERSION_BELOW
 #define SSA_INVERSION_BELOW 32.f            // app/sims/ssa/cuda.py sets it (INVERSION_BELOW)
@@ -81,16 +81,32 @@ __device__ __forceinline__ ssa_count ssa_poisson_f64(const double lam, const uns
     }
 }
 
-// Poisson(lam): sequential inversion below SSA_INVERSION_BELOW (one draw; the search stops
-// where the terms no longer change the float32 sum), Hormann's PTRS above (two trials per
-// draw). Under SIMT a warp pays for its slowest lane: the search's lam + 3 sqrt(lam) short
-// steps cost less than PTRS's rejections and slow-path logarithms up to a mean of about 30.
-__device__ __forceinline__ int ssa_poisson(const float lam, const unsigned long long seed,
+// The words of a realization's last pooled Philox draw: each inversion sample takes one, so a
+// leap whose counts all come by inversion takes one draw for four of them (a lane's pool is
+// its own, so each realization keeps its own reproducible stream).
+struct ssa_pool { philox_u4 w; int used; };
+
+__device__ __forceinline__ float ssa_pool_uniform(ssa_pool* pool, const unsigned long long seed,
+                                                  const unsigned long long stream, unsigned long long* n)
+{
+    if (pool->used == 4) { pool->w = philox_draw(seed, stream, (*n)++); pool->used = 0; }
+    const uint32_t word = pool->used == 0 ? pool->w.x : pool->used == 1 ? pool->w.y
+                        : pool->used == 2 ? pool->w.z : pool->w.w;
+    ++pool->used;
+    return philox_uniform_f32(word);
+}
+
+// Poisson(lam): sequential inversion below SSA_INVERSION_BELOW (one pooled word; the search
+// stops where the terms no longer change the float32 sum), Hormann's PTRS above (its own
+// draws, two trials each). Under SIMT a warp pays for its slowest lane: the search's
+// lam + 3 sqrt(lam) short steps cost less than PTRS's rejections and slow-path logarithms up
+// to a mean of about 30.
+__device__ __forceinline__ int ssa_poisson(const float lam, ssa_pool* pool, const unsigned long long seed,
                                            const unsigned long long stream, unsigned long long* n)
 {
     if (!(lam > 0.f)) return 0;
     if (lam < SSA_INVERSION_BELOW) {
-        const float u = philox_uniform_f32(philox_draw(seed, stream, (*n)++).x);
+        const float u = ssa_pool_uniform(pool, seed, stream, n);
         float k = 0.f, p = expf(-lam), s = p;
         while (u > s && p > 6e-8f * s) { k += 1.f; p *= __fdividef(lam, k); s += p; }
         return (int)k;
@@ -127,6 +143,8 @@ __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restr
                                           const unsigned long long stream, unsigned long long* n)
 {
     unsigned long long fired = 0;
+    ssa_pool pool;
+    pool.used = 4;
     for (;;) {
         float a0 = ssa_total(a);
         const double left = t1 - t;
@@ -176,7 +194,7 @@ __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restr
             total = 0;
 #pragma unroll
             for (int j = 0; j < SSA_NR; ++j) {
-                const int k = crit[j] ? (j == chosen) : ssa_poisson(a[j] * tauf, seed, stream, n);
+                const int k = crit[j] ? (j == chosen) : ssa_poisson(a[j] * tauf, &pool, seed, stream, n);
                 total += (unsigned long long)k;
                 if (k) ssa_tau_apply(j, k, x_new);
             }
@@ -196,14 +214,17 @@ __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restr
     }
 }
 
-// count Poisson(lam) samples, sample r from stream r of seed (the sampler's own test)
-extern "C" __global__ void ssa_poisson_draws(int* __restrict__ out, const int count, const float lam,
-                                             const unsigned long long seed)
+// Poisson(lam) samples for the sampler's own test: thread r draws out[r * per .. r * per + per)
+// in turn from stream r of seed (so the pooled words are exercised as in a leap)
+extern "C" __global__ void ssa_poisson_draws(int* __restrict__ out, const int threads, const int per,
+                                             const float lam, const unsigned long long seed)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= count) return;
+    if (r >= threads) return;
     unsigned long long n = 0;
-    out[r] = ssa_poisson(lam, seed, (unsigned long long)r, &n);
+    ssa_pool pool;
+    pool.used = 4;
+    for (int i = 0; i < per; ++i) out[(size_t)r * per + i] = ssa_poisson(lam, &pool, seed, (unsigned long long)r, &n);
 }
 #endif
 

@@ -54,9 +54,10 @@ def test_cuda_tau_leap_converges_to_the_exact_law():
 
 @pytest.mark.parametrize("lam", [0.7, 6.5, 25.0, 42.0, 1234.5, 70000.0])
 def test_cuda_poisson_sampler_follows_the_law(lam):
-    """The device sampler (float32 inversion below 32, float32 PTRS with two trials per draw and
-    a Stirling log-pmf up to 2^16, float64 PTRS above): 2^18 draws against the exact pmf of the
-    float32 mean (assert_law: 4 standard errors, 99.9 % distance band)."""
+    """The device sampler (float32 inversion below 32 from pooled Philox words, float32 PTRS
+    with two trials per draw and a Stirling log-pmf up to 2^16, float64 PTRS above): 2^18
+    draws, 8 in turn per stream, against the exact pmf of the float32 mean (assert_law: 4
+    standard errors, 99.9 % distance band), and successive draws of a stream uncorrelated."""
     import pycuda.gpuarray as gpuarray
 
     from app.compute.kernels import load_module
@@ -66,12 +67,16 @@ def test_cuda_poisson_sampler_follows_the_law(lam):
 
     net = load_config(parse_yaml(IMMIGRATION_DEATH % 0.03)).network()
     module = load_module(kernel_source(net, [0], "tau-leap"), "ssa.cu", {"SSA_BINS": 16})
-    count = 1 << 18
-    out = gpuarray.zeros(count, np.int32)
-    module.get_function("ssa_poisson_draws")(out.gpudata, np.int32(count), np.float32(lam), np.uint64(11),
-                                             block=(256, 1, 1), grid=(count // 256, 1))
+    threads, per = 1 << 15, 8
+    out = gpuarray.zeros(threads * per, np.int32)
+    module.get_function("ssa_poisson_draws")(out.gpudata, np.int32(threads), np.int32(per), np.float32(lam),
+                                             np.uint64(11), block=(256, 1, 1), grid=(threads // 256, 1))
+    samples = out.get().astype(np.int64)
     mean = float(np.float32(lam))
-    assert_law(out.get().astype(np.int64), poisson_pmf(mean, int(mean + 12 * np.sqrt(mean) + 20)))
+    assert_law(samples, poisson_pmf(mean, int(mean + 12 * np.sqrt(mean) + 20)))
+    pairs = samples.reshape(threads, per)
+    r = np.corrcoef(pairs[:, :-1].ravel(), pairs[:, 1:].ravel())[0, 1]
+    assert abs(r) < 4 / np.sqrt(threads * (per - 1)), r
 
 
 def test_cuda_tau_leap_against_the_direct_method():
