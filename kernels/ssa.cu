@@ -44,6 +44,7 @@
 #ifndef SSA_INVERSION_BELOW
 #define SSA_INVERSION_BELOW 32.f            // app/sims/ssa/cuda.py sets it (INVERSION_BELOW)
 #endif
+static_assert(SSA_INVERSION_BELOW <= 80.f, "the inversion starts from exp(-lam), a normal float only below 87");
 
 // ln k! for k < 10; above, Stirling's series (truncation below 1e-8)
 __constant__ float c_log_factorial[10] = {0.f, 0.f, 0.6931472f, 1.7917595f, 3.1780539f, 4.7874917f,

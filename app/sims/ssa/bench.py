@@ -4,7 +4,7 @@ the issue-14 rows: the same network imported from SBML vs written in YAML, every
 2^20 realizations (CUDA), and tau-leaping vs the direct method (speed-up and histogram distance
 against the direct method's own 99 % band) at 2^16 realizations.
 
-The tau rows alone (about 10 s on an H100, compile excepted)::
+The tau rows alone (under a minute on an H100)::
 
     python -c "from app.sims.ssa.bench import tau_only; tau_only()"
 """
@@ -262,10 +262,23 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     return 0
 
 
-def tau_only(realizations: int = 1 << 16, t_end: float = 10.0) -> dict:
-    """Only the tau-leaping rows on CUDA (the whole bench takes minutes), printed."""
-    results: dict = {}
-    with backend_context("cuda"):
-        tau_rows(results, "cuda", realizations, t_end)
-    print_issue14_rows(results)
-    return results
+def tau_only(realizations: int = 1 << 16, t_end: float = 10.0,
+             epsilons: tuple[float, ...] = TAU_EPSILONS, inversion_below: tuple[float, ...] = ()) -> dict:
+    """Only the tau-leaping rows on CUDA (the whole bench takes minutes), printed; with
+    ``inversion_below``, once per threshold of the device's Poisson inversion (a tuning run)."""
+    from app.sims.ssa import cuda as ssa_cuda
+
+    default = ssa_cuda.INVERSION_BELOW
+    out: dict = {}
+    try:
+        with backend_context("cuda"):
+            for value in inversion_below or (default,):
+                ssa_cuda.INVERSION_BELOW = float(value)
+                results: dict = {}
+                tau_rows(results, "cuda", realizations, t_end, epsilons)
+                print(f"\n# {cuda_status().devices[0].name}; Poisson counts by inversion below a mean of {value:g}")
+                print_issue14_rows(results)
+                out[float(value)] = results
+    finally:
+        ssa_cuda.INVERSION_BELOW = default
+    return out
