@@ -44,7 +44,8 @@
 #ifndef SSA_INVERSION_BELOW
 #define SSA_INVERSION_BELOW 32.f            // app/sims/ssa/cuda.py sets it (INVERSION_BELOW)
 #endif
-static_assert(SSA_INVERSION_BELOW <= 80.f, "the inversion starts from exp(-lam), a normal float only below 87");
+static_assert(SSA_INVERSION_BELOW <= 80.f, "the inversion starts from exp(-lam), a normal float only below 87, "
+              "and its search ends within the SSA_RECIPROCALS of the generated block");
 
 // ln k! for k < 10; above, Stirling's series (truncation below 1e-8)
 __constant__ float c_log_factorial[10] = {0.f, 0.f, 0.6931472f, 1.7917595f, 3.1780539f, 4.7874917f,
@@ -107,10 +108,21 @@ __device__ __forceinline__ int ssa_poisson(const float lam, ssa_pool* pool, cons
 {
     if (!(lam > 0.f)) return 0;
     if (lam < SSA_INVERSION_BELOW) {
+        // four terms a round and one test (the lanes of a warp share k, so the reciprocals
+        // are one constant-cache read each), then the count within the round
         const float u = ssa_pool_uniform(pool, seed, stream, n);
-        float k = 0.f, p = expf(-lam), s = p;
-        while (u > s && p > 6e-8f * s) { k += 1.f; p *= __fdividef(lam, k); s += p; }
-        return (int)k;
+        float p = expf(-lam), s = p;
+        int k = 0;
+        while (u > s && p > 6e-8f * s && k < SSA_RECIPROCALS - 4) {
+            const float p1 = p * (lam * c_reciprocal[k + 1]), p2 = p1 * (lam * c_reciprocal[k + 2]);
+            const float p3 = p2 * (lam * c_reciprocal[k + 3]), p4 = p3 * (lam * c_reciprocal[k + 4]);
+            const float s1 = s + p1, s2 = s1 + p2, s3 = s2 + p3, s4 = s3 + p4;
+            if (u <= s4) return k + (u <= s1 ? 1 : u <= s2 ? 2 : u <= s3 ? 3 : 4);
+            k += 4;
+            p = p4;
+            s = s4;
+        }
+        return k;
     }
     if (!(lam < SSA_PTRS_F32_BELOW)) {
         const ssa_count c = ssa_poisson_f64((double)lam, seed, stream, *n);

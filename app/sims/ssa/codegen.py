@@ -19,6 +19,7 @@ from app.sims.ssa.model import Network
 NEVER = 1e308     # the instant of a species event (no time event is due then)
 
 UNROLL_LIMIT = 64
+RECIPROCALS = 192   # 1/k up to the Poisson inversion's longest search (mean below 80)
 
 
 def _term(s: int, m: int) -> str:
@@ -96,6 +97,9 @@ def _tau_block(net: Network) -> list[str]:
     change = net.change
     out = ["#define SSA_TAU 1", f"#define SSA_NC {N_CRITICAL}",
            "#define SSA_TAU_NONE 3.0e38f   // no bound: above every leap and sample interval",
+           f"#define SSA_RECIPROCALS {RECIPROCALS}   // 1/k for the Poisson inversion's search",
+           "__constant__ float c_reciprocal[SSA_RECIPROCALS] = {0.f, "
+           + ", ".join(f"{1.0 / k!r}f" for k in range(1, RECIPROCALS)) + "};",
            "__device__ __forceinline__ float ssa_tau_critical(const int* x, const float* a, bool* crit)",
            "{", "    float a0c = 0.f;"]
     for j, row in enumerate(change):
