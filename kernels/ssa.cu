@@ -42,7 +42,7 @@
 // words each), and a PTRS trial that is rejected takes the second word pair of its draw.
 #define SSA_PTRS_F32_BELOW 65536.f          // PTRS in float32 below this mean, float64 above
 #ifndef SSA_INVERSION_BELOW
-#define SSA_INVERSION_BELOW 32.f            // app/sims/ssa/cuda.py sets it (INVERSION_BELOW)
+#define SSA_INVERSION_BELOW 64.f            // app/sims/ssa/cuda.py sets it (INVERSION_BELOW)
 #endif
 static_assert(SSA_INVERSION_BELOW <= 80.f, "the inversion starts from exp(-lam), a normal float only below 87, "
               "and its search ends within the SSA_RECIPROCALS of the generated block");
@@ -101,28 +101,31 @@ __device__ __forceinline__ float ssa_pool_uniform(ssa_pool* pool, const unsigned
 // Poisson(lam): sequential inversion below SSA_INVERSION_BELOW (one pooled word; the search
 // stops where the terms no longer change the float32 sum), Hormann's PTRS above (its own
 // draws, two trials each). Under SIMT a warp pays for its slowest lane: the search's
-// lam + 3 sqrt(lam) short steps cost less than PTRS's rejections and slow-path logarithms up
-// to a mean of about 30.
+// lam + 3 sqrt(lam) short terms (a few instructions each, no division) cost about what PTRS's
+// rejected trials and slow-path logarithms cost (some lane of 32 almost always takes them)
+// somewhere between means of 30 and 80; cuda.INVERSION_BELOW is the measured choice.
 __device__ __forceinline__ int ssa_poisson(const float lam, ssa_pool* pool, const unsigned long long seed,
                                            const unsigned long long stream, unsigned long long* n)
 {
     if (!(lam > 0.f)) return 0;
     if (lam < SSA_INVERSION_BELOW) {
-        // four terms a round and one test (the lanes of a warp share k, so the reciprocals
-        // are one constant-cache read each), then the count within the round
+        // eight terms a round and one test (the lanes of a warp share k, so the reciprocals
+        // are one constant-cache read each); the count within the last round at the end
         const float u = ssa_pool_uniform(pool, seed, stream, n);
         float p = expf(-lam), s = p;
+        if (!(u > s)) return 0;
         int k = 0;
-        while (u > s && p > 6e-8f * s && k < SSA_RECIPROCALS - 4) {
-            const float p1 = p * (lam * c_reciprocal[k + 1]), p2 = p1 * (lam * c_reciprocal[k + 2]);
-            const float p3 = p2 * (lam * c_reciprocal[k + 3]), p4 = p3 * (lam * c_reciprocal[k + 4]);
-            const float s1 = s + p1, s2 = s1 + p2, s3 = s2 + p3, s4 = s3 + p4;
-            if (u <= s4) return k + (u <= s1 ? 1 : u <= s2 ? 2 : u <= s3 ? 3 : 4);
-            k += 4;
-            p = p4;
-            s = s4;
+        float cum[8];
+        for (;;) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) { p *= lam * c_reciprocal[k + 1 + i]; s += p; cum[i] = s; }
+            if (!(u > s) || !(p > 6e-8f * s) || k + 16 >= SSA_RECIPROCALS) break;
+            k += 8;
         }
-        return k;
+        int past = 1;                       // u is in (cum[i-1], cum[i]]: k + 1 + i
+#pragma unroll
+        for (int i = 0; i < 7; ++i) past += u > cum[i];
+        return k + past;
     }
     if (!(lam < SSA_PTRS_F32_BELOW)) {
         const ssa_count c = ssa_poisson_f64((double)lam, seed, stream, *n);

@@ -30,8 +30,11 @@ from app.sims.ssa.stats import Histogram, bin_layout
 COUNT_LIMIT = 2**30   # SSA_COUNT_LIMIT in kernels/ssa.cu: a realization stops within 64 reactions past it
 
 BLOCK = 128
-# tau-leaping: Poisson counts by sequential inversion below this mean, PTRS above (ssa.cu)
-INVERSION_BELOW = 32.0
+# tau-leaping: Poisson counts by sequential inversion below this mean, PTRS above (ssa.cu);
+# at most 80. A model of the warp cost on the dimer (counts from a host build) favours 64-80
+# over 32 (fewer PTRS calls, whose rejections every lane of a warp waits for):
+# `python -c "from app.sims.ssa.bench import tau_only; tau_only(inversion_below=(32, 64, 80))"`
+INVERSION_BELOW = 64.0
 HIST_BLOCK = 256
 INT32_MAX = 2**31 - 1
 
