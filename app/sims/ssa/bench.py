@@ -157,8 +157,8 @@ def tau_rows(results: dict, backend: str, realizations: int, t_end: float,
     direct, summary = fastest(lambda: run_case(backend, realizations, "direct", t_end, seed=31), repeats)
     rows = []
     for eps in epsilons:
-        sim, tau = fastest(lambda: run_case(backend, realizations, "tau-leap", t_end, seed=32, epsilon=eps),
-                           repeats)
+        sim, tau = fastest(lambda eps=eps: run_case(backend, realizations, "tau-leap", t_end, seed=32,
+                                                    epsilon=eps), repeats)
         comparison = compare(sim.final, direct.final, sim.net.species)
         rows.append({"epsilon": eps, "wall_seconds": tau["wall_seconds"],
                      "speedup": summary["wall_seconds"] / tau["wall_seconds"],

@@ -273,7 +273,7 @@ def test_general_law_that_does_not_vanish_is_guarded(engine_class):
     """X -> 0 at the constant rate k = 40 (a law that stays positive at X = 0): unguarded, 50
     molecules drained at 40/s would go negative after about 1.25 s. Guarded, X(t) = max(0, 50 - N)
     with N ~ Poisson(k t), and the import says so."""
-    from math import exp, lgamma, log
+    from math import lgamma, log
 
     model = read_sbml_string(sbml(reactions=CONSTANT_DRAIN, parameters='<parameter id="k" value="40" constant="true"/>'))
     assert any("fires only while X >= 1" in item.detail for item in model.imported)
