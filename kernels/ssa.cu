@@ -379,26 +379,42 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
     }
 }
 
-// Clear an interval's outputs (one launch instead of a copy per buffer): sums to 0, minmax to
-// (INT_MAX, INT_MIN) pairs, reactions fired to 0.
-extern "C" __global__ void __launch_bounds__(256)
-ssa_reset(double* __restrict__ sums, const int n_sums, int* __restrict__ minmax, const int n_minmax,
-          unsigned long long* __restrict__ fired, const int points)
+// Clear an interval's outputs: sums to 0, minmax to (INT_MAX, INT_MIN) pairs, reactions fired
+// to 0 (elements first, first + stride, ...).
+__device__ __forceinline__ void ssa_clear(double* __restrict__ sums, const int n_sums, int* __restrict__ minmax,
+                                          const int n_minmax, unsigned long long* __restrict__ fired,
+                                          const int points, const int first, const int stride)
 {
     const int n = max(n_sums, max(n_minmax, points));
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    for (int i = first; i < n; i += stride) {
         if (i < n_sums) sums[i] = 0.0;
         if (i < n_minmax) minmax[i] = (i & 1) ? -0x7fffffff - 1 : 0x7fffffff;
         if (i < points) fired[i] = 0ull;
     }
 }
 
+// The clear as a launch of its own (one launch instead of a copy per buffer), where no
+// histogram launch did it after the last interval's statistics were read.
+extern "C" __global__ void __launch_bounds__(256)
+ssa_reset(double* __restrict__ sums, const int n_sums, int* __restrict__ minmax, const int n_minmax,
+          unsigned long long* __restrict__ fired, const int points)
+{
+    ssa_clear(sums, n_sums, minmax, n_minmax, fired, points, blockIdx.x * blockDim.x + threadIdx.x,
+              gridDim.x * blockDim.x);
+}
+
 // Histogram counts of the histogram species in integer-aligned bins [lo + k*width, ...), per
-// point: blockIdx.y is the point, lo_width and counts are laid out point by point.
+// point: blockIdx.y is the point, lo_width and counts are laid out point by point. The host has
+// read the interval's sums and minmax before this launch, so block (0, 0) also clears them (and
+// the reactions fired) for the next interval: the next advance needs no launch of its own.
 extern "C" __global__ void __launch_bounds__(256)
 ssa_histogram(const int* __restrict__ x_all, const int R, const int R_point,
-              const int* __restrict__ lo_width_all, unsigned int* __restrict__ counts_all)
+              const int* __restrict__ lo_width_all, unsigned int* __restrict__ counts_all,
+              double* __restrict__ sums, const int n_sums, int* __restrict__ minmax, const int n_minmax,
+              unsigned long long* __restrict__ fired, const int points)
 {
+    if (blockIdx.x == 0 && blockIdx.y == 0)
+        ssa_clear(sums, n_sums, minmax, n_minmax, fired, points, threadIdx.x, blockDim.x);
     __shared__ unsigned int bins[SSA_HS * SSA_BINS];
     const int p = blockIdx.y;
     const int* __restrict__ lo_width = lo_width_all + (size_t)p * 2 * SSA_HS;

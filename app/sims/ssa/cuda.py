@@ -1,12 +1,12 @@
 """The CUDA SSA engine: one realization per thread, statistics reduced on the device.
 
-Per sample interval: one ``ssa_reset`` launch (clears the interval's outputs), one
-``ssa_advance`` launch (every realization runs to the sample time and reduces sums, sums of
-squares, minima and maxima into device buffers) and one copy of the tally (reactions fired per
-point, overflow flag) into pinned memory: a single host wait per interval, the same for every
-algorithm. The statistics then take one ``ssa_histogram`` launch with bins laid out from the
-reduced range. Only the statistics come back to the host, plus the full (S x R) state at the
-times the user asks for.
+Per sample interval: one ``ssa_advance`` launch (every realization runs to the sample time and
+reduces sums, sums of squares, minima and maxima into device buffers) and one copy of the tally
+(reactions fired per point, overflow flag) into pinned memory: a single host wait per interval,
+the same for every algorithm. The statistics then take one ``ssa_histogram`` launch with bins
+laid out from the reduced range, which also clears the interval's outputs for the next one
+(where no histogram ran, the next advance launches ``ssa_reset`` first). Only the statistics
+come back to the host, plus the full (S x R) state at the times the user asks for.
 
 A launch can hold a batch of P parameter sets of one network (:class:`CudaBatch`): each point's
 realizations read its own rate row, seed and initial counts, and reduce into its own statistics,
@@ -81,7 +81,7 @@ class CudaBatch:
         self._reset = self.module.get_function("ssa_reset")
         self._reset.prepare("PiPiPi")
         self._histogram = self.module.get_function("ssa_histogram")
-        self._histogram.prepare("PiiPP")
+        self._histogram.prepare("PiiPPPiPiPi")
         s, h, r_all = net.n_species, max(len(hist_idx), 1), points * realizations
         self.r_all = r_all
         per_realization = np.repeat(x0, realizations, axis=0).T        # (S, P*R)
@@ -105,6 +105,7 @@ class CudaBatch:
         per_point = (realizations + HIST_BLOCK - 1) // HIST_BLOCK
         self._hist_grid = (max(1, min(per_point, (8 * sms + points - 1) // points)), points)
         self._stats: tuple[np.ndarray, np.ndarray, list] | None = None
+        self._outputs_clear = False    # the histogram launch cleared the interval outputs
         self._x_host: np.ndarray | None = None      # (S, P*R) copy, read once per interval
 
     def set_rates(self, p: int, rates: np.ndarray) -> None:
@@ -119,10 +120,10 @@ class CudaBatch:
         if t_to <= self.t:
             return
         p_n = self.points
-        self._reset.prepared_async_call(
-            (max(1, (self.sums.size + 255) // 256), 1), (256, 1, 1), self.stream, self.sums.gpudata,
-            np.int32(self.sums.size), self.minmax.gpudata, np.int32(self.minmax.size),
-            self.tally.gpudata, np.int32(p_n))
+        if not self._outputs_clear:
+            self._reset.prepared_async_call(
+                (max(1, (self.sums.size + 255) // 256), 1), (256, 1, 1), self.stream, *self._clear_args())
+        self._outputs_clear = False
         self._advance.prepared_async_call(
             self._grid, (BLOCK, 1, 1), self.stream, self.x.gpudata, self.draws.gpudata,
             np.int32(self.r_all), np.int32(self.realizations), np.float64(self.t), np.float64(t_to),
@@ -137,6 +138,11 @@ class CudaBatch:
         self.t = t_to
         self.fired_total += self._tally_host[:p_n].astype(np.int64)
         self._stats = self._x_host = None
+
+    def _clear_args(self) -> tuple:
+        """The interval outputs ``ssa_clear`` resets (sums, minmax, reactions fired per point)."""
+        return (self.sums.gpudata, np.int32(self.sums.size), self.minmax.gpudata, np.int32(self.minmax.size),
+                self.tally.gpudata, np.int32(self.points))
 
     def _interval_stats(self) -> tuple[np.ndarray, np.ndarray, list]:
         """(mean (P, S), var (P, S), histograms per point) of the last interval, once."""
@@ -161,8 +167,10 @@ class CudaBatch:
             self.counts.fill(0)
             self._histogram.prepared_async_call(
                 self._hist_grid, (HIST_BLOCK, 1, 1), self.stream, self.x.gpudata,
-                np.int32(self.r_all), np.int32(r), self.lo_width.gpudata, self.counts.gpudata)
+                np.int32(self.r_all), np.int32(r), self.lo_width.gpudata, self.counts.gpudata,
+                *self._clear_args())
             self.stream.synchronize()
+            self._outputs_clear = True
             counts = self.counts.get().reshape(p_n, h, self.bins).astype(np.int64)
             hists = [tuple(Histogram(int(lo), int(w), c) for (lo, w), c in zip(layout[p], counts[p]))
                      for p in range(p_n)]
