@@ -130,7 +130,7 @@ def dsmts_rows(results: dict, backend: str, realizations: int) -> None:
     results["dsmts"] = {"realizations": realizations, "cases": rows}
 
 
-TAU_EPSILONS = (0.03, 0.02, 0.015, 0.01, 0.003)
+TAU_EPSILONS = (0.03, 0.02, 0.015, 0.012, 0.01, 0.003)
 
 
 def fastest(run, repeats: int) -> tuple[SSASimulation, dict]:
