@@ -36,7 +36,8 @@
 // Tau-leaping (Cao, Gillespie & Petzold 2006; app/sims/ssa/tauleap.py has the rules), in float32
 // like the direct method's propensities, with the time in float64. Generated (codegen._tau_block):
 // SSA_NC, ssa_tau_critical (flags and total propensity of the critical reactions), ssa_tau_prime
-// (CGP's bound tau' over the non-critical reactions) and ssa_tau_apply (k firings of reaction j).
+// (CGP's bound tau' over the non-critical reactions), ssa_tau_apply (k firings of reaction j)
+// and c_reciprocal (1/k for the Poisson inversion, SSA_RECIPROCALS of them).
 // Draws differ from the CPU engines (same law, not the same numbers): a leap draws its Philox
 // word pair for tau'' only when a reaction is critical, inversion samples share draws (four
 // words each), and a PTRS trial that is rejected takes the second word pair of its draw.
