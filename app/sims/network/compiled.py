@@ -1,17 +1,18 @@
 """The compiled CPU cultured-network engine (numba): the NumPy engine's step loop, compiled.
 
-Same state, synapse tables and growth as :class:`CpuEngine`; the noise is ``noise_block``
-compiled (same Philox streams, parallel over neurons; equal to the NumPy twin to rounding of
-log/cos), and :meth:`run` is one compiled loop over steps
-that updates the neurons and delivers each spike along its source's synapses in the same order
-as the NumPy engine (so the conductance sums are added in the same order).
+Same state, synapse tables, growth and Philox noise streams as :class:`CpuEngine`. The neurons
+are split into one partition per thread (contiguous index ranges). A transmission delay is at
+least ``Constants.chunk`` steps, so the spikes a step delivers were all emitted in an earlier
+chunk of that many steps: each partition runs a whole chunk on its own (draws its neurons' noise,
+updates them, records their spikes, and delivers every earlier spike to the synapses whose
+target it owns), and the threads meet once per chunk, not twice per step. Each partition walks
+every spike's synapse list in the serial order (sources in neuron order), so every conductance
+receives its jumps in the NumPy engine's order and every synapse has one writer: the results
+do not depend on the thread count, bit for bit.
 
-The step loop runs in parallel in two regions a step: the neuron update (and the conductance
-decay) over neurons, then spike delivery over partitions of the post-synaptic neurons. Each
-partition walks every spike's synapse list in the serial order but touches only the synapses
-whose target it owns, so every conductance receives its jumps in the same order as in the serial
-loop and every synapse's state has one writer: the results equal the serial engine's bit for bit,
-whatever the thread count.
+The noise is :func:`app.sims.network.engine.noise_block` drawn inside the chunk: the same
+Philox draws and Box-Muller, with the log and the cosine from :mod:`app.compute.jit_math`
+(plain arithmetic within 1 ulp of the C library), so the loop over neurons vectorises.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import numba
 from numba import njit, prange
 
 from app.compute.jit import CACHE
+from app.compute.jit_math import cos_two_pi, log_normal_positive
 from app.compute.philox_numba import philox_words
-from app.sims.network.cpu import NOISE_BLOCK, RING, CpuEngine
+from app.sims.network.cpu import RING, CpuEngine
 
 NEURONS_PER_THREAD = 500
 
@@ -35,85 +37,125 @@ NEURONS_PER_THREAD = 500
 def _box_muller(a, b):
     u1 = ((a >> np.uint32(9)) + 0.5) * 1.1920928955078125e-07      # exact on the float32 grid
     u2 = ((b >> np.uint32(9)) + 0.5) * 1.1920928955078125e-07
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+    return math.sqrt(-2.0 * log_normal_positive(u1)) * cos_two_pi(u2)
 
 
-@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _gaussians(key_lo, key_hi, m0, k, lo, hi, z):
+    """z[j, i] for steps m0 + j (j < k) and neurons lo <= i < hi: Box-Muller on Philox draw
+    ``m >> 1`` of stream ``i`` (words 0, 1 on even steps, 2, 3 on odd ones)."""
+    # rows sliced to lo:hi and indexed from 0: a provably non-negative index lets LLVM vectorise
+    for pair in range(m0 >> 1, ((m0 + k - 1) >> 1) + 1):
+        even = 2 * pair - m0                    # rows of this pair's two steps
+        odd = even + 1
+        counter = np.uint64(pair)
+        if even >= 0 and odd < k:
+            z_even, z_odd = z[even, lo:hi], z[odd, lo:hi]
+            for q in range(hi - lo):
+                w0, w1, w2, w3 = philox_words(key_lo, key_hi, counter, np.uint64(lo + q))
+                z_even[q] = _box_muller(w0, w1)
+                z_odd[q] = _box_muller(w2, w3)
+        elif even >= 0:
+            z_even = z[even, lo:hi]
+            for q in range(hi - lo):
+                w0, w1, w2, w3 = philox_words(key_lo, key_hi, counter, np.uint64(lo + q))
+                z_even[q] = _box_muller(w0, w1)
+        else:
+            z_odd = z[odd, lo:hi]
+            for q in range(hi - lo):
+                w0, w1, w2, w3 = philox_words(key_lo, key_hi, counter, np.uint64(lo + q))
+                z_odd[q] = _box_muller(w2, w3)
+
+
+@njit(nogil=True, cache=CACHE, error_model="numpy")
 def _noise(key_lo, key_hi, m0, out):
-    """:func:`app.sims.network.engine.noise_block` compiled: out (k, n) standard normals, Box-Muller
-    on the float32-grid uniforms of Philox draw ``m >> 1`` of stream ``neuron`` (words 0, 1 on
-    even steps, 2, 3 on odd ones)."""
-    k, n = out.shape
-    for i in prange(n):
-        j = 0
-        while j < k:
-            m = m0 + j
-            w0, w1, w2, w3 = philox_words(key_lo, key_hi, np.uint64(m >> 1), np.uint64(i))
-            if m & 1 == 0:                      # even step: words 0, 1; the odd one after: 2, 3
-                out[j, i] = _box_muller(w0, w1)
-                j += 1
-            if j < k:
-                out[j, i] = _box_muller(w2, w3)
-                j += 1
+    """:func:`app.sims.network.engine.noise_block` compiled: out (k, n) standard normals."""
+    _gaussians(key_lo, key_hi, m0, out.shape[0], 0, out.shape[1], out)
 
 
-def _step_loop(m0, nsteps, noise, noise_m0, V, refrac, gE, gI, counts, ring, ring_len,
-               c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-               g_dv, part_sel, part_ptr, n_parts, last, u_s, r_s, U, D, F, W, post, exc,
-               spike_step, spike_neuron, fired):
-    """:meth:`CpuEngine.advance`'s step loop (compiled below): the neuron update parallel over neurons, the
-    delivery parallel over ``n_parts`` target partitions. ``part_ptr[g, t * n + src]`` to
-    ``part_ptr[g, t * n + src + 1]`` index ``part_sel``: the synapses of delay group ``g`` from
-    ``src`` onto partition ``t``, in the serial order."""
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _update_neurons(c1, c2, i0, z, V, refrac, gE, gI, counts, fired, vth, vreset, inoise, tref, dE, dI):
+    """One step of :meth:`CpuEngine.advance`'s neuron update and conductance decay over the
+    arrays given (one partition's slices), branch-free so that it vectorises."""
+    for i in range(V.shape[0]):
+        r = refrac[i]
+        v = V[i]
+        idle = r <= 0
+        fire = idle and v >= vth[i]
+        integrated = c1 * v + c2 * (gE[i] + gI[i] + i0 + inoise[i] * z[i])
+        V[i] = vreset[i] if fire else (integrated if idle else v)
+        refrac[i] = tref[i] if fire else (r if idle else r - 1)
+        counts[i] += fire
+        fired[i] = fire
+        gE[i] *= dE[i]
+        gI[i] *= dI[i]
+
+
+def _step_loop(m0, nsteps, chunk, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
+               ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
+               g_dv, part_ptr, last, u_s, r_s, syn_type, W, post, U, D, F,
+               spike_step, spike_neuron):
+    """:meth:`CpuEngine.advance`'s step loop (compiled below), one parallel region per chunk of
+    at most ``chunk`` steps (less than any delay): partition ``t`` owns neurons
+    ``part_lo[t]:part_lo[t + 1]``, keeps its spikes of step ``m`` in
+    ``ring[m % RING, part_lo[t]:][:ring_len[m % RING, t]]`` and delivers onto its own targets;
+    The synapse arrays (state ``last``, ``u_s``, ``r_s``; ``syn_type``, ``W``, ``post``) are in
+    delivery order: ``part_ptr[g, t * n + src]`` to ``part_ptr[g, t * n + src + 1]`` are the
+    synapses of delay group ``g`` from ``src`` onto partition ``t``, in the serial order, so a
+    spike's deliveries read memory in sequence. ``U``, ``D``, ``F``: per synapse type.
+    Spikes are written to ``spike_step``/``spike_neuron`` while there is room; returns their
+    count."""
     n = V.shape[0]
+    n_parts = part_lo.shape[0] - 1
     n_spikes = 0
-    for m in range(m0, m0 + nsteps):
-        z = noise[m - noise_m0]
-        slot = m % RING
-        for i in prange(n):
-            fired[i] = 0
-            if refrac[i] > 0:
-                refrac[i] -= 1
-            elif V[i] >= vth[i]:
-                V[i] = vreset[i]
-                refrac[i] = tref[i]
-                counts[i] += 1
-                fired[i] = 1
-            else:
-                V[i] = c1 * V[i] + c2 * (gE[i] + gI[i] + i0 + inoise[i] * z[i])
-            gE[i] *= dE[i]
-            gI[i] *= dI[i]
-        k = 0
-        for i in range(n):                       # the ring slot in neuron order, as in the serial loop
-            if fired[i]:
-                ring[slot, k] = i
-                k += 1
-                if n_spikes < spike_step.shape[0]:
-                    spike_step[n_spikes] = m
-                    spike_neuron[n_spikes] = i
-                n_spikes += 1
-        ring_len[slot] = k
+    m = m0
+    while m < m0 + nsteps:
+        k = min(chunk, m0 + nsteps - m)
         for t in prange(n_parts):
-            for g in range(g_dv.shape[0]):
-                dv = g_dv[g]
-                if m - dv < 0:
-                    continue
-                src_slot = (m - dv) % RING
-                for q in range(ring_len[src_slot]):
-                    src = ring[src_slot, q]
-                    for p in range(part_ptr[g, t * n + src], part_ptr[g, t * n + src + 1]):
-                        s = part_sel[p]
-                        isi = (m - last[s]) * dt
-                        r = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * math.exp(-isi / D[s])
-                        u = U[s] + u_s[s] * (1.0 - U[s]) * math.exp(-isi / F[s])
-                        r_s[s] = r
-                        u_s[s] = u
-                        last[s] = m
-                        jump = W[s] * u * r
-                        if exc[s]:
-                            gE[post[s]] += jump
-                        else:
-                            gI[post[s]] += jump
+            lo, hi = part_lo[t], part_lo[t + 1]
+            _gaussians(key_lo, key_hi, m, k, lo, hi, z)
+            for j in range(k):
+                step = m + j
+                slot = step % RING
+                _update_neurons(c1, c2, i0, z[j, lo:hi], V[lo:hi], refrac[lo:hi], gE[lo:hi], gI[lo:hi],
+                                counts[lo:hi], fired[lo:hi], vth[lo:hi], vreset[lo:hi], inoise[lo:hi],
+                                tref[lo:hi], dE[lo:hi], dI[lo:hi])
+                count = 0
+                for i in range(lo, hi):
+                    if fired[i]:
+                        ring[slot, lo + count] = i
+                        count += 1
+                ring_len[slot, t] = count
+                for g in range(g_dv.shape[0]):
+                    if step - g_dv[g] < 0:
+                        continue
+                    src_slot = (step - g_dv[g]) % RING
+                    for source_part in range(n_parts):     # every spike, in neuron order
+                        base = part_lo[source_part]
+                        for q in range(ring_len[src_slot, source_part]):
+                            row = t * n + ring[src_slot, base + q]
+                            for s in range(part_ptr[g, row], part_ptr[g, row + 1]):
+                                typ = syn_type[s]
+                                isi = (step - last[s]) * dt
+                                r_new = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * math.exp(-isi / D[typ])
+                                u_new = U[typ] + u_s[s] * (1.0 - U[typ]) * math.exp(-isi / F[typ])
+                                r_s[s] = r_new
+                                u_s[s] = u_new
+                                last[s] = step
+                                jump = W[s] * u_new * r_new
+                                if typ < 2:                  # EE, EI: an excitatory source
+                                    gE[post[s]] += jump
+                                else:
+                                    gI[post[s]] += jump
+        for j in range(k):                        # the chunk's spikes in (step, neuron) order
+            slot = (m + j) % RING
+            for t in range(n_parts):
+                for q in range(ring_len[slot, t]):
+                    if n_spikes < spike_step.shape[0]:
+                        spike_step[n_spikes] = m + j
+                        spike_neuron[n_spikes] = ring[slot, part_lo[t] + q]
+                    n_spikes += 1
+        m += k
     return n_spikes
 
 
@@ -126,15 +168,21 @@ def _named(func, name: str):
 
 
 # One loop, compiled twice: over threads for large cultures, and plainly (prange is range)
-# for small ones, where a parallel region costs more than the whole step.
+# for small ones, where a parallel region costs more than the whole chunk.
 _run_parallel = njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")(_step_loop)
 _run_serial = njit(nogil=True, cache=CACHE, error_model="numpy")(_named(_step_loop, "_step_loop_serial"))
 
 
-def partition_groups(groups, post: np.ndarray, n: int, n_parts: int) -> tuple[np.ndarray, np.ndarray]:
-    """The delay groups' synapse lists split by target partition (neurons ``t*n//P .. (t+1)*n//P``),
-    each list kept in its serial order: ``(part_sel, part_ptr)`` for :func:`_run_parallel`."""
-    part_of = (np.arange(n, dtype=np.int64) * n_parts) // max(n, 1)
+def partition_bounds(n: int, n_parts: int) -> np.ndarray:
+    """First neuron of each partition, and n: ``n_parts`` contiguous ranges of near-equal size."""
+    return (np.arange(n_parts + 1, dtype=np.int64) * n) // n_parts
+
+
+def partition_groups(groups, post: np.ndarray, part_lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The delay groups' synapse lists split by target partition, each list kept in its serial
+    order: ``(part_sel, part_ptr)`` for :func:`_step_loop`."""
+    n, n_parts = int(part_lo[-1]), part_lo.size - 1
+    part_of = np.searchsorted(part_lo, np.arange(n), side="right") - 1
     sels, ptrs, offset = [], [], 0
     for _, sel, ptr in groups:
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
@@ -156,11 +204,12 @@ def warm_up() -> float:
     _noise(np.uint64(0), np.uint64(0), 0, np.empty((2, 1)))
     f, i = np.zeros(1), np.zeros(1, np.int64)
     for run in (_run_serial, _run_parallel):
-        run(0, 1, np.zeros((1, 1)), 0, f.copy(), i.copy(), f.copy(), f.copy(), i.copy(),
-            np.zeros((RING, 1), np.int64), np.zeros(RING, np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
-            f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64), np.zeros(0, np.int64),
-            np.zeros((0, 2), np.int64), 1, i.copy(), f.copy(), f.copy(), f.copy(), f + 1, f + 1,
-            f.copy(), i.copy(), np.zeros(1, np.bool_), i.copy(), i.copy(), np.zeros(1, np.uint8))
+        run(0, 1, 1, np.uint64(0), np.uint64(0), np.zeros((1, 1)), f.copy(), i.copy(), f.copy(),
+            f.copy(), i.copy(), np.zeros(1, np.uint8), np.zeros((RING, 1), np.int64),
+            np.zeros((RING, 1), np.int64), np.array([0, 1], np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
+            f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64),
+            np.zeros((0, 2), np.int64), i.copy(), f.copy(), f.copy(), i.copy(), f.copy(), i.copy(),
+            f.copy(), f + 1, f + 1, i.copy(), i.copy())
     return time.perf_counter() - start
 
 
@@ -171,75 +220,92 @@ class CompiledEngine(CpuEngine):
         self.compile_seconds = warm_up()
         super().__init__(*args, **kwargs)
 
-    def _noise_at(self, m: int) -> np.ndarray:
-        if self._noise is None or not self._noise_m0 <= m < self._noise_m0 + NOISE_BLOCK:
-            seed = self.seed & 0xFFFFFFFFFFFFFFFF
-            self._noise_m0 = m
-            self._noise = np.empty((NOISE_BLOCK, self.c.n))
-            _noise(np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32), m, self._noise)
-        return self._noise[m - self._noise_m0]
-
     def _rebuild(self, old: dict | None) -> None:
         super()._rebuild(old)
         self._g_dv = np.array([dv for dv, _, _ in self.groups], np.int64)
         self._parts = 0                                   # partition tables built on first run
 
     def _partitions(self) -> int:
-        """Target partitions for the delivery region: one per thread the step loop uses (tables
-        rebuilt when that count changes)."""
+        """Neuron partitions: one per thread the step loop uses. On a change of that count the
+        delivery tables are built again: the synapses in delivery order (``self._order``) with
+        their constants."""
         n_parts = self._threads()
         if n_parts != self._parts:
-            self._part_sel, self._part_ptr = partition_groups(self.groups, self.conn.post, self.c.n, n_parts)
+            self._part_lo = partition_bounds(self.c.n, n_parts)
+            self._order, self._part_ptr = partition_groups(self.groups, self.conn.post, self._part_lo)
+            self._delivery = (self.syn_type[self._order].astype(np.int64), self.conn.W[self._order],
+                              self.conn.post[self._order].astype(np.int64))
             self._parts = n_parts
         return n_parts
 
     def _threads(self) -> int:
         """Threads for the step loop: one per NEURONS_PER_THREAD neurons, at most numba's count
-        (a parallel region costs microseconds a step, more than a small culture's whole step)."""
+        (a parallel region costs microseconds, more than a small culture's whole chunk)."""
         return max(1, min(numba.get_num_threads(), self.c.n // NEURONS_PER_THREAD))
+
+    def _chunk(self) -> int:
+        """Steps per parallel region: below every delay, and short enough that the ring slots
+        a chunk writes are not those its deliveries read."""
+        return max(1, min(self.k.chunk, int(self._g_dv.min(initial=RING)), RING - int(self._g_dv.max(initial=0))))
+
+    def _ring_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The spike history (a list of spikes per slot, in neuron order) split by partition."""
+        part_lo = self._part_lo
+        ring = np.zeros((RING, self.c.n), np.int64)
+        ring_len = np.zeros((RING, part_lo.size - 1), np.int64)
+        for slot, spikes in enumerate(self.ring):
+            cut = np.searchsorted(spikes, part_lo)
+            for t in range(part_lo.size - 1):
+                ring[slot, part_lo[t]:part_lo[t] + cut[t + 1] - cut[t]] = spikes[cut[t]:cut[t + 1]]
+            ring_len[slot] = np.diff(cut)
+        return ring, ring_len
 
     def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         n, k = self.c.n, self.k
-        ring = np.zeros((RING, n), np.int64)
-        ring_len = np.zeros(RING, np.int64)
-        for slot, spk in enumerate(self.ring):
-            ring[slot, :spk.size] = spk
-            ring_len[slot] = spk.size
-        steps_out, neurons_out = [], []
         n_parts = self._partitions()
+        part_lo = self._part_lo
+        ring, ring_len = self._ring_arrays()
+        chunk = self._chunk()
+        seed = self.seed & 0xFFFFFFFFFFFFFFFF
+        key_lo, key_hi = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
+        z = np.empty((chunk, n))
+        fired = np.zeros(n, np.uint8)
         threads = numba.get_num_threads()
         numba.set_num_threads(n_parts)           # this thread's regions only; restored below
         run = _run_parallel if n_parts > 1 else _run_serial
+        order = self._order
+        last, u, r = self.last[order], self.u[order], self.r[order]   # in delivery order
+        k_types = (self.k.U, self.k.D, self.k.F)
+        steps_out, neurons_out = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
         try:
-            fired = np.zeros(n, np.uint8)
             m, end = self.step, self.step + nsteps
             while m < end:
-                self._noise_at(m)                                  # the block holding step m
-                chunk = min(end, self._noise_m0 + NOISE_BLOCK) - m
-                cap = n * chunk // 4 + 1024
+                span = min(end - m, 2048)
+                cap = n * span // 4 + 1024
                 while True:
                     state = (self.V.copy(), self.refrac.copy(), self.gE.copy(), self.gI.copy(),
-                             self.counts.copy(), ring.copy(), ring_len.copy(), self.last.copy(),
-                             self.u.copy(), self.r.copy())
+                             self.counts.copy(), ring.copy(), ring_len.copy(), last.copy(),
+                             u.copy(), r.copy())
                     spike_step = np.empty(cap, np.int64)
                     spike_neuron = np.empty(cap, np.int64)
                     count = run(
-                        m, chunk, self._noise, self._noise_m0, self.V, self.refrac, self.gE, self.gI,
-                        self.counts, ring, ring_len, k.c1, k.c2, k.i0, k.dt, self.vth, self.vreset,
-                        self.inoise, self.tref, self.dE, self.dI, self._g_dv, self._part_sel,
-                        self._part_ptr, n_parts, self.last, self.u, self.r, self.U, self.D, self.F,
-                        self.conn.W, self.conn.post, self.syn_exc, spike_step, spike_neuron, fired)
+                        m, span, chunk, key_lo, key_hi, z, self.V, self.refrac, self.gE, self.gI,
+                        self.counts, fired, ring, ring_len, part_lo, k.c1, k.c2, k.i0, k.dt,
+                        self.vth, self.vreset, self.inoise, self.tref, self.dE, self.dI, self._g_dv,
+                        self._part_ptr, last, u, r, *self._delivery, *k_types, spike_step, spike_neuron)
                     if count <= cap:
                         break
-                    # more spikes than room: undo the chunk and run it again with room for all
+                    # more spikes than room: undo the span and run it again with room for all
                     (self.V[:], self.refrac[:], self.gE[:], self.gI[:], self.counts[:], ring[:],
-                     ring_len[:], self.last[:], self.u[:], self.r[:]) = state
+                     ring_len[:], last[:], u[:], r[:]) = state
                     cap = count
                 steps_out.append(spike_step[:count])
                 neurons_out.append(spike_neuron[:count])
-                m += chunk
+                m += span
         finally:
             numba.set_num_threads(threads)
+            self.last[order], self.u[order], self.r[order] = last, u, r
         self.step = end
-        self.ring = [ring[slot, :ring_len[slot]].copy() for slot in range(RING)]
+        self.ring = [np.concatenate([ring[slot, part_lo[t]:part_lo[t] + ring_len[slot, t]]
+                                     for t in range(n_parts)]) for slot in range(RING)]
         return np.concatenate(steps_out), np.concatenate(neurons_out)
