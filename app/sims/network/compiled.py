@@ -23,14 +23,19 @@ import types
 
 import numpy as np
 import numba
+from llvmlite import ir
 from numba import njit, prange
+from numba.core import cgutils
+from numba.core import types as nbtypes
+from numba.extending import intrinsic
 
 from app.compute.jit import CACHE
 from app.compute.jit_math import cos_two_pi, log_normal_positive
 from app.compute.philox_numba import philox_words
 from app.sims.network.cpu import RING, CpuEngine
 
-NEURONS_PER_THREAD = 500
+NEURONS_PER_THREAD = 500    # a parallel region costs microseconds: no more threads than this allows
+PARTS_PER_THREAD = 2        # so that idle threads can take work from busy ones (measured: 2 of 1-4)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -91,70 +96,113 @@ def _update_neurons(c1, c2, i0, z, V, refrac, gE, gI, counts, fired, vth, vreset
         gI[i] *= dI[i]
 
 
-def _step_loop(m0, nsteps, chunk, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
-               ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-               g_dv, part_ptr, last, u_s, r_s, syn_type, W, post, U, D, F,
+@intrinsic
+def _take_next(typingctx, counters, index):
+    """``counters[index] += 1`` as one atomic operation; returns the value before."""
+    if not (isinstance(counters, nbtypes.Array) and counters.dtype == nbtypes.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, signature.args[0], array, [args[1]])
+        return builder.atomic_rmw("add", pointer, ir.Constant(ir.IntType(64), 1), "monotonic")
+    return nbtypes.int64(counters, nbtypes.int64), codegen
+
+
+@njit(nogil=True, cache=CACHE, error_model="numpy")
+def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired, local, local_len,
+                     ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
+                     g_dv, part_ptr, reach, last, u_s, r_s, syn_type, W, post, U, D, F):
+    """Steps ``m .. m + k - 1`` of partition ``t`` (see :func:`_step_loop`)."""
+    n_parts = part_lo.shape[0] - 1
+    bit = np.uint64(1) << np.uint64(t * 64 // n_parts)
+    lo, hi = part_lo[t], part_lo[t + 1]
+    _gaussians(key_lo, key_hi, m, k, lo, hi, z)
+    for j in range(k):
+        step = m + j
+        _update_neurons(c1, c2, i0, z[j, lo:hi], V[lo:hi], refrac[lo:hi], gE[lo:hi], gI[lo:hi],
+                        counts[lo:hi], fired[lo:hi], vth[lo:hi], vreset[lo:hi], inoise[lo:hi],
+                        tref[lo:hi], dE[lo:hi], dI[lo:hi])
+        count = 0
+        for i in range(lo, hi):
+            if fired[i]:
+                local[j, lo + count] = i
+                count += 1
+        local_len[j, t] = count
+        for g in range(g_dv.shape[0]):
+            if step - g_dv[g] < 0:
+                continue
+            src_slot = (step - g_dv[g]) % RING
+            for q in range(ring_len[src_slot]):              # every spike, in neuron order
+                source = ring[src_slot, q]
+                if reach[g, source] & bit == 0:
+                    continue
+                row = source * n_parts + t
+                for s in range(part_ptr[g, row], part_ptr[g, row + 1]):
+                    typ = syn_type[s]
+                    isi = (step - last[s]) * dt
+                    r_new = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * math.exp(-isi / D[typ])
+                    u_new = U[typ] + u_s[s] * (1.0 - U[typ]) * math.exp(-isi / F[typ])
+                    r_s[s] = r_new
+                    u_s[s] = u_new
+                    last[s] = step
+                    jump = W[s] * u_new * r_new
+                    if typ < 2:                  # EE, EI: an excitatory source
+                        gE[post[s]] += jump
+                    else:
+                        gI[post[s]] += jump
+
+
+def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
+               local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref,
+               dE, dI, g_dv, part_ptr, reach, last, u_s, r_s, syn_type, W, post, U, D, F,
                spike_step, spike_neuron):
     """:meth:`CpuEngine.advance`'s step loop (compiled below), one parallel region per chunk of
-    at most ``chunk`` steps (less than any delay): partition ``t`` owns neurons
-    ``part_lo[t]:part_lo[t + 1]``, keeps its spikes of step ``m`` in
-    ``ring[m % RING, part_lo[t]:][:ring_len[m % RING, t]]`` and delivers onto its own targets;
+    at most ``chunk`` steps (less than any delay). Partition ``t`` owns neurons
+    ``part_lo[t]:part_lo[t + 1]``: it draws their noise, updates them, notes their spikes of the
+    chunk's step ``j`` in ``local[j, part_lo[t]:][:local_len[j, t]]`` and delivers the spikes
+    of earlier chunks (``ring[m % RING, :ring_len[m % RING]]``, in neuron order) onto its own
+    targets. ``n_workers`` threads take the partitions: each its own block first, then what is
+    left of the others' blocks (one atomic counter per block), so that a burst in one part of
+    the culture does not leave the other threads waiting. Between chunks the chunk's spikes go
+    to the ring and to ``spike_step``/``spike_neuron`` (while there is room; returns their count).
     The synapse arrays (state ``last``, ``u_s``, ``r_s``; ``syn_type``, ``W``, ``post``) are in
-    delivery order: ``part_ptr[g, t * n + src]`` to ``part_ptr[g, t * n + src + 1]`` are the
-    synapses of delay group ``g`` from ``src`` onto partition ``t``, in the serial order, so a
-    spike's deliveries read memory in sequence. ``U``, ``D``, ``F``: per synapse type.
-    Spikes are written to ``spike_step``/``spike_neuron`` while there is room; returns their
-    count."""
-    n = V.shape[0]
+    delivery order: ``part_ptr[g, src * P + t]`` to ``part_ptr[g, src * P + t + 1]`` are the
+    synapses of delay group ``g`` from ``src`` onto partition ``t`` of ``P``, in the serial
+    order; ``reach``: see :func:`partition_groups`. ``U``, ``D``, ``F``: per synapse type."""
     n_parts = part_lo.shape[0] - 1
+    next_part = np.zeros(n_workers, np.int64)
     n_spikes = 0
     m = m0
     while m < m0 + nsteps:
         k = min(chunk, m0 + nsteps - m)
-        for t in prange(n_parts):
-            lo, hi = part_lo[t], part_lo[t + 1]
-            _gaussians(key_lo, key_hi, m, k, lo, hi, z)
-            for j in range(k):
-                step = m + j
-                slot = step % RING
-                _update_neurons(c1, c2, i0, z[j, lo:hi], V[lo:hi], refrac[lo:hi], gE[lo:hi], gI[lo:hi],
-                                counts[lo:hi], fired[lo:hi], vth[lo:hi], vreset[lo:hi], inoise[lo:hi],
-                                tref[lo:hi], dE[lo:hi], dI[lo:hi])
-                count = 0
-                for i in range(lo, hi):
-                    if fired[i]:
-                        ring[slot, lo + count] = i
-                        count += 1
-                ring_len[slot, t] = count
-                for g in range(g_dv.shape[0]):
-                    if step - g_dv[g] < 0:
-                        continue
-                    src_slot = (step - g_dv[g]) % RING
-                    for source_part in range(n_parts):     # every spike, in neuron order
-                        base = part_lo[source_part]
-                        for q in range(ring_len[src_slot, source_part]):
-                            row = t * n + ring[src_slot, base + q]
-                            for s in range(part_ptr[g, row], part_ptr[g, row + 1]):
-                                typ = syn_type[s]
-                                isi = (step - last[s]) * dt
-                                r_new = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * math.exp(-isi / D[typ])
-                                u_new = U[typ] + u_s[s] * (1.0 - U[typ]) * math.exp(-isi / F[typ])
-                                r_s[s] = r_new
-                                u_s[s] = u_new
-                                last[s] = step
-                                jump = W[s] * u_new * r_new
-                                if typ < 2:                  # EE, EI: an excitatory source
-                                    gE[post[s]] += jump
-                                else:
-                                    gI[post[s]] += jump
+        if k > 1 and (m + k) & 1:               # end on an odd step: no Philox draw half used
+            k -= 1
+        for w in range(n_workers):
+            next_part[w] = (w * n_parts) // n_workers
+        for w in prange(n_workers):
+            for v in range(n_workers):
+                block = (w + v) % n_workers
+                t = _take_next(next_part, block)
+                while t < ((block + 1) * n_parts) // n_workers:
+                    _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
+                                     local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth,
+                                     vreset, inoise, tref, dE, dI, g_dv, part_ptr, reach, last, u_s, r_s,
+                                     syn_type, W, post, U, D, F)
+                    t = _take_next(next_part, block)
         for j in range(k):                        # the chunk's spikes in (step, neuron) order
             slot = (m + j) % RING
+            count = 0
             for t in range(n_parts):
-                for q in range(ring_len[slot, t]):
+                for q in range(local_len[j, t]):
+                    neuron = local[j, part_lo[t] + q]
+                    ring[slot, count] = neuron
+                    count += 1
                     if n_spikes < spike_step.shape[0]:
                         spike_step[n_spikes] = m + j
-                        spike_neuron[n_spikes] = ring[slot, part_lo[t] + q]
+                        spike_neuron[n_spikes] = neuron
                     n_spikes += 1
+            ring_len[slot] = count
         m += k
     return n_spikes
 
@@ -178,24 +226,28 @@ def partition_bounds(n: int, n_parts: int) -> np.ndarray:
     return (np.arange(n_parts + 1, dtype=np.int64) * n) // n_parts
 
 
-def partition_groups(groups, post: np.ndarray, part_lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The delay groups' synapse lists split by target partition, each list kept in its serial
-    order: ``(part_sel, part_ptr)`` for :func:`_step_loop`."""
+def partition_groups(groups, post: np.ndarray, part_lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The delay groups' synapse lists split by source and target partition, each list kept in
+    its serial order: ``(order, part_ptr, reach)`` for :func:`_step_loop`. ``reach[g, src]``
+    has bit ``t * 64 // P`` set where ``src`` has synapses of group ``g`` onto partition
+    ``t`` (a partition skips the other spikes after one look-up)."""
     n, n_parts = int(part_lo[-1]), part_lo.size - 1
     part_of = np.searchsorted(part_lo, np.arange(n), side="right") - 1
-    sels, ptrs, offset = [], [], 0
-    for _, sel, ptr in groups:
+    sels, ptrs, reach, offset = [], [], np.zeros((len(groups), n), np.uint64), 0
+    for g, (_, sel, ptr) in enumerate(groups):
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
-        key = part_of[post[sel]] * n + src
-        order = np.argsort(key, kind="stable")            # by partition, then source; order kept
+        target_part = part_of[post[sel]]
+        key = src * n_parts + target_part
+        order = np.argsort(key, kind="stable")            # by source, then partition; order kept
         sels.append(sel[order].astype(np.int64))
         flat = np.zeros(n_parts * n + 1, np.int64)
         flat[1:] = np.cumsum(np.bincount(key, minlength=n_parts * n))
         ptrs.append(flat + offset)
         offset += sel.size
+        np.bitwise_or.at(reach[g], src, np.uint64(1) << (target_part * 64 // n_parts).astype(np.uint64))
     if not sels:
-        return np.zeros(0, np.int64), np.zeros((0, n_parts * n + 1), np.int64)
-    return np.concatenate(sels), np.stack(ptrs)
+        return np.zeros(0, np.int64), np.zeros((0, n_parts * n + 1), np.int64), reach
+    return np.concatenate(sels), np.stack(ptrs), reach
 
 
 def warm_up() -> float:
@@ -204,11 +256,12 @@ def warm_up() -> float:
     _noise(np.uint64(0), np.uint64(0), 0, np.empty((2, 1)))
     f, i = np.zeros(1), np.zeros(1, np.int64)
     for run in (_run_serial, _run_parallel):
-        run(0, 1, 1, np.uint64(0), np.uint64(0), np.zeros((1, 1)), f.copy(), i.copy(), f.copy(),
-            f.copy(), i.copy(), np.zeros(1, np.uint8), np.zeros((RING, 1), np.int64),
-            np.zeros((RING, 1), np.int64), np.array([0, 1], np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
+        run(0, 1, 1, 1, np.uint64(0), np.uint64(0), np.zeros((1, 1)), f.copy(), i.copy(), f.copy(),
+            f.copy(), i.copy(), np.zeros(1, np.uint8), np.zeros((1, 1), np.int64),
+            np.zeros((1, 1), np.int64), np.zeros((RING, 1), np.int64), np.zeros(RING, np.int64),
+            np.array([0, 1], np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
             f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64),
-            np.zeros((0, 2), np.int64), i.copy(), f.copy(), f.copy(), i.copy(), f.copy(), i.copy(),
+            np.zeros((0, 2), np.int64), np.zeros((0, 1), np.uint64), i.copy(), f.copy(), f.copy(), i.copy(), f.copy(), i.copy(),
             f.copy(), f + 1, f + 1, i.copy(), i.copy())
     return time.perf_counter() - start
 
@@ -226,21 +279,25 @@ class CompiledEngine(CpuEngine):
         self._parts = 0                                   # partition tables built on first run
 
     def _partitions(self) -> int:
-        """Neuron partitions: one per thread the step loop uses. On a change of that count the
-        delivery tables are built again: the synapses in delivery order (``self._order``) with
-        their constants."""
-        n_parts = self._threads()
+        """Neuron partitions, PARTS_PER_THREAD per thread (one for one thread), and the delivery
+        tables for them (rebuilt when that count changes): the synapses in delivery order
+        (``self._order``) with their constants. Results do not depend on the partitions."""
+        n_parts = self._partition_count()
         if n_parts != self._parts:
             self._part_lo = partition_bounds(self.c.n, n_parts)
-            self._order, self._part_ptr = partition_groups(self.groups, self.conn.post, self._part_lo)
+            self._order, self._part_ptr, self._reach = partition_groups(self.groups, self.conn.post,
+                                                                        self._part_lo)
             self._delivery = (self.syn_type[self._order].astype(np.int64), self.conn.W[self._order],
                               self.conn.post[self._order].astype(np.int64))
             self._parts = n_parts
         return n_parts
 
+    def _partition_count(self) -> int:
+        threads = self._threads()
+        return 1 if threads == 1 else min(self.c.n, PARTS_PER_THREAD * threads)
+
     def _threads(self) -> int:
-        """Threads for the step loop: one per NEURONS_PER_THREAD neurons, at most numba's count
-        (a parallel region costs microseconds, more than a small culture's whole chunk)."""
+        """Threads for the step loop: one per NEURONS_PER_THREAD neurons, at most numba's count."""
         return max(1, min(numba.get_num_threads(), self.c.n // NEURONS_PER_THREAD))
 
     def _chunk(self) -> int:
@@ -249,20 +306,17 @@ class CompiledEngine(CpuEngine):
         return max(1, min(self.k.chunk, int(self._g_dv.min(initial=RING)), RING - int(self._g_dv.max(initial=0))))
 
     def _ring_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The spike history (a list of spikes per slot, in neuron order) split by partition."""
-        part_lo = self._part_lo
+        """The spike history (a list of spikes per slot, in neuron order) as arrays."""
         ring = np.zeros((RING, self.c.n), np.int64)
-        ring_len = np.zeros((RING, part_lo.size - 1), np.int64)
+        ring_len = np.array([spikes.size for spikes in self.ring], np.int64)
         for slot, spikes in enumerate(self.ring):
-            cut = np.searchsorted(spikes, part_lo)
-            for t in range(part_lo.size - 1):
-                ring[slot, part_lo[t]:part_lo[t] + cut[t + 1] - cut[t]] = spikes[cut[t]:cut[t + 1]]
-            ring_len[slot] = np.diff(cut)
+            ring[slot, :spikes.size] = spikes
         return ring, ring_len
 
     def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         n, k = self.c.n, self.k
         n_parts = self._partitions()
+        workers = self._threads()
         part_lo = self._part_lo
         ring, ring_len = self._ring_arrays()
         chunk = self._chunk()
@@ -270,9 +324,10 @@ class CompiledEngine(CpuEngine):
         key_lo, key_hi = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
         z = np.empty((chunk, n))
         fired = np.zeros(n, np.uint8)
+        local, local_len = np.zeros((chunk, n), np.int64), np.zeros((chunk, n_parts), np.int64)
         threads = numba.get_num_threads()
-        numba.set_num_threads(n_parts)           # this thread's regions only; restored below
-        run = _run_parallel if n_parts > 1 else _run_serial
+        numba.set_num_threads(workers)           # this thread's regions only; restored below
+        run = _run_parallel if workers > 1 else _run_serial
         order = self._order
         last, u, r = self.last[order], self.u[order], self.r[order]   # in delivery order
         k_types = (self.k.U, self.k.D, self.k.F)
@@ -289,10 +344,10 @@ class CompiledEngine(CpuEngine):
                     spike_step = np.empty(cap, np.int64)
                     spike_neuron = np.empty(cap, np.int64)
                     count = run(
-                        m, span, chunk, key_lo, key_hi, z, self.V, self.refrac, self.gE, self.gI,
-                        self.counts, fired, ring, ring_len, part_lo, k.c1, k.c2, k.i0, k.dt,
+                        m, span, chunk, workers, key_lo, key_hi, z, self.V, self.refrac, self.gE, self.gI,
+                        self.counts, fired, local, local_len, ring, ring_len, part_lo, k.c1, k.c2, k.i0, k.dt,
                         self.vth, self.vreset, self.inoise, self.tref, self.dE, self.dI, self._g_dv,
-                        self._part_ptr, last, u, r, *self._delivery, *k_types, spike_step, spike_neuron)
+                        self._part_ptr, self._reach, last, u, r, *self._delivery, *k_types, spike_step, spike_neuron)
                     if count <= cap:
                         break
                     # more spikes than room: undo the span and run it again with room for all
@@ -306,6 +361,5 @@ class CompiledEngine(CpuEngine):
             numba.set_num_threads(threads)
             self.last[order], self.u[order], self.r[order] = last, u, r
         self.step = end
-        self.ring = [np.concatenate([ring[slot, part_lo[t]:part_lo[t] + ring_len[slot, t]]
-                                     for t in range(n_parts)]) for slot in range(RING)]
+        self.ring = [ring[slot, :ring_len[slot]].copy() for slot in range(RING)]
         return np.concatenate(steps_out), np.concatenate(neurons_out)

@@ -55,22 +55,21 @@ def test_compiled_noise_matches_the_numpy_block():
         np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14)
 
 
-def test_partitioned_delivery_is_bit_identical_for_any_partition_count(monkeypatch):
-    """The delivery region splits the targets into one partition per thread; 1, 3 and 7
-    partitions give the same spikes and the same state to the last bit."""
-    from app.sims.network import compiled
+def test_results_are_bit_identical_for_any_partition_and_thread_count(monkeypatch):
+    """Partitions of the culture, taken by 1 or 2 threads (each its own block, then the others'
+    leftovers), give the same spikes and the same state to the last bit."""
+    from app.compute.cpu_threads import max_threads, threads
 
     cfg = config(culture={"width": 10, "height": 10})
     states = []
-    for parts in (1, 3, 7):
-        monkeypatch.setattr(compiled.numba, "get_num_threads", lambda parts=parts: parts)
-        monkeypatch.setattr(compiled.numba, "set_num_threads", lambda k: None)
-        monkeypatch.setattr(compiled, "NEURONS_PER_THREAD", 1)
-        fast = engine(cfg, radius=2.0, cls=CompiledEngine)
-        spikes = fast.advance(1200)
-        assert fast._parts == parts
+    for parts, n_threads in ((1, 1), (3, 1), (4, 2), (7, 2)):
+        monkeypatch.setattr(CompiledEngine, "_partition_count", lambda self, p=parts: p)
+        monkeypatch.setattr(CompiledEngine, "_threads", lambda self, n=n_threads: n)
+        with threads(min(n_threads, max_threads())):
+            fast = engine(cfg, radius=2.0, cls=CompiledEngine)
+            spikes = fast.advance(1200)
+            assert fast._parts == parts
         states.append((spikes, fast.state()))
-    monkeypatch.undo()
     (s0, st0) = states[0]
     assert s0[0].size > 20
     for spikes, st in states[1:]:
