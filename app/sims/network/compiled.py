@@ -35,6 +35,7 @@ from app.compute.philox_numba import philox_words
 from app.sims.network.cpu import RING, CpuEngine
 
 NEURONS_PER_THREAD = 500    # a parallel region costs microseconds: no more threads than this allows
+DECAY_STEPS = 4096          # synaptic recovery/facilitation factors tabulated for gaps below this
 PARTS_PER_THREAD = 2        # so that idle threads can take work from busy ones (measured: 2 of 1-4)
 
 
@@ -112,7 +113,7 @@ def _take_next(typingctx, counters, index):
 @njit(nogil=True, cache=CACHE, error_model="numpy")
 def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired, local, local_len,
                      ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-                     g_dv, part_ptr, reach, last, u_s, r_s, syn_type, W, post, U, D, F):
+                     g_dv, part_ptr, reach, last, u_s, r_s, syn_type, W, post, U, D, F, decay_D, decay_F):
     """Steps ``m .. m + k - 1`` of partition ``t`` (see :func:`_step_loop`)."""
     n_parts = part_lo.shape[0] - 1
     bit = np.uint64(1) << np.uint64(t * 64 // n_parts)
@@ -140,9 +141,14 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
                 row = source * n_parts + t
                 for s in range(part_ptr[g, row], part_ptr[g, row + 1]):
                     typ = syn_type[s]
-                    isi = (step - last[s]) * dt
-                    r_new = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * math.exp(-isi / D[typ])
-                    u_new = U[typ] + u_s[s] * (1.0 - U[typ]) * math.exp(-isi / F[typ])
+                    gap = step - last[s]
+                    if gap < decay_D.shape[1]:
+                        recovered, facilitated = decay_D[typ, gap], decay_F[typ, gap]
+                    else:
+                        recovered = math.exp(-(gap * dt) / D[typ])
+                        facilitated = math.exp(-(gap * dt) / F[typ])
+                    r_new = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * recovered
+                    u_new = U[typ] + u_s[s] * (1.0 - U[typ]) * facilitated
                     r_s[s] = r_new
                     u_s[s] = u_new
                     last[s] = step
@@ -156,7 +162,7 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
 def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref,
                dE, dI, g_dv, part_ptr, reach, last, u_s, r_s, syn_type, W, post, U, D, F,
-               spike_step, spike_neuron):
+               decay_D, decay_F, spike_step, spike_neuron):
     """:meth:`CpuEngine.advance`'s step loop (compiled below), one parallel region per chunk of
     at most ``chunk`` steps (less than any delay). Partition ``t`` owns neurons
     ``part_lo[t]:part_lo[t + 1]``: it draws their noise, updates them, notes their spikes of the
@@ -169,7 +175,10 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
     The synapse arrays (state ``last``, ``u_s``, ``r_s``; ``syn_type``, ``W``, ``post``) are in
     delivery order: ``part_ptr[g, src * P + t]`` to ``part_ptr[g, src * P + t + 1]`` are the
     synapses of delay group ``g`` from ``src`` onto partition ``t`` of ``P``, in the serial
-    order; ``reach``: see :func:`partition_groups`. ``U``, ``D``, ``F``: per synapse type."""
+    order; ``reach``: see :func:`partition_groups`. ``U``, ``D``, ``F``: per synapse type;
+    ``decay_D[type, gap]``, ``decay_F[type, gap]``: exp(-gap dt / D), exp(-gap dt / F) for
+    the gaps (steps since a synapse's last delivery) below their length, the exponentials
+    computed beyond."""
     n_parts = part_lo.shape[0] - 1
     next_part = np.zeros(n_workers, np.int64)
     n_spikes = 0
@@ -188,7 +197,7 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
                     _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                                      local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth,
                                      vreset, inoise, tref, dE, dI, g_dv, part_ptr, reach, last, u_s, r_s,
-                                     syn_type, W, post, U, D, F)
+                                     syn_type, W, post, U, D, F, decay_D, decay_F)
                     t = _take_next(next_part, block)
         for j in range(k):                        # the chunk's spikes in (step, neuron) order
             slot = (m + j) % RING
@@ -262,7 +271,7 @@ def warm_up() -> float:
             np.array([0, 1], np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
             f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64),
             np.zeros((0, 2), np.int64), np.zeros((0, 1), np.uint64), i.copy(), f.copy(), f.copy(), i.copy(), f.copy(), i.copy(),
-            f.copy(), f + 1, f + 1, i.copy(), i.copy())
+            f.copy(), f + 1, f + 1, np.ones((1, 1)), np.ones((1, 1)), i.copy(), i.copy())
     return time.perf_counter() - start
 
 
@@ -276,6 +285,7 @@ class CompiledEngine(CpuEngine):
     def _rebuild(self, old: dict | None) -> None:
         super()._rebuild(old)
         self._g_dv = np.array([dv for dv, _, _ in self.groups], np.int64)
+        self._decay_tables = None
         self._parts = 0                                   # partition tables built on first run
 
     def _partitions(self) -> int:
@@ -305,6 +315,15 @@ class CompiledEngine(CpuEngine):
         a chunk writes are not those its deliveries read."""
         return max(1, min(self.k.chunk, int(self._g_dv.min(initial=RING)), RING - int(self._g_dv.max(initial=0))))
 
+    def _decays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The recovery and facilitation factors of each synapse type for gaps of 0 to
+        DECAY_STEPS - 1 steps, computed as the NumPy engine computes them."""
+        if self._decay_tables is None:
+            isi = np.arange(DECAY_STEPS) * self.k.dt
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self._decay_tables = tuple(np.exp(-isi[None, :] / tau[:, None]) for tau in (self.k.D, self.k.F))
+        return self._decay_tables
+
     def _ring_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The spike history (a list of spikes per slot, in neuron order) as arrays."""
         ring = np.zeros((RING, self.c.n), np.int64)
@@ -330,7 +349,7 @@ class CompiledEngine(CpuEngine):
         run = _run_parallel if workers > 1 else _run_serial
         order = self._order
         last, u, r = self.last[order], self.u[order], self.r[order]   # in delivery order
-        k_types = (self.k.U, self.k.D, self.k.F)
+        k_types = (self.k.U, self.k.D, self.k.F, *self._decays())
         steps_out, neurons_out = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
         try:
             m, end = self.step, self.step + nsteps
