@@ -189,11 +189,11 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     b2_seconds = 0.2 if quick else 2.0
     results["brian2"] = brian2_case(b2_seconds, timeout=120 if quick else 240)
     print(f"\n{'case':42s} {'engine':13s} {'threads':>7s} {'neurons':>8s} {'synapses':>9s} {'sim s':>6s} "
-          f"{'wall s':>8s} {'grow s':>7s} {'x realtime':>10s} {'rate Hz':>8s} {'launch/s':>8s}")
+          f"{'wall s':>8s} {'cpu s':>8s} {'grow s':>7s} {'x realtime':>10s} {'rate Hz':>8s} {'launch/s':>8s}")
     for c in results["cases"]:
         grow = c["grow_wall_seconds"]
         print(f"{c['case']:42s} {c['engine']:13s} {c.get('threads', '-'):>7} {c['neurons']:8d} {c['synapses']:9d} "
-              f"{c['sim_seconds']:6.1f} {c['run_wall_seconds']:8.3f} "
+              f"{c['sim_seconds']:6.1f} {c['run_wall_seconds']:8.3f} {c['run_cpu_seconds']:8.3f} "
               f"{'' if grow is None else f'{grow:7.3f}':>7s} {c['realtime_factor']:10.2f} "
               f"{c['mean_rate_hz']:8.2f} {c.get('launches_per_sim_second', 0):8.0f}")
     if "scaling" in results:

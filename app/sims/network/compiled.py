@@ -1,18 +1,19 @@
 """The compiled CPU cultured-network engine (numba): the NumPy engine's step loop, compiled.
 
 Same state, synapse tables, growth and Philox noise streams as :class:`CpuEngine`. The neurons
-are split into one partition per thread (contiguous index ranges). A transmission delay is at
+are split into partitions (contiguous index ranges, two per thread). A transmission delay is at
 least ``Constants.chunk`` steps, so the spikes a step delivers were all emitted in an earlier
 chunk of that many steps: each partition runs a whole chunk on its own (draws its neurons' noise,
-updates them, records their spikes, and delivers every earlier spike to the synapses whose
-target it owns), and the threads meet once per chunk, not twice per step. Each partition walks
-every spike's synapse list in the serial order (sources in neuron order), so every conductance
-receives its jumps in the NumPy engine's order and every synapse has one writer: the results
-do not depend on the thread count, bit for bit.
+updates them, notes their spikes, and delivers every earlier spike to the synapses whose target
+it owns), and the threads meet once per chunk, not twice per step; a thread done with its own
+partitions takes the others' leftovers. Each partition walks every spike's synapse list in the
+serial order (sources in neuron order), so every conductance receives its jumps in the NumPy
+engine's order and every synapse has one writer: the results do not depend on the partition or
+thread count, bit for bit.
 
 The noise is :func:`app.sims.network.engine.noise_block` drawn inside the chunk: the same
 Philox draws and Box-Muller, with the log and the cosine from :mod:`app.compute.jit_math`
-(plain arithmetic within 1 ulp of the C library), so the loop over neurons vectorises.
+(plain arithmetic within 1-2 ulp of the C library), so the loop over neurons vectorises.
 """
 
 from __future__ import annotations
