@@ -114,7 +114,7 @@ def _take_next(typingctx, counters, index):
 @njit(nogil=True, cache=CACHE, error_model="numpy")
 def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired, local, local_len,
                      ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-                     g_dv, part_ptr, reach, last, u_s, r_s, syn_type, W, post, U, D, F, decay_D, decay_F):
+                     g_dv, runs_ptr, run_part, run_start, run_stop, reach, last, u_s, r_s, syn_type, W, post, U, D, F, decay_D, decay_F):
     """Steps ``m .. m + k - 1`` of partition ``t`` (see :func:`_step_loop`)."""
     n_parts = part_lo.shape[0] - 1
     bit = np.uint64(1) << np.uint64(t * 64 // n_parts)
@@ -139,8 +139,12 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
                 source = ring[src_slot, q]
                 if reach[g, source] & bit == 0:
                     continue
-                row = source * n_parts + t
-                for s in range(part_ptr[g, row], part_ptr[g, row + 1]):
+                r, last_run = runs_ptr[g, source], runs_ptr[g, source + 1]
+                while r < last_run and run_part[r] != t:     # (a bit serves 2+ partitions past 64)
+                    r += 1
+                if r == last_run:
+                    continue
+                for s in range(run_start[r], run_stop[r]):
                     typ = syn_type[s]
                     gap = step - last[s]
                     if gap < decay_D.shape[1]:
@@ -162,7 +166,7 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
 
 def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref,
-               dE, dI, g_dv, part_ptr, reach, last, u_s, r_s, syn_type, W, post, U, D, F,
+               dE, dI, g_dv, runs_ptr, run_part, run_start, run_stop, reach, last, u_s, r_s, syn_type, W, post, U, D, F,
                decay_D, decay_F, spike_step, spike_neuron):
     """:meth:`CpuEngine.advance`'s step loop (compiled below), one parallel region per chunk of
     at most ``chunk`` steps (less than any delay). Partition ``t`` owns neurons
@@ -174,9 +178,9 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
     the culture does not leave the other threads waiting. Between chunks the chunk's spikes go
     to the ring and to ``spike_step``/``spike_neuron`` (while there is room; returns their count).
     The synapse arrays (state ``last``, ``u_s``, ``r_s``; ``syn_type``, ``W``, ``post``) are in
-    delivery order: ``part_ptr[g, src * P + t]`` to ``part_ptr[g, src * P + t + 1]`` are the
-    synapses of delay group ``g`` from ``src`` onto partition ``t`` of ``P``, in the serial
-    order; ``reach``: see :func:`partition_groups`. ``U``, ``D``, ``F``: per synapse type;
+    delivery order, runs of the synapses of one delay group from one source onto one partition
+    in the serial order (see :func:`partition_groups` for ``runs_ptr``, ``run_part``,
+    ``run_start``, ``run_stop`` and ``reach``). ``U``, ``D``, ``F``: per synapse type;
     ``decay_D[type, gap]``, ``decay_F[type, gap]``: exp(-gap dt / D), exp(-gap dt / F) for
     the gaps (steps since a synapse's last delivery) below their length, the exponentials
     computed beyond."""
@@ -197,7 +201,7 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
                 while t < ((block + 1) * n_parts) // n_workers:
                     _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                                      local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth,
-                                     vreset, inoise, tref, dE, dI, g_dv, part_ptr, reach, last, u_s, r_s,
+                                     vreset, inoise, tref, dE, dI, g_dv, runs_ptr, run_part, run_start, run_stop, reach, last, u_s, r_s,
                                      syn_type, W, post, U, D, F, decay_D, decay_F)
                     t = _take_next(next_part, block)
         for j in range(k):                        # the chunk's spikes in (step, neuron) order
@@ -236,28 +240,40 @@ def partition_bounds(n: int, n_parts: int) -> np.ndarray:
     return (np.arange(n_parts + 1, dtype=np.int64) * n) // n_parts
 
 
-def partition_groups(groups, post: np.ndarray, part_lo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The delay groups' synapse lists split by source and target partition, each list kept in
-    its serial order: ``(order, part_ptr, reach)`` for :func:`_step_loop`. ``reach[g, src]``
-    has bit ``t * 64 // P`` set where ``src`` has synapses of group ``g`` onto partition
-    ``t`` (a partition skips the other spikes after one look-up)."""
+def partition_groups(groups, post: np.ndarray, part_lo: np.ndarray):
+    """The delay groups' synapse lists split into runs by source and target partition, each
+    run in its serial order: ``(order, runs_ptr, run_part, run_start, run_stop, reach)`` for
+    :func:`_step_loop`. The synapses are stored in ``order``: by group, target partition, then
+    source, so that a partition's synapses are together (in the cache of the thread that
+    usually runs it). The runs of group ``g`` from ``src`` are ``runs_ptr[g, src]`` to
+    ``runs_ptr[g, src + 1]``; run ``r`` holds the stored synapses ``run_start[r]`` to
+    ``run_stop[r]``, all onto partition ``run_part[r]``. ``reach[g, src]`` has bit
+    ``t * 64 // P`` set where ``src`` has a run onto partition ``t``: a partition skips the
+    other spikes after one look-up, and finds its run among a source's few."""
     n, n_parts = int(part_lo[-1]), part_lo.size - 1
     part_of = np.searchsorted(part_lo, np.arange(n), side="right") - 1
-    sels, ptrs, reach, offset = [], [], np.zeros((len(groups), n), np.uint64), 0
+    orders, parts, starts, stops = [], [], [], []
+    runs_ptr, reach = np.zeros((len(groups), n + 1), np.int64), np.zeros((len(groups), n), np.uint64)
+    offset = n_runs = 0
     for g, (_, sel, ptr) in enumerate(groups):
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
-        target_part = part_of[post[sel]]
-        key = src * n_parts + target_part
-        order = np.argsort(key, kind="stable")            # by source, then partition; order kept
-        sels.append(sel[order].astype(np.int64))
-        flat = np.zeros(n_parts * n + 1, np.int64)
-        flat[1:] = np.cumsum(np.bincount(key, minlength=n_parts * n))
-        ptrs.append(flat + offset)
+        key = part_of[post[sel]] * n + src
+        order = np.argsort(key, kind="stable")            # by partition, then source; order kept
+        orders.append(sel[order].astype(np.int64))
+        key = key[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
+        run_part, run_src = key[first] // n, key[first] % n
+        by_source = np.argsort(run_src * n_parts + run_part, kind="stable")
+        parts.append(run_part[by_source])
+        starts.append(first[by_source] + offset)
+        stops.append(np.r_[first[1:], key.size][by_source] + offset)
+        runs_ptr[g] = n_runs + np.searchsorted(run_src[by_source], np.arange(n + 1))
+        np.bitwise_or.at(reach[g], run_src, np.uint64(1) << (run_part * 64 // n_parts).astype(np.uint64))
         offset += sel.size
-        np.bitwise_or.at(reach[g], src, np.uint64(1) << (target_part * 64 // n_parts).astype(np.uint64))
-    if not sels:
-        return np.zeros(0, np.int64), np.zeros((0, n_parts * n + 1), np.int64), reach
-    return np.concatenate(sels), np.stack(ptrs), reach
+        n_runs += first.size
+    joined = [np.concatenate(x).astype(np.int64) if x else np.zeros(0, np.int64)
+              for x in (orders, parts, starts, stops)]
+    return joined[0], runs_ptr, joined[1], joined[2], joined[3], reach
 
 
 def warm_up() -> float:
@@ -271,7 +287,8 @@ def warm_up() -> float:
             np.zeros((1, 1), np.int64), np.zeros((RING, 1), np.int64), np.zeros(RING, np.int64),
             np.array([0, 1], np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
             f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64),
-            np.zeros((0, 2), np.int64), np.zeros((0, 1), np.uint64), i.copy(), f.copy(), f.copy(), i.copy(), f.copy(), i.copy(),
+            np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+            np.zeros(0, np.int64), np.zeros((0, 1), np.uint64), i.copy(), f.copy(), f.copy(), i.copy(), f.copy(), i.copy(),
             f.copy(), f + 1, f + 1, np.ones((1, 1)), np.ones((1, 1)), i.copy(), i.copy())
     return time.perf_counter() - start
 
@@ -296,8 +313,7 @@ class CompiledEngine(CpuEngine):
         n_parts = self._partition_count()
         if n_parts != self._parts:
             self._part_lo = partition_bounds(self.c.n, n_parts)
-            self._order, self._part_ptr, self._reach = partition_groups(self.groups, self.conn.post,
-                                                                        self._part_lo)
+            self._order, *self._runs = partition_groups(self.groups, self.conn.post, self._part_lo)
             self._delivery = (self.syn_type[self._order].astype(np.int64), self.conn.W[self._order],
                               self.conn.post[self._order].astype(np.int64))
             self._parts = n_parts
@@ -367,7 +383,7 @@ class CompiledEngine(CpuEngine):
                         m, span, chunk, workers, key_lo, key_hi, z, self.V, self.refrac, self.gE, self.gI,
                         self.counts, fired, local, local_len, ring, ring_len, part_lo, k.c1, k.c2, k.i0, k.dt,
                         self.vth, self.vreset, self.inoise, self.tref, self.dE, self.dI, self._g_dv,
-                        self._part_ptr, self._reach, last, u, r, *self._delivery, *k_types, spike_step, spike_neuron)
+                        *self._runs, last, u, r, *self._delivery, *k_types, spike_step, spike_neuron)
                     if count <= cap:
                         break
                     # more spikes than room: undo the span and run it again with room for all

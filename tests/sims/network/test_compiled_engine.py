@@ -62,7 +62,7 @@ def test_results_are_bit_identical_for_any_partition_and_thread_count(monkeypatc
 
     cfg = config(culture={"width": 10, "height": 10})
     states = []
-    for parts, n_threads in ((1, 1), (3, 1), (4, 2), (7, 2)):
+    for parts, n_threads in ((1, 1), (3, 1), (4, 2), (7, 2), (70, 2)):    # 70: a mask bit per 2 parts
         monkeypatch.setattr(CompiledEngine, "_partition_count", lambda self, p=parts: p)
         monkeypatch.setattr(CompiledEngine, "_threads", lambda self, n=n_threads: n)
         with threads(min(n_threads, max_threads())):
