@@ -37,6 +37,7 @@ from app.sims.network.cpu import RING, CpuEngine
 
 NEURONS_PER_THREAD = 500    # a parallel region costs microseconds: no more threads than this allows
 DECAY_STEPS = 4096          # synaptic recovery/facilitation factors tabulated for gaps below this
+SPIKE_ROOM = 1 << 22       # spikes one compiled call may return (32 MiB of buffers)
 PARTS_PER_THREAD = 2        # so that idle threads can take work from busy ones (measured: 2 of 1-4)
 
 
@@ -305,17 +306,29 @@ class CompiledEngine(CpuEngine):
         self._g_dv = np.array([dv for dv, _, _ in self.groups], np.int64)
         self._decay_tables = None
         self._parts = 0                                   # partition tables built on first run
+        self._synapses = None          # (last, u, r) in delivery order, once built
+        self._stale = False            # self.last, self.u, self.r behind self._synapses
+
+    def _syn_state(self) -> dict:
+        if self._stale:                # the canonical synapse state, from the delivery order
+            self.last[self._order], self.u[self._order], self.r[self._order] = self._synapses
+            self._stale = False
+        return super()._syn_state()
 
     def _partitions(self) -> int:
         """Neuron partitions, PARTS_PER_THREAD per thread (one for one thread), and the delivery
         tables for them (rebuilt when that count changes): the synapses in delivery order
-        (``self._order``) with their constants. Results do not depend on the partitions."""
+        (``self._order``) with their constants and state. Results do not depend on the
+        partitions."""
         n_parts = self._partition_count()
         if n_parts != self._parts:
+            self._syn_state()                             # the state as it stands, canonical
             self._part_lo = partition_bounds(self.c.n, n_parts)
             self._order, *self._runs = partition_groups(self.groups, self.conn.post, self._part_lo)
-            self._delivery = (self.syn_type[self._order].astype(np.int64), self.conn.W[self._order],
-                              self.conn.post[self._order].astype(np.int64))
+            order = self._order
+            self._delivery = (self.syn_type[order].astype(np.int64), self.conn.W[order],
+                              self.conn.post[order].astype(np.int64))
+            self._synapses = (self.last[order], self.u[order], self.r[order])
             self._parts = n_parts
         return n_parts
 
@@ -342,60 +355,63 @@ class CompiledEngine(CpuEngine):
         return self._decay_tables
 
     def _ring_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The spike history (a list of spikes per slot, in neuron order) as arrays."""
+        """The spike history (a list of spikes per slot, in neuron order) as arrays (kept from
+        the last advance while the list is the one it left)."""
+        kept = getattr(self, "_ring_kept", None)
+        if kept is not None and kept[0] is self.ring:
+            return kept[1], kept[2]
         ring = np.zeros((RING, self.c.n), np.int64)
         ring_len = np.array([spikes.size for spikes in self.ring], np.int64)
         for slot, spikes in enumerate(self.ring):
             ring[slot, :spikes.size] = spikes
         return ring, ring_len
 
+    def _span(self, remaining: int, chunk: int) -> tuple[int, int]:
+        """Steps for one compiled call (at most 2,048, fewer where the spike buffers would pass
+        SPIKE_ROOM), and room for every spike they can hold: a neuron fires at most once per
+        refractory period + 1 steps."""
+        span = min(remaining, 2048)
+        while True:
+            cap = int(np.sum((span + self.tref) // (self.tref + 1)))
+            if cap <= SPIKE_ROOM or span <= chunk:
+                return span, cap
+            span = max(chunk, span // 2)
+
     def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
         n, k = self.c.n, self.k
         n_parts = self._partitions()
         workers = self._threads()
-        part_lo = self._part_lo
         ring, ring_len = self._ring_arrays()
         chunk = self._chunk()
         seed = self.seed & 0xFFFFFFFFFFFFFFFF
         key_lo, key_hi = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
-        z = np.empty((chunk, n))
-        fired = np.zeros(n, np.uint8)
-        local, local_len = np.zeros((chunk, n), np.int64), np.zeros((chunk, n_parts), np.int64)
-        threads = numba.get_num_threads()
-        numba.set_num_threads(workers)           # this thread's regions only; restored below
+        scratch = (np.empty((chunk, n)), np.zeros(n, np.uint8), np.zeros((chunk, n), np.int64),
+                   np.zeros((chunk, n_parts), np.int64))                  # z, fired, local, local_len
         run = _run_parallel if workers > 1 else _run_serial
-        order = self._order
-        last, u, r = self.last[order], self.u[order], self.r[order]   # in delivery order
+        constants = (self.vth, self.vreset, self.inoise, self.tref, self.dE, self.dI, self._g_dv,
+                     *self._runs)
         k_types = (self.k.U, self.k.D, self.k.F, *self._decays())
         steps_out, neurons_out = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        threads = numba.get_num_threads()
+        numba.set_num_threads(workers)           # this thread's regions only; restored below
+        self._stale = True
         try:
             m, end = self.step, self.step + nsteps
             while m < end:
-                span = min(end - m, 2048)
-                cap = n * span // 4 + 1024
-                while True:
-                    state = (self.V.copy(), self.refrac.copy(), self.gE.copy(), self.gI.copy(),
-                             self.counts.copy(), ring.copy(), ring_len.copy(), last.copy(),
-                             u.copy(), r.copy())
-                    spike_step = np.empty(cap, np.int64)
-                    spike_neuron = np.empty(cap, np.int64)
-                    count = run(
-                        m, span, chunk, workers, key_lo, key_hi, z, self.V, self.refrac, self.gE, self.gI,
-                        self.counts, fired, local, local_len, ring, ring_len, part_lo, k.c1, k.c2, k.i0, k.dt,
-                        self.vth, self.vreset, self.inoise, self.tref, self.dE, self.dI, self._g_dv,
-                        *self._runs, last, u, r, *self._delivery, *k_types, spike_step, spike_neuron)
-                    if count <= cap:
-                        break
-                    # more spikes than room: undo the span and run it again with room for all
-                    (self.V[:], self.refrac[:], self.gE[:], self.gI[:], self.counts[:], ring[:],
-                     ring_len[:], last[:], u[:], r[:]) = state
-                    cap = count
+                span, cap = self._span(end - m, chunk)
+                spike_step, spike_neuron = np.empty(cap, np.int64), np.empty(cap, np.int64)
+                count = run(m, span, chunk, workers, key_lo, key_hi, scratch[0], self.V, self.refrac,
+                            self.gE, self.gI, self.counts, scratch[1], scratch[2], scratch[3], ring,
+                            ring_len, self._part_lo, k.c1, k.c2, k.i0, k.dt, *constants,
+                            *self._synapses, *self._delivery, *k_types, spike_step, spike_neuron)
+                if count > cap:
+                    raise RuntimeError(f"{count} spikes in {span} steps: more than the refractory periods allow")
                 steps_out.append(spike_step[:count])
                 neurons_out.append(spike_neuron[:count])
                 m += span
         finally:
             numba.set_num_threads(threads)
-            self.last[order], self.u[order], self.r[order] = last, u, r
         self.step = end
         self.ring = [ring[slot, :ring_len[slot]].copy() for slot in range(RING)]
+        self._ring_kept = (self.ring, ring, ring_len)
         return np.concatenate(steps_out), np.concatenate(neurons_out)

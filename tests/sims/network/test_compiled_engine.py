@@ -70,6 +70,15 @@ def test_results_are_bit_identical_for_any_partition_and_thread_count(monkeypatc
             spikes = fast.advance(1200)
             assert fast._parts == parts
         states.append((spikes, fast.state()))
+    parts_now = [3]                                # and a change of partitions mid-run
+    monkeypatch.setattr(CompiledEngine, "_partition_count", lambda self: parts_now[0])
+    with threads(min(2, max_threads())):
+        fast = engine(cfg, radius=2.0, cls=CompiledEngine)
+        first = fast.advance(750)
+        parts_now[0] = 7
+        second = fast.advance(450)
+    assert first[0].size > 20 and second[0].size > 20
+    states.append(((np.r_[first[0], second[0]], np.r_[first[1], second[1]]), fast.state()))
     (s0, st0) = states[0]
     assert s0[0].size > 20
     for spikes, st in states[1:]:
