@@ -38,6 +38,7 @@ from app.sims.network.cpu import RING, CpuEngine
 NEURONS_PER_THREAD = 500    # a parallel region costs microseconds: no more threads than this allows
 DECAY_STEPS = 4096          # synaptic recovery/facilitation factors tabulated for gaps below this
 SPIKE_ROOM = 1 << 22       # spikes one compiled call may return (32 MiB of buffers)
+USE, RESOURCES, LAST, WEIGHT, TARGET = range(5)   # a synapse's record (LAST, TARGET: exact integers)
 PARTS_PER_THREAD = 2        # so that idle threads can take work from busy ones (measured: 2 of 1-4)
 
 
@@ -115,7 +116,7 @@ def _take_next(typingctx, counters, index):
 @njit(nogil=True, cache=CACHE, error_model="numpy")
 def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired, local, local_len,
                      ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-                     g_dv, runs_ptr, run_part, run_start, run_stop, reach, last, u_s, r_s, syn_type, W, post, U, D, F, decay_D, decay_F):
+                     g_dv, runs_ptr, run_part, run_start, run_stop, reach, synapses, U, D, F, decay_D, decay_F):
     """Steps ``m .. m + k - 1`` of partition ``t`` (see :func:`_step_loop`)."""
     n_parts = part_lo.shape[0] - 1
     bit = np.uint64(1) << np.uint64(t * 64 // n_parts)
@@ -146,28 +147,30 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
                 if r == last_run:
                     continue
                 for s in range(run_start[r], run_stop[r]):
-                    typ = syn_type[s]
-                    gap = step - last[s]
+                    target = np.int64(synapses[s, TARGET])
+                    typ = target & 3
+                    gap = step - np.int64(synapses[s, LAST])
                     if gap < decay_D.shape[1]:
                         recovered, facilitated = decay_D[typ, gap], decay_F[typ, gap]
                     else:
                         recovered = math.exp(-(gap * dt) / D[typ])
                         facilitated = math.exp(-(gap * dt) / F[typ])
-                    r_new = 1.0 + (r_s[s] * (1.0 - u_s[s]) - 1.0) * recovered
-                    u_new = U[typ] + u_s[s] * (1.0 - U[typ]) * facilitated
-                    r_s[s] = r_new
-                    u_s[s] = u_new
-                    last[s] = step
-                    jump = W[s] * u_new * r_new
+                    u_old, r_old = synapses[s, USE], synapses[s, RESOURCES]
+                    r_new = 1.0 + (r_old * (1.0 - u_old) - 1.0) * recovered
+                    u_new = U[typ] + u_old * (1.0 - U[typ]) * facilitated
+                    synapses[s, USE] = u_new
+                    synapses[s, RESOURCES] = r_new
+                    synapses[s, LAST] = step
+                    jump = synapses[s, WEIGHT] * u_new * r_new
                     if typ < 2:                  # EE, EI: an excitatory source
-                        gE[post[s]] += jump
+                        gE[target >> 2] += jump
                     else:
-                        gI[post[s]] += jump
+                        gI[target >> 2] += jump
 
 
 def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref,
-               dE, dI, g_dv, runs_ptr, run_part, run_start, run_stop, reach, last, u_s, r_s, syn_type, W, post, U, D, F,
+               dE, dI, g_dv, runs_ptr, run_part, run_start, run_stop, reach, synapses, U, D, F,
                decay_D, decay_F, spike_step, spike_neuron):
     """:meth:`CpuEngine.advance`'s step loop (compiled below), one parallel region per chunk of
     at most ``chunk`` steps (less than any delay). Partition ``t`` owns neurons
@@ -202,8 +205,8 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
                 while t < ((block + 1) * n_parts) // n_workers:
                     _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                                      local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth,
-                                     vreset, inoise, tref, dE, dI, g_dv, runs_ptr, run_part, run_start, run_stop, reach, last, u_s, r_s,
-                                     syn_type, W, post, U, D, F, decay_D, decay_F)
+                                     vreset, inoise, tref, dE, dI, g_dv, runs_ptr, run_part, run_start,
+                                     run_stop, reach, synapses, U, D, F, decay_D, decay_F)
                     t = _take_next(next_part, block)
         for j in range(k):                        # the chunk's spikes in (step, neuron) order
             slot = (m + j) % RING
@@ -289,8 +292,8 @@ def warm_up() -> float:
             np.array([0, 1], np.int64), 1.0, 0.0, 0.0, 0.1, f + 1,
             f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64),
             np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-            np.zeros(0, np.int64), np.zeros((0, 1), np.uint64), i.copy(), f.copy(), f.copy(), i.copy(), f.copy(), i.copy(),
-            f.copy(), f + 1, f + 1, np.ones((1, 1)), np.ones((1, 1)), i.copy(), i.copy())
+            np.zeros(0, np.int64), np.zeros((0, 1), np.uint64), np.zeros((1, 5)), f.copy(), f + 1, f + 1,
+            np.ones((1, 1)), np.ones((1, 1)), i.copy(), i.copy())
     return time.perf_counter() - start
 
 
@@ -306,12 +309,14 @@ class CompiledEngine(CpuEngine):
         self._g_dv = np.array([dv for dv, _, _ in self.groups], np.int64)
         self._decay_tables = None
         self._parts = 0                                   # partition tables built on first run
-        self._synapses = None          # (last, u, r) in delivery order, once built
+        self._synapses = None          # the synapse records in delivery order, once built
         self._stale = False            # self.last, self.u, self.r behind self._synapses
 
     def _syn_state(self) -> dict:
         if self._stale:                # the canonical synapse state, from the delivery order
-            self.last[self._order], self.u[self._order], self.r[self._order] = self._synapses
+            records, order = self._synapses, self._order
+            self.u[order], self.r[order] = records[:, USE], records[:, RESOURCES]
+            self.last[order] = records[:, LAST].astype(np.int64)
             self._stale = False
         return super()._syn_state()
 
@@ -326,9 +331,11 @@ class CompiledEngine(CpuEngine):
             self._part_lo = partition_bounds(self.c.n, n_parts)
             self._order, *self._runs = partition_groups(self.groups, self.conn.post, self._part_lo)
             order = self._order
-            self._delivery = (self.syn_type[order].astype(np.int64), self.conn.W[order],
-                              self.conn.post[order].astype(np.int64))
-            self._synapses = (self.last[order], self.u[order], self.r[order])
+            records = np.empty((order.size, 5))
+            records[:, USE], records[:, RESOURCES], records[:, LAST] = self.u[order], self.r[order], self.last[order]
+            records[:, WEIGHT] = self.conn.W[order]
+            records[:, TARGET] = self.conn.post[order] * 4 + self.syn_type[order]
+            self._synapses = records
             self._parts = n_parts
         return n_parts
 
@@ -403,7 +410,7 @@ class CompiledEngine(CpuEngine):
                 count = run(m, span, chunk, workers, key_lo, key_hi, scratch[0], self.V, self.refrac,
                             self.gE, self.gI, self.counts, scratch[1], scratch[2], scratch[3], ring,
                             ring_len, self._part_lo, k.c1, k.c2, k.i0, k.dt, *constants,
-                            *self._synapses, *self._delivery, *k_types, spike_step, spike_neuron)
+                            self._synapses, *k_types, spike_step, spike_neuron)
                 if count > cap:
                     raise RuntimeError(f"{count} spikes in {span} steps: more than the refractory periods allow")
                 steps_out.append(spike_step[:count])
