@@ -162,7 +162,7 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
                     synapses[s, RESOURCES] = r_new
                     synapses[s, LAST] = step
                     jump = synapses[s, WEIGHT] * u_new * r_new
-                    if typ < 2:                  # EE, EI: an excitatory source
+                    if typ < 2:                  # types EE, EI: an excitatory source
                         gE[target >> 2] += jump
                     else:
                         gI[target >> 2] += jump
@@ -181,10 +181,10 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
     left of the others' blocks (one atomic counter per block), so that a burst in one part of
     the culture does not leave the other threads waiting. Between chunks the chunk's spikes go
     to the ring and to ``spike_step``/``spike_neuron`` (while there is room; returns their count).
-    The synapse arrays (state ``last``, ``u_s``, ``r_s``; ``syn_type``, ``W``, ``post``) are in
-    delivery order, runs of the synapses of one delay group from one source onto one partition
-    in the serial order (see :func:`partition_groups` for ``runs_ptr``, ``run_part``,
-    ``run_start``, ``run_stop`` and ``reach``). ``U``, ``D``, ``F``: per synapse type;
+    ``synapses[s]`` is a synapse's record (u, r, last delivery step, weight, 4 target + type)
+    in delivery order: runs of the synapses of one delay group from one source onto one
+    partition in the serial order (see :func:`partition_groups` for ``runs_ptr``,
+    ``run_part``, ``run_start``, ``run_stop`` and ``reach``). ``U``, ``D``, ``F``: per synapse type;
     ``decay_D[type, gap]``, ``decay_F[type, gap]``: exp(-gap dt / D), exp(-gap dt / F) for
     the gaps (steps since a synapse's last delivery) below their length, the exponentials
     computed beyond."""
