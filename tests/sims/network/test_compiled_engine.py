@@ -85,3 +85,25 @@ def test_results_are_bit_identical_for_any_partition_and_thread_count(monkeypatc
         np.testing.assert_array_equal(spikes[1], s0[1])
         for key in ("V", "gE", "gI", "syn_u", "syn_r", "syn_last"):
             np.testing.assert_array_equal(st[key], st0[key])
+
+
+def test_chunks_of_one_step_and_the_longest_delay_match_the_reference(monkeypatch):
+    """Delays of 1, 4, 6 and 48 steps (chunks of one step; the longest delay the ring allows),
+    five partitions on two threads: the NumPy engine's spike trains."""
+    import dataclasses
+
+    from app.compute.cpu_threads import max_threads, threads
+
+    base = config(culture={"width": 12, "height": 12})
+    types = [dataclasses.replace(t, delay=d) for t, d in zip(base.synapses.types(), (0.0, 0.3e-3, 0.5e-3, 4.7e-3))]
+    cfg = dataclasses.replace(base, synapses=dataclasses.replace(
+        base.synapses, EE=types[0], EI=types[1], IE=types[2], II=types[3]))
+    assert cfg.delay_steps() == (1, 4, 6, 48)
+    monkeypatch.setattr(CompiledEngine, "_partition_count", lambda self: 5)
+    monkeypatch.setattr(CompiledEngine, "_threads", lambda self: 2)
+    with threads(min(2, max_threads())):
+        ref, fast = engine(cfg, radius=2.0), engine(cfg, radius=2.0, cls=CompiledEngine)
+        a, b = ref.advance(1500), fast.advance(1500)
+    assert fast._chunk() == 1 and a[0].size > 100
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
