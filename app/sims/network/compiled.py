@@ -37,9 +37,9 @@ from app.sims.network.cpu import RING, CpuEngine
 
 NEURONS_PER_THREAD = 500    # a parallel region costs microseconds: no more threads than this allows
 DECAY_STEPS = 4096          # synaptic recovery/facilitation factors tabulated for gaps below this
-SPIKE_ROOM = 1 << 22       # spikes one compiled call may return (32 MiB of buffers)
+SPIKE_ROOM = 1 << 22        # spikes one compiled call may return (two buffers of 32 MiB)
 USE, RESOURCES, LAST, WEIGHT, TARGET = range(5)   # a synapse's record (LAST, TARGET: exact integers)
-PARTS_PER_THREAD = 2        # so that idle threads can take work from busy ones (measured: 2 of 1-4)
+PARTS_PER_THREAD = 2        # idle threads take work from busy ones; each partition costs (README)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -302,6 +302,7 @@ class CompiledEngine(CpuEngine):
 
     def __init__(self, *args, **kwargs):
         self.compile_seconds = warm_up()
+        self._ring_kept = None         # (the ring list an advance left, its arrays)
         super().__init__(*args, **kwargs)
 
     def _rebuild(self, old: dict | None) -> None:
@@ -348,9 +349,9 @@ class CompiledEngine(CpuEngine):
         return max(1, min(numba.get_num_threads(), self.c.n // NEURONS_PER_THREAD))
 
     def _chunk(self) -> int:
-        """Steps per parallel region: below every delay, and short enough that the ring slots
-        a chunk writes are not those its deliveries read."""
-        return max(1, min(self.k.chunk, int(self._g_dv.min(initial=RING)), RING - int(self._g_dv.max(initial=0))))
+        """Steps per parallel region: at most every delay, so a chunk delivers only spikes of
+        earlier chunks (the ring gets a chunk's spikes after its region)."""
+        return max(1, min(self.k.chunk, int(self._g_dv.min(initial=RING))))
 
     def _decays(self) -> tuple[np.ndarray, np.ndarray]:
         """The recovery and facilitation factors of each synapse type for gaps of 0 to
@@ -364,7 +365,7 @@ class CompiledEngine(CpuEngine):
     def _ring_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The spike history (a list of spikes per slot, in neuron order) as arrays (kept from
         the last advance while the list is the one it left)."""
-        kept = getattr(self, "_ring_kept", None)
+        kept = self._ring_kept
         if kept is not None and kept[0] is self.ring:
             return kept[1], kept[2]
         ring = np.zeros((RING, self.c.n), np.int64)
