@@ -152,10 +152,12 @@ def compiled_cpu_rows(results: dict, quick: bool) -> None:
         results["cases"].append({"case": "100x100 equilibrium, compiled CPU", "threads": n, **row})
         factors[n] = row["realtime_factor"]
         print(f"#   {n:2d} threads: {row['realtime_factor']:.2f}x real time "
-              f"({row['run_wall_seconds']:.2f} s wall, {row['run_cpu_seconds']:.2f} s CPU)", flush=True)
+              f"({row['run_wall_seconds']:.2f} s wall, {row['run_cpu_seconds']:.2f} s CPU, "
+              f"{row['spikes']} spikes)", flush=True)
     top = max(factors)
+    spikes = {c["spikes"] for c in results["cases"] if c.get("threads") and c["engine"] == "cpu"}
     results["scaling"] = {"threads": top, "realtime_factor": factors[top], "speedup": factors[top] / factors[1],
-                          "efficiency": factors[top] / factors[1] / top}
+                          "efficiency": factors[top] / factors[1] / top, "same_spikes": len(spikes) == 1}
     results["cases"].append({"case": "100x100 equilibrium, NumPy reference", "threads": 1,
                              **engine_case("cpu-reference", 100, PAPER_RADIUS, 0.1 if quick else 0.5, grow=False)})
 
@@ -200,7 +202,8 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         sc = results["scaling"]
         print(f"\ncompiled CPU, 100x100 equilibrium: {sc['realtime_factor']:.2f}x real time on {sc['threads']} "
               f"threads (target >= {COMPILED_TARGET:g}x on 16 cores); {sc['speedup']:.1f}x the one-thread "
-              f"rate ({sc['efficiency']:.2f} of linear)")
+              f"rate ({sc['efficiency']:.2f} of linear); same spikes on every thread count: "
+              f"{'yes' if sc['same_spikes'] else 'NO'}")
     if "launch_floor" in results:
         lf = results["launch_floor"]
         print(f"\nlaunch floor: {lf['launches']} empty launches in {lf['wall_seconds']:.3f} s "
