@@ -11,8 +11,10 @@ as float64 ``x[M, 3]`` with ``first[c]:first[c + 1]`` the elements of cell ``c``
 two parallel passes over cells (``prange``): stage 1 computes the adhesion A, the forces and
 the contact sums at X and X½ = X + ½dt·F(X); stage 2 the forces at X½, the new positions
 (checked, wrapped, rounded to float32) and the gene network. A cell owns the forces of its own
-elements (intracellular pairs once, both ways; intercellular pairs from each side), so nothing
-is shared between threads and the result does not depend on the number of threads.
+elements (intracellular pairs from each side, each element's row over the cell's padded block
+one vectorised loop; intercellular pairs from each side), so nothing is shared between threads
+and the result does not depend on the number of threads. Loops meant to vectorise index with
+unsigned integers: numba's wrap of negative indices otherwise keeps LLVM from vectorising.
 
 Intercellular pairs come from a Verlet list (the NumPy engine's rule: built from a uniform grid
 with ``inter_cutoff + SKIN``, kept while no element has moved SKIN/2 since), a full list per
@@ -62,44 +64,24 @@ def _min_image(d, box, inv_box):
     return d - box * np.rint(d * inv_box)
 
 
-@njit(cache=CACHE, error_model="numpy", fastmath={"reassoc"})
-def _row_sum(xi, yi, zi, P, W, lo, hi):
-    """sum over j of W[j]·(x_i - P[:3, j]) (reassociated: vectorised)."""
-    fx = fy = fz = 0.0
-    for j in range(lo, hi):
-        f = W[j]
-        fx += f * (xi - P[0, j])
-        fy += f * (yi - P[1, j])
-        fz += f * (zi - P[2, j])
-    return fx, fy, fz
-
-
 @njit(inline="always", cache=CACHE, error_model="numpy")
-def _intra(P, W, p0, p1, n, a1, xi1, a2, xi2, squared):
-    """Intracellular forces of one cell, unwrapped positions in ``P[:3, p0:p1]`` (padded to a
-    multiple of SIMD_PAD), into ``P[3:, p0:p1]``: each pair once, element k against the
-    elements after it from the start of k's block of SIMD_PAD (the others masked), so the
-    loops run over whole blocks."""
-    for j in range(p0, p1):
-        P[3, j] = 0.0
-        P[4, j] = 0.0
-        P[5, j] = 0.0
+def _intra(P, Q, p0, p1, n, a1, xi1, a2, xi2, squared):
+    """Intracellular forces of one cell, unwrapped positions in ``P[:, p0:p1]`` (padded to a
+    multiple of SIMD_PAD), into ``Q[:, p0:p1]``: for each element k, its pull on every
+    element j of the block (k itself and the padding masked), so the inner loop is one long
+    vectorised row over the padded block and the sum on each j runs in the same order (k)."""
+    Q[:, p0:p1] = 0.0
     for k in range(n):
-        xi, yi, zi = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
-        lo = p0 + (k + 1) // SIMD_PAD * SIMD_PAD
-        for j in range(lo, p1):
-            dx, dy, dz = xi - P[0, j], yi - P[1, j], zi - P[2, j]
+        xk, yk, zk = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
+        for q in range(p1 - p0):
+            j = np.uint64(p0 + q)         # unsigned: no negative-index wrap, so LLVM vectorises
+            dx, dy, dz = P[0, j] - xk, P[1, j] - yk, P[2, j] - zk
             f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2,
                               squared)
-            W[j] = f if (j - p0 > k and j - p0 < n) else 0.0
-        fx, fy, fz = _row_sum(xi, yi, zi, P, W, lo, p1)
-        P[3, p0 + k] += fx
-        P[4, p0 + k] += fy
-        P[5, p0 + k] += fz
-        for j in range(lo, p1):               # the reaction on the partners
-            P[3, j] -= W[j] * (xi - P[0, j])
-            P[4, j] -= W[j] * (yi - P[1, j])
-            P[5, j] -= W[j] * (zi - P[2, j])
+            w = f if (q != k and q < n) else 0.0
+            Q[0, j] += w * dx
+            Q[1, j] += w * dy
+            Q[2, j] += w * dz
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
@@ -108,7 +90,8 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
     """Forces on the elements of cell ``c`` at positions ``x`` [3, M] into ``F`` columns (and
     their contact sums into ``S`` when ``contacts``); returns the cell's summed contacts.
 
-    Intracellular: the cell unwrapped about element 0 into ``P`` (:func:`_intra`).
+    Intracellular: the cell unwrapped about element 0 into ``P``, its forces summed in ``W``
+    (both [3, padded columns], :func:`_intra`).
     Intercellular: the cell's list entries ``off[first[c]]:off[first[c + 1]]``, factors and
     displacements into ``Wn``, ``Dn`` (Dn[3]: 1 within the cutoff; pairs beyond, NaN ones
     included, add nothing), then per element summed.
@@ -124,14 +107,18 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
         P[2, p0 + k] = x[2, i]
     _intra(P, W, p0, p1, n, mech[0], mech[1], mech[2], mech[3], squared)
     for k in range(n):
-        F[0, a + k], F[1, a + k], F[2, a + k] = P[3, p0 + k], P[4, p0 + k], P[5, p0 + k]
+        F[0, a + k], F[1, a + k], F[2, a + k] = W[0, p0 + k], W[1, p0 + k], W[2, p0 + k]
     b1, eta1, b2, eta2 = mech[4], mech[5], mech[6], mech[7]
     cutoff = mech[13]
-    for e in range(off[a], off[b]):
+    e0 = off[a]
+    for e in range(e0, off[b]):             # the displacements, gathered (scalar loads)
         i, j = own[e], nbr[e]
-        dx = _min_image(x[0, i] - x[0, j], box, inv_box)
-        dy = _min_image(x[1, i] - x[1, j], box, inv_box)
-        dz = x[2, i] - x[2, j]
+        Dn[0, e] = _min_image(x[0, i] - x[0, j], box, inv_box)
+        Dn[1, e] = _min_image(x[1, i] - x[1, j], box, inv_box)
+        Dn[2, e] = x[2, i] - x[2, j]
+    for q in range(off[b] - e0):            # the factors, on contiguous rows: vectorised
+        e = np.uint64(e0 + q)               # (unsigned indices: see _intra)
+        dx, dy, dz = Dn[0, e], Dn[1, e], Dn[2, e]
         r = math.sqrt(dx * dx + dy * dy + dz * dz)
         f = _morse_over_r(max(r, R_MIN), b1, eta1, b2, eta2, squared)
         near = r < cutoff                   # False for NaN: such a pair adds nothing
@@ -467,7 +454,7 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
     M, C = x.shape[1], first.shape[0] - 1
     inv_box = 1.0 / box if box > 0.0 else 0.0
     xh, F = np.empty((3, M)), np.empty((3, M))
-    P, W = np.empty((6, pfirst[C])), np.empty(pfirst[C])
+    P, W = np.empty((3, pfirst[C])), np.empty((3, pfirst[C]))
     S = np.zeros((4, M))
     csum, A = np.zeros((C, 4)), np.zeros(C)
     cdisp, bad = np.zeros(C), np.zeros(C, np.int64)
@@ -664,7 +651,7 @@ class CompiledEngine(CpuEngine):
         off, nbr, own = _build_list(x, p["cell"], box, inv_box, self._reach)
         F, S = np.zeros((3, M)), np.zeros((4, M))
         L, Mp = nbr.shape[0], p["pfirst"][C]
-        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), np.empty((6, Mp)), np.empty(Mp), F, S,
+        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), np.empty((3, Mp)), np.empty((3, Mp)), F, S,
               np.zeros((C, 4)), np.zeros(C), np.zeros(C), np.zeros(C, np.int64), x.copy(),
               p["etype"], p["cell"], p["first"], p["pfirst"], off, nbr, own, np.empty(L),
               np.empty((4, L)), p["genes"], p["genes"].copy(), self._mech, self._rates,
