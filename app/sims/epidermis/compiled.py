@@ -53,8 +53,8 @@ MECH_SIZE = 15                 # intra (4), inter (4), membrane (4), wall, cutof
 def _morse_over_r(r, a1, xi1, a2, xi2, squared):
     """-V'(r)/r as model.morse_force_over_r (a1 = U0/xi1, a2 = V0/xi2), r > 0; with
     ``squared`` (a compile-time constant: xi2 = 2·xi1) exp(-r/xi1) is exp(-r/xi2)²."""
-    e2 = exp_nonpositive(-r / xi2)
-    e1 = e2 * e2 if squared else exp_nonpositive(-r / xi1)
+    e2 = exp_nonpositive(-r * (1.0 / xi2))       # (the reciprocals are hoisted out of loops)
+    e1 = e2 * e2 if squared else exp_nonpositive(-r * (1.0 / xi1))
     return (a1 * e1 - a2 * e2) / r
 
 
@@ -84,7 +84,7 @@ def _intra(P, Q, p0, p1, n, a1, xi1, a2, xi2, squared):
             Q[2, j] += w * dz
 
 
-@njit(cache=CACHE, nogil=True, error_model="numpy")
+@njit(cache=CACHE, nogil=True, error_model="numpy", fastmath={"contract"})
 def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
                  mech, box, inv_box, contacts, squared):
     """Forces on the elements of cell ``c`` at positions ``x`` [3, M] into ``F`` columns (and
