@@ -67,9 +67,11 @@ def _min_image(d, box, inv_box):
 @njit(inline="always", cache=CACHE, error_model="numpy")
 def _intra(P, Q, p0, p1, n, a1, xi1, a2, xi2, squared):
     """Intracellular forces of one cell, unwrapped positions in ``P[:, p0:p1]`` (padded to a
-    multiple of SIMD_PAD), into ``Q[:, p0:p1]``: for each element k, its pull on every
-    element j of the block (k itself and the padding masked), so the inner loop is one long
-    vectorised row over the padded block and the sum on each j runs in the same order (k)."""
+    multiple of SIMD_PAD with copies of element 0), into ``Q[:, p0:p1]``: for each element k,
+    its pull on every element j of the block, so the inner loop is one long vectorised row
+    over the padded block and the sum on each j runs in the same order (k). Nothing is
+    masked: k's term on itself is a finite factor times a zero displacement, and the padding
+    columns' sums are never read."""
     Q[:, p0:p1] = 0.0
     for k in range(n):
         xk, yk, zk = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
@@ -78,10 +80,9 @@ def _intra(P, Q, p0, p1, n, a1, xi1, a2, xi2, squared):
             dx, dy, dz = P[0, j] - xk, P[1, j] - yk, P[2, j] - zk
             f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2,
                               squared)
-            w = f if (q != k and q < n) else 0.0
-            Q[0, j] += w * dx
-            Q[1, j] += w * dy
-            Q[2, j] += w * dz
+            Q[0, j] += f * dx
+            Q[1, j] += f * dy
+            Q[2, j] += f * dz
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy", fastmath={"contract"})
