@@ -45,6 +45,7 @@ OK, MOVED, GENES_BLEW_UP = 0, 1, 2        # status of _advance
 STAGE1, STAGE2 = np.int64(1), np.int64(2)
 CELLS_PER_THREAD = 32          # fewer cells than this per thread: fewer threads
 SIMD_PAD = 8                   # a cell's intracellular rows are padded to a multiple of this
+LIST_CAP = 16                  # list entries per element kept from the one scan (more: scanned again)
 MECH_SIZE = 15                 # intra (4), inter (4), membrane (4), wall, cutoff, squared
 
 
@@ -364,15 +365,48 @@ def _bin_along(j, n, periodic):
     return j if 0 <= j < n else -1
 
 
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _row_ranges(jx, n, periodic):
+    """The x-neighbour bins of bin ``jx`` in a row of ``n`` as at most two runs of consecutive
+    bins [lo1, hi1), [lo2, hi2) (each bin once)."""
+    if periodic and n < 3:
+        return 0, n, 0, 0
+    if periodic and jx == 0:
+        return 0, 2, n - 1, n
+    if periodic and jx == n - 1:
+        return n - 2, n, 0, 1
+    return max(jx - 1, 0), min(jx + 2, n), 0, 0
+
+
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _scan_run(ci, xi, yi, zi, xs, cs, order, s0, s1, box, inv_box, r2max, out, base, cap, n):
+    """Candidates ``s0:s1`` (bin-sorted) of an element: those of other cells within reach
+    written to ``out[base + n]`` while n < cap; returns n, counting all of them."""
+    for p in range(s0, s1):
+        if cs[p] == ci:
+            continue
+        dx = _min_image(xi - xs[0, p], box, inv_box)
+        dy = _min_image(yi - xs[1, p], box, inv_box)
+        dz = zi - xs[2, p]
+        if dx * dx + dy * dy + dz * dz < r2max:
+            if n < cap:
+                out[base + n] = order[p]
+            n += 1
+    return n
+
+
 @njit(cache=CACHE, nogil=True, error_model="numpy")
-def _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
+def _scan_element(i, x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, base,
+                  cap):
     """The elements of other cells within ``reach`` of element ``i``, from the 27 bins around
-    its own (fewer on a periodic axis of < 3 bins): their number, written to ``nbr[off[i]:]``
-    when ``fill``."""
+    its own (fewer on a periodic axis of < 3 bins; the x-neighbours of a bin are consecutive
+    in the bin-sorted arrays ``xs``, ``cs``): their number, the first ``cap`` of them written
+    to ``out[base:]``."""
     nx, ny, nz = dims[0], dims[1], dims[2]
     periodic = box > 0.0
     ylo, yhi = _shifts(ny, periodic)
-    xlo, xhi = _shifts(nx, periodic)
+    lo1, hi1, lo2, hi2 = _row_ranges(idx[0, i], nx, periodic)
+    ci, xi, yi, zi = cell[i], x[0, i], x[1, i], x[2, i]
     r2max = reach * reach
     n = 0
     for sz in range(-1, 2):
@@ -383,36 +417,40 @@ def _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off,
             jy = _bin_along(idx[1, i] + sy, ny, periodic)
             if jy < 0:
                 continue
-            for sx in range(xlo, xhi):
-                jx = _bin_along(idx[0, i] + sx, nx, periodic)
-                if jx < 0:
-                    continue
-                h = (jz * ny + jy) * nx + jx
-                for q in range(start[h], start[h + 1]):
-                    j = order[q]
-                    if cell[j] == cell[i]:
-                        continue
-                    dx = _min_image(x[0, i] - x[0, j], box, inv_box)
-                    dy = _min_image(x[1, i] - x[1, j], box, inv_box)
-                    dz = x[2, i] - x[2, j]
-                    if dx * dx + dy * dy + dz * dz < r2max:
-                        if fill:
-                            nbr[off[i] + n] = j
-                            own[off[i] + n] = i
-                        n += 1
+            row = (jz * ny + jy) * nx
+            n = _scan_run(ci, xi, yi, zi, xs, cs, order, start[row + lo1], start[row + hi1],
+                          box, inv_box, r2max, out, base, cap, n)
+            if hi2 > lo2:
+                n = _scan_run(ci, xi, yi, zi, xs, cs, order, start[row + lo2], start[row + hi2],
+                              box, inv_box, r2max, out, base, cap, n)
     return n
 
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
-    """:func:`_scan_element` for every element: counts into ``off[i + 1]`` (fill False), or
-    the list entries (fill True)."""
+def _scan_bins(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, cap, count):
+    """:func:`_scan_element` for every element (in bin order: neighbours share bins), the
+    counts into ``count``."""
+    for q in prange(x.shape[1]):
+        i = order[np.int64(q)]
+        count[i] = _scan_element(i, x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach,
+                                 out, i * cap, cap)
+
+
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
+def _gather_list(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, cap, off,
+                 nbr, own):
+    """The CSR list from the capped scan (elements with more than ``cap`` scanned again)."""
     for q in prange(x.shape[1]):
         i = np.int64(q)
-        n = _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr,
-                          own, fill)
-        if not fill:
-            off[i + 1] = n
+        n = off[i + 1] - off[i]
+        if n > cap:
+            _scan_element(i, x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, nbr,
+                          off[i], n)
+        else:
+            for k in range(n):
+                nbr[off[i] + k] = out[i * cap + k]
+        for k in range(n):
+            own[off[i] + k] = i
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
@@ -434,13 +472,20 @@ def _build_list(x, cell, box, inv_box, reach):
     for i in range(M):
         order[fill[h[i]]] = i
         fill[h[i]] += 1
+    xs, cs = np.empty((3, M)), np.empty(M, np.int64)
+    for q in range(M):
+        i = order[q]
+        xs[0, q], xs[1, q], xs[2, q], cs[q] = x[0, i], x[1, i], x[2, i], cell[i]
+    count = np.empty(M, np.int64)
+    out = np.empty(M * LIST_CAP, np.int32)
+    _scan_bins(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, LIST_CAP,
+               count)
     off = np.zeros(M + 1, np.int64)
-    nbr, own = np.empty(0, np.int32), np.empty(0, np.int32)
-    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, np.bool_(False))
     for i in range(M):
-        off[i + 1] += off[i]
+        off[i + 1] = off[i] + count[i]
     nbr, own = np.empty(off[M], np.int32), np.empty(off[M], np.int32)
-    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, np.bool_(True))
+    _gather_list(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, LIST_CAP,
+                 off, nbr, own)
     return off, nbr, own
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from app.compute.cpu_threads import threads
 from app.sims.epidermis import model
-from app.sims.epidermis.compiled import CELLS_PER_THREAD, CompiledEngine
+from app.sims.epidermis.compiled import CELLS_PER_THREAD, LIST_CAP, CompiledEngine, _build_list
 from app.sims.epidermis.cpu import CpuEngine
 
 from .helpers import clone, config, random_state, term_scale
@@ -53,6 +53,29 @@ def test_forces_match_the_float64_reference(boundary, mode, mechanics):
     dead = np.ones(F.shape[1:], bool)
     dead[kc[0], kc[1]] = False
     assert not F[:, dead].any() and not S[:, dead].any()
+
+
+@pytest.mark.parametrize("cells,pitch,boundary", [(25, 3.0, "periodic"), (25, 3.0, "none"),
+                                                  (4, 5.0, "periodic")])
+def test_the_verlet_list_holds_every_pair_within_reach(cells, pitch, boundary):
+    """Against all pairs: dense random tissues (more than LIST_CAP partners: the second scan)
+    and a 10 µm box (fewer than 3 bins a side: each bin once)."""
+    cfg = config(tissue={"cells": cells, "boundary": boundary, "pitch": pitch})
+    state = random_state(cfg, np.random.default_rng([5, cells, len(boundary)]), per_cell=12)
+    x, cell, _, _ = model.live_elements(state)
+    box = model.box_of(cfg) or 0.0
+    reach = 4.0
+    off, nbr, own = _build_list(np.ascontiguousarray(x.T), cell.astype(np.int64), box,
+                                1.0 / box if box else 0.0, reach)
+    d = x[:, None, :] - x[None, :, :]
+    d[..., :2] = model.minimum_image(d[..., :2], box or None)
+    want = ((d ** 2).sum(axis=-1) < reach ** 2) & (cell[:, None] != cell[None, :])
+    got = np.zeros_like(want)
+    got[own, nbr] = True
+    assert np.array_equal(got, want) and nbr.size == want.sum()
+    assert np.array_equal(own, np.repeat(np.arange(x.shape[0]), np.diff(off)))
+    if cells > 4:
+        assert np.diff(off).max() > LIST_CAP
 
 
 @pytest.mark.parametrize("boundary,search", [("periodic", "cell_list"), ("none", "cell_list"),
