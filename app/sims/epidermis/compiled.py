@@ -113,13 +113,14 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
     b1, eta1, b2, eta2 = mech[4], mech[5], mech[6], mech[7]
     cutoff = mech[13]
     e0 = off[a]
-    for e in range(e0, off[b]):             # the displacements, gathered (scalar loads)
-        i, j = own[e], nbr[e]
+    for q in range(off[b] - e0):            # the displacements, gathered (scalar loads)
+        e = np.uint64(e0 + q)               # (unsigned indices: see _intra)
+        i, j = np.uint64(own[e]), np.uint64(nbr[e])
         Dn[0, e] = _min_image(x[0, i] - x[0, j], box, inv_box)
         Dn[1, e] = _min_image(x[1, i] - x[1, j], box, inv_box)
         Dn[2, e] = x[2, i] - x[2, j]
     for q in range(off[b] - e0):            # the factors, on contiguous rows: vectorised
-        e = np.uint64(e0 + q)               # (unsigned indices: see _intra)
+        e = np.uint64(e0 + q)
         dx, dy, dz = Dn[0, e], Dn[1, e], Dn[2, e]
         r = math.sqrt(dx * dx + dy * dy + dz * dz)
         f = _morse_over_r(max(r, R_MIN), b1, eta1, b2, eta2, squared)
@@ -134,7 +135,9 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
     for i in range(a, b):
         fx = fy = fz = 0.0
         n0 = n1 = n2 = n3 = 0.0
-        for e in range(off[i], off[i + 1]):
+        o0 = off[i]
+        for q in range(off[i + 1] - o0):
+            e = np.uint64(o0 + q)
             f = Wn[e]
             fx += f * Dn[0, e]
             fy += f * Dn[1, e]
