@@ -131,6 +131,14 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
         Dn[2, e] = dz if near else 0.0
         Dn[3, e] = 1.0 if near else 0.0
     m1, mu1, m2, mu2, wall = mech[8], mech[9], mech[10], mech[11], mech[12]
+    for q in range(n):                     # membrane and wall: vectorised over the cell
+        i = np.uint64(a + q)
+        zi = x[2, i]
+        zc = max(zi, 1e-6)
+        e2 = exp_nonpositive(-zc / mu2)
+        e1 = e2 * e2 if squared else exp_nonpositive(-zc / mu1)
+        mz = (m1 * e1 - m2 * e2) if etype[i] == 1 else 0.0
+        F[2, i] += mz + (-wall * zi if zi < 0.0 else 0.0)
     s0 = s1 = s2 = s3 = 0.0
     for i in range(a, b):
         fx = fy = fz = 0.0
@@ -148,17 +156,9 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
                 n1 += genes[N_, cj]
                 n2 += genes[D_, cj]
                 n3 += genes[B_, cj]
-        zi = x[2, i]
-        mz = -wall * zi if zi < 0.0 else 0.0
-        if etype[i] == 1:
-            zc = max(zi, 1e-6)
-            e2 = exp_nonpositive(-zc / mu2)
-            e1 = e2 * e2 if squared else exp_nonpositive(-zc / mu1)
-            mz = (m1 * e1 - m2 * e2) + mz
         F[0, i] += fx
         F[1, i] += fy
         F[2, i] += fz
-        F[2, i] += mz
         if contacts:
             S[0, i], S[1, i], S[2, i], S[3, i] = n0, n1, n2, n3
             s0 += n0
