@@ -33,7 +33,7 @@ from numba import njit, prange
 
 from app.compute.cpu_threads import threads
 from app.compute.jit import CACHE
-from app.compute.jit_math import exp_nonpositive
+from app.compute.jit_math import exp_nonpositive, exp_nonpositive_f32
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, Morse
 from app.sims.epidermis.cpu import SKIN, CpuEngine
@@ -44,7 +44,8 @@ OK, MOVED, GENES_BLEW_UP = 0, 1, 2        # status of _advance
 # are typed as plain int64.
 STAGE1, STAGE2 = np.int64(1), np.int64(2)
 CELLS_PER_THREAD = 32          # fewer cells than this per thread: fewer threads
-SIMD_PAD = 8                   # a cell's intracellular rows are padded to a multiple of this
+SIMD_PAD = 16                  # a cell's intracellular rows are padded to a multiple of this
+F32 = np.float32
 LIST_CAP = 16                  # list entries per element kept from the one scan (more: scanned again)
 MECH_SIZE = 15                 # intra (4), inter (4), membrane (4), wall, cutoff, squared
 
@@ -67,20 +68,25 @@ def _min_image(d, box, inv_box):
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
 def _intra(P, Q, p0, p1, n, a1, xi1, a2, xi2, squared):
-    """Intracellular forces of one cell, unwrapped positions in ``P[:, p0:p1]`` (padded to a
-    multiple of SIMD_PAD with copies of element 0), into ``Q[:, p0:p1]``: for each element k,
-    its pull on every element j of the block, so the inner loop is one long vectorised row
-    over the padded block and the sum on each j runs in the same order (k). Nothing is
-    masked: k's term on itself is a finite factor times a zero displacement, and the padding
-    columns' sums are never read."""
+    """Intracellular forces of one cell in float32: positions relative to its element 0 in
+    ``P[:, p0:p1]`` (padded to a multiple of SIMD_PAD with element 0), forces into
+    ``Q[:, p0:p1]``. For each element k its pull on every element j of the block, so the inner
+    loop is one long vectorised row (16 float32 lanes) over the padded block and the sum on
+    each j runs in the same order (k). Nothing is masked: k's term on itself is a finite
+    factor times a zero displacement, and the padding columns' sums are never read."""
     Q[:, p0:p1] = 0.0
+    u1, u2 = F32(a1), F32(a2)
+    inv1, inv2 = F32(1.0 / xi1), F32(1.0 / xi2)
+    r_min = F32(R_MIN)
     for k in range(n):
         xk, yk, zk = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
         for q in range(p1 - p0):
             j = np.uint64(p0 + q)         # unsigned: no negative-index wrap, so LLVM vectorises
             dx, dy, dz = P[0, j] - xk, P[1, j] - yk, P[2, j] - zk
-            f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2,
-                              squared)
+            r = max(math.sqrt(dx * dx + dy * dy + dz * dz), r_min)
+            e2 = exp_nonpositive_f32(-r * inv2)
+            e1 = e2 * e2 if squared else exp_nonpositive_f32(-r * inv1)
+            f = (u1 * e1 - u2 * e2) / r
             Q[0, j] += f * dx
             Q[1, j] += f * dy
             Q[2, j] += f * dz
@@ -101,12 +107,12 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
     a, b = first[c], first[c + 1]
     n = b - a
     p0, p1 = pfirst[c], pfirst[c + 1]
-    x0, y0 = x[0, a], x[1, a]
+    x0, y0, z0 = x[0, a], x[1, a], x[2, a]
     for k in range(p1 - p0):
         i = a + k if k < n else a
-        P[0, p0 + k] = x0 + _min_image(x[0, i] - x0, box, inv_box)
-        P[1, p0 + k] = y0 + _min_image(x[1, i] - y0, box, inv_box)
-        P[2, p0 + k] = x[2, i]
+        P[0, p0 + k] = F32(_min_image(x[0, i] - x0, box, inv_box))
+        P[1, p0 + k] = F32(_min_image(x[1, i] - y0, box, inv_box))
+        P[2, p0 + k] = F32(x[2, i] - z0)
     _intra(P, W, p0, p1, n, mech[0], mech[1], mech[2], mech[3], squared)
     for k in range(n):
         F[0, a + k], F[1, a + k], F[2, a + k] = W[0, p0 + k], W[1, p0 + k], W[2, p0 + k]
@@ -503,7 +509,7 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
     M, C = x.shape[1], first.shape[0] - 1
     inv_box = 1.0 / box if box > 0.0 else 0.0
     xh, F = np.empty((3, M)), np.empty((3, M))
-    P, W = np.empty((3, pfirst[C])), np.empty((3, pfirst[C]))
+    P, W = np.empty((3, pfirst[C]), np.float32), np.empty((3, pfirst[C]), np.float32)
     S = np.zeros((4, M))
     csum, A = np.zeros((C, 4)), np.zeros(C)
     cdisp, bad = np.zeros(C), np.zeros(C, np.int64)
@@ -700,7 +706,8 @@ class CompiledEngine(CpuEngine):
         off, nbr, own = _build_list(x, p["cell"], box, inv_box, self._reach)
         F, S = np.zeros((3, M)), np.zeros((4, M))
         L, Mp = nbr.shape[0], p["pfirst"][C]
-        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), np.empty((3, Mp)), np.empty((3, Mp)), F, S,
+        P, W = np.empty((3, Mp), np.float32), np.empty((3, Mp), np.float32)
+        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), P, W, F, S,
               np.zeros((C, 4)), np.zeros(C), np.zeros(C), np.zeros(C, np.int64), x.copy(),
               p["etype"], p["cell"], p["first"], p["pfirst"], off, nbr, own, np.empty(L),
               np.empty((4, L)), p["genes"], p["genes"].copy(), self._mech, self._rates,
