@@ -2,7 +2,9 @@
 each cell's elements handled by one thread.
 
 Same state, step order and float32 rounding as :class:`~app.sims.epidermis.cpu.CpuEngine`
-(``engine.py``'s contract), so checkpoints move between the two and with the CUDA engine.
+(``engine.py``'s contract), so checkpoints move between the two and with the CUDA engine. The
+arithmetic is float64 but for the intracellular factors (float32, 16 SIMD lanes: most of the
+step's work; within ~1e-6 of the terms' magnitudes, see the tests), with fused multiply-adds.
 Growth events and divisions run on the host through the same ``model`` functions (and the
 same Philox streams) as the NumPy engine; they are rare (every ``growth.interval`` steps).
 
@@ -98,8 +100,8 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
     """Forces on the elements of cell ``c`` at positions ``x`` [3, M] into ``F`` columns (and
     their contact sums into ``S`` when ``contacts``); returns the cell's summed contacts.
 
-    Intracellular: the cell unwrapped about element 0 into ``P``, its forces summed in ``W``
-    (both [3, padded columns], :func:`_intra`).
+    Intracellular: the cell's positions relative to its element 0 (minimum image) into ``P``,
+    its forces summed in ``W`` (both float32 [3, padded columns], :func:`_intra`).
     Intercellular: the cell's list entries ``off[first[c]]:off[first[c + 1]]``, factors and
     displacements into ``Wn``, ``Dn`` (Dn[3]: 1 within the cutoff; pairs beyond, NaN ones
     included, add nothing), then per element summed.
@@ -245,10 +247,11 @@ def _store(v, box):
 
 # ---- the two passes of a step ---------------------------------------------------------------
 @njit(cache=CACHE, nogil=True, error_model="numpy")
-def _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst, off,
-                 nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes):
+def _cell_stage1(c, x, xh, P, W, F, S, moves, csum, A, cdisp, xref, etype, cell, first, pfirst,
+                 off, nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes):
     """Cell ``c``: A, forces and contact sums at X, X½ = X + ½dt·F, the largest squared move
-    of X½ from the list's reference positions."""
+    of X½ from the list's reference positions (each element's in ``moves[1]`` first: the
+    element loop vectorises, the maximum is taken after)."""
     a, b = first[c], first[c + 1]
     if with_genes:
         s = 0.0
@@ -259,35 +262,42 @@ def _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first,
     s0, s1, s2, s3 = _forces_of_cell(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr,
                                      own, Wn, Dn, genes, mech, box, inv_box, with_genes)
     csum[c, 0], csum[c, 1], csum[c, 2], csum[c, 3] = s0, s1, s2, s3
+    for q in range(b - a):                     # vectorised (unsigned indices: see _intra)
+        i = np.uint64(a + q)
+        xh[0, i] = x[0, i] + 0.5 * dt * F[0, i]
+        xh[1, i] = x[1, i] + 0.5 * dt * F[1, i]
+        xh[2, i] = x[2, i] + 0.5 * dt * F[2, i]
+        moves[1, i] = _moved2(xh, xref, i, box, inv_box)
     worst = 0.0
     for i in range(a, b):
-        for k in range(3):
-            xh[k, i] = x[k, i] + 0.5 * dt * F[k, i]
-        worst = max(worst, _moved2(xh, xref, i, box, inv_box))
+        worst = max(worst, moves[1, i])
     cdisp[c] = worst
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
-def _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
+def _cell_stage2(c, x, xh, xn, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell, first,
                  pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt,
                  with_genes):
     """Cell ``c``: forces at X½, its new positions into ``xn`` (stored form) and genes into
     ``gn``, a blow-up flag (MOVED, GENES_BLEW_UP) and the largest squared move of the new X
-    from the list's reference positions."""
+    from the list's reference positions (per element in ``moves`` first: each step's move,
+    the squared move since the list)."""
     a, b = first[c], first[c + 1]
     _forces_of_cell(c, xh, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
                     mech, box, inv_box, np.bool_(False))
+    for q in range(b - a):                     # vectorised (unsigned indices: see _intra)
+        i = np.uint64(a + q)
+        v0, v1, v2 = x[0, i] + dt * F[0, i], x[1, i] + dt * F[1, i], x[2, i] + dt * F[2, i]
+        d0, d1, d2 = v0 - x[0, i], v1 - x[1, i], v2 - x[2, i]
+        moves[0, i] = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        xn[0, i], xn[1, i], xn[2, i] = _store(v0, box), _store(v1, box), np.float64(np.float32(v2))
+        moves[1, i] = _moved2(xn, xref, i, box, inv_box)
     flag = OK
     worst = 0.0
     for i in range(a, b):
-        d2 = 0.0
-        for k in range(3):
-            v = x[k, i] + dt * F[k, i]
-            d2 += (v - x[k, i]) ** 2
-            xn[k, i] = _store(v, box) if k < 2 else np.float64(np.float32(v))
-        if not math.sqrt(d2) <= MAX_STEP_MOVE:
+        if not moves[0, i] <= MAX_STEP_MOVE:   # NaN included
             flag = MOVED
-        worst = max(worst, _moved2(xn, xref, i, box, inv_box))
+        worst = max(worst, moves[1, i])
     cdisp[c] = worst
     if with_genes and flag == OK:
         n = csum[c, 0]
@@ -301,16 +311,18 @@ def _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cel
 
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _pass(stage, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
-          off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes):
+def _pass(stage, x, xh, xn, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell, first,
+          pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt,
+          with_genes):
     """Stage 1 or 2 of a step, cells spread over the threads."""
     for q in prange(first.shape[0] - 1):
         c = np.int64(q)            # the prange index may be unsigned: one specialization below
         if stage == STAGE1:
-            _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst,
-                         off, nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes)
+            _cell_stage1(c, x, xh, P, W, F, S, moves, csum, A, cdisp, xref, etype, cell, first,
+                         pfirst, off, nbr, own, Wn, Dn, genes, mech, box, inv_box, dt,
+                         with_genes)
         else:
-            _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell,
+            _cell_stage2(c, x, xh, xn, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell,
                          first, pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills,
                          box, inv_box, dt, with_genes)
 
@@ -510,7 +522,7 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
     inv_box = 1.0 / box if box > 0.0 else 0.0
     xh, F = np.empty((3, M)), np.empty((3, M))
     P, W = np.empty((3, pfirst[C]), np.float32), np.empty((3, pfirst[C]), np.float32)
-    S = np.zeros((4, M))
+    S, moves = np.zeros((4, M)), np.empty((2, M))
     csum, A = np.zeros((C, 4)), np.zeros(C)
     cdisp, bad = np.zeros(C), np.zeros(C, np.int64)
     Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
@@ -528,15 +540,15 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
             xref[:] = xa
             listed[0] = 1
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _pass(STAGE1, xa, xh, xb, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
-              pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
+        _pass(STAGE1, xa, xh, xb, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell,
+              first, pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
               with_genes)
         if not cdisp.max() < limit:
             off, nbr, own = _build_list(xh, cell, box, inv_box, reach)
             xref[:] = xh
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _pass(STAGE2, xa, xh, xb, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
-              pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
+        _pass(STAGE2, xa, xh, xb, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell,
+              first, pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
               with_genes)
         for c in range(C):
             if bad[c] != OK and status == OK:
@@ -707,7 +719,7 @@ class CompiledEngine(CpuEngine):
         F, S = np.zeros((3, M)), np.zeros((4, M))
         L, Mp = nbr.shape[0], p["pfirst"][C]
         P, W = np.empty((3, Mp), np.float32), np.empty((3, Mp), np.float32)
-        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), P, W, F, S,
+        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), P, W, F, S, np.empty((2, M)),
               np.zeros((C, 4)), np.zeros(C), np.zeros(C), np.zeros(C, np.int64), x.copy(),
               p["etype"], p["cell"], p["first"], p["pfirst"], off, nbr, own, np.empty(L),
               np.empty((4, L)), p["genes"], p["genes"].copy(), self._mech, self._rates,
