@@ -110,11 +110,12 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
     n = b - a
     p0, p1 = pfirst[c], pfirst[c + 1]
     x0, y0, z0 = x[0, a], x[1, a], x[2, a]
-    for k in range(p1 - p0):
-        i = a + k if k < n else a
-        P[0, p0 + k] = F32(_min_image(x[0, i] - x0, box, inv_box))
-        P[1, p0 + k] = F32(_min_image(x[1, i] - y0, box, inv_box))
-        P[2, p0 + k] = F32(x[2, i] - z0)
+    for k in range(n):                        # vectorised (unsigned indices: see _intra)
+        i, j = np.uint64(a + k), np.uint64(p0 + k)
+        P[0, j] = F32(_min_image(x[0, i] - x0, box, inv_box))
+        P[1, j] = F32(_min_image(x[1, i] - y0, box, inv_box))
+        P[2, j] = F32(x[2, i] - z0)
+    P[:, p0 + n:p1] = 0.0                     # the padding: copies of element 0
     _intra(P, W, p0, p1, n, mech[0], mech[1], mech[2], mech[3], squared)
     for k in range(n):
         F[0, a + k], F[1, a + k], F[2, a + k] = W[0, p0 + k], W[1, p0 + k], W[2, p0 + k]
