@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from app.compute.jit_math import EXP_FLOOR, exp_nonpositive_array, log_cos_arrays
+from app.compute.jit_math import (EXP_FLOOR, EXP_FLOOR_F32, exp_nonpositive_array,
+                                   exp_nonpositive_f32_array, log_cos_arrays)
 
 
 def test_exp_nonpositive_is_within_two_ulp_of_numpy():
@@ -38,3 +39,17 @@ def test_log_and_cosine_are_within_one_and_two_ulp_of_extended_precision():
         assert np.all(np.abs(got - want) <= ulps * ulp + 1e-18), np.max(np.abs(got - want) / ulp)
     assert log_cos_arrays(np.array([1.0]))[0][0] == 0.0
     assert list(log_cos_arrays(np.array([0.0, 0.5]))[1]) == [1.0, -1.0]
+
+
+def test_the_float32_exponential_is_within_two_float32_ulp_of_the_exact_value():
+    rng = np.random.default_rng(4)
+    a = np.concatenate([-rng.random(200_000) * 87.0, -rng.random(100_000) * 2.0,
+                        [0.0, -0.0, -1e-30, -0.5 * np.log(2), 0.5 * np.log(2) * -3,
+                         EXP_FLOOR_F32]]).astype(np.float32)
+    got, exact = exp_nonpositive_f32_array(a), np.exp(a.astype(np.float64))
+    ulp = np.spacing(exact.astype(np.float32)).astype(np.float64)
+    assert got.dtype == np.float32
+    assert np.all(np.abs(got - exact) <= 2 * ulp), np.max(np.abs(got - exact) / ulp)
+    assert exp_nonpositive_f32_array(np.zeros(1, np.float32))[0] == 1.0
+    below = exp_nonpositive_f32_array(np.array([-100.0, -1e30, -np.inf], np.float32))
+    assert np.all(below == np.float32(np.exp(EXP_FLOOR_F32)))
