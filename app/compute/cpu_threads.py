@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 def max_threads() -> int:
@@ -24,6 +24,51 @@ def thread_counts() -> list[int]:
         counts.append(k)
         k *= 2
     return counts + ([top] if top > 1 else [])
+
+
+_pool = None
+
+
+def in_threads(run: Callable[[int, int], None], first: int, last: int) -> None:
+    """``run(a, b)`` on contiguous ranges that split first .. last - 1, one per thread of
+    ``numba.get_num_threads()`` (at most one per item; the caller's thread takes the first).
+    For compiled functions that release the GIL (``nogil=True``) and are not numba parfors: a
+    plain ``@njit`` compiles several times faster than a ``parallel=True`` one, which matters
+    for code generated per model. One range per thread: each call allocates its scratch once."""
+    global _pool
+    import numba
+    workers = max(1, min(numba.get_num_threads(), last - first))
+    bounds = [first + w * (last - first) // workers for w in range(workers + 1)]
+    if workers > 1 and _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _pool = ThreadPoolExecutor(max_workers=max_threads(), thread_name_prefix="compiled-cpu")
+    futures = [_pool.submit(run, bounds[w], bounds[w + 1]) for w in range(1, workers)] if workers > 1 else []
+    run(bounds[0], bounds[1])
+    for future in futures:
+        future.result()
+
+
+def cpu_description() -> str:
+    """The CPU a scaling row ran on: model, usable logical CPUs and the physical cores under
+    them (hyperthreads share a core's units: 16 threads on 8 cores scale ~8x, not 16x)."""
+    usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    name, cores = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as info:
+            fields: dict[str, str] = {}
+            for line in list(info) + [""]:
+                key, _, value = line.partition(":")
+                if line.strip():
+                    fields[key.strip()] = value.strip()
+                    continue
+                name = fields.get("model name", name)
+                if int(fields.get("processor", -1)) in usable:
+                    cores.add((fields.get("physical id"), fields.get("core id")))
+                fields = {}
+    except OSError:
+        pass
+    physical = f"{len(cores)} physical cores" if cores else "physical cores unknown"
+    return f"{name}: {len(usable) or os.cpu_count()} usable logical CPUs on {physical}"
 
 
 @contextlib.contextmanager
