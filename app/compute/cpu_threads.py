@@ -8,6 +8,8 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from pathlib import Path
 
 
 def max_threads() -> int:
@@ -26,7 +28,7 @@ def thread_counts() -> list[int]:
     return counts + ([top] if top > 1 else [])
 
 
-_pool = None
+_pool: ThreadPoolExecutor | None = None
 
 
 def in_threads(run: Callable[[int, int], None], first: int, last: int) -> None:
@@ -40,10 +42,12 @@ def in_threads(run: Callable[[int, int], None], first: int, last: int) -> None:
     workers = max(1, min(numba.get_num_threads(), last - first))
     bounds = [first + w * (last - first) // workers for w in range(workers + 1)]
     if workers > 1 and _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
         _pool = ThreadPoolExecutor(max_workers=max_threads(), thread_name_prefix="compiled-cpu")
     futures = [_pool.submit(run, bounds[w], bounds[w + 1]) for w in range(1, workers)] if workers > 1 else []
-    run(bounds[0], bounds[1])
+    try:
+        run(bounds[0], bounds[1])
+    finally:          # no range may still be writing into the caller's arrays when this returns
+        wait(futures)
     for future in futures:
         future.result()
 
@@ -68,7 +72,11 @@ def cpu_description() -> str:
     except OSError:
         pass
     physical = f"{len(cores)} physical cores" if cores else "physical cores unknown"
-    return f"{name}: {len(usable) or os.cpu_count()} usable logical CPUs on {physical}"
+    quota = ""
+    with contextlib.suppress(OSError, ValueError):
+        limit, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        quota = "" if limit == "max" else f", a CPU quota of {int(limit) / int(period):g} cores"
+    return f"{name}: {len(usable) or os.cpu_count()} usable logical CPUs on {physical}{quota}"
 
 
 @contextlib.contextmanager
