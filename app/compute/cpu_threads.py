@@ -41,9 +41,11 @@ def in_threads(run: Callable[[int, int], None], first: int, last: int) -> None:
     import numba
     workers = max(1, min(numba.get_num_threads(), last - first))
     bounds = [first + w * (last - first) // workers for w in range(workers + 1)]
-    if workers > 1 and _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=max_threads(), thread_name_prefix="compiled-cpu")
-    futures = [_pool.submit(run, bounds[w], bounds[w + 1]) for w in range(1, workers)] if workers > 1 else []
+    futures = []
+    if workers > 1:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max_threads(), thread_name_prefix="compiled-cpu")
+        futures = [_pool.submit(run, bounds[w], bounds[w + 1]) for w in range(1, workers)]
     try:
         run(bounds[0], bounds[1])
     finally:          # no range may still be writing into the caller's arrays when this returns

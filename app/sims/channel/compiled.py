@@ -418,10 +418,10 @@ def warm_up(model: ChannelModel | None = None) -> float:
     default preset) and the GA operators; returns the seconds it took."""
     start = time.perf_counter()
     if model is None:
-        from app.sims.channel.bench import PRESET
         from app.sims.channel.config import load_config
         from app.sims.common.config import load_yaml
-        model = load_config(load_yaml(PRESET)).model_()
+        from app.sims.common.simulation import PRESETS
+        model = load_config(load_yaml(PRESETS / "channel" / "00-model-b-surrogate.yaml")).model_()
     target = np.zeros(WARM_UP_PROTOCOL.n_points)
     evaluate(model, WARM_UP_PROTOCOL, np.vstack([model.lower, model.upper]), target, keep_traces=True)
     ga_compiled.warm_up(model.n_params)
