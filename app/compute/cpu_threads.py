@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
@@ -31,24 +32,39 @@ def thread_counts() -> list[int]:
 _pool: ThreadPoolExecutor | None = None
 
 
-def in_threads(run: Callable[[int, int], None], first: int, last: int) -> None:
-    """``run(a, b)`` on contiguous ranges that split first .. last - 1, one per thread of
-    ``numba.get_num_threads()`` (at most one per item; the caller's thread takes the first).
+def in_threads(run: Callable[[int, int], None], first: int, last: int, pieces_per_thread: int = 1) -> None:
+    """``run(a, b)`` on contiguous pieces that split first .. last - 1, on the threads of
+    ``numba.get_num_threads()`` (the caller's included): ``pieces_per_thread`` pieces per thread
+    (at most one per item), taken in order by whichever thread is free, so a thread on a slower
+    or busier core takes fewer. Every piece has finished when this returns or raises.
+
     For compiled functions that release the GIL (``nogil=True``) and are not numba parfors: a
-    plain ``@njit`` compiles several times faster than a ``parallel=True`` one, which matters
-    for code generated per model. One range per thread: each call allocates its scratch once."""
+    plain ``@njit`` compiles several times faster than a ``parallel=True`` one, which matters for
+    code generated per model. Each piece is one call, so it allocates its scratch once."""
     global _pool
     import numba
     workers = max(1, min(numba.get_num_threads(), last - first))
-    bounds = [first + w * (last - first) // workers for w in range(workers + 1)]
+    n_pieces = min(last - first, workers * max(1, pieces_per_thread))
+    bounds = [first + k * (last - first) // n_pieces for k in range(n_pieces + 1)]
+    pieces = iter(range(n_pieces))
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with lock:
+                k = next(pieces, None)
+            if k is None:
+                return
+            run(bounds[k], bounds[k + 1])
+
     futures = []
     if workers > 1:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=max_threads(), thread_name_prefix="compiled-cpu")
-        futures = [_pool.submit(run, bounds[w], bounds[w + 1]) for w in range(1, workers)]
+        futures = [_pool.submit(drain) for _ in range(workers - 1)]
     try:
-        run(bounds[0], bounds[1])
-    finally:          # no range may still be writing into the caller's arrays when this returns
+        drain()
+    finally:          # no piece may still be writing into the caller's arrays when this returns
         wait(futures)
     for future in futures:
         future.result()

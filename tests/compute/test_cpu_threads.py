@@ -9,35 +9,39 @@ import pytest
 from app.compute.cpu_threads import cpu_description, in_threads, threads
 
 
-def test_in_threads_covers_the_range_once_in_contiguous_ranges_one_per_thread():
+def test_in_threads_runs_contiguous_pieces_concurrently_and_covers_the_range_once():
     n = min(3, numba.config.NUMBA_NUM_THREADS)
+    together = threading.Barrier(n, timeout=30)      # passes only with n pieces running at once
     calls = []
+
+    def run(a: int, b: int) -> None:
+        calls.append((a, b))
+        if len(calls) <= n:
+            together.wait()
+
     with threads(n):
-        in_threads(lambda a, b: calls.append((a, b, threading.get_ident())), 5, 105)
-        assert len(calls) == n
-        starts = sorted(calls)
-        assert starts[0][0] == 5 and starts[-1][1] == 105
-        assert all(x[1] == y[0] for x, y in zip(starts, starts[1:]))      # no gap, no overlap
-        assert len({c[2] for c in calls}) == n
+        in_threads(run, 5, 105, pieces_per_thread=3)
+        pieces = sorted(calls)
+        assert len(pieces) == 3 * n and pieces[0][0] == 5 and pieces[-1][1] == 105
+        assert all(x[1] == y[0] for x, y in zip(pieces, pieces[1:]))      # no gap, no overlap
         calls.clear()
-        in_threads(lambda a, b: calls.append((a, b, 0)), 0, 1)            # never more ranges than items
-        assert calls == [(0, 1, 0)]
+        in_threads(lambda a, b: calls.append((a, b)), 0, 2, pieces_per_thread=8)
+        assert sorted(calls) == [(0, 1), (1, 2)]                           # at most one per item
 
 
-def test_in_threads_waits_for_every_range_before_raising():
+def test_in_threads_waits_for_every_piece_before_raising():
     finished = []
 
     def run(a: int, b: int) -> None:
         if a == 0:
-            raise ValueError("first range failed")
+            raise ValueError("first piece failed")
         time.sleep(0.05)
         finished.append(a)
 
     with threads(min(2, numba.config.NUMBA_NUM_THREADS)):
-        expected = numba.get_num_threads() - 1
-        with pytest.raises(ValueError, match="first range"):
-            in_threads(run, 0, 10)
-    assert len(finished) == expected
+        with pytest.raises(ValueError, match="first piece"):
+            in_threads(run, 0, 10, pieces_per_thread=2)
+        assert len(finished) == 2 * numba.get_num_threads() - 1
 
 
 def test_cpu_description_names_the_cpus():

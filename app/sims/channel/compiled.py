@@ -31,7 +31,8 @@ from app.sims.channel.numerics import PADE, PADE_DEGREE, SCALE_NORM
 from app.sims.channel.protocol import MAGNUS_C, Op, Protocol, Sweep
 from app.sims.common.progress import SetupProgress
 
-CHUNK = 65_536   # individuals per kernel call (a progress line between calls)
+CHUNK = 65_536   # individuals scored between two progress lines
+PIECES_PER_THREAD = 4   # kernel calls per thread and chunk, taken by whichever thread is free
 # fast-math without 'nnan'/'ninf': a failed individual's NaN must reach the isfinite test
 FASTMATH = {"contract", "reassoc", "nsz", "arcp", "afn"}
 LANES = 16     # individuals advanced together in the sample loop (SIMD across individuals; measured: 16 > 8)
@@ -405,7 +406,7 @@ def evaluate(model: ChannelModel, protocol: Protocol, params: np.ndarray, target
 
     for lo in range(0, blocks, CHUNK // LANES):
         report(lo * LANES)
-        in_threads(run, lo, min(blocks, lo + CHUNK // LANES))
+        in_threads(run, lo, min(blocks, lo + CHUNK // LANES), PIECES_PER_THREAD)
     return scores, (traces if keep_traces else None)
 
 
