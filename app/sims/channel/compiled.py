@@ -35,7 +35,7 @@ CHUNK = 65_536   # individuals scored between two progress lines
 PIECES_PER_THREAD = 4   # kernel calls per thread and chunk, taken by whichever thread is free
 # fast-math without 'nnan'/'ninf': a failed individual's NaN must reach the isfinite test
 FASTMATH = {"contract", "reassoc", "nsz", "arcp", "afn"}
-LANES = 16     # individuals advanced together in the sample loop (SIMD across individuals; measured: 16 > 8)
+LANES = 16     # individuals advanced together in the sample loop (independent chains; measured: 16 > 8)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -194,8 +194,8 @@ def score_block(params, i0, lanes, g_index, e_rev, ops, open_mask, target, weigh
     """chi^2 of the block of individuals i0 .. i0 + lanes - 1 (their exponentials and steady
     states in ``e_all`` and ``p_start``); op ``o`` of ``ops`` uses exponential op_first[o] for
     every step, or op_first[o] + step for a ramp. The LANES individuals advance together, so
-    the innermost loops run over independent individuals (SIMD) instead of along one
-    individual's dependent chain."""
+    the innermost loops run over independent individuals instead of along one individual's
+    dependent chain (LLVM unrolls them into interleaved scalar FMAs, not packed SIMD)."""
     sweep_ops, op_first, op_ramp, op_record, op_v, op_vend, op_n = ops
     p, p_next, drive, current, acc = state
     n = p.shape[0]
