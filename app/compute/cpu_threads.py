@@ -64,10 +64,13 @@ def in_threads(run: Callable[[int, int], None], first: int, last: int, pieces_pe
         futures = [_pool.submit(drain) for _ in range(workers - 1)]
     try:
         drain()
-    finally:          # no piece may still be writing into the caller's arrays when this returns
-        wait(futures)
+    finally:
+        for future in futures:     # not started (the pool busy elsewhere): every piece is taken
+            future.cancel()
+        wait(futures)              # no piece may still be writing into the caller's arrays
     for future in futures:
-        future.result()
+        if not future.cancelled():
+            future.result()
 
 
 def cpu_description() -> str:

@@ -29,10 +29,11 @@ def test_in_threads_runs_contiguous_pieces_concurrently_and_covers_the_range_onc
         assert sorted(calls) == [(0, 1), (1, 2)]                           # at most one per item
 
 
-def test_in_threads_waits_for_every_piece_before_raising():
-    finished = []
+def test_in_threads_leaves_no_piece_running_when_it_raises():
+    started, finished = [], []
 
     def run(a: int, b: int) -> None:
+        started.append(a)
         if a == 0:
             raise ValueError("first piece failed")
         time.sleep(0.05)
@@ -41,8 +42,26 @@ def test_in_threads_waits_for_every_piece_before_raising():
     with threads(min(2, numba.config.NUMBA_NUM_THREADS)):
         with pytest.raises(ValueError, match="first piece"):
             in_threads(run, 0, 10, pieces_per_thread=2)
-        assert len(finished) == 2 * numba.get_num_threads() - 1
+    assert len(finished) == len(started) - 1
 
 
 def test_cpu_description_names_the_cpus():
     assert "usable logical CPUs" in cpu_description()
+
+
+def test_in_threads_does_not_wait_for_a_pool_busy_with_another_caller():
+    """A second caller whose pool tasks are queued behind a long one runs its pieces itself."""
+    n = numba.config.NUMBA_NUM_THREADS
+    if n < 2:
+        pytest.skip("one thread: no pool")
+    release = threading.Event()
+    with threads(n):
+        first = threading.Thread(target=in_threads, args=(lambda a, b: release.wait(30), 0, n))
+        first.start()
+        time.sleep(0.2)                       # the pool's threads now wait inside the first call
+        done = []
+        start = time.perf_counter()
+        in_threads(lambda a, b: done.append((a, b)), 0, 10)
+        assert time.perf_counter() - start < 5 and sorted(done)[-1][1] == 10
+        release.set()
+        first.join()
