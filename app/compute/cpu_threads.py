@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from pathlib import Path
 
 
 def max_threads() -> int:
@@ -24,6 +27,77 @@ def thread_counts() -> list[int]:
         counts.append(k)
         k *= 2
     return counts + ([top] if top > 1 else [])
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def in_threads(run: Callable[[int, int], None], first: int, last: int, pieces_per_thread: int = 1) -> None:
+    """``run(a, b)`` on contiguous pieces that split first .. last - 1, on the threads of
+    ``numba.get_num_threads()`` (the caller's included): ``pieces_per_thread`` pieces per thread
+    (at most one per item), taken in order by whichever thread is free, so a thread on a slower
+    or busier core takes fewer. Every piece has finished when this returns or raises.
+
+    For compiled functions that release the GIL (``nogil=True``) and are not numba parfors: a
+    plain ``@njit`` compiles several times faster than a ``parallel=True`` one, which matters for
+    code generated per model. Each piece is one call, so it allocates its scratch once."""
+    global _pool
+    import numba
+    workers = max(1, min(numba.get_num_threads(), last - first))
+    n_pieces = min(last - first, workers * max(1, pieces_per_thread))
+    bounds = [first + k * (last - first) // n_pieces for k in range(n_pieces + 1)]
+    pieces = iter(range(n_pieces))
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with lock:
+                k = next(pieces, None)
+            if k is None:
+                return
+            run(bounds[k], bounds[k + 1])
+
+    futures = []
+    if workers > 1:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max_threads(), thread_name_prefix="compiled-cpu")
+        futures = [_pool.submit(drain) for _ in range(workers - 1)]
+    try:
+        drain()
+    finally:
+        for future in futures:     # not started (the pool busy elsewhere): every piece is taken
+            future.cancel()
+        wait(futures)              # no piece may still be writing into the caller's arrays
+    for future in futures:
+        if not future.cancelled():
+            future.result()
+
+
+def cpu_description() -> str:
+    """The CPU a scaling row ran on: model, usable logical CPUs and the physical cores under
+    them (hyperthreads share a core's units: 16 threads on 8 cores scale ~8x, not 16x)."""
+    usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    name, cores = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as info:
+            fields: dict[str, str] = {}
+            for line in list(info) + [""]:
+                key, _, value = line.partition(":")
+                if line.strip():
+                    fields[key.strip()] = value.strip()
+                    continue
+                name = fields.get("model name", name)
+                if int(fields.get("processor", -1)) in usable:
+                    cores.add((fields.get("physical id"), fields.get("core id")))
+                fields = {}
+    except OSError:
+        pass
+    physical = f"{len(cores)} physical cores" if cores else "physical cores unknown"
+    quota = ""
+    with contextlib.suppress(OSError, ValueError):
+        limit, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        quota = "" if limit == "max" else f", a CPU quota of {int(limit) / int(period):g} cores"
+    return f"{name}: {len(usable) or os.cpu_count()} usable logical CPUs on {physical}{quota}"
 
 
 @contextlib.contextmanager
