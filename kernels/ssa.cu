@@ -37,7 +37,7 @@
 // like the direct method's propensities, with the time in float64. Generated (codegen._tau_block):
 // SSA_NC, ssa_tau_critical (flags and total propensity of the critical reactions), ssa_tau_prime
 // (CGP's bound tau' over the non-critical reactions), ssa_tau_apply (k firings of reaction j)
-// and c_reciprocal (1/k for the Poisson inversion, SSA_RECIPROCALS of them).
+// and c_reciprocal (1/(j + 1) for the Poisson inversion, SSA_RECIPROCALS of them, 16-byte aligned).
 // Draws differ from the CPU engines (same law, not the same numbers): a leap draws its Philox
 // word pair for tau'' only when a reaction is critical, inversion samples share draws (four
 // words each), and a PTRS trial that is rejected takes the second word pair of its draw.
@@ -45,6 +45,7 @@
 #ifndef SSA_INVERSION_BELOW
 #define SSA_INVERSION_BELOW 64.f            // app/sims/ssa/cuda.py sets it (INVERSION_BELOW)
 #endif
+static_assert(SSA_RECIPROCALS % 8 == 0, "the inversion reads the reciprocals eight at a time");
 static_assert(SSA_INVERSION_BELOW <= 80.f, "the inversion starts from exp(-lam), a normal float only below 87, "
               "and its search ends within the SSA_RECIPROCALS of the generated block");
 
@@ -110,17 +111,21 @@ __device__ __forceinline__ int ssa_poisson(const float lam, ssa_pool* pool, cons
 {
     if (!(lam > 0.f)) return 0;
     if (lam < SSA_INVERSION_BELOW) {
-        // eight terms a round and one test (the lanes of a warp share k, so the reciprocals
-        // are one constant-cache read each); the count within the last round at the end
+        // eight terms a round and one test; the lanes of a warp share k, so the reciprocals
+        // 1/(k+1) .. 1/(k+8) are two 16-byte constant-cache reads (k is a multiple of 8); the
+        // count within the last round at the end
         const float u = ssa_pool_uniform(pool, seed, stream, n);
         float p = expf(-lam), s = p;
         if (!(u > s)) return 0;
         int k = 0;
         float cum[8];
         for (;;) {
+            const float4 r0 = *reinterpret_cast<const float4*>(c_reciprocal + k);
+            const float4 r1 = *reinterpret_cast<const float4*>(c_reciprocal + k + 4);
+            const float r[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
 #pragma unroll
-            for (int i = 0; i < 8; ++i) { p *= lam * c_reciprocal[k + 1 + i]; s += p; cum[i] = s; }
-            if (!(u > s) || !(p > 6e-8f * s) || k + 16 >= SSA_RECIPROCALS) break;
+            for (int i = 0; i < 8; ++i) { p *= lam * r[i]; s += p; cum[i] = s; }
+            if (!(u > s) || !(p > 6e-8f * s) || k + 16 > SSA_RECIPROCALS) break;
             k += 8;
         }
         int past = 1;                       // u is in (cum[i-1], cum[i]]: k + 1 + i

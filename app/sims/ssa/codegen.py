@@ -97,9 +97,9 @@ def _tau_block(net: Network) -> list[str]:
     change = net.change
     out = ["#define SSA_TAU 1", f"#define SSA_NC {N_CRITICAL}",
            "#define SSA_TAU_NONE 3.0e38f   // no bound: above every leap and sample interval",
-           f"#define SSA_RECIPROCALS {RECIPROCALS}   // 1/k for the Poisson inversion's search",
-           "__constant__ float c_reciprocal[SSA_RECIPROCALS] = {0.f, "
-           + ", ".join(f"{1.0 / k!r}f" for k in range(1, RECIPROCALS)) + "};",
+           f"#define SSA_RECIPROCALS {RECIPROCALS}   // 1/(j + 1) for the Poisson inversion's search",
+           "__constant__ __align__(16) float c_reciprocal[SSA_RECIPROCALS] = {"
+           + ", ".join(f"{1.0 / (j + 1)!r}f" for j in range(RECIPROCALS)) + "};",
            "__device__ __forceinline__ float ssa_tau_critical(const int* x, const float* a, bool* crit)",
            "{", "    float a0c = 0.f;"]
     for j, row in enumerate(change):

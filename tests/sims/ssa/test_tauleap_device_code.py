@@ -1,7 +1,8 @@
 """The device tau-leaping code of ``kernels/ssa.cu`` (float32 Poisson sampler, pooled Philox
 words, the leap loop) built for the host with a C++ compiler and a small shim of the CUDA
 qualifiers, so its statistics are checked on machines without a GPU. The fast intrinsics become
-their libm twins here; the ``gpu`` tests in test_cuda_tauleap.py check the device build."""
+their libm twins and ``float4`` a plain struct here; the ``gpu`` tests in test_cuda_tauleap.py
+check the device build."""
 
 import shutil
 import subprocess
@@ -32,6 +33,8 @@ using std::max; using std::min;
 #define __constant__ static
 #define __restrict__
 #define __global__
+#define __align__(n) __attribute__((aligned(n)))
+struct float4 { float x, y, z, w; };
 #define __logf logf
 #define __expf expf
 static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
