@@ -137,11 +137,11 @@ def brian2_case(seconds: float, timeout: float, target: str = "numpy") -> dict:
 def compiled_cpu_rows(results: dict, quick: bool) -> None:
     """The compiled engine on the 100x100 culture at equilibrium on 1, 2, 4, ... threads (the
     issue-13 rows), its compile time, and the NumPy reference on the same culture (shorter)."""
-    from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
+    from app.compute.cpu_threads import compile_seconds, thread_counts, threads
     from app.sims.network.compiled import warm_up
 
-    results["compile"] = {"cold_seconds": cold_compile_seconds("app.sims.network.compiled:warm_up"),
-                          "cached_seconds": warm_up()}
+    results["compile"] = compile_seconds("app.sims.network.compiled:warm_up")
+    warm_up()
     print(f"# compiled engine: first use {results['compile']['cold_seconds']:.1f} s (empty cache), "
           f"{results['compile']['cached_seconds']:.2f} s from the on-disk cache", flush=True)
     seconds = 1.0 if quick else 10.0
