@@ -101,6 +101,22 @@ def test_python_printer_compiles_with_numba():
     assert compiled(*args) == pytest.approx(scope["f"](*args), rel=1e-14)
 
 
+def test_python_printer_can_print_min_max_as_evaluate_computes_them():
+    """NumPy's evaluate() ignores a NaN argument of min/max (fmin/fmax); Python's min/max do
+    not, so numba printers that must match evaluate() print NAN_IGNORING_MINMAX."""
+    numba = pytest.importorskip("numba")
+    from app.compute.codegen import NAN_IGNORING_MINMAX
+    tree = parse("min(sqrt(v), a1) + max(a2, sqrt(v))", NAMES)
+    body = to_python(tree, lambda n: n, NAN_IGNORING_MINMAX)
+    assert "np.fmin(" in body and "np.fmax(" in body and "math.sqrt(v)" in body
+    scope = {"math": math, "np": np}
+    exec(f"def f(a1, a2, v):\n    return {body}\n", scope)
+    compiled = numba.njit(error_model="numpy")(scope["f"])
+    for v in (-1.0, 4.0):      # sqrt(-1) is NaN
+        expected = evaluate(tree, {"a1": np.array(5.0), "a2": np.array(3.0), "v": np.array(v)})
+        assert compiled(5.0, 3.0, v) == expected == (8.0 if v < 0 else 5.0)
+
+
 def test_deep_nesting_is_refused_with_a_position_not_a_recursion_error():
     text = "(" * (MAX_DEPTH + 5) + "v" + ")" * (MAX_DEPTH + 5)
     with pytest.raises(ExprError, match="nested deeper") as info:

@@ -6,6 +6,7 @@ API (all generators print through this module; nothing else parses user text)::
     names_used(tree)                   # identifiers the tree reads
     evaluate(tree, env)                # NumPy float64 over arrays (errors become inf/nan)
     to_python(tree, symbol)            # Python source on floats using ``math``; numba-compatible
+                                       # (functions=NAN_IGNORING_MINMAX: min/max as evaluate)
     to_c(tree, symbol, single=False)   # CUDA/C source, double (or float32 with ``single``)
     to_numpy(tree, symbol)             # NumPy source over arrays (``np.exp``, ``np.where``)
     # where(a < b, x, y) prints as np.where, (x if a < b else y) and (a < b ? x : y)
@@ -316,27 +317,32 @@ class Code(str):
     """Source printed from a tree by this module (the only text :func:`fill_template` takes)."""
 
 
-def to_python(node: Node, symbol: Callable[[str], str]) -> Code:
-    """Python source of ``node`` on floats, calling ``math`` (so numba compiles it too)."""
-    return Code(_py(node, symbol))
+# min/max as NumPy's evaluate() computes them (a NaN argument is ignored, np.fmin/np.fmax);
+# Python's min/max pass a NaN through or not depending on its position. For numba printers.
+NAN_IGNORING_MINMAX = {"min": "np.fmin", "max": "np.fmax"}
 
 
-def _py(node: Node, symbol: Callable[[str], str]) -> str:
+def to_python(node: Node, symbol: Callable[[str], str], functions: Mapping[str, str] | None = None) -> Code:
+    """Python source of ``node`` on floats, calling ``math`` (so numba compiles it too);
+    ``functions`` replaces the callee printed for some functions (e.g.
+    :data:`NAN_IGNORING_MINMAX`, where the module imports ``numpy as np``)."""
+    return Code(_py(node, symbol, {**_PY_FUNCS, **(functions or {})}))
+
+
+def _py(node: Node, symbol: Callable[[str], str], funcs: Mapping[str, str] = _PY_FUNCS) -> str:
     if isinstance(node, Num):
         return repr(float(node.value)).replace("inf", "math.inf")
     if isinstance(node, Name):
         return symbol(node.name)
     if isinstance(node, Unary):
-        return f"(-{_py(node.arg, symbol)})"
-    if isinstance(node, Binary):
-        return f"({_py(node.left, symbol)} {node.op} {_py(node.right, symbol)})"
-    if isinstance(node, Compare):
-        return f"({_py(node.left, symbol)} {node.op} {_py(node.right, symbol)})"
+        return f"(-{_py(node.arg, symbol, funcs)})"
+    if isinstance(node, (Binary, Compare)):
+        return f"({_py(node.left, symbol, funcs)} {node.op} {_py(node.right, symbol, funcs)})"
     if node.func == "where":
-        cond, yes, no = (_py(a, symbol) for a in node.args)
+        cond, yes, no = (_py(a, symbol, funcs) for a in node.args)
         return f"({yes} if {cond} else {no})"
-    args = ", ".join(_py(a, symbol) for a in node.args)
-    return f"{_PY_FUNCS[node.func]}({args})"
+    args = ", ".join(_py(a, symbol, funcs) for a in node.args)
+    return f"{funcs[node.func]}({args})"
 
 
 _NP_SOURCE = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "abs": "np.abs", "pow": "np.power",

@@ -168,7 +168,7 @@ class CardiacPanel(Panel):
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: CardiacConfig) -> None:
         self.base_cfg = cfg
-        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
         p = cfg.protocol
         if p.stimuli:

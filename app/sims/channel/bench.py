@@ -33,16 +33,17 @@ def time_generations(backend: str, population: int, generations: int) -> dict:
     """Seconds per generation after one warm-up generation (breed + evaluate + scores back)."""
     sim = ChannelSimulation.from_config(config(population, generations + 1), backend)
     sim.advance()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     while not sim.finished:
         sim.advance()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     points = sim.protocol.n_points
     sim.close()
     per_gen = elapsed / generations
     return {"engine": backend, "population": population, "generations": generations,
             "seconds_per_generation": per_gen, "generations_per_second": 1 / per_gen,
-            "individual_samples_per_second": population * points / per_gen, "data_points": points}
+            "individual_samples_per_second": population * points / per_gen, "data_points": points,
+            "cpu_seconds_per_generation": cpu / generations}
 
 
 def fig7(populations: list[int], threshold: float, max_generations: int, max_seconds: float) -> list[dict]:
@@ -65,20 +66,26 @@ def fig7(populations: list[int], threshold: float, max_generations: int, max_sec
 def compiled_cpu_rows(results: dict, quick: bool) -> None:
     """The compiled engine on 1, 2, 4, ... threads (GA operators included), its compile time
     (empty cache, in a fresh interpreter, and from the on-disk cache) and the scaling."""
-    from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
+    from app.compute.cpu_threads import compile_seconds, cpu_description, thread_counts, threads
     from app.sims.channel.compiled import warm_up
 
-    results["compile"] = {"cold_seconds": cold_compile_seconds("app.sims.channel.compiled:warm_up"),
-                          "cached_seconds": warm_up()}
+    results["compile"] = compile_seconds("app.sims.channel.compiled:warm_up")
+    warm_up()
+    results["cpu"] = cpu_description()
     rates = {}
     for n in thread_counts():
         with threads(n):
             case = time_generations("cpu", (256 if quick else 2048) * n, 2 if quick else 3)
+        # busy: the process's CPU time over wall time x threads; below 1 where threads wait
+        # (serial parts, imbalance), while a per-thread rate falling at busy ~1 means slower cores
+        case["busy"] = case["cpu_seconds_per_generation"] / case["seconds_per_generation"] / n
         results["cases"].append({**case, "threads": n})
         rates[n] = case["individual_samples_per_second"]
     top = max(rates)
-    results["scaling"] = {"threads": top, "speedup": rates[top] / rates[1],
-                          "efficiency": rates[top] / rates[1] / top}
+    busy = {c["threads"]: c["busy"] for c in results["cases"] if c["engine"] == "cpu"}
+    efficiency = rates[top] / rates[1] / top
+    results["scaling"] = {"threads": top, "speedup": rates[top] / rates[1], "efficiency": efficiency,
+                          "busy": busy[top], "busy_thread_speed": efficiency * busy[1] / busy[top]}
 
 
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False,
@@ -101,8 +108,10 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         compiled_cpu_rows(results, quick)
     results["cases"].append({**time_generations("cpu-reference", 56 if quick else 112, 2 if quick else 3),
                              "threads": 1})
+    if "cpu" in results:
+        print(f"# {results['cpu']}")
     print(f"\n{'engine':14s} {'threads':>7s} {'population':>10s} {'s/generation':>13s} {'gen/s':>8s} "
-          f"{'ind*samples/s':>14s} {'per thread':>11s} {'floor s/gen':>12s}")
+          f"{'ind*samples/s':>14s} {'per thread':>11s} {'floor s/gen':>12s} {'busy':>5s}")
     for c in results["cases"]:
         floor = c["population"] * c["data_points"] * FLOPS_PER_SAMPLE / 67e12
         c["fp32_floor_seconds"] = floor if c["engine"] == "cuda" else None
@@ -110,12 +119,15 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         per = f"{c['individual_samples_per_second'] / threads:11.3e}" if threads else f"{'-':>11s}"
         print(f"{c['engine']:14s} {threads or '-':>7} {c['population']:10,d} {c['seconds_per_generation']:13.4f} "
               f"{c['generations_per_second']:8.2f} {c['individual_samples_per_second']:14.3e} {per} "
-              f"{floor if c['engine'] == 'cuda' else float('nan'):12.4f}")
+              f"{floor if c['engine'] == 'cuda' else float('nan'):12.4f} "
+              f"{c['busy'] if 'busy' in c else float('nan'):5.2f}")
     if "compile" in results:
         print(f"\ncompiled engine: first use {results['compile']['cold_seconds']:.2f} s (empty cache), "
               f"{results['compile']['cached_seconds']:.3f} s from the on-disk cache")
         print(f"scaling 1 -> {results['scaling']['threads']} threads: {results['scaling']['speedup']:.2f}x "
-              f"({results['scaling']['efficiency']:.2f} of linear)")
+              f"({results['scaling']['efficiency']:.2f} of linear; the threads busy "
+              f"{results['scaling']['busy']:.2f} of the time, a busy thread at "
+              f"{results['scaling']['busy_thread_speed']:.2f} of the one-thread speed)")
     out = save_json(Path(out_dir) / "channel.json", results)
     print(f"\nwrote {out}")
     return 0
