@@ -6,7 +6,8 @@ FP64 (DFMA, DMUL, DADD), FP32, MUFU (transcendental unit), CALLs (slow paths), l
 
 Static counts of the stage kernel's code (both sides of every branch), a proxy for the work of
 a cell-step that needs no GPU. nvcc must be on PATH; cuobjdump (and nvdisasm) too for the SASS
-counts (``pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`` provides them).
+counts (``pip install --target DIR nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`` provides
+them in ``DIR/nvidia/cu13/bin``; put that on PATH). Without them only registers and spills.
 """
 
 from __future__ import annotations
