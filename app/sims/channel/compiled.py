@@ -341,9 +341,18 @@ def module_source(model: ChannelModel) -> str:
         "RATE_MAX": RATE_MAX, "RATES": Code("\n".join(lines)), "FILL_Q": Code("\n".join(fill))})
 
 
+_recent_modules: dict[int, tuple[ChannelModel, object]] = {}
+
+
 def model_module(model: ChannelModel):
-    """The compiled kernel of ``model`` (generated once per model text, cached on disk)."""
-    return generated_module("channel", module_source(model))
+    """The compiled kernel of ``model`` (generated once per model text, cached on disk; the
+    last few models' modules kept here, so a generation does not print its model again)."""
+    known = _recent_modules.get(id(model))
+    if known is None or known[0] is not model:
+        if len(_recent_modules) >= 16:
+            _recent_modules.clear()
+        known = _recent_modules[id(model)] = (model, generated_module("channel", module_source(model)))
+    return known[1]
 
 
 class _Layout:
