@@ -2,9 +2,11 @@
 // error reduced on the device, step control and recording in a one-block control kernel.
 //
 // Filled in by app/sims/cardiac/cuda.py (app.compute.codegen.fill_template) before compiling:
-//   MODEL slot   model_rates(): the imported cell model printed from its expression tree
+//   MODEL slot   model_rates(): the imported cell model printed from its expression tree, and
+//                GATE_TABLE[g]: gate g's outputs are its RLFE update's coefficients (x <- a x + b)
 //   TABLEAU slot NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
+//   STAGE_BLOCK (threads per block), STAGE_MIN_BLOCKS (0: no launch bounds),
 //   NPROBE, NSTIM; the model's NS (states), NNG (non-gating states, V first), NG (gates),
 //   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
 //
@@ -37,6 +39,22 @@ enum { CS_AT = 0, CS_RT, CS_DTMIN, CS_DTMAX, CS_SAFETY, CS_FACMIN, CS_FACMAX, CS
 
 __constant__ double c_stim[32 * 5];  // MAX_STIMULI (config.py) x start, duration, amplitude, period, count
 __constant__ double c_solver[CS_N];
+
+// The old state again, from memory: a volatile load the compiler cannot merge with the first
+// one, so the NS old values need not stay in registers through the whole cell model (they are
+// in L1). For a 41-state model in double that is 82 registers.
+__device__ __forceinline__ double reload(const double* p)
+{
+    double v;
+    asm volatile("ld.global.f64 %0, [%1];" : "=d"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float reload(const float* p)
+{
+    float v;
+    asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
 
 __device__ __forceinline__ real phi1(real z)
 {
@@ -161,65 +179,79 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
         // rates
         const double ts = t + TAB_C[I] * (double)h;
         real kk[NK];
-        model_rates(ys, stim_current(mask[k], ts), pfield, k, kk);
-        if (NCELLS > 1) kk[0] += diffusion(Vd, k, ys[0], nbr, w);
-        if (!RL) {   // plain RK on the gates: store the derivative as b with a = 0
+        const real i_st = stim_current(mask[k], ts);
+        // the rest of the stage, after the model: in each branch of a table model (so the
+        // outputs are used where they are made, not kept live across a join)
+        auto finish = [&]() {
+            if (NCELLS > 1) kk[0] += diffusion(Vd, k, ys[0], nbr, w);
+            if (!RL) {   // plain RK on the gates: store the derivative as b with a = 0
 #pragma unroll
-            for (int g = 0; g < NG; ++g) {
-                kk[NNG + NG + g] = kk[NNG + g] * ys[NNG + g] + kk[NNG + NG + g];
-                kk[NNG + g] = 0;
+                for (int g = 0; g < NG; ++g) {
+                    kk[NNG + NG + g] = kk[NNG + g] * ys[NNG + g] + kk[NNG + NG + g];
+                    kk[NNG + g] = 0;
+                }
             }
-        }
-        if (I < NSTAGE - 1) {
+            if (I < NSTAGE - 1) {
 #pragma unroll
-            for (int q = 0; q < NK; ++q) K[(I * NK + q) * NPAD + k] = kk[q];
-            // the next stage's V, needed by the neighbours' diffusion
-            real acc = 0;
+                for (int q = 0; q < NK; ++q) K[(I * NK + q) * NPAD + k] = kk[q];
+                // the next stage's V, needed by the neighbours' diffusion
+                real acc = 0;
 #pragma unroll
-            for (int j = 0; j < I; ++j)
-                if (TAB_A[I + 1][j] != 0.0) acc += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
-            acc += (real)TAB_A[I + 1][I] * kk[0];
-            Vout[k] = y0[0] + h * acc;
-        } else {
-            // final combination: high (kept) and low (error)
+                for (int j = 0; j < I; ++j)
+                    if (TAB_A[I + 1][j] != 0.0) acc += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
+                acc += (real)TAB_A[I + 1][I] * kk[0];
+                Vout[k] = y0[0] + h * acc;
+            } else {
+                // final combination: high (kept) and low (error)
 #pragma unroll
-            for (int q = 0; q < NS; ++q) {
-                real hi_ab = 0, hi_b = 0, lo_ab = 0, lo_b = 0;
-                const bool gate = q >= NNG;
+                for (int q = 0; q < NS; ++q) {
+                    real hi_ab = 0, hi_b = 0, lo_ab = 0, lo_b = 0;
+                    const bool gate = q >= NNG;
 #pragma unroll
-                for (int j = 0; j < NSTAGE; ++j) {
-                    if (TAB_B[j] == 0.0 && (!ADAPTIVE || TAB_BLOW[j] == 0.0)) continue;
-                    real a, b;
-                    if (j == I) {
-                        a = gate ? kk[q] : 0;
-                        b = gate ? kk[NG + q] : kk[q];
+                    for (int j = 0; j < NSTAGE; ++j) {
+                        if (TAB_B[j] == 0.0 && (!ADAPTIVE || TAB_BLOW[j] == 0.0)) continue;
+                        real a, b;
+                        if (j == I) {
+                            a = gate ? kk[q] : 0;
+                            b = gate ? kk[NG + q] : kk[q];
+                        } else {
+                            a = gate ? K[(j * NK + q) * NPAD + k] : 0;
+                            b = gate ? K[(j * NK + NG + q) * NPAD + k] : K[(j * NK + q) * NPAD + k];
+                        }
+                        hi_ab += (real)TAB_B[j] * a;
+                        hi_b += (real)TAB_B[j] * b;
+                        if (ADAPTIVE) {
+                            lo_ab += (real)TAB_BLOW[j] * a;
+                            lo_b += (real)TAB_BLOW[j] * b;
+                        }
+                    }
+                    real hi, lo = 0;
+                    const real yq = reload(Y0 + q * NPAD + k);   // not yq: see reload()
+                    if (gate && RL && GATE_TABLE[gate ? q - NNG : 0]) {
+                        hi = hi_ab * yq + hi_b;    // RLFE only: the model gave exp(h a) and b expm1(h a)/a
+                    } else if (gate && RL) {
+                        hi = yq + h * (hi_ab * yq + hi_b) * phi1(h * hi_ab);
+                        if (ADAPTIVE) lo = yq + h * (lo_ab * yq + lo_b) * phi1(h * lo_ab);
                     } else {
-                        a = gate ? K[(j * NK + q) * NPAD + k] : 0;
-                        b = gate ? K[(j * NK + NG + q) * NPAD + k] : K[(j * NK + q) * NPAD + k];
+                        hi = yq + h * hi_b;
+                        if (ADAPTIVE) lo = yq + h * lo_b;
                     }
-                    hi_ab += (real)TAB_B[j] * a;
-                    hi_b += (real)TAB_B[j] * b;
+                    Yn[q * NPAD + k] = hi;
                     if (ADAPTIVE) {
-                        lo_ab += (real)TAB_BLOW[j] * a;
-                        lo_b += (real)TAB_BLOW[j] * b;
+                        float e = (float)(fabs(hi - lo) / ((real)c_solver[CS_AT] + (real)c_solver[CS_RT] * fabs(yq)));
+                        if (!(e <= 3.0e38f)) e = 3.0e38f;          // NaN or inf: reject
+                        err = fmaxf(err, e);
                     }
-                }
-                real hi, lo = 0;
-                if (gate && RL) {
-                    hi = y0[q] + h * (hi_ab * y0[q] + hi_b) * phi1(h * hi_ab);
-                    if (ADAPTIVE) lo = y0[q] + h * (lo_ab * y0[q] + lo_b) * phi1(h * lo_ab);
-                } else {
-                    hi = y0[q] + h * hi_b;
-                    if (ADAPTIVE) lo = y0[q] + h * lo_b;
-                }
-                Yn[q * NPAD + k] = hi;
-                if (ADAPTIVE) {
-                    float e = (float)(fabs(hi - lo) / ((real)c_solver[CS_AT] + (real)c_solver[CS_RT] * fabs(y0[q])));
-                    if (!(e <= 3.0e38f)) e = 3.0e38f;          // NaN or inf: reject
-                    err = fmaxf(err, e);
                 }
             }
-        }
+        };
+#if MODEL_TABLES
+        if (model_in_table(ys[0])) { model_rates_table(ys, i_st, pfield, k, kk); finish(); }
+        else { model_rates_direct(ys, i_st, pfield, k, kk); finish(); }
+#else
+        model_rates(ys, i_st, pfield, k, kk);
+        finish();
+#endif
     }
     if (ADAPTIVE && I == NSTAGE - 1) {
         // block max of (error bits << 32 | cell), then one atomic per block: positive floats
@@ -250,22 +282,29 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
     const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
     double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield
 #define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci, pfield
+// STAGE_MIN_BLOCKS > 0: at least that many blocks of STAGE_BLOCK threads per SM (ptxas caps the
+// registers, spilling the rest): occupancy against spills for large float64 models
+#if defined(STAGE_MIN_BLOCKS) && STAGE_MIN_BLOCKS > 0
+#define STAGE_BOUNDS __launch_bounds__(STAGE_BLOCK, STAGE_MIN_BLOCKS)
+#else
+#define STAGE_BOUNDS
+#endif
 
-extern "C" __global__ void stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
 #if NSTAGE > 1
-extern "C" __global__ void stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }
 #endif
 #if NSTAGE > 2
-extern "C" __global__ void stage2(STAGE_ARGS) { stage_body<2>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage2(STAGE_ARGS) { stage_body<2>(STAGE_PASS); }
 #endif
 #if NSTAGE > 3
-extern "C" __global__ void stage3(STAGE_ARGS) { stage_body<3>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage3(STAGE_ARGS) { stage_body<3>(STAGE_PASS); }
 #endif
 #if NSTAGE > 4
-extern "C" __global__ void stage4(STAGE_ARGS) { stage_body<4>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage4(STAGE_ARGS) { stage_body<4>(STAGE_PASS); }
 #endif
 #if NSTAGE > 5
-extern "C" __global__ void stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
+extern "C" __global__ void STAGE_BOUNDS stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
 #endif
 
 // One block: accept or reject, new step (Eq. 15), time, parity, recording of the probes.

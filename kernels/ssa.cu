@@ -18,7 +18,8 @@
 // point of a batch gives bit for bit the run of that point alone. With P > 1, R_point is a
 // multiple of 32 so that every warp belongs to one point. Rates are data, so parameter edits
 // need no recompile.
-// Compile-time defines: SSA_BINS (histogram bins), SSA_BLOCK (threads per block).
+// Compile-time defines: SSA_BINS (histogram bins), SSA_BLOCK (threads per block). The tau-leaping
+// error bound epsilon is a launch argument (one module serves every epsilon).
 #include "portable.cuh"
 #include "philox.cuh"
 #include "reduce.cuh"
@@ -32,169 +33,220 @@
 #define SSA_COUNT_LIMIT 1073741824   // 2^30: counts above it (or negative) set the overflow flag
 
 #if SSA_TAU
-// Tau-leaping (Cao, Gillespie & Petzold 2006; app/sims/ssa/tauleap.py has the rules and the
-// order of the Philox draws). Generated: SSA_TAU_EPS; SSA_TAU_W and c_dspec[j][q], c_dval[j][q]:
-// the species and net change of reaction j's nonzero changes (species -1 pads); c_hor[i],
-// c_need[i]: the highest reaction order species i takes part in as a reactant, and how many
-// of its molecules such a reaction takes.
-#define SSA_NC 10
+// Tau-leaping (Cao, Gillespie & Petzold 2006; app/sims/ssa/tauleap.py has the rules), in float32
+// like the direct method's propensities, with the time in float64. Generated (codegen._tau_block):
+// SSA_NC, ssa_tau_critical (flags and total propensity of the critical reactions), ssa_tau_prime
+// (CGP's bound tau' over the non-critical reactions), ssa_tau_apply (k firings of reaction j)
+// and c_reciprocal (1/(j + 1) for the Poisson inversion, SSA_RECIPROCALS of them, 16-byte aligned).
+// Draws differ from the CPU engines (same law, not the same numbers): a leap draws its Philox
+// word pair for tau'' only when a reaction is critical, inversion samples share draws (four
+// words each), and a PTRS trial that is rejected takes the second word pair of its draw.
+#define SSA_PTRS_F32_BELOW 65536.f          // PTRS in float32 below this mean, float64 above
+#ifndef SSA_INVERSION_BELOW
+#define SSA_INVERSION_BELOW 64.f            // app/sims/ssa/cuda.py sets it (INVERSION_BELOW)
+#endif
+static_assert(SSA_RECIPROCALS % 8 == 0, "the inversion reads the reciprocals eight at a time");
+static_assert(SSA_INVERSION_BELOW <= 80.f, "the inversion starts from exp(-lam), a normal float only below 87, "
+              "and its search ends within the SSA_RECIPROCALS of the generated block");
 
-// Poisson(lam): sequential inversion below 10, Hormann's PTRS above (one draw per trial).
-__device__ long long ssa_poisson(const double lam, const unsigned long long seed,
-                                 const unsigned long long stream, unsigned long long* n)
+// ln k! for k < 10; above, Stirling's series (truncation below 1e-8)
+__constant__ float c_log_factorial[10] = {0.f, 0.f, 0.6931472f, 1.7917595f, 3.1780539f, 4.7874917f,
+                                          6.5792512f, 8.5251614f, 10.6046029f, 12.8018275f};
+
+// ln(e^-lam lam^k / k!) without the cancellation of k ln(lam) - lam - ln k! at large lam: from
+// Stirling, -k log1p((k - lam) / lam) + (k - lam) - ln(2 pi k) / 2 - 1/(12 k) + 1/(360 k^3).
+__device__ __forceinline__ float ssa_log_poisson_pmf(const float k, const float lam, const float loglam)
 {
-    if (!(lam > 0.0)) return 0;
-    if (lam < 10.0) {
-        const philox_u4 w = philox_draw(seed, stream, (*n)++);
-        const double u = philox_uniform_f64(w.x);
-        long long k = 0;
-        double p = exp(-lam), s = p;
-        while (u > s && k < 1000) { ++k; p *= lam / (double)k; s += p; }
-        return k;
-    }
+    if (k < 10.f) return -lam + k * loglam - c_log_factorial[(int)k];
+    const float inv = 1.f / k;
+    return -k * log1pf((k - lam) / lam) + (k - lam) - 0.5f * logf(6.2831853f * k)
+           - inv * (1.f / 12.f - inv * inv * (1.f / 360.f));
+}
+
+// Hormann's PTRS in float64 for means past float32's reach (the CPU engines' sampler):
+// the count and the next draw number.
+struct ssa_count { int k; unsigned long long n; };
+
+__device__ __forceinline__ ssa_count ssa_poisson_f64(const double lam, const unsigned long long seed,
+                                                  const unsigned long long stream, unsigned long long n)
+{
     const double slam = sqrt(lam), loglam = log(lam);
     const double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
     const double invalpha = 1.1239 + 1.1328 / (b - 3.4), vr = 0.9277 - 3.6224 / (b - 2.0);
     for (;;) {
-        const philox_u4 w = philox_draw(seed, stream, (*n)++);
+        const philox_u4 w = philox_draw(seed, stream, n++);
         const double u = philox_uniform_f64(w.x) - 0.5, v = philox_uniform_f64(w.y);
         const double us = 0.5 - fabs(u);
         const double k = floor((2.0 * a / us + b) * u + lam + 0.43);
-        if (us >= 0.07 && v <= vr) return (long long)k;
+        if (us >= 0.07 && v <= vr) return {(int)k, n};
         if (k < 0.0 || (us < 0.013 && v > us)) continue;
         if (log(v) + log(invalpha) - log(a / (us * us) + b) <= -lam + k * loglam - lgamma(k + 1.0))
-            return (long long)k;
+            return {(int)k, n};
     }
 }
 
-__device__ __forceinline__ double ssa_g(const int hor, const int need, const double xi)
+// The words of a realization's last pooled Philox draw: each inversion sample takes one, so a
+// leap whose counts all come by inversion takes one draw for four of them (a lane's pool is
+// its own, so each realization keeps its own reproducible stream).
+struct ssa_pool { philox_u4 w; int used; };
+
+__device__ __forceinline__ float ssa_pool_uniform(ssa_pool* pool, const unsigned long long seed,
+                                                  const unsigned long long stream, unsigned long long* n)
 {
-    if (hor == 1) return 1.0;
-    const double d1 = 1.0 / fmax(xi - 1.0, 1.0);
-    if (hor == 2) return need >= 2 ? 2.0 + d1 : 2.0;
-    if (need >= 3) return 3.0 + d1 + 2.0 / fmax(xi - 2.0, 1.0);
-    return need == 2 ? 1.5 * (2.0 + d1) : 3.0;
+    if (pool->used == 4) { pool->w = philox_draw(seed, stream, (*n)++); pool->used = 0; }
+    const uint32_t word = pool->used == 0 ? pool->w.x : pool->used == 1 ? pool->w.y
+                        : pool->used == 2 ? pool->w.z : pool->w.w;
+    ++pool->used;
+    return philox_uniform_f32(word);
 }
 
-__device__ double ssa_tau_prime(const int* x, const float* a, const bool* critical)
+// Poisson(lam): sequential inversion below SSA_INVERSION_BELOW (one pooled word; the search
+// stops where the terms no longer change the float32 sum), Hormann's PTRS above (its own
+// draws, two trials each). Under SIMT a warp pays for its slowest lane: the search's
+// lam + 3 sqrt(lam) short terms (a few instructions each, no division) cost about what PTRS's
+// rejected trials and slow-path logarithms cost (some lane of 32 almost always takes them)
+// somewhere between means of 30 and 80; cuda.INVERSION_BELOW is the measured choice.
+__device__ __forceinline__ int ssa_poisson(const float lam, ssa_pool* pool, const unsigned long long seed,
+                                           const unsigned long long stream, unsigned long long* n)
 {
-    double mu[SSA_NS], sig[SSA_NS];
-    for (int i = 0; i < SSA_NS; ++i) { mu[i] = 0.0; sig[i] = 0.0; }
-    for (int j = 0; j < SSA_NR; ++j) {
-        if (critical[j]) continue;
-        for (int q = 0; q < SSA_TAU_W; ++q) {
-            const int i = c_dspec[j][q];
-            if (i < 0) break;
-            mu[i] += c_dval[j][q] * (double)a[j];
-            sig[i] += (double)(c_dval[j][q] * c_dval[j][q]) * (double)a[j];
+    if (!(lam > 0.f)) return 0;
+    if (lam < SSA_INVERSION_BELOW) {
+        // eight terms a round and one test; the lanes of a warp share k, so the reciprocals
+        // 1/(k+1) .. 1/(k+8) are two 16-byte constant-cache reads (k is a multiple of 8); the
+        // count within the last round at the end
+        const float u = ssa_pool_uniform(pool, seed, stream, n);
+        float p = expf(-lam), s = p;
+        if (!(u > s)) return 0;
+        int k = 0;
+        float cum[8];
+        for (;;) {
+            const float4 r0 = *reinterpret_cast<const float4*>(c_reciprocal + k);
+            const float4 r1 = *reinterpret_cast<const float4*>(c_reciprocal + k + 4);
+            const float r[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i) { p *= lam * r[i]; s += p; cum[i] = s; }
+            if (!(u > s) || !(p > 6e-8f * s) || k + 16 > SSA_RECIPROCALS) break;
+            k += 8;
+        }
+        int past = 1;                       // u is in (cum[i-1], cum[i]]: k + 1 + i
+#pragma unroll
+        for (int i = 0; i < 7; ++i) past += u > cum[i];
+        return k + past;
+    }
+    if (!(lam < SSA_PTRS_F32_BELOW)) {
+        const ssa_count c = ssa_poisson_f64((double)lam, seed, stream, *n);
+        *n = c.n;
+        return c.k;
+    }
+    const float slam = sqrtf(lam), loglam = __logf(lam);
+    const float b = 0.931f + 2.53f * slam, a = -0.059f + 0.02483f * b;
+    const float log_invalpha = __logf(1.1239f + 1.1328f / (b - 3.4f)), vr = 0.9277f - 3.6224f / (b - 2.0f);
+    for (;;) {
+        const philox_u4 w = philox_draw(seed, stream, (*n)++);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const float u = philox_uniform_f32(half ? w.z : w.x) - 0.5f;
+            const float v = philox_uniform_f32(half ? w.w : w.y);
+            const float us = 0.5f - fabsf(u);
+            const float k = floorf((2.f * a / us + b) * u + lam + 0.43f);
+            if (us >= 0.07f && v <= vr) return (int)k;
+            if (k < 0.f || (us < 0.013f && v > us)) continue;
+            if (__logf(v) + log_invalpha - __logf(a / (us * us) + b) <= ssa_log_poisson_pmf(k, lam, loglam))
+                return (int)k;
         }
     }
-    double tau = 1e308;
-    for (int i = 0; i < SSA_NS; ++i) {
-        if (c_hor[i] == 0) continue;
-        const double bound = fmax(SSA_TAU_EPS * x[i] / ssa_g(c_hor[i], c_need[i], (double)x[i]), 1.0);
-        if (mu[i] != 0.0) tau = fmin(tau, bound / fabs(mu[i]));
-        if (sig[i] > 0.0) tau = fmin(tau, bound * bound / sig[i]);
-    }
-    return tau;
 }
 
-__device__ __forceinline__ void ssa_tau_apply(int* x, const int j, const long long k)
-{
-    for (int q = 0; q < SSA_TAU_W; ++q) {
-        const int i = c_dspec[j][q];
-        if (i < 0) break;
-        x[i] += (int)(k * c_dval[j][q]);
-    }
-}
-
-// Leap (or take exact steps) from t to t1; returns the reactions fired.
+// Leap (or take exact steps) from t to t1; returns the reactions fired. a holds the
+// propensities of x on entry.
 __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restrict__ rate,
-                                          double t, const double t1, const unsigned long long seed,
+                                          double t, const double t1, const float eps,
+                                          const unsigned long long seed,
                                           const unsigned long long stream, unsigned long long* n)
 {
     unsigned long long fired = 0;
+    ssa_pool pool;
+    pool.used = 4;
     for (;;) {
-        ssa_init(rate, x, a);
-        double a0 = 0.0;
-        for (int j = 0; j < SSA_NR; ++j) a0 += a[j];
+        float a0 = ssa_total(a);
         const double left = t1 - t;
-        if (!(left > 0.0) || !(a0 > 0.0)) return fired;
-        bool critical[SSA_NR];
-        double a0c = 0.0;
-        for (int j = 0; j < SSA_NR; ++j) {
-            critical[j] = false;
-            if (a[j] > 0.f) {
-                int runs = SSA_NC;
-                for (int q = 0; q < SSA_TAU_W; ++q) {
-                    const int i = c_dspec[j][q];
-                    if (i < 0) break;
-                    if (c_dval[j][q] < 0) runs = min(runs, x[i] / -c_dval[j][q]);
-                }
-                if (runs < SSA_NC) { critical[j] = true; a0c += a[j]; }
-            }
-        }
-        double taup = ssa_tau_prime(x, a, critical);
-        if (taup < 10.0 / a0) {                       // exact steps, as the direct method
-            for (int k = 0; k < 100; ++k) {
+        if (!(left > 0.0) || !(a0 > 0.f)) return fired;
+        bool crit[SSA_NR];
+        const float a0c = ssa_tau_critical(x, a, crit);
+        float taup = ssa_tau_prime(x, a, crit, eps);
+        if (taup < 10.f / a0) {                       // up to 100 exact steps, as the direct method
+            for (int step = 0; step < 100; ++step) {
                 const philox_u4 w = philox_draw(seed, stream, (*n)++);
-                const double t_new = t - log(philox_uniform_f64(w.x)) / a0;
+                const double t_new = t + (double)(-__logf(philox_uniform_f32(w.x)) / a0);
                 if (!(t_new <= t1)) return fired;
-                const double target = philox_uniform_f64(w.y) * a0;
-                double acc = 0.0;
-                int pick = -1, last = 0;
-                for (int j = 0; j < SSA_NR; ++j) {
-                    acc += a[j];
-                    if (a[j] > 0.f) last = j;
-                    if (pick < 0 && target < acc) pick = j;
-                }
-                if (pick < 0) pick = last;
-                ssa_tau_apply(x, pick, 1);
+                ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0), rate, x, a);
                 t = t_new;
                 ++fired;
-                ssa_init(rate, x, a);
-                a0 = 0.0;
-                for (int j = 0; j < SSA_NR; ++j) a0 += a[j];
-                if (!(a0 > 0.0)) return fired;
+                a0 = ssa_total(a);
+                if (!(a0 > 0.f)) return fired;
             }
             continue;
         }
         int x_new[SSA_NS];
         double tau;
         unsigned long long total;
-        for (;;) {
-            const philox_u4 w = philox_draw(seed, stream, (*n)++);
-            const double taupp = a0c > 0.0 ? -log(philox_uniform_f64(w.x)) / a0c : 1e308;
+        for (;;) {                                    // redrawn with tau' halved while a count < 0
+            float taupp = SSA_TAU_NONE;
+            float pick = 0.f;
+            if (a0c > 0.f) {
+                const philox_u4 w = philox_draw(seed, stream, (*n)++);
+                taupp = -__logf(philox_uniform_f32(w.x)) / a0c;
+                pick = philox_uniform_f32(w.y) * a0c;
+            }
             int chosen = -1;
             if (taup < taupp) {
                 tau = taup;
-            } else {
+            } else {                                  // one critical reaction fires
                 tau = taupp;
-                const double target = philox_uniform_f64(w.y) * a0c;
-                double acc = 0.0;
+                float acc = 0.f;
+                bool found = false;
+#pragma unroll
                 for (int j = 0; j < SSA_NR; ++j)
-                    if (critical[j]) { acc += a[j]; chosen = j; if (target < acc) break; }
+                    if (crit[j] && !found) { acc += a[j]; chosen = j; found = pick < acc; }
             }
             if (tau >= left) { tau = left; chosen = -1; }
-            total = 0;
+            const float tauf = (float)tau;
+#pragma unroll
             for (int i = 0; i < SSA_NS; ++i) x_new[i] = x[i];
+            total = 0;
+#pragma unroll
             for (int j = 0; j < SSA_NR; ++j) {
-                const long long k = critical[j] ? (j == chosen ? 1 : 0)
-                                                : ssa_poisson((double)a[j] * tau, seed, stream, n);
+                const int k = crit[j] ? (j == chosen) : ssa_poisson(a[j] * tauf, &pool, seed, stream, n);
                 total += (unsigned long long)k;
-                if (k) ssa_tau_apply(x_new, j, k);
+                if (k) ssa_tau_apply(j, k, x_new);
             }
             bool negative = false;
+#pragma unroll
             for (int i = 0; i < SSA_NS; ++i) negative |= x_new[i] < 0;
             if (!negative) break;
-            taup *= 0.5;
+            taup *= 0.5f;
         }
         bool over = false;
+#pragma unroll
         for (int i = 0; i < SSA_NS; ++i) { x[i] = x_new[i]; over |= x[i] > SSA_COUNT_LIMIT; }
         fired += total;
-        if (tau == left || over) return fired;   // past 2^30: stop; the kernel raises the flag
+        if (tau == left || over) return fired;        // past 2^30: stop; the kernel raises the flag
         t += tau;
+        ssa_init(rate, x, a);
     }
+}
+
+// Poisson(lam) samples for the sampler's own test: thread r draws out[r * per .. r * per + per)
+// in turn from stream r of seed (so the pooled words are exercised as in a leap)
+extern "C" __global__ void ssa_poisson_draws(int* __restrict__ out, const int threads, const int per,
+                                             const float lam, const unsigned long long seed)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= threads) return;
+    unsigned long long n = 0;
+    ssa_pool pool;
+    pool.used = 4;
+    for (int i = 0; i < per; ++i) out[(size_t)r * per + i] = ssa_poisson(lam, &pool, seed, (unsigned long long)r, &n);
 }
 #endif
 
@@ -240,7 +292,7 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
             const unsigned long long* __restrict__ seeds, const float* __restrict__ rates,
             const double* __restrict__ shift_all, double* __restrict__ sums_all,
             int* __restrict__ minmax_all, unsigned long long* __restrict__ fired_all,
-            unsigned int* __restrict__ event_bits, int* __restrict__ overflow)
+            unsigned int* __restrict__ event_bits, int* __restrict__ overflow, const float epsilon)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     const bool live = r < R;
@@ -261,7 +313,7 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         unsigned long long n = draw_counter[r];
         double t = t0;
 #if SSA_TAU
-        fired = ssa_tau_run(x, a, rate, t, t1, seed, (unsigned long long)r_local, &n);
+        fired = ssa_tau_run(x, a, rate, t, t1, epsilon, seed, (unsigned long long)r_local, &n);
 #else
 #if SSA_NE > 0
         unsigned int bits = event_bits[r];
@@ -333,12 +385,42 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
     }
 }
 
+// Clear an interval's outputs: sums to 0, minmax to (INT_MAX, INT_MIN) pairs, reactions fired
+// to 0 (elements first, first + stride, ...).
+__device__ __forceinline__ void ssa_clear(double* __restrict__ sums, const int n_sums, int* __restrict__ minmax,
+                                          const int n_minmax, unsigned long long* __restrict__ fired,
+                                          const int points, const int first, const int stride)
+{
+    const int n = max(n_sums, max(n_minmax, points));
+    for (int i = first; i < n; i += stride) {
+        if (i < n_sums) sums[i] = 0.0;
+        if (i < n_minmax) minmax[i] = (i & 1) ? -0x7fffffff - 1 : 0x7fffffff;
+        if (i < points) fired[i] = 0ull;
+    }
+}
+
+// The clear as a launch of its own (one launch instead of a copy per buffer), where no
+// histogram launch did it after the last interval's statistics were read.
+extern "C" __global__ void __launch_bounds__(256)
+ssa_reset(double* __restrict__ sums, const int n_sums, int* __restrict__ minmax, const int n_minmax,
+          unsigned long long* __restrict__ fired, const int points)
+{
+    ssa_clear(sums, n_sums, minmax, n_minmax, fired, points, blockIdx.x * blockDim.x + threadIdx.x,
+              gridDim.x * blockDim.x);
+}
+
 // Histogram counts of the histogram species in integer-aligned bins [lo + k*width, ...), per
-// point: blockIdx.y is the point, lo_width and counts are laid out point by point.
+// point: blockIdx.y is the point, lo_width and counts are laid out point by point. The host has
+// read the interval's sums and minmax before this launch, so block (0, 0) also clears them (and
+// the reactions fired) for the next interval: the next advance needs no launch of its own.
 extern "C" __global__ void __launch_bounds__(256)
 ssa_histogram(const int* __restrict__ x_all, const int R, const int R_point,
-              const int* __restrict__ lo_width_all, unsigned int* __restrict__ counts_all)
+              const int* __restrict__ lo_width_all, unsigned int* __restrict__ counts_all,
+              double* __restrict__ sums, const int n_sums, int* __restrict__ minmax, const int n_minmax,
+              unsigned long long* __restrict__ fired, const int points)
 {
+    if (blockIdx.x == 0 && blockIdx.y == 0)
+        ssa_clear(sums, n_sums, minmax, n_minmax, fired, points, threadIdx.x, blockDim.x);
     __shared__ unsigned int bins[SSA_HS * SSA_BINS];
     const int p = blockIdx.y;
     const int* __restrict__ lo_width = lo_width_all + (size_t)p * 2 * SSA_HS;

@@ -1,22 +1,31 @@
 """GUI against headless: the same preset run through ``Session`` alone and through its panel.
 
-    python -m app bench gui [--backend cpu|cuda] [--quick]      (needs a display: xvfb-run -a)
+    python -m app bench gui [--backend cpu|cuda] [--out DIR] [--quick]
+    python -m app.gui.bench --backend cuda --out DIR [--budget S] [--limit S] [--panels ...]
     python -m app.gui.bench --headless-only ...                 (no Qt: the headless half)
 
+Without a display (no ``$DISPLAY``: a GPU server) Qt runs on its ``offscreen`` platform; views
+that need OpenGL (the cardiac sphere, the epidermis tissue) are then not drawn, which the table
+says. Each run is the panel's default preset for the engine, shortened to about ``--budget``
+seconds by the rates of :mod:`app.gui.presets` (the CUDA network default takes hours) and
+stopped after ``--limit`` seconds; the table and ``gui-<engine>.json`` go to ``--out``.
+
 Per panel it times the first frame with a result (progress > 0), the whole run, and reports
-the GUI's throughput as a fraction of the headless one two ways: by wall time (headless wall /
-GUI wall for the same work; exact on an idle machine, noisy on a shared one) and by CPU time
-(headless CPU / (GUI-process CPU + the X server's CPU during the GUI run)): on a machine whose
-cores the simulation keeps busy, every CPU second the GUI spends is taken from the simulation,
-and CPU time does not depend on what other processes do. The headless run goes first, so the
-compiled engine's cache is warm for both.
+the GUI's throughput as a fraction of the headless one two ways: by the simulation's own run
+time (work done per second, headless against in the GUI; exact on an idle machine, noisy on a
+shared one) and by CPU time (headless CPU / (GUI-process CPU + the X server's CPU during the GUI
+run)): on a machine whose cores the simulation keeps busy, every CPU second the GUI spends is
+taken from the simulation, and CPU time does not depend on what other processes do. The
+headless run goes first, so the compiled engine's cache is warm for both.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -35,6 +44,12 @@ class Timing:
     frames: int               # frames that reached the consumer (published ones in the GUI)
     cpu_s: float = 0.0        # CPU seconds of this process (all threads) and the X server
     run_s: float = 0.0        # the simulation's own run in its thread (Session.run)
+    progress: float = 1.0     # the share of the run done (below 1: stopped at the limit)
+
+    @property
+    def rate(self) -> float:
+        """Share of the run done per second of the simulation's own time."""
+        return self.progress / self.run_s if self.run_s > 0 else 0.0
 
 
 def x_server_cpu() -> float:
@@ -67,17 +82,21 @@ class Row:
     backend: str
     headless: Timing
     gui: Timing | None
+    drawn_3d: bool = True     # False: the panel's OpenGL view could not draw here (offscreen)
 
     @property
     def ratio(self) -> float | None:
-        """GUI throughput / headless throughput: the simulation's run time alone, headless over
-        in the GUI (1.0: the GUI costs nothing)."""
-        return self.headless.run_s / self.gui.run_s if self.gui and self.gui.run_s else None
+        """GUI throughput / headless throughput: work per second of the simulation's own run
+        time, in the GUI over headless (1.0: the GUI costs nothing)."""
+        return self.gui.rate / self.headless.rate if self.gui and self.headless.rate else None
 
     @property
     def cpu_ratio(self) -> float | None:
-        """Headless CPU / GUI CPU (with the X server's): the throughput ratio on saturated cores."""
-        return self.headless.cpu_s / self.gui.cpu_s if self.gui and self.gui.cpu_s else None
+        """Headless CPU / GUI CPU (with the X server's) per unit of work: the throughput ratio
+        on saturated cores."""
+        if not self.gui or not self.gui.cpu_s or not self.gui.progress:
+            return None
+        return (self.headless.cpu_s / self.headless.progress) / (self.gui.cpu_s / self.gui.progress)
 
 
 def bench_config(name: str, backend: str, quick: bool, role: str = "") -> tuple[Path, Any]:
@@ -107,25 +126,77 @@ def shorten(name: str, cfg: Any) -> Any:
     return cfg
 
 
-def run_headless(name: str, cfg: Any, backend: str) -> Timing:
+# where a run's length lives in each domain's config (what --budget shortens)
+LENGTH: dict[str, tuple[str, str, int]] = {     # domain -> (section, field, least value)
+    "ssa": ("ensemble", "t_end", 0), "channel": ("ga", "generations", 2),
+    "cardiac": ("protocol", "t_end", 0), "network": ("run", "epochs", 2),
+    "epidermis": ("run", "steps", 200)}
+
+
+def fit_budget(name: str, cfg: Any, backend: str, seconds: float) -> Any:
+    """``cfg`` with its length cut so that its expected time on ``backend`` (the measured rates
+    of :mod:`app.gui.presets`) is about ``seconds``; unchanged when it already fits."""
+    from app.gui.presets import estimate_seconds
+
+    expected = estimate_seconds(name, cfg, backend)
+    if name not in LENGTH or not expected or expected <= seconds:
+        return cfg
+    section, field, least = LENGTH[name]
+    part = getattr(cfg, section)
+    value = getattr(part, field) * seconds / expected
+    value = max(least, math.floor(value)) if isinstance(getattr(part, field), int) else value
+    return replace(cfg, **{section: replace(part, **{field: value})})
+
+
+def uses_opengl(name: str, cfg: Any) -> bool:
+    """Whether the panel draws ``cfg`` with an OpenGL (vispy) view."""
+    return name == "epidermis" or (name == "cardiac" and cfg.mesh.kind == "sphere")
+
+
+def opengl_available() -> bool:
+    """Whether Qt can make an OpenGL context here (not on the offscreen platform)."""
+    from PySide6.QtGui import QOffscreenSurface, QOpenGLContext
+
+    context = QOpenGLContext()
+    if not context.create():
+        return False
+    surface = QOffscreenSurface()
+    surface.create()
+    return bool(surface.isValid() and context.makeCurrent(surface))
+
+
+def run_headless(name: str, cfg: Any, backend: str, limit: float = math.inf) -> Timing:
+    """Run ``cfg`` through ``Session`` alone, stopped after ``limit`` seconds."""
     first: list[float] = []
     count = [0]
+    last = [0.0]
     start = time.perf_counter()
 
     def seen(frame) -> None:
         count[0] += 1
+        last[0] = frame.progress
         if not first and frame.progress > 0:
             first.append(time.perf_counter() - start)
 
     cpu = cpu_now()
-    Session(DOMAINS[name], cfg, backend, on_frame=seen).run()
+    session = Session(DOMAINS[name], cfg, backend, on_frame=seen)
+    stopper = threading.Timer(limit, session.stop) if math.isfinite(limit) else None
+    if stopper is not None:
+        stopper.start()
+    try:
+        session.run()
+    finally:
+        if stopper is not None:
+            stopper.cancel()
     total = time.perf_counter() - start
-    return Timing(first[0] if first else total, total, count[0], cpu_now() - cpu, total)
+    return Timing(first[0] if first else total, total, count[0], cpu_now() - cpu, total,
+                  1.0 if not session.stopped else last[0])
 
 
 def run_gui(window, name: str, cfg: Any, backend: str, timeout: float) -> Timing:
     """Run ``cfg`` in its (shown) panel and time it through the panel's own drawing; the
-    event loop waits as the application's does (no polling of our own)."""
+    event loop waits as the application's does (no polling of our own). The run is stopped
+    after ``timeout`` seconds."""
     from PySide6.QtCore import QEventLoop, QTimer
 
     from app.gui.screenshots import wait_until
@@ -149,9 +220,11 @@ def run_gui(window, name: str, cfg: Any, backend: str, timeout: float) -> Timing
     start = time.perf_counter()
     try:
         assert panel.start_run(), "the panel did not start"
+        worker = panel.worker
         loop = QEventLoop()
-        panel.worker.finished.connect(loop.quit)          # after the panel's own handlers
-        QTimer.singleShot(int(timeout * 1000), loop.quit)
+        worker.finished.connect(loop.quit)                # after the panel's own handlers
+        if math.isfinite(timeout):
+            QTimer.singleShot(int(timeout * 1000), panel.stop_run)
         if panel.running:
             loop.exec()
         total = time.perf_counter() - start
@@ -159,7 +232,13 @@ def run_gui(window, name: str, cfg: Any, backend: str, timeout: float) -> Timing
         wait_until(lambda: False, 0.2)
     finally:
         panel.on_frame = draw
-    return Timing(first[0] if first else total, total, count[0], cpu, panel.worker.run_seconds)
+    stopped = worker.session.stopped
+    progress = panel.last_frame.progress if stopped and panel.last_frame is not None else 1.0
+    return Timing(first[0] if first else total, total, count[0], cpu, worker.run_seconds, progress)
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
 
 
 def table(rows: list[Row]) -> str:
@@ -169,52 +248,75 @@ def table(rows: list[Row]) -> str:
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         g, h = r.gui, r.headless
-        lines.append(f"| {r.panel} | {r.preset} | {r.backend} | {h.first_result_s:.2f} | "
-                     f"{h.total_s:.2f} | {h.cpu_s:.1f} | "
-                     + (f"{g.first_result_s:.2f} | {g.total_s:.2f} | {g.run_s:.2f} | {g.cpu_s:.1f} | "
-                        f"{g.frames} | {r.ratio:.0%} | {r.cpu_ratio:.0%} |"
+        preset = r.preset + ("" if r.drawn_3d else " (3D view not drawn: no OpenGL)")
+        done = "" if h.progress >= 1 else f" ({h.progress:.0%} done)"
+        lines.append(f"| {r.panel} | {preset} | {r.backend} | {h.first_result_s:.2f} | "
+                     f"{h.total_s:.2f}{done} | {h.cpu_s:.1f} | "
+                     + (f"{g.first_result_s:.2f} | {g.total_s:.2f} | {g.run_s:.2f}"
+                        + ("" if g.progress >= 1 else f" ({g.progress:.0%} done)")
+                        + f" | {g.cpu_s:.1f} | {g.frames} | {_percent(r.ratio)} | {_percent(r.cpu_ratio)} |"
                         if g else "– | – | – | – | – | – | – |"))
     return "\n".join(lines)
 
 
+def _start_window(out_dir: Path):
+    """(application, window shown at 1920x1080, GC collector, OpenGL available?); Qt's
+    offscreen platform where there is no display."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ.setdefault("BIOGPU_SETTINGS_DIR", str(out_dir / "gui-bench-settings"))
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui.main_window import MainWindow
+    from app.gui.qt_compat import collect_garbage_in_gui_thread
+
+    app = QApplication.instance() or QApplication([])
+    collector = collect_garbage_in_gui_thread()
+    window = MainWindow()
+    window.resize(1920, 1080)
+    window.show()
+    return app, window, collector, opengl_available()
+
+
 def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: bool = False,
          panels: tuple[str, ...] = PANELS, headless_only: bool = False, repeat: int = 1,
-         timeout: float = 600.0, role: str = "") -> int:
+         timeout: float = 90.0, role: str = "", budget: float = 20.0) -> int:
     from app.compute.device import resolve_backend
 
     backend, _ = resolve_backend(backend)
-    window = None
+    window, opengl, platform = None, None, "none (headless only)"
     if not headless_only:
-        os.environ.setdefault("BIOGPU_SETTINGS_DIR", str(out_dir / "gui-bench-settings"))
-        from PySide6.QtWidgets import QApplication
-
-        from app.gui.main_window import MainWindow
-        from app.gui.qt_compat import collect_garbage_in_gui_thread
-
-        app = QApplication.instance() or QApplication([])
-        collector = collect_garbage_in_gui_thread()
-        window = MainWindow()
-        window.resize(1920, 1080)
-        window.show()
+        app, window, collector, opengl = _start_window(out_dir)
+        platform = app.platformName()
     rows: list[Row] = []
     for name in panels:
-        path, cfg = bench_config(name, backend, quick, role)
-        run_headless(name, shorten(name, cfg), backend)   # not timed: compile or cache load
+        path, preset = bench_config(name, backend, quick, role)
+        cfg = preset if quick else fit_budget(name, preset, backend, budget)
+        run_headless(name, shorten(name, cfg), backend, timeout)   # not timed: compile or cache load
         best_headless: Timing | None = None
         best_gui: Timing | None = None
         for _ in range(repeat):   # best of N: the 2-core machine is shared
-            h = run_headless(name, cfg, backend)
-            best_headless = h if best_headless is None or h.total_s < best_headless.total_s else best_headless
+            h = run_headless(name, cfg, backend, timeout)
+            best_headless = h if best_headless is None or h.rate > best_headless.rate else best_headless
             if window is not None:
                 g = run_gui(window, name, cfg, backend, timeout)
-                best_gui = g if best_gui is None or g.total_s < best_gui.total_s else best_gui
-        row = Row(name, path.stem + (" (quick)" if quick else ""), backend, best_headless, best_gui)
+                best_gui = g if best_gui is None or g.rate > best_gui.rate else best_gui
+        label = path.stem + (" (quick)" if quick else " (shortened)" if cfg is not preset else "")
+        row = Row(name, label, backend, best_headless, best_gui,
+                  drawn_3d=window is None or bool(opengl) or not uses_opengl(name, cfg))
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
-    print(table(rows))
+    text = table(rows)
+    print(text)
     out_dir.mkdir(parents=True, exist_ok=True)
+    gl = {True: "yes", False: "no", None: "not used"}[opengl]
+    note = (f"Qt platform: {platform}; OpenGL: {gl}; budget {budget:g} s, "
+            f"limit {timeout:g} s per run; {time.strftime('%Y-%m-%d %H:%M')}")
+    (out_dir / f"gui-{backend}.md").write_text(text + "\n\n" + note + "\n")
     (out_dir / f"gui-{backend}.json").write_text(json.dumps(
-        [{**asdict(r), "ratio": r.ratio, "cpu_ratio": r.cpu_ratio} for r in rows], indent=1))
+        {"platform": platform, "opengl": opengl, "budget_s": budget, "limit_s": timeout,
+         "rows": [{**asdict(r), "ratio": r.ratio, "cpu_ratio": r.cpu_ratio} for r in rows]}, indent=1))
+    print(f"{note}\nwrote {out_dir / f'gui-{backend}.md'} and {out_dir / f'gui-{backend}.json'}")
     if window is not None:
         window.close()
         collector.timer.stop()
@@ -232,6 +334,9 @@ if __name__ == "__main__":
     parser.add_argument("--repeat", type=int, default=1, help="best of N (a shared machine)")
     parser.add_argument("--role", default="", help="a preset role of roles.yaml instead of the "
                         "engine's default (paper, lesson)")
+    parser.add_argument("--budget", type=float, default=20.0,
+                        help="seconds a run should take: longer presets are shortened")
+    parser.add_argument("--limit", type=float, default=90.0, help="seconds after which a run is stopped")
     args = parser.parse_args()
     raise SystemExit(main(args.backend, Path(args.out), args.quick, tuple(args.panels),
-                          args.headless_only, args.repeat, role=args.role))
+                          args.headless_only, args.repeat, args.limit, args.role, args.budget))

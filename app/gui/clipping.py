@@ -1,17 +1,24 @@
-"""Find widgets drawn narrower than they ask for (clipped text, squeezed combo arrows)."""
+"""Find text drawn in less room than it needs: widgets narrower than they ask for (clipped text,
+squeezed combo arrows), plot axis labels longer than their axis, elided table cells and headers."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QWidget
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QTableView, QWidget
 
 CHECKED = (QLabel, QAbstractButton, QComboBox)
 
 
 def clipped_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
+    """Every clipped text under ``root``: :func:`narrow_widgets`, :func:`clipped_axis_labels`
+    and :func:`elided_table_text`, one line each."""
+    return (narrow_widgets(root, tolerance) + clipped_axis_labels(root, tolerance)
+            + elided_table_text(root, tolerance))
+
+
+def narrow_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
     """Visible labels, buttons and combo boxes under ``root`` narrower than their size hint.
 
     Word-wrapped labels are left out (they wrap instead of clipping), and so are empty ones.
-    Returns one line per widget: its class, text and widths.
     """
     found = []
     for widget in root.findChildren(QWidget):
@@ -24,4 +31,56 @@ def clipped_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
             text = widget.currentText() if isinstance(widget, QComboBox) else getattr(widget, "text", lambda: "")()
             found.append(f"{type(widget).__name__} {text[:40]!r} ({widget.objectName() or 'unnamed'}): "
                          f"{widget.width()} px < size hint {hint} px")
+    return found
+
+
+def clipped_axis_labels(root: QWidget, tolerance: int = 1) -> list[str]:
+    """Axis labels of the visible pyqtgraph plots under ``root`` longer than their axis.
+
+    pyqtgraph centres a label on its axis and never shortens it: a label longer than the axis
+    runs past its ends, over the neighbouring axis or out of the widget.
+    """
+    import pyqtgraph as pg
+
+    found = []
+    for view in root.findChildren(pg.GraphicsView):
+        if not view.isVisible() or view.scene() is None:
+            continue
+        for item in view.scene().items():
+            if not isinstance(item, pg.AxisItem) or not item.isVisible():
+                continue
+            label = item.label
+            if label is None or not label.isVisible() or not label.toPlainText().strip():
+                continue
+            margin = label.document().documentMargin()
+            text = label.boundingRect().width() - 2 * margin
+            vertical = item.orientation in ("left", "right")
+            room = item.size().height() if vertical else item.size().width()
+            if room + tolerance < text:
+                found.append(f"{item.orientation} axis label {label.toPlainText()[:40]!r}: "
+                             f"{text:.0f} px on a {room:.0f} px axis")
+    return found
+
+
+def elided_table_text(root: QWidget, tolerance: int = 1) -> list[str]:
+    """Columns of the visible tables under ``root`` narrower than their header text or their
+    widest cell (Qt elides the text with "…")."""
+    found = []
+    for table in root.findChildren(QTableView):
+        if not table.isVisible() or table.model() is None:
+            continue
+        header = table.horizontalHeader()
+        model = table.model()
+        for column in range(model.columnCount()):
+            if table.isColumnHidden(column):
+                continue
+            width = table.columnWidth(column)
+            title = str(model.headerData(column, header.orientation()) or "")
+            needs = {"header": header.sectionSizeHint(column) if header.isVisible() else 0,
+                     "cells": table.sizeHintForColumn(column) if model.rowCount() else 0}
+            for part, hint in needs.items():
+                if width + tolerance < hint:
+                    found.append(f"{type(table).__name__} column {title[:30]!r} "
+                                 f"({table.objectName() or 'unnamed'}): {part} need {hint} px, "
+                                 f"the column is {width} px")
     return found

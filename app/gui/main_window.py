@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QSize, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QLabel, QListWidget, QMainWindow,
                                QMessageBox, QSplitter, QStackedWidget, QToolBar, QWidget)
 
@@ -18,7 +18,7 @@ from app.gui.log_dock import LogDock
 from app.gui.panels import Panel, panel_class
 from app.gui.presets import default_for_engine
 from app.gui.runner import RunState
-from app.gui.settings import settings
+from app.gui.settings import restore_splitter, settings, splitter_text
 from app.gui.views.base import configure_pyqtgraph
 from app.gui.workbench import SUFFIX, PanelState, WorkbenchSession, load_session, save_session
 from app.sims.common.config import dump_yaml
@@ -36,7 +36,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         configure_pyqtgraph()
         self.setWindowTitle("BioGPU Studio")
-        self.resize(1400, 900)
+        self.resize(self.default_size())
         self.log_dock = LogDock(self)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self._build_device_selector()
@@ -49,6 +49,17 @@ class MainWindow(QMainWindow):
         self.restored = self.restore_settings()
 
     # ---- construction -------------------------------------------------------------------
+    @staticmethod
+    def default_size() -> QSize:
+        """1400×900, or less where the screen's available area is smaller: ``restoreGeometry``
+        shrinks a window as wide or high as the screen (by 2 px, plus the title bar), which
+        narrowed every panel's views on the next start."""
+        size = QSize(1400, 900)
+        screen = QGuiApplication.primaryScreen()
+        if screen is None:
+            return size
+        return size.boundedTo(screen.availableSize() - QSize(16, 48))
+
     def _build_device_selector(self) -> None:
         toolbar = QToolBar("Device")
         toolbar.setObjectName("deviceToolbar")
@@ -425,12 +436,13 @@ class MainWindow(QMainWindow):
         store = settings()
         store.setValue("window/geometry", self.saveGeometry())
         store.setValue("window/state", self.saveState())
-        store.setValue("window/splitter", self.splitter.saveState())
+        store.setValue("window/splitter", splitter_text(self.splitter))
         store.setValue("window/panel", self.current_panel_name())
         for name, page in self.pages.items():
             if isinstance(page, Panel):
-                store.setValue(f"panels/{name}/splitter", page.splitter.saveState())
-                store.setValue(f"panels/{name}/views", page.views.saveState())
+                if getattr(page, "_fitted", False):     # shown or restored: real sizes
+                    store.setValue(f"panels/{name}/splitter", splitter_text(page.splitter))
+                    store.setValue(f"panels/{name}/views", splitter_text(page.views))
                 try:
                     store.setValue(f"panels/{name}/config", dump_yaml(page.current_config()))
                 except Exception as exc:
@@ -443,11 +455,11 @@ class MainWindow(QMainWindow):
         if store.value("window/panel") is None:
             return False
         for key, restore in (("window/geometry", self.restoreGeometry),
-                             ("window/state", self.restoreState),
-                             ("window/splitter", self.splitter.restoreState)):
+                             ("window/state", self.restoreState)):
             value = store.value(key)
             if isinstance(value, QByteArray):
                 restore(value)
+        restore_splitter(self.splitter, store.value("window/splitter"))
         for name, page in self.pages.items():
             if not isinstance(page, Panel):
                 continue
@@ -462,9 +474,7 @@ class MainWindow(QMainWindow):
                     log.warning("%s panel: remembered config not restored: %s", name, exc)
             # after the config: its texts decide the controls' minimum width
             for key, widget in (("splitter", page.splitter), ("views", page.views)):
-                value = store.value(f"panels/{name}/{key}")
-                if isinstance(value, QByteArray):
-                    widget.restoreState(value)
+                if restore_splitter(widget, store.value(f"panels/{name}/{key}")):
                     page._fitted = True
         panel = store.value("window/panel")
         if panel in self.pages:

@@ -65,3 +65,19 @@ def test_in_threads_does_not_wait_for_a_pool_busy_with_another_caller():
         assert time.perf_counter() - start < 5 and sorted(done)[-1][1] == 10
         release.set()
         first.join()
+
+
+def test_compile_seconds_reports_a_cache_load_even_on_a_machine_that_never_ran_the_engine(tmp_path, monkeypatch):
+    """On an empty default cache the 'cached' figure must still be a load, not a compile."""
+    from app.compute.cpu_threads import compile_seconds
+
+    body = "".join(f"        s += np.sin(i * {k}.0) ** {k % 5} / (1.0 + np.exp(-s * {k}.0))\n" for k in range(60))
+    (tmp_path / "tiny_jit_module.py").write_text(
+        "import time\nimport numba\nimport numpy as np\n\n\n@numba.njit(cache=True)\ndef f(x):\n"
+        "    s = 0.0\n    for i in range(x):\n" + body + "    return s\n\n\n"
+        "def warm_up():\n    t = time.perf_counter()\n    f(10)\n    return time.perf_counter() - t\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    seconds = compile_seconds("tiny_jit_module:warm_up")
+    assert list((tmp_path / "__pycache__").glob("tiny_jit_module.f-*.nbi"))      # the default cache
+    assert seconds["cached_seconds"] < 0.5 * seconds["cold_seconds"], seconds

@@ -42,3 +42,19 @@ def test_every_shipped_model_compiles(name):
                                        varying=(0,) if model.parameters else ())
     compiler = compilers.available()[0]
     assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data
+
+
+@pytest.mark.parametrize("real,compute", [("float", "float"), ("double", "double"), ("double", "float")])
+@pytest.mark.parametrize("name", ["ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998"])
+def test_lookup_table_variant_compiles(name, real, compute):
+    """Voltage lookup tables (solver.lookup_tables) with the RLFE gate updates, in each
+    precision (double states with a float model: mixed): the table branch and the direct one."""
+    from app.compute import compilers
+    from app.compute.kernels import _options
+    from app.sims.cardiac.cuda import model_kernel_source
+    from app.sims.cardiac.model import LookupSpec, load_model
+    model = load_model(name).with_lookup(LookupSpec(), varying=(0,), rl_step=0.01)
+    src, defines = model_kernel_source(model, METHODS["rlfe"], real, 1000, 6, 4, 2, varying=(0,), compute=compute)
+    assert "__ldg(lut_r" in src and "c_lut" in src
+    compiler = compilers.available()[0]
+    assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data

@@ -23,3 +23,15 @@ def test_sbml_variants_compile(path, algorithm):
 
     net = read_sbml(path).require_network()
     assert compile_with_every_compiler(kernel_source(net, [0, 1], algorithm), "ssa.cu", {"SSA_BINS": 64})
+
+
+def test_guarded_law_compiles():
+    """A constant-rate drain (a law that does not vanish when X runs out) gets its guard."""
+    from app.sims.ssa.sbml import read_sbml_string
+    from tests.sims.ssa.test_sbml import CONSTANT_DRAIN, sbml
+
+    net = read_sbml_string(sbml(reactions=CONSTANT_DRAIN, parameters='<parameter id="k" value="40" '
+                                                                      'constant="true"/>')).require_network()
+    source = kernel_source(net, [0], "direct")
+    assert "(x[0] >= 1 ? 1.f : 0.f)" in source
+    assert compile_with_every_compiler(source, "ssa.cu", {"SSA_BINS": 64})

@@ -124,3 +124,48 @@ def run_to_end(qtbot):
 def preset():
     """preset(stem) -> path of a shipped SSA preset."""
     return lambda stem: SSA_PRESETS / f"{stem}.yaml"
+
+
+SHORT_RUN_PRESETS = {"ssa": "ssa/birth-death", "channel": "channel/lesson-model-a-small",
+                     "cardiac": "cardiac/03-sheet-spiral-s1s2-ach-small",
+                     "network": "network/lesson-bursts-appear",
+                     "epidermis": "epidermis/lesson-first-divisions"}
+
+
+def _short_config(name: str, cfg):
+    """A run of about a second on the NumPy engine with a frame worth drawing."""
+    from dataclasses import replace
+
+    if name == "ssa":
+        return replace(cfg, ensemble=replace(cfg.ensemble, realizations=32, t_end=1.0, samples=11))
+    if name == "channel":
+        return replace(cfg, ga=replace(cfg.ga, population=16, generations=3))
+    if name == "cardiac":
+        return replace(cfg, mesh=replace(cfg.mesh, nx=12, ny=12), protocol=replace(cfg.protocol, t_end=30.0),
+                       output=replace(cfg.output, probe_cells=[0, 70]))
+    if name == "network":
+        return replace(cfg, run=replace(cfg.run, epochs=3, epoch_seconds=0.5, slice_seconds=0.5))
+    if name == "epidermis":
+        return replace(cfg, tissue=replace(cfg.tissue, cells=4),
+                       run=replace(cfg.run, steps=40, relax_steps=10, history_every=10))
+    raise AssertionError(name)
+
+
+@pytest.fixture(scope="session")
+def short_run():
+    """short_run(panel) -> (config, last frame) of a short finished run of a preset of that
+    domain on the NumPy engine (run once per test session)."""
+    from app.sims.common.session import Session
+    from app.sims.common.simulation import DOMAINS, find_preset, load_run_config
+
+    done: dict[str, tuple] = {}
+
+    def run(name: str):
+        if name not in done:
+            _, cfg = load_run_config(find_preset(SHORT_RUN_PRESETS[name]))
+            cfg = _short_config(name, cfg)
+            session = Session(DOMAINS[name], cfg, "cpu-reference")
+            session.run()
+            done[name] = (cfg, session.last_frame)
+        return done[name]
+    return run

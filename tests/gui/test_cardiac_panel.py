@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from vispy.io import write_png
 
+from app.gui.panels.cardiac_model import QNAME, display_names
 from app.gui.runner import RunState
 from app.sims.common.simulation import PRESETS
 
@@ -187,12 +188,13 @@ def test_model_picker_parameters_and_region_reach_the_config(cardiac):
     _small_sheet(cardiac)
     group = cardiac.model_group
     group.picker.setCurrentIndex(group.picker.findText("ten_tusscher_model_2006_epi"))
-    names = [group.table.item(r, 0).text() for r in range(group.table.rowCount())]
+    names = [group.table.item(r, 0).data(QNAME) for r in range(group.table.rowCount())]
     row = next(r for r, n in enumerate(names) if n.endswith("g_Na"))
+    assert group.table.item(row, 0).text() == "g_Na"          # the component only where needed
     group.table.item(row, 2).setText("7.0")
     group.region_kind.setCurrentText("circle")
     group.region_shape.setText("1.0, 0.8, 0.5")
-    group.region_param.setCurrentText(names[row])
+    group.region_param.setCurrentText("g_Na")
     group.region_value.setText("0.0")
     cfg = cardiac.current_config()
     assert cfg.model.file == "ten_tusscher_model_2006_epi"
@@ -227,3 +229,19 @@ def test_restitution_protocol_from_the_panel_plots_the_curve(cardiac, run_to_end
     di = [p[0] for p in cardiac.restitution_view.points]
     apd = [p[1] for p in cardiac.restitution_view.points]
     assert di[0] < di[1] and apd[0] < apd[1]          # restitution: shorter DI, shorter APD
+
+
+def test_parameter_names_drop_the_component_only_where_unique():
+    assert display_names(["ina.g", "ical.g", "ina.tau_m", "membrane.C"]) == \
+        ["ina.g", "ical.g", "tau_m", "C"]
+
+
+def test_a_description_with_a_less_than_sign_is_shown_whole(cardiac):
+    """"the band y <= 10 mm" opened an HTML tag that hid the rest of the description."""
+    from PySide6.QtGui import QTextDocument
+
+    cardiac.load_config(PRESETS / "cardiac" / "03-sheet-spiral-s1s2-ach-small.yaml")
+    shown = QTextDocument()
+    shown.setHtml(cardiac.description.text())
+    text = shown.toPlainText()
+    assert "the band y <= 10 mm" in text and text.rstrip().endswith("the S2 wave just leaves.")

@@ -171,3 +171,31 @@ def test_settings_changed_while_paused_reach_the_run(epidermis, qtbot, shown_err
     assert seen[0] == (123, 0.25)
     with qtbot.waitSignal(worker.run_finished, timeout=30000):
         epidermis.stop_run()
+
+
+def test_the_camera_follows_a_growing_tissue_until_moved(epidermis, short_run, qtbot):
+    """A tissue growing a layer stays in view; once the user turns the camera, it stays put."""
+    from dataclasses import replace
+
+    _, frame = short_run("epidermis")
+    view = epidermis.tissue
+    if not view.ensure_canvas():
+        pytest.skip("no OpenGL canvas here")
+
+    def grown(factor: float):
+        pos = np.array(frame.positions, dtype=float)
+        pos[:, 2] = pos[:, 2] * factor + 1.0
+        return replace(frame, positions=pos.astype(np.asarray(frame.positions).dtype))
+
+    view.clear()
+    view.frame = grown(1.0)
+    view.redraw()
+    framed = view.view.camera.scale_factor
+    view.frame = grown(3.0)
+    view.redraw()
+    assert view.view.camera.scale_factor > framed           # refitted to the taller tissue
+    view.view.camera.azimuth = 10.0                         # the user turns it
+    moved = view.view.camera.get_state()
+    view.frame = grown(9.0)
+    view.redraw()
+    assert view.view.camera.get_state() == moved

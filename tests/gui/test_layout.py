@@ -1,4 +1,5 @@
-"""No panel clips a label, button or combo box at 1280x800 or 1920x1080."""
+"""No panel clips a label, button, combo box, plot axis label or table text at 1280x800 or
+1920x1080, at rest and showing a finished run."""
 
 from __future__ import annotations
 
@@ -13,33 +14,60 @@ from app.gui.clipping import clipped_widgets
 pytestmark = pytest.mark.gui
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
-def test_no_widget_is_narrower_than_its_size_hint(window, qtbot, size):
-    window.resize(*size)
-    problems = []
-    checked = 0
+def _walk(window, qtbot, label: str) -> tuple[list[str], int]:
+    """Every panel and every tab of its tab widgets in turn: (clipped texts, widgets seen)."""
+    problems, checked = [], 0
     for name in list(window.pages):
         panel = window.select_panel(name)
-        qtbot.wait(150)
+        qtbot.wait(120)
         pages = [(None, 0)] + [(tabs, i) for tabs in panel.findChildren(QTabWidget)
                                for i in range(tabs.count())]
-        for tabs, index in pages:              # every tab of every tab widget in turn
+        for tabs, index in pages:
             if tabs is not None:
                 if not tabs.isVisible():
                     continue
                 tabs.setCurrentIndex(index)
-                qtbot.wait(50)
-            problems += [f"{name} at {size[0]}x{size[1]}: {p}" for p in clipped_widgets(window)]
+                qtbot.wait(40)
+            problems += [f"{name} {label}: {p}" for p in clipped_widgets(window)
+                         if f"{name} {label}: {p}" not in problems]
             checked += sum(w.isVisible() for w in panel.findChildren(QWidget))
+    return problems, checked
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
+def test_no_text_is_clipped_at_rest_or_with_results(window, qtbot, size, short_run):
+    window.resize(*size)
+    at = f"at {size[0]}x{size[1]}"
+    problems, checked = _walk(window, qtbot, f"{at} at rest")
     assert checked > 100                       # the walk saw the panels' widgets
-    assert not problems, "\n".join(problems)
+    for name, panel in window.pages.items():   # a finished run in every panel
+        cfg, frame = short_run(name)
+        panel.apply_config(cfg)
+        panel.show_frame(frame)
+    more, _ = _walk(window, qtbot, f"{at} with results")
+    assert not problems + more, "\n".join(problems + more)
 
 
-def test_the_checker_sees_a_clipped_button(window, qtbot):
-    from PySide6.QtWidgets import QPushButton
+def test_the_checker_sees_a_clipped_button_axis_label_and_table_column(window, qtbot):
+    import pyqtgraph as pg
+    from PySide6.QtWidgets import QPushButton, QTableWidget, QTableWidgetItem
 
     button = QPushButton("a button with a long text that cannot fit", window)
     button.setGeometry(0, 0, 40, 20)
-    button.show()
-    qtbot.wait(10)
-    assert any("a button with a long" in p for p in clipped_widgets(window))
+    plot = pg.PlotWidget(window)
+    plot.setLabel("left", "a long quantity name (with its unit)")
+    plot.setGeometry(50, 0, 300, 120)
+    table = QTableWidget(1, 2, window)
+    table.setHorizontalHeaderLabels(["a long column title", "b"])
+    table.setItem(0, 1, QTableWidgetItem("a cell text far wider than the column"))
+    table.setGeometry(400, 0, 200, 120)
+    for widget in (button, plot, table):
+        widget.show()
+    table.setColumnWidth(0, 40)
+    table.setColumnWidth(1, 60)
+    qtbot.wait(20)
+    found = "\n".join(clipped_widgets(window))
+    assert "a button with a long" in found
+    assert "left axis label 'a long quantity name" in found
+    assert "column 'a long column title'" in found and "header need" in found
+    assert "column 'b'" in found and "cells need" in found

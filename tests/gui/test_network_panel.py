@@ -103,3 +103,23 @@ def test_resume_from_checkpoint(network, qtbot, tmp_path):
         pass
     frame = network.last_frame
     assert frame.done and frame.epoch == 3 and len(frame.history["epoch_mean_rate"]) == 3
+
+
+def test_epoch_plots_never_show_negative_values(qtbot, short_run):
+    """All-zero bursts per minute: the axis starts at 0 (it showed -0.4..0.4)."""
+    from dataclasses import replace
+
+    from app.gui.views.network import HISTORY_PLOTS, EpochHistoryView
+
+    view = EpochHistoryView()
+    qtbot.addWidget(view)
+    view.resize(900, 250)
+    view.show()
+    qtbot.waitExposed(view)
+    _, frame = short_run("network")
+    history = {key: np.zeros(len(frame.history[key])) for key, _ in HISTORY_PLOTS}
+    view.set_frame(replace(frame, history={**frame.history, **history}))
+    qtbot.wait(50)
+    for key, _ in HISTORY_PLOTS:
+        low, high = view.plots[key].viewRange()[1]
+        assert low >= 0 and high > 0, (key, low, high)

@@ -3,8 +3,6 @@ before data; legends sit outside the data."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -13,32 +11,10 @@ import pyqtgraph as pg
 from PIL import Image
 
 from app.gui.export import render_main_plot
-from app.sims.common.session import Session
-from app.sims.common.simulation import DOMAINS, find_preset, load_run_config
 
 pytestmark = pytest.mark.gui
 
-
-def short(name: str, cfg):
-    """A run of about a second on the NumPy engine with a frame worth drawing."""
-    if name == "ssa":
-        return replace(cfg, ensemble=replace(cfg.ensemble, realizations=32, t_end=1.0, samples=11))
-    if name == "channel":
-        return replace(cfg, ga=replace(cfg.ga, population=16, generations=3))
-    if name == "cardiac":
-        return replace(cfg, mesh=replace(cfg.mesh, nx=12, ny=12), protocol=replace(cfg.protocol, t_end=30.0),
-                       output=replace(cfg.output, probe_cells=[0, 70]))
-    if name == "network":
-        return replace(cfg, run=replace(cfg.run, epochs=3, epoch_seconds=0.5, slice_seconds=0.5))
-    if name == "epidermis":
-        return replace(cfg, tissue=replace(cfg.tissue, cells=4),
-                       run=replace(cfg.run, steps=40, relax_steps=10, history_every=10))
-    raise AssertionError(name)
-
-
-PRESET = {"ssa": "ssa/birth-death", "channel": "channel/lesson-model-a-small",
-          "cardiac": "cardiac/03-sheet-spiral-s1s2-ach-small", "network": "network/lesson-bursts-appear",
-          "epidermis": "epidermis/lesson-first-divisions"}
+PANELS = ("ssa", "channel", "cardiac", "network", "epidermis")
 
 
 def labelled(plot: pg.PlotItem) -> bool:
@@ -48,17 +24,15 @@ def labelled(plot: pg.PlotItem) -> bool:
     return bool(bottom.strip()) and bool(left.strip())
 
 
-@pytest.mark.parametrize("name", list(PRESET))
-def test_main_plot_is_drawn_with_labelled_axes(qtbot, tmp_path, name, monkeypatch):
-    _, cfg = load_run_config(find_preset(PRESET[name]))
-    session = Session(DOMAINS[name], short(name, cfg), "cpu-reference")
-    session.run()
+@pytest.mark.parametrize("name", PANELS)
+def test_main_plot_is_drawn_with_labelled_axes(qtbot, tmp_path, name, monkeypatch, short_run):
+    _, frame = short_run(name)
     views = []
     from app.gui import export
 
     monkeypatch.setattr(export, "_save_view",
                         lambda view, path, save=export._save_view: (views.append(view), save(view, path))[1])
-    path = render_main_plot(name, session.last_frame, tmp_path / "plot.png")
+    path = render_main_plot(name, frame, tmp_path / "plot.png")
     assert path is not None and path.exists()
     pixels = np.asarray(Image.open(path).convert("L"), float)
     assert pixels.std() > 10                                  # not a blank image
@@ -72,34 +46,44 @@ def test_main_plot_is_drawn_with_labelled_axes(qtbot, tmp_path, name, monkeypatc
         (i.getAxis("bottom").labelText, i.getAxis("left").labelText) for i in items]
 
 
-def test_empty_plot_shows_no_tick_values_until_data(qtbot):
+def test_empty_plot_shows_no_tick_values_until_data(qtbot, short_run):
     from app.gui.views.trajectories import TrajectoryView
 
     view = TrajectoryView()
     qtbot.addWidget(view)
     axis = view.plot.getAxis("left")
     assert axis.style["showValues"] is False
-    _, cfg = load_run_config(find_preset("ssa/birth-death"))
-    session = Session(DOMAINS["ssa"], short("ssa", cfg), "cpu-reference")
-    session.run()
-    view.set_frame(session.last_frame)
+    view.set_frame(short_run("ssa")[1])
     assert axis.style["showValues"] is True
     view.clear()
     assert axis.style["showValues"] is False
 
 
-def test_legend_sits_beside_the_data(qtbot):
+def test_legend_sits_beside_the_data(qtbot, short_run):
     from app.gui.views.trajectories import TrajectoryView
 
     view = TrajectoryView()
     qtbot.addWidget(view)
     view.resize(700, 400)
-    _, cfg = load_run_config(find_preset("ssa/birth-death"))
-    session = Session(DOMAINS["ssa"], short("ssa", cfg), "cpu-reference")
-    session.run()
-    view.set_frame(session.last_frame)
+    view.set_frame(short_run("ssa")[1])
     view.show()
     qtbot.waitExposed(view)
     legend = view.legend.sceneBoundingRect()
     data = view.plot.vb.sceneBoundingRect()
     assert legend.width() > 0 and legend.left() >= data.right() - 1   # beside, not over
+
+
+DIMENSIONLESS = {"generation", "epoch", "count", "column", "row", "probability per count value"}
+
+
+def test_every_axis_label_names_its_unit(window):
+    """A label says its unit in parentheses, unless it is a count or an index ("χ²" had none)."""
+    missing = []
+    for name, page in window.pages.items():
+        for view in page.findChildren(pg.GraphicsView):
+            for item in view.scene().items():
+                if isinstance(item, pg.AxisItem) and item.labelText.strip():
+                    text = item.labelText.strip()
+                    if not ("(" in text and text.endswith(")")) and text not in DIMENSIONLESS:
+                        missing.append(f"{name}: {item.orientation} axis {text!r}")
+    assert not missing, missing

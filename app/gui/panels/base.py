@@ -7,6 +7,7 @@ Subclasses fill :attr:`Panel.controls_layout` and :attr:`Panel.views`, and imple
 
 from __future__ import annotations
 
+import html
 import logging
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -384,6 +385,12 @@ class Panel(QWidget):
             lambda: self.ask_file("Open run config", self.open_filter, self.load_config))
         self.preset_combo, self.description = combo, description
         return box, combo, description
+
+    def show_description(self, title: str, *lines: str) -> None:
+        """``title`` in bold over ``lines`` in the description label, as text: a config's
+        "y <= 10 mm" must not open an HTML tag that swallows the rest."""
+        parts = [f"<b>{html.escape(title)}</b>"] + [html.escape(line.strip()) for line in lines]
+        self.description.setText("<br>".join(parts))
 
     # ---- run-time estimates -------------------------------------------------------------
     def estimate(self, cfg: Any) -> float | None:

@@ -94,7 +94,8 @@ class CardiacPanel(Panel):
     def _build_solver_group(self) -> None:
         box = self.form.group("Solver", [("solver.method", "Method"), ("solver.dt", "Δt / first step (ms)"),
                                          ("solver.at", "at (abs. tol.)"), ("solver.rt", "rt (rel. tol.)"),
-                                         ("solver.dt_max", "Max step (ms)"), ("solver.precision", "Precision")])
+                                         ("solver.dt_max", "Max step (ms)"), ("solver.precision", "Precision"),
+                                         ("solver.lookup_tables", "Voltage lookup tables")])
         box.layout().addRow("Backend", self.backend_combo())
         self.form["solver.method"].currentTextChanged.connect(self._update_solver)
         self.controls_layout.addWidget(box)
@@ -167,7 +168,7 @@ class CardiacPanel(Panel):
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: CardiacConfig) -> None:
         self.base_cfg = cfg
-        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
         p = cfg.protocol
         if p.stimuli:

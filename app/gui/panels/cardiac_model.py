@@ -4,10 +4,14 @@ parameters take other values (a scar, an ACh-affected region)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
-from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QHeaderView, QInputDialog,
-                               QLineEdit, QPushButton, QTableWidget, QTableWidgetItem, QWidget)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QInputDialog, QLineEdit,
+                               QPushButton, QTableWidget, QTableWidgetItem, QWidget)
+
+from app.gui.tables import fit_columns
 
 from app.sims.cardiac.cellml import CellMLImportError
 from app.sims.cardiac.config import ModelSettings, ParameterRegion
@@ -15,6 +19,15 @@ from app.sims.cardiac.model import CellModel, load_model, shipped_models
 from app.sims.common.config import ConfigError
 
 REGION_KINDS = ("none", "rect", "circle")
+QNAME = Qt.ItemDataRole.UserRole       # a name cell's and the region combo's full parameter name
+
+
+def display_names(qnames: list[str]) -> list[str]:
+    """Each ``component.variable`` as its variable name where that is unique in the model (CellML
+    component names run to 40 characters), else in full."""
+    short = [q.rpartition(".")[2] for q in qnames]
+    counts = Counter(short)
+    return [s if counts[s] == 1 else q for q, s in zip(qnames, short)]
 
 
 def _numbers(text: str, count: int, what: str) -> list[float]:
@@ -44,7 +57,7 @@ class ModelGroup(QGroupBox):
         self.stimulus.setPlaceholderText("from the oxmeta annotation")
         self.table = QTableWidget(0, 3)
         self.table.setHorizontalHeaderLabels(["parameter", "default", "value"])
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setVisible(False)
         self.table.setMinimumHeight(140)
         self.region_kind = QComboBox()
         self.region_kind.addItems(REGION_KINDS)
@@ -100,16 +113,19 @@ class ModelGroup(QGroupBox):
     def _fill_table(self, model: CellModel, values: dict[str, float]) -> None:
         self.table.setRowCount(len(model.parameters))
         self.region_param.clear()
-        for row, p in enumerate(model.parameters):
-            name = QTableWidgetItem(p.qname)
-            name.setToolTip(f"{p.annotation or 'no annotation'} [{p.unit}]")
+        shown = display_names([p.qname for p in model.parameters])
+        for row, (p, text) in enumerate(zip(model.parameters, shown)):
+            name = QTableWidgetItem(text)
+            name.setData(QNAME, p.qname)
+            name.setToolTip(f"{p.qname}: {p.annotation or 'no annotation'} [{p.unit}]")
             default = QTableWidgetItem(repr(float(p.default)))
             for item in (name, default):
                 item.setFlags(item.flags() & ~item.flags().ItemIsEditable)
             self.table.setItem(row, 0, name)
             self.table.setItem(row, 1, default)
             self.table.setItem(row, 2, QTableWidgetItem(repr(float(values.get(p.qname, p.default)))))
-            self.region_param.addItem(p.qname)
+            self.region_param.addItem(text, p.qname)
+        fit_columns(self.table, stretch=0)
 
     def _update_region(self, *_: object) -> None:
         on = self.region_kind.currentText() != "none"
@@ -132,7 +148,7 @@ class ModelGroup(QGroupBox):
         self.region_kind.setCurrentText(region.kind if region else "none")
         if region is not None:
             key, value = next(iter(region.parameters.items()))
-            self.region_param.setCurrentText(key)
+            self.region_param.setCurrentIndex(max(self.region_param.findData(key), 0))
             self.region_value.setText(f"{value:g}")
             shape = (region.x0, region.x1, region.y0, region.y1) if region.kind == "rect" else \
                 (*region.center[:2], region.radius_mm)
@@ -156,7 +172,7 @@ class ModelGroup(QGroupBox):
         kind = self.region_kind.currentText()
         if kind != "none":
             value = _numbers(self.region_value.text(), 1, "the value")[0]
-            param = {self.region_param.currentText(): value}
+            param = {self.region_param.currentData(): value}
             if kind == "rect":
                 x0, x1, y0, y1 = _numbers(self.region_shape.text(), 4, "a rectangle")
                 regions.append(ParameterRegion(kind="rect", x0=x0, x1=x1, y0=y0, y1=y1, parameters=param))

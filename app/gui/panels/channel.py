@@ -177,7 +177,9 @@ class ChannelPanel(Panel):
         row.addWidget(self.data_browse)
         self.families = QTableWidget(0, len(FAMILY_COLUMNS))
         self.families.setHorizontalHeaderLabels(FAMILY_COLUMNS)
-        self.families.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # paths run long: every column as wide as its text, the table scrolls sideways
+        self.families.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.families.horizontalHeader().setStretchLastSection(True)
         self.families.setToolTip("one recording per protocol family (CSV, ABF or NWB); protocol "
                                  "'file' reads the family's sweeps from the ABF command waveform. "
                                  "Sweep maps, leak subtraction and windows come from the run config.")
@@ -272,7 +274,7 @@ class ChannelPanel(Panel):
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: ChannelConfig) -> None:
         self.base_cfg = cfg
-        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        self.show_description(cfg.name, cfg.description)
         if cfg.model_file:                     # a model file shows as written
             path = Path(cfg.model_file)
             self.model_editor.set_text(path.read_text(encoding="utf-8"), path.name)

@@ -20,6 +20,7 @@ from PySide6.QtGui import QBrush, QColor, QFontDatabase, QTextCursor, QTextForma
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QPlainTextEdit,
                                QTableWidget, QTableWidgetItem, QTextEdit, QVBoxLayout, QWidget)
 
+from app.gui.tables import fit_columns
 from app.sims.channel.model import ChannelSpec, ParameterSpec, compile_model
 from app.sims.common.config import ConfigError, Document, build, parse_yaml
 
@@ -236,6 +237,7 @@ class ParameterTable(QTableWidget):
                     item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
                 self.setItem(i, col, item)
         self.blockSignals(False)
+        fit_columns(self, stretch=0)
         self.problem.emit("")
 
     def set_value(self, name: str, column: str, text: str) -> None:

@@ -195,7 +195,7 @@ class EpidermisPanel(Panel):
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: EpidermisConfig) -> None:
         self.base_cfg = cfg
-        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
         self._update_tissue()
         self._update_mechanics()

@@ -129,7 +129,7 @@ class NetworkPanel(Panel):
         self.base_cfg = cfg
         self.resume_path = None
         self.resume_label.setText("")
-        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
 
     def current_config(self) -> NetworkConfig:

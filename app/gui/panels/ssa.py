@@ -79,8 +79,8 @@ class SSAPanel(Panel):
             model = read_sbml(path)
             if model.network is None:
                 self.table.set_sbml(model)
-                self.description.setText(f"<b>{model.name}</b>: {len(model.refused)} SBML element(s) "
-                                         "refused (red rows); the model cannot run")
+                self.show_description(model.name, f"{len(model.refused)} SBML element(s) refused "
+                                      "(red rows); the model cannot run")
                 model.require_network()
         super().load_config(path)
 
@@ -152,15 +152,15 @@ class SSAPanel(Panel):
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: SSAConfig) -> None:
         self.base_cfg = cfg
-        self.description.setText(f"<b>{cfg.name}</b><br>{cfg.description.strip()}")
+        self.show_description(cfg.name, cfg.description)
         if cfg.grid is not None:
             self.table.set_grid(cfg.grid)
         elif cfg.sbml is not None:
             from app.sims.ssa.sbml import read_sbml
             model = read_sbml(cfg.sbml)
             self.table.set_sbml(model)
-            self.description.setText(f"<b>{cfg.name}</b><br>SBML: {cfg.sbml}<br>"
-                                     f"{len(model.imported)} elements imported")
+            self.show_description(cfg.name, f"SBML: {cfg.sbml}",
+                                  f"{len(model.imported)} elements imported")
         else:
             self.table.set_model(cfg.model)
         self.form.show(cfg)

@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
+from app.gui.tables import fit_columns
 from app.sims.common.config import ConfigError
 from app.sims.ssa.model import GridSpec, NetworkSpec
 
@@ -110,6 +111,7 @@ class ParameterTable(QTableWidget):
                     item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
                 self.setItem(i, col, item)
         self.blockSignals(False)
+        fit_columns(self, stretch=1)
         self.problem.emit("")
 
     # ---- checking -----------------------------------------------------------------------

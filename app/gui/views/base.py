@@ -66,11 +66,16 @@ def integer_axis(plot: pg.PlotItem, name: str = "left") -> None:
 
 
 def show_axis_values(plot: pg.PlotItem, shown: bool) -> None:
-    """Tick values on (data drawn) or off (no data yet: no made-up ranges such as 0..1)."""
+    """Tick values on (data drawn) or off (no data yet: no made-up ranges such as 0..1).
+
+    Values are written out in full: pyqtgraph's scale suffix ("(x0.001)") would follow a label
+    that already names its unit, and made labels too long for their axis."""
     for name in ("bottom", "left"):
         axis = plot.getAxis(name)
         if axis.style.get("showValues", True) != shown:
             axis.setStyle(showValues=shown)
+        if axis.autoSIPrefix:
+            axis.enableAutoSIPrefix(False)
 
 
 class PlotView(QWidget):

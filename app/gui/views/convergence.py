@@ -24,7 +24,7 @@ class ConvergenceView(PlotView):
     """Best and median chi^2 per generation; the header toggle switches the x axis to wall time."""
 
     def __init__(self, parent=None):
-        super().__init__("Convergence", "generation", "χ²", parent)
+        super().__init__("Convergence", "generation", "χ² (pA²)", parent)
         self.wall_toggle = QCheckBox("against wall time (s)")
         row = QHBoxLayout()
         row.addWidget(self.title)

@@ -23,14 +23,13 @@ class EpidermisHistoryView(QWidget):
         self.canvas = pg.GraphicsLayoutWidget()
         self.plots: dict[str, pg.PlotItem] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
-        for k, (key, title, y_label) in enumerate((("cells", "cells", "cells (count)"),
-                                                   ("layers", "layers", "layers (count)"),
-                                                   ("fractions", "fraction of cells", "fraction"))):
+        # the titles name the quantity (side by side, a rotated y label would repeat them)
+        for k, (key, title) in enumerate((("cells", "cells (count)"), ("layers", "layers (count)"),
+                                          ("fractions", "fraction of cells"))):
             p = self.canvas.addPlot(row=0, col=k)
             p.setTitle(title, size="9pt")
-            p.setLabel("bottom", "simulated time (model units)")
-            p.setLabel("left", y_label)
-            p.getAxis("left").setWidth(56)
+            p.setLabel("bottom", "time (model units)")
+            p.getAxis("left").setWidth(40)
             show_axis_values(p, False)
             p.showGrid(x=True, y=True, alpha=0.2)
             p.setClipToView(True)

@@ -124,6 +124,7 @@ class TissueView3D(QWidget):
         self._paint_start = 0.0
         self.paint_seconds = 0.0         # the canvas's last paint (GL draw) time
         self._need_camera = True
+        self._framed: tuple[dict, float] | None = None   # (camera state, tissue top) we framed
         self._size_due = 0
         self._membrane_key: tuple | None = None
         self._timer = QTimer(self)
@@ -276,7 +277,7 @@ class TissueView3D(QWidget):
             self.markers.set_data(np.zeros((0, 3), np.float32))
         self.note.setText(f"showing {idx.size:,} of {self.cut_count:,} elements (every {k}th)" if k > 1 else "")
         self._update_membrane(pos, f.box)
-        if self._need_camera and len(pos):
+        if len(pos) and (self._need_camera or self._outgrown(pos)):
             self.reset_camera()
         self.canvas.update()
         self._last_draw = time.perf_counter()
@@ -310,10 +311,20 @@ class TissueView3D(QWidget):
         else:
             x = (float(pos[:, 0].min()), float(pos[:, 0].max()))
             y = (float(pos[:, 1].min()), float(pos[:, 1].max()))
-        z = (0.0, max(float(pos[:, 2].max()), 1.0))
+        top = max(float(pos[:, 2].max()), 1.0)
+        z = (0.0, top + self.marker_size)
         self.view.camera.set_range(x=x, y=y, z=z)
-        self.view.camera.center = (0.5 * sum(x), 0.5 * sum(y), 0.25 * z[1])
+        self.view.camera.center = (0.5 * sum(x), 0.5 * sum(y), 0.4 * z[1])
         self._need_camera = False
+        self._framed = (self.view.camera.get_state(), top)
+
+    def _outgrown(self, pos: np.ndarray) -> bool:
+        """The tissue grew a quarter above what the camera framed, and nobody moved the camera
+        since (a growing tissue stays in view; a chosen view stays)."""
+        if self._framed is None:
+            return False
+        state, top = self._framed
+        return float(pos[:, 2].max()) > 1.25 * top and self.view.camera.get_state() == state
 
     def render(self) -> np.ndarray:
         """(H, W, 4) uint8 RGBA of the current view (offscreen; works under Xvfb)."""
@@ -326,6 +337,7 @@ class TissueView3D(QWidget):
         self.frame = None
         self.visible_count = self.cut_count = 0
         self._need_camera = True
+        self._framed = None
         self._size_due = 0
         self._membrane_key = None
         self.note.setText("")

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import (QHeaderView, QLabel, QSplitter, QTableWidget, QTableWidgetItem,
-                               QVBoxLayout, QWidget)
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QLabel, QScrollArea, QSplitter, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
 
+from app.gui.tables import fit_columns
 from app.gui.views.base import colour, configure_pyqtgraph
 
 COLUMNS = ("parameter", "value", "sd", "95% low", "95% high", "± %")
 MAX_POINTS = 2000        # samples drawn per scatter panel
+PANEL_PX = 64            # a corner panel's least size (its axis label fits; the plot scrolls)
+AXES_PX = 70             # the outer panels' tick values and labels
 
 
 class CornerPlot(pg.GraphicsLayoutWidget):
@@ -58,10 +61,13 @@ class CornerPlot(pg.GraphicsLayoutWidget):
         self.clear()
         self.panels = {}
         p = len(names)
+        self.setMinimumSize(p * PANEL_PX + AXES_PX, p * PANEL_PX + AXES_PX)
         for i in range(p):
             for j in range(i + 1):
                 plot = self.addPlot(row=i, col=j)
                 plot.hideButtons()
+                for name in ("left", "bottom"):
+                    plot.getAxis(name).enableAutoSIPrefix(False)
                 plot.getAxis("left").setStyle(showValues=j == 0 and i > 0)
                 plot.getAxis("bottom").setStyle(showValues=i == p - 1)
                 if j == 0 and i > 0:
@@ -78,7 +84,8 @@ class IntervalsView(QWidget):
         super().__init__(parent)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.verticalHeader().setVisible(False)
+        fit_columns(self.table, stretch=0)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.note = QLabel("Intervals appear when the fit ends (Fit tab: intervals on).")
         self.note.setWordWrap(True)
@@ -91,7 +98,10 @@ class IntervalsView(QWidget):
         layout.addWidget(self.note)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
-        split.addWidget(self.corner)
+        corner = QScrollArea()
+        corner.setWidgetResizable(True)
+        corner.setWidget(self.corner)
+        split.addWidget(corner)
         split.setSizes([380, 420])
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -110,6 +120,7 @@ class IntervalsView(QWidget):
             rel = 100 * 1.96 * s / abs(b) if b else np.inf
             for c, text in enumerate((name, f"{b:.6g}", f"{s:.3g}", f"{lo:.6g}", f"{hi:.6g}", f"{rel:.3g}")):
                 self.table.setItem(r, c, QTableWidgetItem(text))
+        fit_columns(self.table, stretch=0)
         warnings = "<br>".join(f"⚠ {w}" for w in iv.warnings)
         self.note.setText(f"noise variance {iv.noise_variance:.3g} pA², condition {iv.condition:.3g}"
                           + (f"<br><span style='color:#b00020'>{warnings}</span>" if warnings else ""))
@@ -123,3 +134,4 @@ class IntervalsView(QWidget):
         self.table.setRowCount(0)
         self.note.setText("Intervals appear when the fit ends (Fit tab: intervals on).")
         self.corner.clear()
+        self.corner.setMinimumSize(0, 0)

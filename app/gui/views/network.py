@@ -138,6 +138,7 @@ class EpochHistoryView(QWidget):
             p.setLabel("bottom", "epoch")
             p.setTitle(label, size="9pt")
             p.showGrid(x=True, y=True, alpha=0.2)
+            p.setLimits(yMin=0)                 # none is negative: no -0.4..0.4 around all-zero bursts
             p.getAxis("left").setWidth(52)      # room for "2,500" before the first layout pass
             integer_axis(p, "bottom")
             if key == "epoch_synapses":

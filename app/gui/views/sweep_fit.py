@@ -31,7 +31,8 @@ class SweepFitView(PlotView):
     """
 
     def __init__(self, parent=None):
-        super().__init__("Best fit and data", "time from sweep start (ms)", "current (pA)", parent)
+        super().__init__("Best fit (a colour per sweep) and data (grey)", "time from sweep start (ms)",
+                         "current (pA)", parent)
         self.sweep_combo = QComboBox()
         self.sweep_combo.setMinimumContentsLength(16)
         self.sweep_combo.addItem("all sweeps", -1)

@@ -52,18 +52,19 @@ def make_cfg(base, level: int, t_end: float, **solver):
 def run_once(cfg, backend: str) -> tuple[dict, dict]:
     sim = CardiacSimulation(cfg, backend)
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if backend == "cuda":
             sim.engine.run_to_end()
         else:
             while not sim.finished:
                 sim.advance()
         wall = time.perf_counter() - start
+        cpu = time.process_time() - cpu
         sim.wall = wall
         arrays, summary = sim.results()
     finally:
         sim.close()
-    return arrays, summary
+    return arrays, {**summary, "cpu_seconds": cpu}
 
 
 SHEET = """domain: cardiac
@@ -76,26 +77,37 @@ output: {random_probes: 0, probe_cells: [0], dt_save: 1.0}
 
 def sheet_throughput(quick: bool) -> list[dict]:
     """Cell-steps/s of the compiled engine on a 100x100 sheet (RLFE, dt 0.05 ms) on 1..all
-    threads, and of the NumPy reference on one core: the issue-13 fast-CPU rows."""
+    threads, without and with voltage lookup tables, and of the NumPy reference on one core:
+    the issue-13 fast-CPU rows. Rates per wall second and per CPU second of the process (the
+    second is what a shared machine can compare)."""
     from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
     from app.sims.cardiac.config import load_config
     from app.sims.common.config import parse_yaml
 
     side, t_end = (40, 2.0) if quick else (100, 10.0)
-    cfg = load_config(parse_yaml(SHEET % (side, side, t_end), "<bench sheet>"))
     steps = int(round(t_end / 0.05))
     rows = []
     print(f"# compiled CPU engine: {side}x{side} sheet, RLFE dt 0.05 ms, {steps} steps; first use "
           f"{cold_compile_seconds('app.sims.cardiac.compiled:warm_up'):.1f} s (empty cache)")
-    for backend, counts in (("cpu", thread_counts()), ("cpu-reference", [1])):
+    for backend, lookup, counts in (("cpu", False, thread_counts()), ("cpu", True, thread_counts()),
+                                    ("cpu-reference", False, [1])):
+        text = (SHEET % (side, side, t_end)).replace("precision: float64}",
+                                                     f"precision: float64, lookup_tables: {str(lookup).lower()}}}")
+        cfg = load_config(parse_yaml(text, "<bench sheet>"))
         for n in counts:
             with threads(n):
+                if backend == "cpu":
+                    run_once(cfg, backend)                       # compile, build the tables
                 _, summary = run_once(cfg, backend)
+                cpu = summary["cpu_seconds"]                     # the stepping loop's, all threads
             rate = side * side * steps / summary["wall_seconds"]
-            rows.append({"engine": backend, "threads": n, "cells": side * side, "steps": steps,
-                         "wall_seconds": summary["wall_seconds"], "cell_steps_per_second": rate})
-            print(f"  {backend:14s} {n:3d} threads  {summary['wall_seconds']:7.3f} s  "
-                  f"{rate:10.3g} cell-steps/s  {rate / n:10.3g} per thread", flush=True)
+            row = {"engine": backend, "lookup_tables": lookup, "threads": n, "cells": side * side,
+                   "steps": steps, "wall_seconds": summary["wall_seconds"], "cpu_seconds": cpu,
+                   "cell_steps_per_second": rate, "cell_steps_per_cpu_second": side * side * steps / cpu}
+            rows.append(row)
+            print(f"  {backend:14s} tables {'on ' if lookup else 'off'} {n:3d} threads  "
+                  f"{summary['wall_seconds']:7.3f} s  {rate:10.3g} cell-steps/s  {rate / n:10.3g} per thread  "
+                  f"{row['cell_steps_per_cpu_second']:10.3g} per CPU second", flush=True)
     return rows
 
 
@@ -109,10 +121,14 @@ def hbm_bandwidth() -> float:
     return 2.0 * clock_hz * bus_bytes
 
 
-MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms, precision)
-    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32"),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64"),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32"),
+MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms, precision, lookup tables)
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32", False),
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64", False),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", False),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "mixed", True),
 ]
 
 
@@ -127,25 +143,26 @@ def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth:
     bandwidth = bandwidth or hbm_bandwidth()
     n_cells = 10 * 4 ** level + 2
     rows = []
-    for label, name, dt, amplitude, duration, precision in MODEL_CASES:
+    for label, name, dt, amplitude, duration, precision, lookup in MODEL_CASES:
         model = load_model(name)
         stimuli = [dataclasses.replace(st, amplitude=amplitude, duration=duration) for st in base.protocol.stimuli]
         cfg = dataclasses.replace(base, model=ModelSettings(file=name),
                                   protocol=dataclasses.replace(base.protocol, stimuli=stimuli))
-        cfg = make_cfg(cfg, level, t_end, method="rlfe", dt=dt, precision=precision)
-        run_once(make_cfg(cfg, level, 2.0, method="rlfe", dt=dt, precision=precision), backend)   # compile
+        cfg = make_cfg(cfg, level, t_end, method="rlfe", dt=dt, precision=precision, lookup_tables=lookup)
+        run_once(make_cfg(cfg, level, 2.0), backend)   # compile
         try:
             arrays, summary = run_once(cfg, backend)
         except (RunStopped, RuntimeError) as exc:
-            print(f"{label:28s} {precision}: stopped: {exc}", flush=True)
-            rows.append({"model": label, "file": name, "precision": precision, "stopped": str(exc)})
+            print(f"{label:28s} {precision} lookup {'on ' if lookup else 'off'}: stopped: {exc}", flush=True)
+            rows.append({"model": label, "file": name, "precision": precision, "lookup_tables": lookup,
+                         "stopped": str(exc)})
             continue
         steps = summary["steps_accepted"]
         size = 4 if precision == "float32" else 8
         state_bytes = 2 * model.n_states * size * n_cells              # read + write
         floor = steps * state_bytes / bandwidth
         act = arrays["activation_time"]
-        row = {"model": label, "file": name, "precision": precision, "states": model.n_states,
+        row = {"model": label, "file": name, "precision": precision, "lookup_tables": lookup, "states": model.n_states,
                "gates": model.n_gates,
                "dt": dt, "steps": steps, "wall_seconds": summary["wall_seconds"],
                "bytes_per_step": state_bytes, "bandwidth_bytes_per_s": bandwidth,
@@ -153,7 +170,8 @@ def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth:
                "activated_fraction": float(np.isfinite(act).mean()),
                "stopped": summary.get("stopped", {}).get("reason", "")}
         rows.append(row)
-        print(f"{label:28s} {model.n_states:3d} states  {precision}  RLFE dt {dt:g}  {steps:6d} steps  "
+        print(f"{label:28s} {model.n_states:3d} states  {precision}  lookup {'on ' if lookup else 'off'}  "
+              f"RLFE dt {dt:g}  {steps:6d} steps  "
               f"{summary['wall_seconds']:7.3f} s  floor {floor:6.3f} s ({state_bytes / 1e6:.1f} MB/step at "
               f"{bandwidth / 1e12:.2f} TB/s)  ratio {row['ratio_to_floor']:5.2f}  "
               f"activated {row['activated_fraction']:.3f}{'  STOPPED ' + row['stopped'] if row['stopped'] else ''}",

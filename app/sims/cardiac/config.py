@@ -12,6 +12,8 @@ from app.sims.common.config import Document, build, spec
 MESH_KINDS = ("sphere", "sheet", "single")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
 REGION_KINDS = ("all", "cap", "rect", "cells")
+PRECISIONS = ("float32", "float64", "mixed")
+MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,14 @@ class SolverSettings:
     fac_min: float = field(default=0.2, metadata=spec(range=(0.01, 1.0)))
     fac_max: float = field(default=5.0, metadata=spec(range=(1.0, 100.0)))
     rush_larsen: bool = True
-    precision: str = field(default="float32", metadata=spec(choices=("float32", "float64")))
+    precision: str = field(default="float32", metadata=spec(
+        choices=PRECISIONS, doc="mixed: float64 states and update, the cell model in float32 (CUDA; "
+                                "the CPU engines run mixed in float64)"))
+    lookup_tables: bool = field(default=False, metadata=spec(
+        doc="read the model's voltage-only terms from tables (linear interpolation; direct outside the range)"))
+    lookup_step: float = field(default=0.02, metadata=spec(range=(1e-4, 1.0), unit="mV", doc="table step"))
+    lookup_v_min: float = field(default=-120.0, metadata=spec(range=(-1000.0, 1000.0), unit="mV"))
+    lookup_v_max: float = field(default=80.0, metadata=spec(range=(-1000.0, 1000.0), unit="mV"))
 
 
 @dataclass(frozen=True)
@@ -230,6 +239,12 @@ def load_config(doc: Document) -> CardiacConfig:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
+    if s.lookup_tables:
+        rows = (s.lookup_v_max - s.lookup_v_min) / s.lookup_step
+        if not 2 <= rows <= MAX_LOOKUP_ROWS:
+            raise doc.error(f"solver.lookup_v_min .. lookup_v_max ({s.lookup_v_min:g} .. {s.lookup_v_max:g} mV) "
+                            f"every lookup_step = {s.lookup_step:g} mV gives {rows:.0f} rows; the tables need "
+                            f"2 to {MAX_LOOKUP_ROWS} (v_min < v_max)", ("solver", "lookup_v_max"))
     cells = n_cells(cfg.mesh)
     for i, c in enumerate(cfg.output.probe_cells):
         if not 0 <= c < cells:
@@ -266,7 +281,7 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
     from app.sims.common.memory import estimate
 
     n, states = float(n_cells(cfg.mesh)), float(config_model(cfg.model).n_states)
-    width = 8.0 if cfg.solver.precision == "float64" else 4.0
+    width = 4.0 if cfg.solver.precision == "float32" else 8.0
     stages = 8.0                                  # stages, error and accepted copies (at most)
     out, t_end = cfg.output, cfg.protocol.t_end
     step = out.dt_save if out.dt_save > 0 else cfg.solver.dt

@@ -11,7 +11,7 @@ import numpy as np
 from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
 from app.sims.cardiac.config import MAX_STIMULI
-from app.sims.cardiac.engine import Problem, RunStopped
+from app.sims.cardiac.engine import Problem, RunStopped, fused_model
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.solvers import METHODS, Tableau
 from app.sims.common.engine import EngineBase
@@ -24,6 +24,7 @@ ST_BLOWUP, ST_FLOOR = 1, 2
 CHUNK_FIXED = 500
 CHUNK_ADAPTIVE = 100
 H_CAP = 1 << 20
+STAGE_MIN_BLOCKS: int | None = None   # override of stage_min_blocks() (scripts/cardiac/gpu_tuning.py)
 
 
 def _arr(values) -> str:
@@ -46,23 +47,46 @@ def tableau_source(tab: Tableau) -> Code:
 
 
 def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int, width: int,
-                        n_probes: int, n_stimuli: int, varying: tuple[int, ...] = ()) -> tuple[str, dict]:
-    """The kernel text for a model, method and precision, and its -D defines."""
-    src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying),
+                        n_probes: int, n_stimuli: int, varying: tuple[int, ...] = (),
+                        compute: str | None = None) -> tuple[str, dict]:
+    """The kernel text for a model, method and precision (states in ``real``, the model in
+    ``compute``, by default the same), and its -D defines."""
+    src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying, compute),
                                                     "TABLEAU": tableau_source(tab)})
     defines = {"REAL": real, "NPAD": padded(n_cells), "NCELLS": n_cells, "KNB": width,
                "NPROBE": n_probes, "NSTIM": n_stimuli, "NS": model.n_states,
                "NNG": model.n_nongating, "NG": model.n_gates, "NPARAM": len(model.parameters),
-               "NVARY": len(varying)}
+               "NVARY": len(varying), "STAGE_BLOCK": BLOCK,
+               "STAGE_MIN_BLOCKS": stage_min_blocks(model, real, compute or real)}
     return src, defines
 
 
 def kernel_source(problem: Problem) -> tuple[str, dict]:
     """The kernel text for this problem's model, method and precision, and its -D defines."""
     real = "double" if problem.dtype == np.float64 else "float"
-    return model_kernel_source(problem.model, problem.tableau, real, problem.n_cells,
+    return model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
                                problem.mesh.width, len(problem.probes),
-                               len(problem.cfg.protocol.stimuli), problem.varying)
+                               len(problem.cfg.protocol.stimuli), problem.varying,
+                               compute_type(problem.cfg.solver.precision))
+
+
+def stage_min_blocks(model: CellModel, real: str, compute: str) -> int:
+    """Blocks of BLOCK threads per SM the stage kernels must fit (``__launch_bounds__``; 0: no
+    bound, ptxas's choice). A large table model's cell-step fits in fewer registers than ptxas
+    takes: ORd's table path in double uses 254 registers (2 blocks), and 168 (3 blocks) with
+    48 B of spills; in mixed precision 168 and 128 (4 blocks) with 12 B
+    (``scripts/cardiac/kernel_counts.py``). In float it needs 80-96 without a bound, which a
+    bound would only raise. Models without tables keep ptxas's choice."""
+    if STAGE_MIN_BLOCKS is not None:
+        return STAGE_MIN_BLOCKS
+    if model.lookup is None or model.n_states < 30 or real == "float":
+        return 0
+    return 3 if compute == "double" else 4
+
+
+def compute_type(precision: str) -> str:
+    """The C type the cell model is evaluated in: ``mixed`` evaluates it in float."""
+    return "double" if precision == "float64" else "float"
 
 
 def padded(n: int) -> int:
@@ -103,6 +127,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         if problem.varying:
             pfield[:, :n] = problem.param_field[list(problem.varying)]
         self.pfield = gpuarray.to_gpu(pfield.ravel())
+        self.lut = upload_table(self.module, fused_model(problem), problem.cell_params,
+                                np.float64 if compute_type(problem.cfg.solver.precision) == "double" else np.float32)
         stim = np.zeros(MAX_STIMULI * 5)
         stim[:problem.stim_table.size] = problem.stim_table.ravel()
         self._set_const("c_stim", stim)
@@ -307,8 +333,23 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
 
     def close(self) -> None:
         for buf in (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps, self.pfield,
-                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist):
+                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist,
+                    *([self.lut] if self.lut is not None else [])):
             buf.gpudata.free()
+
+
+def upload_table(module, model: CellModel, params: np.ndarray, dtype):
+    """Copy the model's lookup table to the device (in ``dtype``) and point ``c_lut`` at it;
+    ``None`` for a model without tables."""
+    if model.lookup is None:
+        return None
+    import pycuda.driver as cuda
+    import pycuda.gpuarray as gpuarray
+
+    table = gpuarray.to_gpu(model.table(params).astype(dtype))
+    ptr, _ = module.get_global("c_lut")
+    cuda.memcpy_htod(ptr, np.array([int(table.gpudata)], np.uint64))
+    return table
 
 
 def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.ndarray,
@@ -318,15 +359,16 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     import pycuda.driver as cuda
     import pycuda.gpuarray as gpuarray
 
-    dtype = np.float64 if precision == "float64" else np.float32
+    dtype = np.float32 if precision == "float32" else np.float64
     real = "double" if dtype == np.float64 else "float"
     n = y.shape[1]
     npad = padded(n)
-    src, defines = model_kernel_source(model, METHODS["rlfe"], real, n, 1, 1, 1)
+    src, defines = model_kernel_source(model, METHODS["rlfe"], real, n, 1, 1, 1, compute=compute_type(precision))
     mod = load_module(src, "cardiac.cu", defines)
     if len(params):
         ptr, _ = mod.get_global("c_params")
         cuda.memcpy_htod(ptr, np.asarray(params, dtype))
+    table = upload_table(mod, model, params, np.float64 if compute_type(precision) == "double" else np.float32)
     ns, ng, nga = model.n_states, model.n_nongating, model.n_gates
     yy = np.zeros((ns, npad), dtype)
     yy[:, :n] = y
@@ -337,4 +379,6 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     mod.get_function("eval_rates")(d_y, d_i, d_p, d_o, block=(BLOCK, 1, 1),
                                    grid=((npad + BLOCK - 1) // BLOCK, 1))
     out = d_o.get().reshape(ng + 2 * nga, npad)[:, :n].astype(np.float64)
+    for buf in (d_y, d_i, d_p, d_o, *([table] if table is not None else [])):
+        buf.gpudata.free()
     return out[:ng], out[ng:ng + nga], out[ng + nga:]

@@ -21,7 +21,7 @@ import numpy as np
 
 from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion, Region
 from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
-from app.sims.cardiac.model import CellModel, config_model
+from app.sims.cardiac.model import CellModel, LookupSpec, config_model
 from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
 from app.sims.common.engine import EngineBase
 
@@ -95,6 +95,22 @@ def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
     return values, varying
 
 
+def is_rl_euler(tab: Tableau) -> bool:
+    """Whether the tableau is Rush–Larsen forward Euler (one stage, fixed step)."""
+    return not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
+
+
+def fused_model(problem: "Problem") -> CellModel:
+    """The model as the fused RLFE programs (CUDA stage kernel, compiled CPU step) print it:
+    with lookup tables, the V-only gates' updates tabulated for the fixed step as well."""
+    m = problem.model
+    if m.lookup is None or not is_rl_euler(problem.tableau):
+        return m
+    if "fused_model" not in problem.extra:
+        problem.extra["fused_model"] = m.with_lookup(m.lookup, m.varying, rl_step=problem.cfg.solver.dt)
+    return problem.extra["fused_model"]
+
+
 @dataclass
 class Problem:
     """Everything an engine needs, in plain arrays."""
@@ -151,9 +167,12 @@ class Problem:
         tab = METHODS[cfg.solver.method]
         if not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
-        dtype = np.float64 if cfg.solver.precision == "float64" else np.float32
+        dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
         params = model.parameter_vector(cfg.model.parameters)
         field_, varying = parameter_field(mesh, model, cfg, params)
+        s = cfg.solver
+        if s.lookup_tables:
+            model = model.with_lookup(LookupSpec(s.lookup_v_min, s.lookup_v_max, s.lookup_step), varying)
         return cls(cfg, mesh, model, params, y0, mask, table, bp, probes, tab, t_end, dtype,
                    field_, varying)
 

@@ -17,7 +17,9 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from app.compute.codegen import Code, to_c, to_numpy, to_python
+from app.compute.codegen import Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy, to_python
+from app.compute.codegen.strength import reduce_strength
+from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, ImportedModel, Parameter, import_cellml
 
@@ -70,10 +72,31 @@ class _SafeMath:
 
 
 @dataclass(frozen=True)
+class LookupSpec:
+    """Voltage lookup tables: ``v_min``..``v_max`` mV every ``step`` mV, linear interpolation;
+    outside the range the entries are evaluated directly."""
+
+    v_min: float = -120.0
+    v_max: float = 80.0
+    step: float = 0.02
+
+    @property
+    def rows(self) -> int:
+        return int(round((self.v_max - self.v_min) / self.step)) + 1
+
+    def grid(self) -> np.ndarray:
+        return self.v_min + self.step * np.arange(self.rows)
+
+
+@dataclass(frozen=True)
 class CellModel:
-    """An imported model: names, initial state, parameters and the printed programs."""
+    """An imported model: names, initial state, parameters and the printed programs; with
+    ``lookup`` set, the programs read the voltage-only parts from tables (:meth:`with_lookup`)."""
 
     imported: ImportedModel
+    lookup: LookupSpec | None = None
+    varying: tuple[int, ...] = ()      # parameters that differ between cells (not in tables)
+    rl_step: float | None = None       # fixed Rush–Larsen step whose gate updates are tabulated
 
     @property
     def name(self) -> str:
@@ -123,29 +146,136 @@ class CellModel:
     def initial_state(self) -> np.ndarray:
         return np.array(self.imported.initial, dtype=float)
 
-    # ---- printed programs ---------------------------------------------------------------
-    def _lines(self, printer: Callable, state: Callable[[int], str], param: Callable[[int], str],
-               stim: str) -> list[str]:
+    # ---- lookup tables ------------------------------------------------------------------
+    def with_lookup(self, spec: LookupSpec | None, varying: tuple[int, ...] = (),
+                    rl_step: float | None = None) -> "CellModel":
+        """This model with its voltage-only parts read from tables (``None``: evaluated
+        directly); parameters in ``varying`` differ between cells and stay out of the tables.
+
+        ``rl_step``: the programs are for Rush–Larsen forward Euler with this fixed step only:
+        a gate whose ``a`` and ``b`` depend on V alone outputs ``exp(h·a)`` and
+        ``b·expm1(h·a)/a`` instead (tabulated), so its update is ``x ← a·x + b``
+        (:attr:`table_gates`), as openCARP's tables do."""
+        if spec is None:
+            return CellModel(self.imported)
+        return CellModel(self.imported, spec, tuple(varying), rl_step)
+
+    @property
+    def _fixed(self) -> set[str]:
+        return {p.name for k, p in enumerate(self.parameters) if k not in self.varying}
+
+    @functools.cached_property
+    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...]]:
+        """The equations, the outputs and the gates updated from tables (see ``rl_step``)."""
         m = self.imported
-        lines = [f"{_symbol(s)} = {state(k)}" for k, s in enumerate(m.states)]
-        lines += [f"{_symbol(p.name)} = {param(k)}" for k, p in enumerate(m.parameters)]
-        lines.append(f"{_symbol(I_ST)} = {stim}")
-        lines += [f"{_symbol(eq.name)} = {printer(eq.tree, _symbol)}" for eq in m.equations]
-        return lines
+        eqs, outs = [(e.name, reduce_strength(e.tree)) for e in m.equations], list(m.outputs)
+        table_gates = []
+        if self.rl_step is not None:
+            ng, n_gates = self.n_nongating, self.n_gates
+            voltage_only = variable_only(eqs, m.states[V_INDEX], self._fixed)
+            for g in range(n_gates):
+                a, b = outs[ng + g], outs[ng + n_gates + g]
+                if a in voltage_only and b in voltage_only:
+                    ha = Binary("*", Num(float(self.rl_step)), Name(a))
+                    eqs += [(f"rl_{g}_E", Call("exp", (ha,))),
+                            (f"rl_{g}_B", Binary("/", Binary("*", Name(b), Call("expm1", (ha,))), Name(a)))]
+                    outs[ng + g], outs[ng + n_gates + g] = f"rl_{g}_E", f"rl_{g}_B"
+                    table_gates.append(g)
+        return tuple(eqs), tuple(outs), tuple(table_gates)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self._program[1]
+
+    @property
+    def table_gates(self) -> tuple[int, ...]:
+        """Gates whose outputs are their update's coefficients (``rl_step``), not a and b."""
+        return self._program[2]
+
+    @functools.cached_property
+    def lookup_plan(self) -> LookupPlan | None:
+        if self.lookup is None:
+            return None
+        eqs, outs, _ = self._program
+        return plan_lookup(eqs, outs, self.imported.states[V_INDEX], self._fixed)
+
+    @functools.cached_property
+    def _tables(self) -> dict:
+        return {}
+
+    def table(self, params: np.ndarray) -> np.ndarray:
+        """The lookup table for parameter values ``params`` ((P,), or (P, N) per cell: the
+        fixed ones are the same in every cell), flat float64: for each row (voltage) and entry,
+        the value and its difference to the next row."""
+        return self._table_pair(params)[0]
+
+    def _table_pair(self, params: np.ndarray) -> tuple[np.ndarray, list[float]]:
+        """:meth:`table` and the same as Python floats (what the scalar program indexes)."""
+        if self.lookup is None:
+            raise ValueError(f"model {self.name} has no lookup tables")
+        values = np.asarray(params, np.float64)
+        values = values[:, 0] if values.ndim == 2 else values
+        key = values.tobytes()
+        if key not in self._tables:
+            fixed = {p.name: float(values[k]) for k, p in enumerate(self.parameters) if k not in self.varying}
+            plan = self.lookup_plan
+            assert plan is not None
+            pairs = tabulate(plan, self.lookup.grid(), fixed)
+            if len(self._tables) > 8:
+                self._tables.clear()
+            self._tables[key] = (pairs.ravel(), pairs.ravel().tolist())
+        return self._tables[key]
+
+    # ---- printed programs ---------------------------------------------------------------
+    def _inputs(self, state: Callable[[int], str], param: Callable[[int], str], stim: str) -> list[tuple[str, str]]:
+        m = self.imported
+        out = [(_symbol(s), state(k)) for k, s in enumerate(m.states)]
+        out += [(_symbol(p.name), param(k)) for k, p in enumerate(m.parameters)]
+        return out + [(_symbol(I_ST), stim)]
+
+    def _python_body(self, printer: Callable, numpy: bool) -> list[str]:
+        """Statements of the Python (or NumPy) program: inputs, then the equations; with tables
+        the prelude, the lookup (direct evaluation outside the table) and the rest."""
+        def assign(name: str, tree: Node) -> str:
+            return f"{_symbol(name)} = {printer(tree, _symbol)}"
+
+        lines = [f"{a} = {b}" for a, b in self._inputs(lambda k: f"y[{k}]", lambda k: f"p[{k}]", "i_st")]
+        plan, spec = self.lookup_plan, self.lookup
+        if plan is None or spec is None:
+            return lines + [assign(n, t) for n, t in self._program[0]]
+        lines += [assign(n, t) for n, t in plan.prelude]
+        width, last = 2 * plan.n_entries, float(spec.rows - 1)
+        lines.append(f"lut_x = ({_symbol(plan.variable)} - {spec.v_min!r}) * {1.0 / spec.step!r}")
+        entries = [(_symbol(entry_name(k)), f"lut[lut_r + {2 * k}] + lut_f * lut[lut_r + {2 * k + 1}]", e)
+                   for k, e in enumerate(plan.entries)]
+        if numpy:
+            lines += [f"lut_ok = (lut_x >= 0.0) & (lut_x < {last!r})",
+                      "lut_i = np.where(lut_ok, lut_x, 0.0).astype(np.int64)",
+                      "lut_f = lut_x - lut_i", f"lut_r = lut_i * {width}"]
+            lines += [assign(n, t) for n, t in plan.helpers]
+            lines += [f"{s} = np.where(lut_ok, {read}, {printer(e, _symbol)})" for s, read, e in entries]
+        else:
+            lines += [f"if lut_x >= 0.0 and lut_x < {last!r}:", "    lut_i = int(lut_x)",
+                      "    lut_f = lut_x - lut_i", f"    lut_r = lut_i * {width}"]
+            lines += [f"    {s} = {read}" for s, read, _ in entries]
+            lines.append("else:")
+            lines += ["    " + assign(n, t) for n, t in plan.helpers]
+            lines += [f"    {s} = {printer(e, _symbol)}" for s, _, e in entries]
+        return lines + [assign(n, t) for n, t in plan.main]
+
+    def _function(self, func_name: str, body: list[str]) -> str:
+        args = "y, i_st, p, lut" if self.lookup is not None else "y, i_st, p"
+        outs = ", ".join(_symbol(o) for o in self.outputs)
+        return "\n".join([f"def {func_name}({args}):", *("    " + x for x in body),
+                          f"    return ({outs},)"]) + "\n"
 
     def python_source(self, func_name: str = "cell_rates") -> str:
-        """``func_name(y, i_st, p)`` on floats (``y[k]``, ``p[k]``) returning the outputs as a
-        tuple: run as Python or compiled by numba."""
-        body = self._lines(to_python, lambda k: f"y[{k}]", lambda k: f"p[{k}]", "i_st")
-        outs = ", ".join(_symbol(o) for o in self.imported.outputs)
-        return "\n".join([f"def {func_name}(y, i_st, p):", *("    " + x for x in body),
-                          f"    return ({outs},)"]) + "\n"
+        """``func_name(y, i_st, p[, lut])`` on floats (``y[k]``, ``p[k]``, ``lut`` the flat
+        :meth:`table`) returning the outputs as a tuple: run as Python or compiled by numba."""
+        return self._function(func_name, self._python_body(to_python, numpy=False))
 
     def numpy_source(self, func_name: str = "rates") -> str:
-        body = self._lines(to_numpy, lambda k: f"y[{k}]", lambda k: f"p[{k}]", "i_st")
-        outs = ", ".join(_symbol(o) for o in self.imported.outputs)
-        return "\n".join([f"def {func_name}(y, i_st, p):", *("    " + x for x in body),
-                          f"    return ({outs},)"]) + "\n"
+        return self._function(func_name, self._python_body(to_numpy, numpy=True))
 
     @functools.cached_property
     def _numpy(self):
@@ -167,42 +297,123 @@ class CellModel:
     def rates(self, y: np.ndarray, i_st, params: np.ndarray):
         """``(dng, a, b)`` at states ``y`` (S, ...) with stimulus ``i_st``; ``params`` (P,) or
         (P, ...) per cell."""
+        lut = () if self.lookup is None else self._table_pair(params)
         if y.ndim == 2 and y.shape[1] == 1 and np.ndim(i_st) <= 1 and np.ndim(params) == 1:
             try:      # one cell: plain floats, ~50x less overhead than NumPy on 1-element arrays
                 vals = self._scalar([float(v) for v in y[:, 0]], float(np.ravel(i_st)[0]),
-                                    [float(q) for q in params])
+                                    [float(q) for q in params], *lut[1:])
                 dng, a, b = self._split(vals, y.dtype)
                 return dng[:, None], a[:, None], b[:, None]
             except (ArithmeticError, ValueError):
                 pass           # a domain error (log of a negative, 0/0): NumPy gives nan/inf
         with np.errstate(all="ignore"):
-            return self._split(self._numpy(y, i_st, params), y.dtype)
+            return self._split(self._numpy(y, i_st, params, *(t.astype(y.dtype) for t in lut[:1])), y.dtype)
 
     def derivative(self, y: np.ndarray, i_st, params: np.ndarray) -> np.ndarray:
         """Full dy/dt (S, ...) of an isolated cell."""
+        if self.table_gates:
+            raise ValueError("a model with tabulated gate updates (rl_step) has no derivative")
         dng, a, b = self.rates(y, i_st, params)
         return np.concatenate([dng, a * y[self.n_nongating:] + b])
 
-    def cuda_source(self, real: str = "float", varying: tuple[int, ...] = ()) -> Code:
+    def cuda_source(self, real: str = "float", varying: tuple[int, ...] = (), compute: str | None = None) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
         (non-gating dy/dt, then the gates' a, then b) to ``out[]``. Parameters are read from
-        ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``."""
-        if real not in ("float", "double"):
-            raise ValueError("real must be float or double")
-        single = real == "float"
+        ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``; with
+        tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`).
+        ``real`` is the type of the states and outputs, ``compute`` (default ``real``) the one
+        the model is evaluated in (``float`` under ``double`` states: the mixed precision)."""
+        compute = compute or real
+        if real not in ("float", "double") or compute not in ("float", "double"):
+            raise ValueError("real and compute must be float or double")
+        if self.lookup is not None and tuple(varying) != self.varying:
+            raise ValueError(f"the tables were planned for varying parameters {self.varying}, not {tuple(varying)}")
+        single = compute == "float"
         slot = {k: j for j, k in enumerate(varying)}
 
         def param(k: int) -> str:
-            return f"pfield[{slot[k]} * NPAD + cell]" if k in slot else f"c_params[{k}]"
+            return f"({compute})pfield[{slot[k]} * NPAD + cell]" if k in slot else f"({compute})c_params[{k}]"
 
-        body = self._lines(lambda t, s: to_c(t, s, single), lambda k: f"y[{k}]", param, "i_st")
-        lines = [f"__device__ __forceinline__ void model_rates(const {real}* __restrict__ y, "
-                 f"const {real} i_st, const {real}* __restrict__ pfield, const int cell, "
-                 f"{real}* __restrict__ out)", "{"]
-        lines += [f"    const {real} {x};" for x in body]
-        lines += [f"    out[{k}] = {_symbol(o)};" for k, o in enumerate(self.imported.outputs)]
-        lines.append("}")
+        def decl(name: str, tree: Node, indent: str = "    ") -> str:
+            return f"{indent}const {compute} {_symbol(name)} = {to_c(tree, _symbol, single)};"
+
+        plan, spec = self.lookup_plan, self.lookup
+        outputs = [f"    out[{k}] = ({real}){_symbol(o)};" for k, o in enumerate(self.outputs)]
+        flags = ", ".join("true" if g in self.table_gates else "false" for g in range(max(self.n_gates, 1)))
+        lines = [f"__device__ constexpr bool GATE_TABLE[{max(self.n_gates, 1)}] = {{{flags}}};"
+                 "   // gate update x <- a x + b (tabulated)"]
+        signature = (f"(const {real}* __restrict__ y, const {real} i_st, const {real}* __restrict__ pfield, "
+                     f"const int cell, {real}* __restrict__ out)")
+        inputs = [f"    const {compute} {a} = {b};"
+                  for a, b in self._inputs(lambda k: f"({compute})y[{k}]", param, f"({compute})i_st")]
+        if plan is None or spec is None:
+            lines += ["#define MODEL_TABLES 0", f"__device__ __forceinline__ void model_rates{signature}", "{",
+                      *inputs, *(decl(n, t) for n, t in self._program[0]), *outputs, "}"]
+            return Code("\n".join(lines) + "\n")
+        # the model body once, templated on how it gets entry k: inside the table by
+        # interpolation, each entry read just before its first use (few live registers);
+        # outside it from entries evaluated directly into a volatile local array (so they stay in
+        # memory, not in registers: the rare branch must not raise the kernel's register count).
+        # The stage kernel calls both in its own branches, so each uses its outputs where made.
+        n_entries = plan.n_entries
+        x = f"(({_symbol(plan.variable)} - ({compute}){spec.v_min!r}) * ({compute}){1.0 / spec.step!r})"
+        prelude = [decl(n, t) for n, t in plan.prelude]
+        args = "y, i_st, pfield, cell, out"
+        lines += ["#define MODEL_TABLES 1", f"__constant__ const {compute}2* c_lut;",
+                  f"__device__ __forceinline__ bool model_in_table(const {real} v)",
+                  f"{{\n    const {compute} {_symbol(plan.variable)} = ({compute})v;",
+                  f"    const {compute} lut_x = {x};",
+                  f"    return lut_x >= ({compute})0 && lut_x < ({compute}){float(spec.rows - 1)!r};\n}}",
+                  "template <class Entry>",
+                  f"__device__ __forceinline__ void model_rates_body{signature[:-1]}, const Entry entry)",
+                  "{", *inputs, *prelude]
+        read: set[int] = set()
+        for name, tree in plan.main:
+            for k in sorted(_entries_read(tree) - read):
+                lines.append(f"    const {compute} {_symbol(entry_name(k))} = entry({k});")
+            read |= _entries_read(tree)
+            lines.append(decl(name, tree))
+        lines += [*outputs, "}",
+                  f"__device__ __forceinline__ void model_rates_table{signature}", "{",
+                  f"    const {compute} {_symbol(plan.variable)} = ({compute})y[{V_INDEX}];",
+                  f"    const {compute} lut_x = {x};", "    const int lut_i = (int)lut_x;",
+                  f"    const {compute} lut_f = lut_x - ({compute})lut_i;",
+                  f"    const {compute}2* __restrict__ lut_r = c_lut + (size_t)lut_i * {n_entries};",
+                  f"    model_rates_body({args}, [&](const int k) {{ const {compute}2 e = __ldg(lut_r + k); "
+                  "return e.x + lut_f * e.y; });", "}",
+                  f"__device__ __noinline__ void model_entries_direct(const {real}* __restrict__ y, "
+                  f"const {real}* __restrict__ pfield, const int cell, volatile {compute}* lut_direct)", "{",
+                  *(x for x in inputs if "i_st" not in x), *prelude,
+                  *_soonest(plan, lambda n, t: decl(n, t),
+                            lambda k, e: f"    lut_direct[{k}] = {to_c(e, _symbol, single)};"), "}",
+                  f"__device__ __forceinline__ void model_rates_direct{signature}", "{",
+                  f"    volatile {compute} lut_direct[{n_entries}];",
+                  "    model_entries_direct(y, pfield, cell, lut_direct);",
+                  f"    model_rates_body({args}, [&](const int k) {{ return ({compute})lut_direct[k]; }});", "}",
+                  f"__device__ __forceinline__ void model_rates{signature}", "{",
+                  f"    if (model_in_table(y[{V_INDEX}])) model_rates_table({args});",
+                  f"    else model_rates_direct({args});", "}"]
         return Code("\n".join(lines) + "\n")
+
+
+def _soonest(plan: LookupPlan, helper: Callable[[str, Node], str], entry: Callable[[int, Node], str]) -> list[str]:
+    """The helpers in order, each entry printed right after the last helper it reads (so few
+    helper values are live at once)."""
+    position = {name: i for i, (name, _) in enumerate(plan.helpers)}
+    due: dict[int, list[int]] = {}
+    for k, e in enumerate(plan.entries):
+        due.setdefault(max((position[n] for n in names_used(e) if n in position), default=-1), []).append(k)
+    lines = [entry(k, plan.entries[k]) for k in due.get(-1, [])]
+    for i, (name, tree) in enumerate(plan.helpers):
+        lines.append(helper(name, tree))
+        lines += [entry(k, plan.entries[k]) for k in due.get(i, [])]
+    return lines
+
+
+def _entries_read(tree: Node) -> set[int]:
+    """Indices of the lookup entries a rewritten equation reads."""
+    prefix = entry_name(0)[:-1]
+    return {int(n[len(prefix):]) for n in names_used(tree) if n.startswith(prefix)}
 
 
 @functools.lru_cache(maxsize=32)

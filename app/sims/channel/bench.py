@@ -66,11 +66,11 @@ def fig7(populations: list[int], threshold: float, max_generations: int, max_sec
 def compiled_cpu_rows(results: dict, quick: bool) -> None:
     """The compiled engine on 1, 2, 4, ... threads (GA operators included), its compile time
     (empty cache, in a fresh interpreter, and from the on-disk cache) and the scaling."""
-    from app.compute.cpu_threads import cold_compile_seconds, cpu_description, thread_counts, threads
+    from app.compute.cpu_threads import compile_seconds, cpu_description, thread_counts, threads
     from app.sims.channel.compiled import warm_up
 
-    results["compile"] = {"cold_seconds": cold_compile_seconds("app.sims.channel.compiled:warm_up"),
-                          "cached_seconds": warm_up()}
+    results["compile"] = compile_seconds("app.sims.channel.compiled:warm_up")
+    warm_up()
     results["cpu"] = cpu_description()
     rates = {}
     for n in thread_counts():

@@ -352,11 +352,11 @@ def compiled_case(cells: int, steps: int, threads: int, warmup: int = 20) -> dic
 def compiled_cpu_rows(results: dict, quick: bool) -> None:
     """The compiled engine on 1, 2, 4, ... threads (the 1,000-cell movement case), its compile
     time (empty cache in a fresh interpreter, and from the on-disk cache) and the scaling."""
-    from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
+    from app.compute.cpu_threads import compile_seconds, thread_counts, threads
     from app.sims.epidermis.compiled import warm_up
 
-    results["compile"] = {"cold_seconds": cold_compile_seconds("app.sims.epidermis.compiled:warm_up"),
-                          "cached_seconds": warm_up()}
+    results["compile"] = compile_seconds("app.sims.epidermis.compiled:warm_up")
+    warm_up()
     print(f"# compiled engine: first use {results['compile']['cold_seconds']:.1f} s (empty cache), "
           f"{results['compile']['cached_seconds']:.2f} s from the on-disk cache", flush=True)
     rates = {}

@@ -2,7 +2,9 @@
 each cell's elements handled by one thread.
 
 Same state, step order and float32 rounding as :class:`~app.sims.epidermis.cpu.CpuEngine`
-(``engine.py``'s contract), so checkpoints move between the two and with the CUDA engine.
+(``engine.py``'s contract), so checkpoints move between the two and with the CUDA engine. The
+arithmetic is float64 but for the intracellular factors (float32, 16 SIMD lanes: most of the
+step's work; within ~1e-6 of the terms' magnitudes, see the tests), with fused multiply-adds.
 Growth events and divisions run on the host through the same ``model`` functions (and the
 same Philox streams) as the NumPy engine; they are rare (every ``growth.interval`` steps).
 
@@ -11,8 +13,10 @@ as float64 ``x[M, 3]`` with ``first[c]:first[c + 1]`` the elements of cell ``c``
 two parallel passes over cells (``prange``): stage 1 computes the adhesion A, the forces and
 the contact sums at X and X½ = X + ½dt·F(X); stage 2 the forces at X½, the new positions
 (checked, wrapped, rounded to float32) and the gene network. A cell owns the forces of its own
-elements (intracellular pairs once, both ways; intercellular pairs from each side), so nothing
-is shared between threads and the result does not depend on the number of threads.
+elements (intracellular pairs from each side, each element's row over the cell's padded block
+one vectorised loop; intercellular pairs from each side), so nothing is shared between threads
+and the result does not depend on the number of threads. Loops meant to vectorise index with
+unsigned integers: numba's wrap of negative indices otherwise keeps LLVM from vectorising.
 
 Intercellular pairs come from a Verlet list (the NumPy engine's rule: built from a uniform grid
 with ``inter_cutoff + SKIN``, kept while no element has moved SKIN/2 since), a full list per
@@ -31,7 +35,7 @@ from numba import njit, prange
 
 from app.compute.cpu_threads import threads
 from app.compute.jit import CACHE
-from app.compute.jit_math import exp_nonpositive
+from app.compute.jit_math import exp_nonpositive, exp_nonpositive_f32
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, Morse
 from app.sims.epidermis.cpu import SKIN, CpuEngine
@@ -42,7 +46,9 @@ OK, MOVED, GENES_BLEW_UP = 0, 1, 2        # status of _advance
 # are typed as plain int64.
 STAGE1, STAGE2 = np.int64(1), np.int64(2)
 CELLS_PER_THREAD = 32          # fewer cells than this per thread: fewer threads
-SIMD_PAD = 8                   # a cell's intracellular rows are padded to a multiple of this
+SIMD_PAD = 16                  # a cell's intracellular rows are padded to a multiple of this
+F32 = np.float32
+LIST_CAP = 16                  # list entries per element kept from the one scan (more: scanned again)
 MECH_SIZE = 15                 # intra (4), inter (4), membrane (4), wall, cutoff, squared
 
 
@@ -51,8 +57,8 @@ MECH_SIZE = 15                 # intra (4), inter (4), membrane (4), wall, cutof
 def _morse_over_r(r, a1, xi1, a2, xi2, squared):
     """-V'(r)/r as model.morse_force_over_r (a1 = U0/xi1, a2 = V0/xi2), r > 0; with
     ``squared`` (a compile-time constant: xi2 = 2·xi1) exp(-r/xi1) is exp(-r/xi2)²."""
-    e2 = exp_nonpositive(-r / xi2)
-    e1 = e2 * e2 if squared else exp_nonpositive(-r / xi1)
+    e2 = exp_nonpositive(-r * (1.0 / xi2))       # (the reciprocals are hoisted out of loops)
+    e1 = e2 * e2 if squared else exp_nonpositive(-r * (1.0 / xi1))
     return (a1 * e1 - a2 * e2) / r
 
 
@@ -62,53 +68,40 @@ def _min_image(d, box, inv_box):
     return d - box * np.rint(d * inv_box)
 
 
-@njit(cache=CACHE, error_model="numpy", fastmath={"reassoc"})
-def _row_sum(xi, yi, zi, P, W, lo, hi):
-    """sum over j of W[j]·(x_i - P[:3, j]) (reassociated: vectorised)."""
-    fx = fy = fz = 0.0
-    for j in range(lo, hi):
-        f = W[j]
-        fx += f * (xi - P[0, j])
-        fy += f * (yi - P[1, j])
-        fz += f * (zi - P[2, j])
-    return fx, fy, fz
-
-
 @njit(inline="always", cache=CACHE, error_model="numpy")
-def _intra(P, W, p0, p1, n, a1, xi1, a2, xi2, squared):
-    """Intracellular forces of one cell, unwrapped positions in ``P[:3, p0:p1]`` (padded to a
-    multiple of SIMD_PAD), into ``P[3:, p0:p1]``: each pair once, element k against the
-    elements after it from the start of k's block of SIMD_PAD (the others masked), so the
-    loops run over whole blocks."""
-    for j in range(p0, p1):
-        P[3, j] = 0.0
-        P[4, j] = 0.0
-        P[5, j] = 0.0
+def _intra(P, Q, p0, p1, n, a1, xi1, a2, xi2, squared):
+    """Intracellular forces of one cell in float32: positions relative to its element 0 in
+    ``P[:, p0:p1]`` (padded to a multiple of SIMD_PAD with element 0), forces into
+    ``Q[:, p0:p1]``. For each element k its pull on every element j of the block, so the inner
+    loop is one long vectorised row (16 float32 lanes) over the padded block and the sum on
+    each j runs in the same order (k). Nothing is masked: k's term on itself is a finite
+    factor times a zero displacement, and the padding columns' sums are never read."""
+    Q[:, p0:p1] = 0.0
+    u1, u2 = F32(a1), F32(a2)
+    inv1, inv2 = F32(1.0 / xi1), F32(1.0 / xi2)
+    r_min = F32(R_MIN)
     for k in range(n):
-        xi, yi, zi = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
-        lo = p0 + (k + 1) // SIMD_PAD * SIMD_PAD
-        for j in range(lo, p1):
-            dx, dy, dz = xi - P[0, j], yi - P[1, j], zi - P[2, j]
-            f = _morse_over_r(max(math.sqrt(dx * dx + dy * dy + dz * dz), R_MIN), a1, xi1, a2, xi2,
-                              squared)
-            W[j] = f if (j - p0 > k and j - p0 < n) else 0.0
-        fx, fy, fz = _row_sum(xi, yi, zi, P, W, lo, p1)
-        P[3, p0 + k] += fx
-        P[4, p0 + k] += fy
-        P[5, p0 + k] += fz
-        for j in range(lo, p1):               # the reaction on the partners
-            P[3, j] -= W[j] * (xi - P[0, j])
-            P[4, j] -= W[j] * (yi - P[1, j])
-            P[5, j] -= W[j] * (zi - P[2, j])
+        xk, yk, zk = P[0, p0 + k], P[1, p0 + k], P[2, p0 + k]
+        for q in range(p1 - p0):
+            j = np.uint64(p0 + q)         # unsigned: no negative-index wrap, so LLVM vectorises
+            dx, dy, dz = P[0, j] - xk, P[1, j] - yk, P[2, j] - zk
+            r = max(math.sqrt(dx * dx + dy * dy + dz * dz), r_min)
+            e2 = exp_nonpositive_f32(-r * inv2)
+            e1 = e2 * e2 if squared else exp_nonpositive_f32(-r * inv1)
+            f = (u1 * e1 - u2 * e2) / r
+            Q[0, j] += f * dx
+            Q[1, j] += f * dy
+            Q[2, j] += f * dz
 
 
-@njit(cache=CACHE, nogil=True, error_model="numpy")
+@njit(cache=CACHE, nogil=True, error_model="numpy", fastmath={"contract"})
 def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
                  mech, box, inv_box, contacts, squared):
     """Forces on the elements of cell ``c`` at positions ``x`` [3, M] into ``F`` columns (and
     their contact sums into ``S`` when ``contacts``); returns the cell's summed contacts.
 
-    Intracellular: the cell unwrapped about element 0 into ``P`` (:func:`_intra`).
+    Intracellular: the cell's positions relative to its element 0 (minimum image) into ``P``,
+    its forces summed in ``W`` (both float32 [3, padded columns], :func:`_intra`).
     Intercellular: the cell's list entries ``off[first[c]]:off[first[c + 1]]``, factors and
     displacements into ``Wn``, ``Dn`` (Dn[3]: 1 within the cutoff; pairs beyond, NaN ones
     included, add nothing), then per element summed.
@@ -116,22 +109,28 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
     a, b = first[c], first[c + 1]
     n = b - a
     p0, p1 = pfirst[c], pfirst[c + 1]
-    x0, y0 = x[0, a], x[1, a]
-    for k in range(p1 - p0):
-        i = a + k if k < n else a
-        P[0, p0 + k] = x0 + _min_image(x[0, i] - x0, box, inv_box)
-        P[1, p0 + k] = y0 + _min_image(x[1, i] - y0, box, inv_box)
-        P[2, p0 + k] = x[2, i]
+    x0, y0, z0 = x[0, a], x[1, a], x[2, a]
+    for k in range(n):                        # vectorised (unsigned indices: see _intra)
+        i, j = np.uint64(a + k), np.uint64(p0 + k)
+        P[0, j] = F32(_min_image(x[0, i] - x0, box, inv_box))
+        P[1, j] = F32(_min_image(x[1, i] - y0, box, inv_box))
+        P[2, j] = F32(x[2, i] - z0)
+    P[:, p0 + n:p1] = 0.0                     # the padding: copies of element 0
     _intra(P, W, p0, p1, n, mech[0], mech[1], mech[2], mech[3], squared)
     for k in range(n):
-        F[0, a + k], F[1, a + k], F[2, a + k] = P[3, p0 + k], P[4, p0 + k], P[5, p0 + k]
+        F[0, a + k], F[1, a + k], F[2, a + k] = W[0, p0 + k], W[1, p0 + k], W[2, p0 + k]
     b1, eta1, b2, eta2 = mech[4], mech[5], mech[6], mech[7]
     cutoff = mech[13]
-    for e in range(off[a], off[b]):
-        i, j = own[e], nbr[e]
-        dx = _min_image(x[0, i] - x[0, j], box, inv_box)
-        dy = _min_image(x[1, i] - x[1, j], box, inv_box)
-        dz = x[2, i] - x[2, j]
+    e0 = off[a]
+    for q in range(off[b] - e0):            # the displacements, gathered (scalar loads)
+        e = np.uint64(e0 + q)               # (unsigned indices: see _intra)
+        i, j = np.uint64(own[e]), np.uint64(nbr[e])
+        Dn[0, e] = _min_image(x[0, i] - x[0, j], box, inv_box)
+        Dn[1, e] = _min_image(x[1, i] - x[1, j], box, inv_box)
+        Dn[2, e] = x[2, i] - x[2, j]
+    for q in range(off[b] - e0):            # the factors, on contiguous rows: vectorised
+        e = np.uint64(e0 + q)
+        dx, dy, dz = Dn[0, e], Dn[1, e], Dn[2, e]
         r = math.sqrt(dx * dx + dy * dy + dz * dz)
         f = _morse_over_r(max(r, R_MIN), b1, eta1, b2, eta2, squared)
         near = r < cutoff                   # False for NaN: such a pair adds nothing
@@ -141,11 +140,21 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
         Dn[2, e] = dz if near else 0.0
         Dn[3, e] = 1.0 if near else 0.0
     m1, mu1, m2, mu2, wall = mech[8], mech[9], mech[10], mech[11], mech[12]
+    for q in range(n):                     # membrane and wall: vectorised over the cell
+        i = np.uint64(a + q)
+        zi = x[2, i]
+        zc = max(zi, 1e-6)
+        e2 = exp_nonpositive(-zc / mu2)
+        e1 = e2 * e2 if squared else exp_nonpositive(-zc / mu1)
+        mz = (m1 * e1 - m2 * e2) if etype[i] == 1 else 0.0
+        F[2, i] += mz + (-wall * zi if zi < 0.0 else 0.0)
     s0 = s1 = s2 = s3 = 0.0
     for i in range(a, b):
         fx = fy = fz = 0.0
         n0 = n1 = n2 = n3 = 0.0
-        for e in range(off[i], off[i + 1]):
+        o0 = off[i]
+        for q in range(off[i + 1] - o0):
+            e = np.uint64(o0 + q)
             f = Wn[e]
             fx += f * Dn[0, e]
             fy += f * Dn[1, e]
@@ -156,17 +165,9 @@ def _cell_forces(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn
                 n1 += genes[N_, cj]
                 n2 += genes[D_, cj]
                 n3 += genes[B_, cj]
-        zi = x[2, i]
-        mz = -wall * zi if zi < 0.0 else 0.0
-        if etype[i] == 1:
-            zc = max(zi, 1e-6)
-            e2 = exp_nonpositive(-zc / mu2)
-            e1 = e2 * e2 if squared else exp_nonpositive(-zc / mu1)
-            mz = (m1 * e1 - m2 * e2) + mz
         F[0, i] += fx
         F[1, i] += fy
         F[2, i] += fz
-        F[2, i] += mz
         if contacts:
             S[0, i], S[1, i], S[2, i], S[3, i] = n0, n1, n2, n3
             s0 += n0
@@ -247,10 +248,11 @@ def _store(v, box):
 
 # ---- the two passes of a step ---------------------------------------------------------------
 @njit(cache=CACHE, nogil=True, error_model="numpy")
-def _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst, off,
-                 nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes):
+def _cell_stage1(c, x, xh, P, W, F, S, moves, csum, A, cdisp, xref, etype, cell, first, pfirst,
+                 off, nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes):
     """Cell ``c``: A, forces and contact sums at X, X½ = X + ½dt·F, the largest squared move
-    of X½ from the list's reference positions."""
+    of X½ from the list's reference positions (each element's in ``moves[1]`` first: the
+    element loop vectorises, the maximum is taken after)."""
     a, b = first[c], first[c + 1]
     if with_genes:
         s = 0.0
@@ -261,35 +263,42 @@ def _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first,
     s0, s1, s2, s3 = _forces_of_cell(c, x, P, W, F, S, etype, cell, first, pfirst, off, nbr,
                                      own, Wn, Dn, genes, mech, box, inv_box, with_genes)
     csum[c, 0], csum[c, 1], csum[c, 2], csum[c, 3] = s0, s1, s2, s3
+    for q in range(b - a):                     # vectorised (unsigned indices: see _intra)
+        i = np.uint64(a + q)
+        xh[0, i] = x[0, i] + 0.5 * dt * F[0, i]
+        xh[1, i] = x[1, i] + 0.5 * dt * F[1, i]
+        xh[2, i] = x[2, i] + 0.5 * dt * F[2, i]
+        moves[1, i] = _moved2(xh, xref, i, box, inv_box)
     worst = 0.0
     for i in range(a, b):
-        for k in range(3):
-            xh[k, i] = x[k, i] + 0.5 * dt * F[k, i]
-        worst = max(worst, _moved2(xh, xref, i, box, inv_box))
+        worst = max(worst, moves[1, i])
     cdisp[c] = worst
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
-def _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
+def _cell_stage2(c, x, xh, xn, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell, first,
                  pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt,
                  with_genes):
     """Cell ``c``: forces at X½, its new positions into ``xn`` (stored form) and genes into
     ``gn``, a blow-up flag (MOVED, GENES_BLEW_UP) and the largest squared move of the new X
-    from the list's reference positions."""
+    from the list's reference positions (per element in ``moves`` first: each step's move,
+    the squared move since the list)."""
     a, b = first[c], first[c + 1]
     _forces_of_cell(c, xh, P, W, F, S, etype, cell, first, pfirst, off, nbr, own, Wn, Dn, genes,
                     mech, box, inv_box, np.bool_(False))
+    for q in range(b - a):                     # vectorised (unsigned indices: see _intra)
+        i = np.uint64(a + q)
+        v0, v1, v2 = x[0, i] + dt * F[0, i], x[1, i] + dt * F[1, i], x[2, i] + dt * F[2, i]
+        d0, d1, d2 = v0 - x[0, i], v1 - x[1, i], v2 - x[2, i]
+        moves[0, i] = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        xn[0, i], xn[1, i], xn[2, i] = _store(v0, box), _store(v1, box), np.float64(np.float32(v2))
+        moves[1, i] = _moved2(xn, xref, i, box, inv_box)
     flag = OK
     worst = 0.0
     for i in range(a, b):
-        d2 = 0.0
-        for k in range(3):
-            v = x[k, i] + dt * F[k, i]
-            d2 += (v - x[k, i]) ** 2
-            xn[k, i] = _store(v, box) if k < 2 else np.float64(np.float32(v))
-        if not math.sqrt(d2) <= MAX_STEP_MOVE:
+        if not moves[0, i] <= MAX_STEP_MOVE:   # NaN included
             flag = MOVED
-        worst = max(worst, _moved2(xn, xref, i, box, inv_box))
+        worst = max(worst, moves[1, i])
     cdisp[c] = worst
     if with_genes and flag == OK:
         n = csum[c, 0]
@@ -303,16 +312,18 @@ def _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cel
 
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _pass(stage, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first, pfirst,
-          off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt, with_genes):
+def _pass(stage, x, xh, xn, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell, first,
+          pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills, box, inv_box, dt,
+          with_genes):
     """Stage 1 or 2 of a step, cells spread over the threads."""
     for q in prange(first.shape[0] - 1):
         c = np.int64(q)            # the prange index may be unsigned: one specialization below
         if stage == STAGE1:
-            _cell_stage1(c, x, xh, P, W, F, S, csum, A, cdisp, xref, etype, cell, first, pfirst,
-                         off, nbr, own, Wn, Dn, genes, mech, box, inv_box, dt, with_genes)
+            _cell_stage1(c, x, xh, P, W, F, S, moves, csum, A, cdisp, xref, etype, cell, first,
+                         pfirst, off, nbr, own, Wn, Dn, genes, mech, box, inv_box, dt,
+                         with_genes)
         else:
-            _cell_stage2(c, x, xh, xn, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell,
+            _cell_stage2(c, x, xh, xn, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell,
                          first, pfirst, off, nbr, own, Wn, Dn, genes, gn, mech, rates, hills,
                          box, inv_box, dt, with_genes)
 
@@ -376,15 +387,48 @@ def _bin_along(j, n, periodic):
     return j if 0 <= j < n else -1
 
 
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _row_ranges(jx, n, periodic):
+    """The x-neighbour bins of bin ``jx`` in a row of ``n`` as at most two runs of consecutive
+    bins [lo1, hi1), [lo2, hi2) (each bin once)."""
+    if periodic and n < 3:
+        return 0, n, 0, 0
+    if periodic and jx == 0:
+        return 0, 2, n - 1, n
+    if periodic and jx == n - 1:
+        return n - 2, n, 0, 1
+    return max(jx - 1, 0), min(jx + 2, n), 0, 0
+
+
+@njit(inline="always", cache=CACHE, error_model="numpy")
+def _scan_run(ci, xi, yi, zi, xs, cs, order, s0, s1, box, inv_box, r2max, out, base, cap, n):
+    """Candidates ``s0:s1`` (bin-sorted) of an element: those of other cells within reach
+    written to ``out[base + n]`` while n < cap; returns n, counting all of them."""
+    for p in range(s0, s1):
+        if cs[p] == ci:
+            continue
+        dx = _min_image(xi - xs[0, p], box, inv_box)
+        dy = _min_image(yi - xs[1, p], box, inv_box)
+        dz = zi - xs[2, p]
+        if dx * dx + dy * dy + dz * dz < r2max:
+            if n < cap:
+                out[base + n] = order[p]
+            n += 1
+    return n
+
+
 @njit(cache=CACHE, nogil=True, error_model="numpy")
-def _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
+def _scan_element(i, x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, base,
+                  cap):
     """The elements of other cells within ``reach`` of element ``i``, from the 27 bins around
-    its own (fewer on a periodic axis of < 3 bins): their number, written to ``nbr[off[i]:]``
-    when ``fill``."""
+    its own (fewer on a periodic axis of < 3 bins; the x-neighbours of a bin are consecutive
+    in the bin-sorted arrays ``xs``, ``cs``): their number, the first ``cap`` of them written
+    to ``out[base:]``."""
     nx, ny, nz = dims[0], dims[1], dims[2]
     periodic = box > 0.0
     ylo, yhi = _shifts(ny, periodic)
-    xlo, xhi = _shifts(nx, periodic)
+    lo1, hi1, lo2, hi2 = _row_ranges(idx[0, i], nx, periodic)
+    ci, xi, yi, zi = cell[i], x[0, i], x[1, i], x[2, i]
     r2max = reach * reach
     n = 0
     for sz in range(-1, 2):
@@ -395,36 +439,40 @@ def _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off,
             jy = _bin_along(idx[1, i] + sy, ny, periodic)
             if jy < 0:
                 continue
-            for sx in range(xlo, xhi):
-                jx = _bin_along(idx[0, i] + sx, nx, periodic)
-                if jx < 0:
-                    continue
-                h = (jz * ny + jy) * nx + jx
-                for q in range(start[h], start[h + 1]):
-                    j = order[q]
-                    if cell[j] == cell[i]:
-                        continue
-                    dx = _min_image(x[0, i] - x[0, j], box, inv_box)
-                    dy = _min_image(x[1, i] - x[1, j], box, inv_box)
-                    dz = x[2, i] - x[2, j]
-                    if dx * dx + dy * dy + dz * dz < r2max:
-                        if fill:
-                            nbr[off[i] + n] = j
-                            own[off[i] + n] = i
-                        n += 1
+            row = (jz * ny + jy) * nx
+            n = _scan_run(ci, xi, yi, zi, xs, cs, order, start[row + lo1], start[row + hi1],
+                          box, inv_box, r2max, out, base, cap, n)
+            if hi2 > lo2:
+                n = _scan_run(ci, xi, yi, zi, xs, cs, order, start[row + lo2], start[row + hi2],
+                              box, inv_box, r2max, out, base, cap, n)
     return n
 
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
-def _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, fill):
-    """:func:`_scan_element` for every element: counts into ``off[i + 1]`` (fill False), or
-    the list entries (fill True)."""
+def _scan_bins(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, cap, count):
+    """:func:`_scan_element` for every element (in bin order: neighbours share bins), the
+    counts into ``count``."""
+    for q in prange(x.shape[1]):
+        i = order[np.int64(q)]
+        count[i] = _scan_element(i, x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach,
+                                 out, i * cap, cap)
+
+
+@njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
+def _gather_list(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, cap, off,
+                 nbr, own):
+    """The CSR list from the capped scan (elements with more than ``cap`` scanned again)."""
     for q in prange(x.shape[1]):
         i = np.int64(q)
-        n = _scan_element(i, x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr,
-                          own, fill)
-        if not fill:
-            off[i + 1] = n
+        n = off[i + 1] - off[i]
+        if n > cap:
+            _scan_element(i, x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, nbr,
+                          off[i], n)
+        else:
+            for k in range(n):
+                nbr[off[i] + k] = out[i * cap + k]
+        for k in range(n):
+            own[off[i] + k] = i
 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")
@@ -446,13 +494,20 @@ def _build_list(x, cell, box, inv_box, reach):
     for i in range(M):
         order[fill[h[i]]] = i
         fill[h[i]] += 1
+    xs, cs = np.empty((3, M)), np.empty(M, np.int64)
+    for q in range(M):
+        i = order[q]
+        xs[0, q], xs[1, q], xs[2, q], cs[q] = x[0, i], x[1, i], x[2, i], cell[i]
+    count = np.empty(M, np.int64)
+    out = np.empty(M * LIST_CAP, np.int32)
+    _scan_bins(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, LIST_CAP,
+               count)
     off = np.zeros(M + 1, np.int64)
-    nbr, own = np.empty(0, np.int32), np.empty(0, np.int32)
-    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, np.bool_(False))
     for i in range(M):
-        off[i + 1] += off[i]
+        off[i + 1] = off[i] + count[i]
     nbr, own = np.empty(off[M], np.int32), np.empty(off[M], np.int32)
-    _scan_bins(x, cell, idx, dims, order, start, box, inv_box, reach, off, nbr, own, np.bool_(True))
+    _gather_list(x, cell, idx, dims, xs, cs, order, start, box, inv_box, reach, out, LIST_CAP,
+                 off, nbr, own)
     return off, nbr, own
 
 
@@ -467,8 +522,8 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
     M, C = x.shape[1], first.shape[0] - 1
     inv_box = 1.0 / box if box > 0.0 else 0.0
     xh, F = np.empty((3, M)), np.empty((3, M))
-    P, W = np.empty((6, pfirst[C])), np.empty(pfirst[C])
-    S = np.zeros((4, M))
+    P, W = np.empty((3, pfirst[C]), np.float32), np.empty((3, pfirst[C]), np.float32)
+    S, moves = np.zeros((4, M)), np.empty((2, M))
     csum, A = np.zeros((C, 4)), np.zeros(C)
     cdisp, bad = np.zeros(C), np.zeros(C, np.int64)
     Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
@@ -486,15 +541,15 @@ def _advance(nsteps, x, genes, etype, cell, first, pfirst, off, nbr, own, xref, 
             xref[:] = xa
             listed[0] = 1
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _pass(STAGE1, xa, xh, xb, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
-              pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
+        _pass(STAGE1, xa, xh, xb, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell,
+              first, pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
               with_genes)
         if not cdisp.max() < limit:
             off, nbr, own = _build_list(xh, cell, box, inv_box, reach)
             xref[:] = xh
             Wn, Dn = np.empty(nbr.shape[0]), np.empty((4, nbr.shape[0]))
-        _pass(STAGE2, xa, xh, xb, P, W, F, S, csum, A, cdisp, bad, xref, etype, cell, first,
-              pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
+        _pass(STAGE2, xa, xh, xb, P, W, F, S, moves, csum, A, cdisp, bad, xref, etype, cell,
+              first, pfirst, off, nbr, own, Wn, Dn, ga, gb, mech, rates, hills, box, inv_box, dt,
               with_genes)
         for c in range(C):
             if bad[c] != OK and status == OK:
@@ -664,7 +719,8 @@ class CompiledEngine(CpuEngine):
         off, nbr, own = _build_list(x, p["cell"], box, inv_box, self._reach)
         F, S = np.zeros((3, M)), np.zeros((4, M))
         L, Mp = nbr.shape[0], p["pfirst"][C]
-        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), np.empty((6, Mp)), np.empty(Mp), F, S,
+        P, W = np.empty((3, Mp), np.float32), np.empty((3, Mp), np.float32)
+        _pass(STAGE1, x, np.empty((3, M)), np.empty((3, M)), P, W, F, S, np.empty((2, M)),
               np.zeros((C, 4)), np.zeros(C), np.zeros(C), np.zeros(C, np.int64), x.copy(),
               p["etype"], p["cell"], p["first"], p["pfirst"], off, nbr, own, np.empty(L),
               np.empty((4, L)), p["genes"], p["genes"].copy(), self._mech, self._rates,

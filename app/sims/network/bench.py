@@ -1,6 +1,7 @@
 """``python -m app bench network``: one 100-s epoch plus the growth update of the 100x100
 culture at its equilibrium connectivity (radius 2.001: 464,108 synapses) on CUDA, the
-launch and neuron floors, a 1000x1000 culture, the 10x10 culture on the CPU engine, and the
+launch and neuron floors, a 1000x1000 culture; with ``--backend cpu`` the same culture on the
+compiled CPU engine on 1, 2, 4, ... threads; the 10x10 culture on the CPU engines, and the
 same 100x100 network in Brian2 on the CPU cores (where Brian2 is installed)."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from app.sims.network.simulation import NetworkSimulation
 # Every radius 2.001: the 464,108 synapses of the paper's benchmark (its Table 1), i.e. every
 # pair up to distance 4 (at exactly 2.0 the tangent pairs at distance 4 do not overlap: 425,708)
 PAPER_RADIUS = 2.001
+COMPILED_TARGET = 2.0      # x real time for the compiled CPU engine on the GPU host's 16 cores (issue 13)
 
 
 def culture_config(width: int, radius: float, epoch_seconds: float = 100.0, epochs: int = 1,
@@ -55,21 +57,21 @@ def engine_case(backend: str, width: int, radius: float, seconds: float, grow: b
     steps = int(round(seconds / cfg.run.dt))
     slice_steps = 100_000 if backend == "cuda" else 10_000
     spikes = 0
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     done = 0
     while done < steps:
         n = min(slice_steps, steps - done)
         s, _ = eng.advance(n)
         spikes += s.size
         done += n
-    run_s = time.perf_counter() - t0
+    run_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
     grow_s = None
     if grow:
         t0 = time.perf_counter()
         eng.grow(seconds)
         grow_s = time.perf_counter() - t0
     row = {"engine": backend, "neurons": culture.n, "radius": radius, "synapses": synapses,
-           "sim_seconds": seconds, "run_wall_seconds": run_s, "grow_wall_seconds": grow_s,
+           "sim_seconds": seconds, "run_wall_seconds": run_s, "run_cpu_seconds": cpu_s, "grow_wall_seconds": grow_s,
            "setup_seconds": setup, "spikes": spikes, "mean_rate_hz": spikes / culture.n / seconds,
            "realtime_factor": seconds / run_s, **(eng.summary() if hasattr(eng, "summary") else {})}
     eng.close()
@@ -132,6 +134,34 @@ def brian2_case(seconds: float, timeout: float, target: str = "numpy") -> dict:
     return json.loads(lines[-1])
 
 
+def compiled_cpu_rows(results: dict, quick: bool) -> None:
+    """The compiled engine on the 100x100 culture at equilibrium on 1, 2, 4, ... threads (the
+    issue-13 rows), its compile time, and the NumPy reference on the same culture (shorter)."""
+    from app.compute.cpu_threads import compile_seconds, thread_counts, threads
+    from app.sims.network.compiled import warm_up
+
+    results["compile"] = compile_seconds("app.sims.network.compiled:warm_up")
+    warm_up()
+    print(f"# compiled engine: first use {results['compile']['cold_seconds']:.1f} s (empty cache), "
+          f"{results['compile']['cached_seconds']:.2f} s from the on-disk cache", flush=True)
+    seconds = 1.0 if quick else 10.0
+    factors = {}
+    for n in thread_counts():
+        with threads(n):
+            row = engine_case("cpu", 100, PAPER_RADIUS, seconds, grow=False)
+        results["cases"].append({"case": "100x100 equilibrium, compiled CPU", "threads": n, **row})
+        factors[n] = row["realtime_factor"]
+        print(f"#   {n:2d} threads: {row['realtime_factor']:.2f}x real time "
+              f"({row['run_wall_seconds']:.2f} s wall, {row['run_cpu_seconds']:.2f} s CPU, "
+              f"{row['spikes']} spikes)", flush=True)
+    top = max(factors)
+    spikes = {c["spikes"] for c in results["cases"] if c.get("threads") and c["engine"] == "cpu"}
+    results["scaling"] = {"threads": top, "realtime_factor": factors[top], "speedup": factors[top] / factors[1],
+                          "efficiency": factors[top] / factors[1] / top, "same_spikes": len(spikes) == 1}
+    results["cases"].append({"case": "100x100 equilibrium, NumPy reference", "threads": 1,
+                             **engine_case("cpu-reference", 100, PAPER_RADIUS, 0.1 if quick else 0.5, grow=False)})
+
+
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
     print(f"# Cultured-network benchmark\n# {reason}")
@@ -152,23 +182,28 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                                      **engine_case("cuda", 1000, PAPER_RADIUS, 1.0 if quick else 10.0)})
             results["simulation"] = simulation_case("cuda", 100, PAPER_RADIUS, epoch)
     cpu_seconds = 2.0 if quick else 20.0
-    if resolved == "cpu":      # the compiled engine: the issue-13 row (parallel over neurons and target partitions)
-        results["cases"].append({"case": "100x100 equilibrium, compiled CPU",
-                                 **engine_case("cpu", 100, PAPER_RADIUS, 1.0 if quick else 10.0, grow=False)})
+    if resolved == "cpu":
+        compiled_cpu_rows(results, quick)
         results["cases"].append({"case": "10x10 compiled CPU (radius 1.0)",
                                  **engine_case("cpu", 10, 1.0, cpu_seconds)})
     results["cases"].append({"case": "10x10 NumPy reference (radius 1.0)",
                              **engine_case("cpu-reference", 10, 1.0, cpu_seconds)})
     b2_seconds = 0.2 if quick else 2.0
     results["brian2"] = brian2_case(b2_seconds, timeout=120 if quick else 240)
-    print(f"\n{'case':42s} {'engine':13s} {'neurons':>8s} {'synapses':>9s} {'sim s':>6s} "
-          f"{'wall s':>8s} {'grow s':>7s} {'x realtime':>10s} {'rate Hz':>8s} {'launch/s':>8s}")
+    print(f"\n{'case':42s} {'engine':13s} {'threads':>7s} {'neurons':>8s} {'synapses':>9s} {'sim s':>6s} "
+          f"{'wall s':>8s} {'cpu s':>8s} {'grow s':>7s} {'x realtime':>10s} {'rate Hz':>8s} {'launch/s':>8s}")
     for c in results["cases"]:
         grow = c["grow_wall_seconds"]
-        print(f"{c['case']:42s} {c['engine']:13s} {c['neurons']:8d} {c['synapses']:9d} "
-              f"{c['sim_seconds']:6.0f} {c['run_wall_seconds']:8.3f} "
-              f"{'' if grow is None else f'{grow:7.3f}':>7s} {c['realtime_factor']:10.1f} "
+        print(f"{c['case']:42s} {c['engine']:13s} {c.get('threads', '-'):>7} {c['neurons']:8d} {c['synapses']:9d} "
+              f"{c['sim_seconds']:6.1f} {c['run_wall_seconds']:8.3f} {c['run_cpu_seconds']:8.3f} "
+              f"{'' if grow is None else f'{grow:7.3f}':>7s} {c['realtime_factor']:10.2f} "
               f"{c['mean_rate_hz']:8.2f} {c.get('launches_per_sim_second', 0):8.0f}")
+    if "scaling" in results:
+        sc = results["scaling"]
+        print(f"\ncompiled CPU, 100x100 equilibrium: {sc['realtime_factor']:.2f}x real time on {sc['threads']} "
+              f"threads (target >= {COMPILED_TARGET:g}x on 16 cores); {sc['speedup']:.1f}x the one-thread "
+              f"rate ({sc['efficiency']:.2f} of linear); same spikes on every thread count: "
+              f"{'yes' if sc['same_spikes'] else 'NO'}")
     if "launch_floor" in results:
         lf = results["launch_floor"]
         print(f"\nlaunch floor: {lf['launches']} empty launches in {lf['wall_seconds']:.3f} s "

@@ -19,6 +19,7 @@ from app.sims.ssa.model import Network
 NEVER = 1e308     # the instant of a species event (no time event is due then)
 
 UNROLL_LIMIT = 64
+RECIPROCALS = 192   # 1/k up to the Poisson inversion's longest search (mean below 80)
 
 
 def _term(s: int, m: int) -> str:
@@ -35,6 +36,7 @@ def _propensity(j: int, reactants: list[tuple[int, int]], net: Network | None = 
     if net is not None and net.laws and net.laws[j] is not None:
         index = {n: i for i, n in enumerate(net.species)}
         factors.append(f"fmaxf(0.f, {to_c(net.laws[j], lambda n: f'(float)x[{index[n]}]', single=True)})")
+        factors += [f"(x[{s}] >= {n} ? 1.f : 0.f)" for s, n in net.guards()[j]]
     return " * ".join(factors)
 
 
@@ -72,23 +74,65 @@ def _binary_search(lo: int, hi: int, indent: str) -> str:
             f"{indent}}} else {{\n{_binary_search(mid + 1, hi, indent + '    ')}{indent}}}\n")
 
 
-def _tau_block(net: Network, epsilon: float) -> list[str]:
-    """The tables of the tau-leaping kernel: net changes and each species' highest order."""
-    from app.sims.ssa.tauleap import check_network, species_orders
+def _g_text(hor: int, need: int) -> str:
+    """CGP 2006's g_i (as ``tauleap._g``) as float C over ``xi``."""
+    d1 = "1.f / fmaxf(xi - 1.f, 1.f)"
+    if hor == 1:
+        return "1.f"
+    if hor == 2:
+        return f"(2.f + {d1})" if need >= 2 else "2.f"
+    if need >= 3:
+        return f"(3.f + {d1} + 2.f / fmaxf(xi - 2.f, 1.f))"
+    return f"(1.5f * (2.f + {d1}))" if need == 2 else "3.f"
+
+
+def _tau_block(net: Network) -> list[str]:
+    """The tau-leaping hooks, straight-line code with constant species indices (so the counts,
+    propensities and critical flags stay in registers): the critical reactions and their total
+    propensity, CGP's leap bound tau', and k firings of reaction j."""
+    from app.sims.ssa.tauleap import N_CRITICAL, check_network, species_orders
 
     check_network(net)
     hor, need = species_orders(net)
-    nonzero = [np.flatnonzero(row) for row in net.change]
-    width = max(1, max(len(nz) for nz in nonzero))
-    spec = ", ".join("{" + ", ".join(str(int(i)) for i in list(nz) + [-1] * (width - len(nz))) + "}"
-                     for nz in nonzero)
-    vals = ", ".join("{" + ", ".join(str(int(v)) for v in list(row[nz]) + [0] * (width - len(nz))) + "}"
-                     for row, nz in zip(net.change, nonzero))
-    return ["#define SSA_TAU 1", f"#define SSA_TAU_EPS {float(epsilon)!r}", f"#define SSA_TAU_W {width}",
-            f"__constant__ short c_dspec[SSA_NR][SSA_TAU_W] = {{{spec}}};",
-            f"__constant__ int c_dval[SSA_NR][SSA_TAU_W] = {{{vals}}};",
-            f"__constant__ int c_hor[SSA_NS] = {{{', '.join(str(int(v)) for v in hor)}}};",
-            f"__constant__ int c_need[SSA_NS] = {{{', '.join(str(int(v)) for v in need)}}};", ""]
+    change = net.change
+    out = ["#define SSA_TAU 1", f"#define SSA_NC {N_CRITICAL}",
+           "#define SSA_TAU_NONE 3.0e38f   // no bound: above every leap and sample interval",
+           f"#define SSA_RECIPROCALS {RECIPROCALS}   // 1/(j + 1) for the Poisson inversion's search",
+           "__constant__ __align__(16) float c_reciprocal[SSA_RECIPROCALS] = {"
+           + ", ".join(f"{1.0 / (j + 1)!r}f" for j in range(RECIPROCALS)) + "};",
+           "__device__ __forceinline__ float ssa_tau_critical(const int* x, const float* a, bool* crit)",
+           "{", "    float a0c = 0.f;"]
+    for j, row in enumerate(change):
+        runs = [f"x[{i}]" if v == -1 else f"x[{i}] / {-int(v)}" for i, v in enumerate(row) if v < 0]
+        if not runs:
+            out.append(f"    crit[{j}] = false;")
+            continue
+        fewest = runs[0]
+        for r in runs[1:]:
+            fewest = f"min({fewest}, {r})"
+        out += [f"    crit[{j}] = a[{j}] > 0.f && {fewest} < SSA_NC;", f"    if (crit[{j}]) a0c += a[{j}];"]
+    out += ["    return a0c;", "}", "",
+            "__device__ __forceinline__ float ssa_tau_prime(const int* x, const float* a, const bool* crit, "
+            "const float eps)", "{", "    float tau = SSA_TAU_NONE;"]
+    for i in np.flatnonzero(hor):
+        moves = [(j, int(change[j, i])) for j in range(len(change)) if change[j, i]]
+        if not moves:
+            continue
+        mu = " + ".join(f"(crit[{j}] ? 0.f : {v}.f * a[{j}])" for j, v in moves)
+        sig = " + ".join(f"(crit[{j}] ? 0.f : {v * v}.f * a[{j}])" for j, v in moves)
+        out += ["    {", f"        const float xi = (float)x[{i}];", f"        const float mu = {mu};",
+                f"        const float sig = {sig};",
+                f"        const float bound = fmaxf(eps * xi / {_g_text(int(hor[i]), int(need[i]))}, 1.f);",
+                "        if (mu != 0.f) tau = fminf(tau, bound / fabsf(mu));",
+                "        if (sig > 0.f) tau = fminf(tau, bound * bound / sig);", "    }"]
+    out += ["    return tau;", "}", "",
+            "__device__ __forceinline__ void ssa_tau_apply(const int j, const int k, int* x)",
+            "{", "    switch (j) {"]
+    for j, row in enumerate(change):
+        body = " ".join(f"x[{i}] += {int(v)} * k;" for i, v in enumerate(row) if v)
+        out.append(f"    case {j}: {body} break;")
+    out += ["    }", "}", ""]
+    return out
 
 
 def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
@@ -116,7 +160,7 @@ def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
 SELECTIONS = {"direct": _direct_selection, "logdirect": _logdirect_selection, "tau-leap": _direct_selection}
 
 
-def model_block(net: Network, hist_idx: list[int], algorithm: str, epsilon: float = 0.03) -> str:
+def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     """The generated definitions ``kernels/ssa.cu`` expects for ``net``."""
     ns, nr, hs = net.n_species, net.n_reactions, len(hist_idx)
     reactants = net.reactant_lists()
@@ -130,7 +174,7 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str, epsilon: floa
     out += ["    }\n    return 0;\n}", ""]
     out += _events_block(net)
     if algorithm == "tau-leap":
-        out += _tau_block(net, epsilon)
+        out += _tau_block(net)
     out.append("__device__ __forceinline__ void ssa_init(const float* __restrict__ rate, const int* x, "
                "float* a)\n{")
     out += [f"    a[{j}] = {_propensity(j, r, net)};" for j, r in enumerate(reactants)]
@@ -153,6 +197,7 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str, epsilon: floa
     return "\n".join(out)
 
 
-def kernel_source(net: Network, hist_idx: list[int], algorithm: str, epsilon: float = 0.03) -> str:
-    """The whole translation unit for ``net``: generated block + ``kernels/ssa.cu``."""
-    return model_block(net, hist_idx, algorithm, epsilon) + "\n" + read_kernel("ssa.cu")
+def kernel_source(net: Network, hist_idx: list[int], algorithm: str) -> str:
+    """The whole translation unit for ``net``: generated block + ``kernels/ssa.cu`` (the
+    tau-leaping error bound is a launch argument, so one module serves every epsilon)."""
+    return model_block(net, hist_idx, algorithm) + "\n" + read_kernel("ssa.cu")

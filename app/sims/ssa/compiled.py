@@ -196,9 +196,11 @@ def module_source(net: Network | None) -> str:
     laws, assign, trigger = [], [], []
     if net is not None:
         symbol = _species_symbol(net)
+        guards = net.guards()
         for j, law in enumerate(net.laws or ()):
             if law is not None:
                 laws += [f"    if j == {j}:", f"        a *= max(0.0, {to_python(law, symbol)})"]
+                laws += [f"        if x[r, {s}] < {n}:\n            a = 0.0" for s, n in guards[j]]
         for e, event in enumerate(net.events):
             assign.append(f"    if e == {e}:")
             for k, (_, tree) in enumerate(event.assignments):

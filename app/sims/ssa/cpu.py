@@ -97,12 +97,15 @@ class CpuEnsemble(EnsembleEngine):
             term = term * np.where(m >= 2, np.maximum(v - 1, 0) / 2, 1.0)
             term = term * np.where(m >= 3, np.maximum(v - 2, 0) / 3, 1.0)
             a = a * term
+        guards = self.net.guards()
         for j, law in enumerate(self.net.laws or ()):
             if law is not None:
                 hit = reactions == j
                 if hit.any():
                     env = self.net.species_env(self.x[rows[hit], :-1])
                     a[hit] = a[hit] * np.fmax(0.0, evaluate(law, env))
+                    for s, n in guards[j]:
+                        a[hit] = np.where(self.x[rows[hit], s] >= n, a[hit], 0.0)
         return a
 
     def _refresh_rows(self, rows: np.ndarray) -> None:

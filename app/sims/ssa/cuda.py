@@ -1,9 +1,12 @@
 """The CUDA SSA engine: one realization per thread, statistics reduced on the device.
 
-Per sample interval: one ``ssa_advance`` launch (every realization runs to the sample time
-and reduces sums, sums of squares, minima and maxima into device buffers), then one
-``ssa_histogram`` launch with bins laid out from the reduced range. Only the statistics come
-back to the host, plus the full (S x R) state at the times the user asks for.
+Per sample interval: one ``ssa_advance`` launch (every realization runs to the sample time and
+reduces sums, sums of squares, minima and maxima into device buffers) and one copy of the tally
+(reactions fired per point, overflow flag) into pinned memory: a single host wait per interval,
+the same for every algorithm. The statistics then take one ``ssa_histogram`` launch with bins
+laid out from the reduced range, which also clears the interval's outputs for the next one
+(where no histogram ran, the next advance launches ``ssa_reset`` first). Only the statistics
+come back to the host, plus the full (S x R) state at the times the user asks for.
 
 A launch can hold a batch of P parameter sets of one network (:class:`CudaBatch`): each point's
 realizations read its own rate row, seed and initial counts, and reduce into its own statistics,
@@ -27,6 +30,11 @@ from app.sims.ssa.stats import Histogram, bin_layout
 COUNT_LIMIT = 2**30   # SSA_COUNT_LIMIT in kernels/ssa.cu: a realization stops within 64 reactions past it
 
 BLOCK = 128
+# tau-leaping: Poisson counts by sequential inversion below this mean, PTRS above (ssa.cu);
+# at most 80. A model of the warp cost on the dimer (counts from a host build) favours 64-80
+# over 32 (fewer PTRS calls, whose rejections every lane of a warp waits for):
+# `python -c "from app.sims.ssa.bench import tau_only; tau_only(inversion_below=(32, 64, 80))"`
+INVERSION_BELOW = 64.0
 HIST_BLOCK = 256
 INT32_MAX = 2**31 - 1
 
@@ -64,34 +72,40 @@ class CudaBatch:
         self.net, self.points, self.realizations = net, points, realizations
         self.hist_idx, self.bins, self.t = hist_idx, bins, t0
         self.fired_total = np.zeros(points, np.int64)
-        source = kernel_source(net, hist_idx, algorithm, epsilon)
-        self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK})
+        source = kernel_source(net, hist_idx, algorithm)
+        self.epsilon = np.float32(epsilon)
+        self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK,
+                                                     "SSA_INVERSION_BELOW": f"{INVERSION_BELOW!r}f"})
         self._advance = self.module.get_function("ssa_advance")
-        self._advance.prepare("PPiiddPPPPPPPP")
+        self._advance.prepare("PPiiddPPPPPPPPf")
+        self._reset = self.module.get_function("ssa_reset")
+        self._reset.prepare("PiPiPi")
         self._histogram = self.module.get_function("ssa_histogram")
-        self._histogram.prepare("PiiPP")
+        self._histogram.prepare("PiiPPPiPiPi")
         s, h, r_all = net.n_species, max(len(hist_idx), 1), points * realizations
         self.r_all = r_all
         per_realization = np.repeat(x0, realizations, axis=0).T        # (S, P*R)
         self.x = gpuarray.to_gpu(np.ascontiguousarray(per_realization.astype(np.int32)))
         self.draws = gpuarray.zeros(r_all, np.uint64)
         self.event_bits = gpuarray.to_gpu(np.full(r_all, initial_bits(net), np.uint32))
-        self.overflow = gpuarray.zeros(1, np.int32)
+        # the tally: reactions fired per point (uint64), then the overflow flag (int32 in the
+        # low half of the last word), read back in one copy
+        self.tally = gpuarray.zeros(points + 1, np.uint64)
+        self._tally_host = cuda.pagelocked_empty(points + 1, np.uint64)
         self.seeds = gpuarray.to_gpu(np.asarray(seeds, np.uint64))
         self.rates = gpuarray.to_gpu(np.array([n.rates for n in networks], np.float32))
         self.shift = gpuarray.to_gpu(x0.astype(np.float64).ravel())          # (P*S,)
         self.sums = gpuarray.zeros(points * 2 * s, np.float64)
         self.minmax = gpuarray.zeros(points * 2 * h, np.int32)
-        self.fired = gpuarray.zeros(points, np.uint64)
         self.lo_width = gpuarray.zeros(points * 2 * h, np.int32)
         self.counts = gpuarray.zeros(points * h * bins, np.uint32)
-        self._minmax_init = np.tile(np.array([INT32_MAX, -INT32_MAX - 1], np.int32), points * h)
         self.stream = cuda.Stream()
         self._grid = ((r_all + BLOCK - 1) // BLOCK, 1)
         sms = cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
         per_point = (realizations + HIST_BLOCK - 1) // HIST_BLOCK
         self._hist_grid = (max(1, min(per_point, (8 * sms + points - 1) // points)), points)
         self._stats: tuple[np.ndarray, np.ndarray, list] | None = None
+        self._outputs_clear = False    # the histogram launch cleared the interval outputs
         self._x_host: np.ndarray | None = None      # (S, P*R) copy, read once per interval
 
     def set_rates(self, p: int, rates: np.ndarray) -> None:
@@ -105,21 +119,30 @@ class CudaBatch:
         """Every realization of every point to ``t_to`` in one launch."""
         if t_to <= self.t:
             return
-        self.sums.fill(0)
-        self.fired.fill(0)
-        self.minmax.set(self._minmax_init)
+        p_n = self.points
+        if not self._outputs_clear:
+            self._reset.prepared_async_call(
+                (max(1, (self.sums.size + 255) // 256), 1), (256, 1, 1), self.stream, *self._clear_args())
+        self._outputs_clear = False
         self._advance.prepared_async_call(
             self._grid, (BLOCK, 1, 1), self.stream, self.x.gpudata, self.draws.gpudata,
             np.int32(self.r_all), np.int32(self.realizations), np.float64(self.t), np.float64(t_to),
             self.seeds.gpudata, self.rates.gpudata, self.shift.gpudata, self.sums.gpudata,
-            self.minmax.gpudata, self.fired.gpudata, self.event_bits.gpudata, self.overflow.gpudata)
+            self.minmax.gpudata, self.tally.gpudata, self.event_bits.gpudata,
+            int(self.tally.gpudata) + 8 * p_n, self.epsilon)
+        self.cuda.memcpy_dtoh_async(self._tally_host, self.tally.gpudata, self.stream)
         self.stream.synchronize()   # releases the GIL while the GPU works
-        flag = int(self.overflow.get()[0])
+        flag = int(self._tally_host[p_n:].view(np.int32)[0])
         if flag:
             raise CountOverflow(self.net.species[flag - 1], COUNT_LIMIT)
         self.t = t_to
-        self.fired_total += self.fired.get().astype(np.int64)
+        self.fired_total += self._tally_host[:p_n].astype(np.int64)
         self._stats = self._x_host = None
+
+    def _clear_args(self) -> tuple:
+        """The interval outputs ``ssa_clear`` resets (sums, minmax, reactions fired per point)."""
+        return (self.sums.gpudata, np.int32(self.sums.size), self.minmax.gpudata, np.int32(self.minmax.size),
+                self.tally.gpudata, np.int32(self.points))
 
     def _interval_stats(self) -> tuple[np.ndarray, np.ndarray, list]:
         """(mean (P, S), var (P, S), histograms per point) of the last interval, once."""
@@ -144,8 +167,10 @@ class CudaBatch:
             self.counts.fill(0)
             self._histogram.prepared_async_call(
                 self._hist_grid, (HIST_BLOCK, 1, 1), self.stream, self.x.gpudata,
-                np.int32(self.r_all), np.int32(r), self.lo_width.gpudata, self.counts.gpudata)
+                np.int32(self.r_all), np.int32(r), self.lo_width.gpudata, self.counts.gpudata,
+                *self._clear_args())
             self.stream.synchronize()
+            self._outputs_clear = True
             counts = self.counts.get().reshape(p_n, h, self.bins).astype(np.int64)
             hists = [tuple(Histogram(int(lo), int(w), c) for (lo, w), c in zip(layout[p], counts[p]))
                      for p in range(p_n)]
@@ -192,8 +217,8 @@ class CudaBatch:
         self._stats = self._x_host = None
 
     def close(self) -> None:
-        for buf in (self.x, self.draws, self.event_bits, self.overflow, self.seeds, self.rates, self.shift,
-                    self.sums, self.minmax, self.fired, self.lo_width, self.counts):
+        for buf in (self.x, self.draws, self.event_bits, self.tally, self.seeds, self.rates, self.shift,
+                    self.sums, self.minmax, self.lo_width, self.counts):
             buf.gpudata.free()
 
 

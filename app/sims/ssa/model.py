@@ -105,8 +105,16 @@ class Network:
         return bool(self.laws and any(l is not None for l in self.laws)) or bool(self.derived) \
             or bool(self.events)
 
+    def guards(self) -> list[list[tuple[int, int]]]:
+        """Per reaction, the (species, count) pairs it consumes when it has a general kinetic
+        law: such a law need not vanish when they run out (a constant rate does not), so every
+        engine sets the propensity to 0 while any count is below what one firing takes, and
+        counts never go negative. Empty for mass action, which vanishes there by itself."""
+        return [[(int(s), int(-self.change[j, s])) for s in np.flatnonzero(self.change[j] < 0)]
+                if self.laws and self.laws[j] is not None else [] for j in range(self.n_reactions)]
+
     def law_reads(self) -> np.ndarray:
-        """(M, S) bool: species each reaction's propensity reads."""
+        """(M, S) bool: species each reaction's propensity reads (guards included)."""
         reads = self.reactant_order != 0
         if self.laws:
             index = {n: i for i, n in enumerate(self.species)}
@@ -115,6 +123,9 @@ class Network:
                 if law is not None:
                     for name in names_used(law):
                         reads[j, index[name]] = True
+            for j, guard in enumerate(self.guards()):
+                for s, _ in guard:
+                    reads[j, s] = True
         return reads
 
     def structure_key(self) -> tuple:
@@ -150,7 +161,16 @@ class Network:
                 a[..., j] *= binomial(x[..., s], m)
             if self.laws and self.laws[j] is not None:
                 a[..., j] *= np.fmax(0.0, evaluate(self.laws[j], self.species_env(x)))
-        return a
+        return a * self.guard_open(x)
+
+    def guard_open(self, x: np.ndarray) -> np.ndarray:
+        """(..., M) 1.0 where every guard of the reaction holds in states ``x`` (..., S), else 0."""
+        x = np.asarray(x)
+        open_ = np.ones(x.shape[:-1] + (self.n_reactions,))
+        for j, guard in enumerate(self.guards()):
+            for s, n in guard:
+                open_[..., j] *= x[..., s] >= n
+        return open_
 
     def species_env(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Species name -> counts (float64) of states ``x`` (..., S): what law trees read."""

@@ -595,12 +595,18 @@ class _Importer:
         for label, node, delta in parts:
             tree = self._tree(self._text(node, ctx), ctx)
             found = _mass_action(tree, index)
+            if found is not None and any(found[1][s] < -delta[s] for s in np.flatnonzero(delta < 0)):
+                found = None    # of lower order than it consumes (a constant rate): guarded below
             if found is not None:
                 rate, order = found
                 terms = ", ".join(f"{s}^{o}" for s, o in zip(index, order) if o)
                 yield label, rate, order, delta, None, f"mass action c = {rate:.6g}" + (f" ({terms})" if terms else "")
             else:
-                yield label, 1.0, np.zeros(len(index), np.int64), delta, tree, f"general law {node_text(self.sb, node)}"
+                names = list(index)
+                needs = ", ".join(f"{names[s]} >= {-int(delta[s])}" for s in np.flatnonzero(delta < 0))
+                guard = f"; fires only while {needs} (guarded: the law need not vanish there)" if needs else ""
+                yield (label, 1.0, np.zeros(len(index), np.int64), delta, tree,
+                       f"general law {node_text(self.sb, node)}{guard}")
 
     def _stoichiometry(self, ref, rid: str) -> int:
         if ref.isSetId() and ref.getId() and (ref.getId() in self.assignment_rules or ref.getId() in self.event_targets

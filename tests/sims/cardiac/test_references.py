@@ -101,3 +101,13 @@ def test_stiff_models_upstroke_matches_cvode(name):
     s = cfg.protocol.stimuli[0]
     _, summary = run(first_beat(cfg, s.start + 30.0))
     check(summary, reference(name)["beats"][0], apd=False)
+
+
+@pytest.mark.parametrize("name", ["ohara_rudy_2011_endo", "courtemanche_ramirez_nattel_1998",
+                                  "ten_tusscher_model_2006_epi"])
+def test_first_beat_with_lookup_tables_matches_cvode(name):
+    """The voltage lookup tables (solver.lookup_tables, 0.02 mV) keep the CVODE bounds."""
+    cfg = preset(name)
+    cfg = replace(cfg, solver=replace(cfg.solver, lookup_tables=True))
+    _, summary = run(first_beat(cfg))
+    check(summary, reference(name)["beats"][0])

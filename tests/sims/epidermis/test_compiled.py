@@ -1,11 +1,20 @@
 """The compiled CPU engine against the float64 references and the NumPy engine.
 
-Both engines compute in float64 and round the state to float32 after every step; they differ
-only in the order of the force sums and in the exponential (``jit_math.exp_nonpositive``,
-within 2 ulp of ``math.exp``): forces agree to ~1e-15 of the sum of the magnitudes of their
-terms (S_i), so the tests allow 1e-12·S_i, and the float32 states of the two engines are
-equal or a few ulp apart after hundreds of steps. The CUDA engine (float32) is held to
-1e-4·S_i and 1e-3 µm after 250 steps (``test_cuda.py``); this engine is held to far less.
+Both engines round the state to float32 after every step. The compiled engine computes the
+intracellular factors in float32 (16 SIMD lanes), everything else in float64 as the NumPy
+engine. Derived tolerances:
+
+- Forces, relative to S_i (the sum of the magnitudes of element i's terms): a float32 term
+  carries ~10 roundings of u = 2^-24 (coordinates relative to the cell's element 0, the
+  displacement, r², the root, the exponential within 2 ulp, the factor, the product) and the
+  ~20-term float32 sum another ~20 u; a coordinate of up to ~15 µm rounded to float32 moves a
+  displacement by ~2u·15 µm, ~1e-5 of the shortest intracellular distances of these states
+  (0.15 µm). Allowed: 1e-5·S_i (measured: <= 5e-7); the float64 parts alone (one element a cell:
+  no intracellular pairs): 1e-12·S_i, as before. The CUDA engine (float32 throughout) is held
+  to 1e-4·S_i.
+- States after ~200 steps: the per-step force error times dt (~1e-6 µm) does not grow in this
+  overdamped dynamics; allowed 1e-4 µm (measured: <= 6e-6 µm; the CUDA engine: 1e-3 µm), genes
+  1e-6 (measured: equal).
 """
 
 import numpy as np
@@ -13,24 +22,35 @@ import pytest
 
 from app.compute.cpu_threads import threads
 from app.sims.epidermis import model
-from app.sims.epidermis.compiled import CELLS_PER_THREAD, CompiledEngine
+from app.sims.epidermis.compiled import CELLS_PER_THREAD, LIST_CAP, CompiledEngine, _build_list
 from app.sims.epidermis.cpu import CpuEngine
 
 from .helpers import clone, config, random_state, term_scale
 
 BOUNDARIES = ("periodic", "none")
-TOL_TERMS = 1e-12
+TOL_TERMS = 1e-5             # float32 intracellular factors (see above)
+TOL_TERMS_FLOAT64 = 1e-12    # the float64 parts alone
 KEYS = ("step", "event", "n_cells", "pos", "etype", "count", "genes")
 
 
-def float32_ulps(a: np.ndarray, b: np.ndarray) -> int:
-    """Largest distance in float32 steps between two float32 arrays."""
-    ia = a.astype(np.float32).view(np.int32).astype(np.int64)
-    ib = b.astype(np.float32).view(np.int32).astype(np.int64)
-    return int(np.abs(ia - ib).max()) if a.size else 0
-
-
 OTHER_LENGTHS = {"intra": model.Morse(2.5, 1.0, 1.0, 1.7), "membrane": model.Morse(5.0, 0.4, 2.0, 1.0)}
+
+
+def compare_forces(cfg, state, tol_terms):
+    """The engine's forces within ``tol_terms``·S_i (plus the float32 rounding of its output)
+    of model.reference_forces, contact sums equal, nothing on empty slots."""
+    F, S = CompiledEngine(cfg, clone(state)).forces()
+    Fr, Sr = model.reference_forces(state, cfg)
+    scale, _, _ = term_scale(state, cfg)
+    err = np.sqrt(((F - Fr.astype(np.float32)) ** 2).sum(axis=0))
+    assert np.all(err <= tol_terms * scale + 2e-7 * np.sqrt((Fr ** 2).sum(axis=0))), \
+        (err / (scale + 1e-30)).max()
+    assert Sr[0].sum() > 20
+    assert np.array_equal(S, Sr.astype(np.float32))
+    _, _, _, kc = model.live_elements(state)
+    dead = np.ones(F.shape[1:], bool)
+    dead[kc[0], kc[1]] = False
+    assert not F[:, dead].any() and not S[:, dead].any()
 
 
 @pytest.mark.parametrize("mode,mechanics", [("movement", {}), ("genes", {}),
@@ -41,25 +61,47 @@ def test_forces_match_the_float64_reference(boundary, mode, mechanics):
     cfg = config(tissue={"cells": 25, "boundary": boundary, "pitch": 7.0}, run={"mode": mode},
                  mechanics=mechanics)
     state = random_state(cfg, np.random.default_rng([7, len(boundary), len(mode)]), per_cell=12)
-    F, S = CompiledEngine(cfg, clone(state)).forces()
-    Fr, Sr = model.reference_forces(state, cfg)
-    scale, _, _ = term_scale(state, cfg)
-    # the engine returns float32 (as the other engines): compare within its rounding
-    err = np.sqrt(((F - Fr.astype(np.float32)) ** 2).sum(axis=0))
-    assert np.all(err <= TOL_TERMS * scale + 2e-7 * np.sqrt((Fr ** 2).sum(axis=0))), err.max()
-    assert Sr[0].sum() > 50
-    assert np.array_equal(S, Sr.astype(np.float32))
-    _, _, _, kc = model.live_elements(state)
-    dead = np.ones(F.shape[1:], bool)
-    dead[kc[0], kc[1]] = False
-    assert not F[:, dead].any() and not S[:, dead].any()
+    compare_forces(cfg, state, TOL_TERMS)
+
+
+@pytest.mark.parametrize("mechanics", [{}, OTHER_LENGTHS])
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_the_float64_forces_match_the_reference_to_rounding(boundary, mechanics):
+    """One element a cell: intercellular, membrane and wall forces only (all float64)."""
+    cfg = config(tissue={"cells": 64, "boundary": boundary, "pitch": 2.0}, run={"mode": "genes"},
+                 mechanics=mechanics)
+    state = random_state(cfg, np.random.default_rng([8, len(boundary)]), per_cell=1, spread=1.5)
+    compare_forces(cfg, state, TOL_TERMS_FLOAT64)
+
+
+@pytest.mark.parametrize("cells,pitch,boundary", [(25, 3.0, "periodic"), (25, 3.0, "none"),
+                                                  (4, 5.0, "periodic")])
+def test_the_verlet_list_holds_every_pair_within_reach(cells, pitch, boundary):
+    """Against all pairs: dense random tissues (more than LIST_CAP partners: the second scan)
+    and a 10 µm box (fewer than 3 bins a side: each bin once)."""
+    cfg = config(tissue={"cells": cells, "boundary": boundary, "pitch": pitch})
+    state = random_state(cfg, np.random.default_rng([5, cells, len(boundary)]), per_cell=12)
+    x, cell, _, _ = model.live_elements(state)
+    box = model.box_of(cfg) or 0.0
+    reach = 4.0
+    off, nbr, own = _build_list(np.ascontiguousarray(x.T), cell.astype(np.int64), box,
+                                1.0 / box if box else 0.0, reach)
+    d = x[:, None, :] - x[None, :, :]
+    d[..., :2] = model.minimum_image(d[..., :2], box or None)
+    want = ((d ** 2).sum(axis=-1) < reach ** 2) & (cell[:, None] != cell[None, :])
+    got = np.zeros_like(want)
+    got[own, nbr] = True
+    assert np.array_equal(got, want) and nbr.size == want.sum()
+    assert np.array_equal(own, np.repeat(np.arange(x.shape[0]), np.diff(off)))
+    if cells > 4:
+        assert np.diff(off).max() > LIST_CAP
 
 
 @pytest.mark.parametrize("boundary,search", [("periodic", "cell_list"), ("none", "cell_list"),
                                              ("periodic", "centre_cutoff")])
 def test_steps_follow_the_numpy_engine(boundary, search):
     """Genes mode from scattered cells (elements move several µm: the Verlet list is rebuilt
-    on the way): the float32 states stay within a few ulp of the NumPy engine's."""
+    on the way): the float32 states stay within 1e-4 µm of the NumPy engine's."""
     cfg = config(tissue={"cells": 16, "boundary": boundary, "pitch": 8.0},
                  run={"mode": "genes", "search": search})
     st = random_state(cfg, np.random.default_rng(11), per_cell=12, spread=1.8)
@@ -69,8 +111,7 @@ def test_steps_follow_the_numpy_engine(boundary, search):
         b.advance(n)
         sa, sb = a.state(), b.state()
         assert int(sa["step"]) == int(sb["step"])
-        assert float32_ulps(sa["pos"], sb["pos"]) <= 64, n
-        assert np.abs(sa["pos"] - sb["pos"]).max() < 1e-4
+        assert np.abs(sa["pos"] - sb["pos"]).max() < 1e-4, n
         assert np.abs(sa["genes"] - sb["genes"]).max() < 1e-6
     assert np.abs(sa["pos"] - st["pos"]).max() > 1.0          # the tissue did move
 

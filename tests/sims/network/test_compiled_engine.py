@@ -55,25 +55,55 @@ def test_compiled_noise_matches_the_numpy_block():
         np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-14)
 
 
-def test_partitioned_delivery_is_bit_identical_for_any_partition_count(monkeypatch):
-    """The delivery region splits the targets into one partition per thread; 1, 3 and 7
-    partitions give the same spikes and the same state to the last bit."""
-    from app.sims.network import compiled
+def test_results_are_bit_identical_for_any_partition_and_thread_count(monkeypatch):
+    """Partitions of the culture, taken by 1 or 2 threads (each its own block, then the others'
+    leftovers), give the same spikes and the same state to the last bit."""
+    from app.compute.cpu_threads import max_threads, threads
 
     cfg = config(culture={"width": 10, "height": 10})
     states = []
-    for parts in (1, 3, 7):
-        monkeypatch.setattr(compiled.numba, "get_num_threads", lambda parts=parts: parts)
-        monkeypatch.setattr(compiled.numba, "set_num_threads", lambda k: None)
-        monkeypatch.setattr(compiled, "NEURONS_PER_THREAD", 1)
-        fast = engine(cfg, radius=2.0, cls=CompiledEngine)
-        spikes = fast.advance(1200)
-        assert fast._parts == parts
+    for parts, n_threads in ((1, 1), (3, 1), (4, 2), (7, 2), (70, 2)):    # 70: a mask bit per 2 parts
+        monkeypatch.setattr(CompiledEngine, "_partition_count", lambda self, p=parts: p)
+        monkeypatch.setattr(CompiledEngine, "_threads", lambda self, n=n_threads: n)
+        with threads(min(n_threads, max_threads())):
+            fast = engine(cfg, radius=2.0, cls=CompiledEngine)
+            spikes = fast.advance(1200)
+            assert fast._parts == parts
         states.append((spikes, fast.state()))
-    monkeypatch.undo()
+    parts_now = [3]                                # and a change of partitions mid-run
+    monkeypatch.setattr(CompiledEngine, "_partition_count", lambda self: parts_now[0])
+    with threads(min(2, max_threads())):
+        fast = engine(cfg, radius=2.0, cls=CompiledEngine)
+        first = fast.advance(750)
+        parts_now[0] = 7
+        second = fast.advance(450)
+    assert first[0].size > 20 and second[0].size > 20
+    states.append(((np.r_[first[0], second[0]], np.r_[first[1], second[1]]), fast.state()))
     (s0, st0) = states[0]
     assert s0[0].size > 20
     for spikes, st in states[1:]:
         np.testing.assert_array_equal(spikes[1], s0[1])
         for key in ("V", "gE", "gI", "syn_u", "syn_r", "syn_last"):
             np.testing.assert_array_equal(st[key], st0[key])
+
+
+def test_chunks_of_one_step_and_the_longest_delay_match_the_reference(monkeypatch):
+    """Delays of 1, 4, 6 and 48 steps (chunks of one step; the longest delay the ring allows),
+    five partitions on two threads: the NumPy engine's spike trains."""
+    import dataclasses
+
+    from app.compute.cpu_threads import max_threads, threads
+
+    base = config(culture={"width": 12, "height": 12})
+    types = [dataclasses.replace(t, delay=d) for t, d in zip(base.synapses.types(), (0.0, 0.3e-3, 0.5e-3, 4.7e-3))]
+    cfg = dataclasses.replace(base, synapses=dataclasses.replace(
+        base.synapses, EE=types[0], EI=types[1], IE=types[2], II=types[3]))
+    assert cfg.delay_steps() == (1, 4, 6, 48)
+    monkeypatch.setattr(CompiledEngine, "_partition_count", lambda self: 5)
+    monkeypatch.setattr(CompiledEngine, "_threads", lambda self: 2)
+    with threads(min(2, max_threads())):
+        ref, fast = engine(cfg, radius=2.0), engine(cfg, radius=2.0, cls=CompiledEngine)
+        a, b = ref.advance(1500), fast.advance(1500)
+    assert fast._chunk() == 1 and a[0].size > 100
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])

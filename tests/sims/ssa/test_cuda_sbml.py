@@ -67,3 +67,20 @@ def test_count_overflow_is_refused(tmp_path):
     assert sim.stopped is not None and "count of X would exceed 1,073,741,824" in sim.stopped
     if sim.final is not None:
         assert (sim.final[:, 0] > 0).all()                       # never wrapped round
+
+
+def test_constant_law_is_guarded_on_the_device(tmp_path):
+    """X -> 0 at a constant rate 40 from 50 molecules: the kernel's guard keeps X at 0 once it
+    runs out (no negative count, no overflow stop), and the mean at t = 0.5 is E max(0, 50 - N),
+    N ~ Poisson(20), within 4 standard errors."""
+    from math import lgamma, log
+
+    from .test_sbml import CONSTANT_DRAIN, sbml
+
+    path = tmp_path / "drain.xml"
+    path.write_text(sbml(reactions=CONSTANT_DRAIN, parameters='<parameter id="k" value="40" constant="true"/>'))
+    sim = finish(path, "cuda", 1 << 14, 3, 3.0, 7)
+    assert sim.stopped is None and sim.final.min() >= 0 and (sim.final[:, 0] == 0).mean() > 0.99
+    pmf = np.exp([k * log(20.0) - 20.0 - lgamma(k + 1) for k in range(50)])
+    exact = float(np.sum((50 - np.arange(50)) * pmf))
+    assert abs(sim.mean[1, 0] - exact) < 4 * np.sqrt(sim.var[1, 0] / (1 << 14))

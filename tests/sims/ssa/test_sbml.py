@@ -263,3 +263,26 @@ def test_event_initial_value_at_time_zero(initial_value, x0, state0):
              f'<math {MATH}><cn>7</cn></math></eventAssignment></listOfEventAssignments></event></listOfEvents>')
     net = read_sbml_string(sbml(extra=event)).network
     assert net.x0.tolist() == [x0] and net.event_state0 == (state0,)
+
+
+CONSTANT_DRAIN = law("drain", "<ci>k</ci>")
+
+
+@pytest.mark.parametrize("engine_class", [CpuEnsemble, CompiledEnsemble])
+def test_general_law_that_does_not_vanish_is_guarded(engine_class):
+    """X -> 0 at the constant rate k = 40 (a law that stays positive at X = 0): unguarded, 50
+    molecules drained at 40/s would go negative after about 1.25 s. Guarded, X(t) = max(0, 50 - N)
+    with N ~ Poisson(k t), and the import says so."""
+    from math import lgamma, log
+
+    model = read_sbml_string(sbml(reactions=CONSTANT_DRAIN, parameters='<parameter id="k" value="40" constant="true"/>'))
+    assert any("fires only while X >= 1" in item.detail for item in model.imported)
+    net = model.network
+    states = run(engine_class, net, [0.5, 3.0], 4000)
+    assert states.min() >= 0
+    assert (states[1] == 0).mean() > 0.99                  # P(N(120) < 50) is about 1e-12
+    mean_n = 40 * 0.5
+    pmf = np.exp([k * log(mean_n) - mean_n - lgamma(k + 1) for k in range(50)])
+    exact = float(np.sum((50 - np.arange(50)) * pmf))    # E max(0, 50 - N)
+    got = states[0][:, 0]
+    assert abs(got.mean() - exact) < 4 * got.std() / np.sqrt(len(got))
