@@ -35,7 +35,7 @@ CHUNK = 65_536   # individuals scored between two progress lines
 PIECES_PER_THREAD = 4   # kernel calls per thread and chunk, taken by whichever thread is free
 # fast-math without 'nnan'/'ninf': a failed individual's NaN must reach the isfinite test
 FASTMATH = {"contract", "reassoc", "nsz", "arcp", "afn"}
-LANES = 16     # individuals advanced together in the sample loop (independent chains; measured: 16 > 8)
+LANES = 64     # individuals advanced together in the sample loop (SIMD over them; measured: 64 > 32 > 16)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -192,50 +192,51 @@ def lane_exponentials(q, lane, pair_a, pair_b, pair_tau, sweep_hold, magnus_c, p
 def score_block(params, i0, lanes, g_index, e_rev, ops, open_mask, target, weights, norm, bad,
                 e_all, p_start, state, keep, traces, out):
     """chi^2 of the block of individuals i0 .. i0 + lanes - 1 (their exponentials and steady
-    states in ``e_all`` and ``p_start``); op ``o`` of ``ops`` uses exponential op_first[o] for
-    every step, or op_first[o] + step for a ramp. The LANES individuals advance together, so
-    the innermost loops run over independent individuals instead of along one individual's
-    dependent chain (LLVM unrolls them into interleaved scalar FMAs, not packed SIMD)."""
+    states in ``e_all`` and ``p_start``, one lane each of the block's width); op ``o`` of
+    ``ops`` uses exponential op_first[o] for every step, or op_first[o] + step for a ramp.
+
+    The block's individuals advance together: every innermost loop runs over the lanes (one
+    contiguous row of the width), which LLVM vectorises (a width known at compile time would
+    be unrolled into scalar code instead), and the states p and p_next swap each step."""
     sweep_ops, op_first, op_ramp, op_record, op_v, op_vend, op_n = ops
     p, p_next, drive, current, acc = state
-    n = p.shape[0]
-    for b in range(lanes, LANES):      # the empty lanes of a last, partial block
+    n, width = p.shape
+    for b in range(lanes, width):      # the empty lanes of a last, partial block
         e_all[:, :, :, b] = 0.0
         p_start[:, :, b] = 0.0
     acc[:] = 0.0
     col = 0
     for sw in range(sweep_ops.shape[0] - 1):
         for r in range(n):
-            for b in range(LANES):
+            for b in range(width):
                 p[r, b] = p_start[sw, r, b]
         for o in range(sweep_ops[sw], sweep_ops[sw + 1]):
             steps = op_n[o]
             k = op_first[o]
-            for b in range(LANES):
+            for b in range(width):
                 drive[b] = (params[i0 + b, g_index] if b < lanes else 0.0) * (op_v[o] - e_rev)
             for step in range(steps):
                 if op_ramp[o]:
                     k = op_first[o] + step
                     v = op_v[o] + (op_vend[o] - op_v[o]) * (step + 1) / steps
-                    for b in range(LANES):
+                    for b in range(width):
                         drive[b] = (params[i0 + b, g_index] if b < lanes else 0.0) * (v - e_rev)
                 for r in range(n):
-                    for b in range(LANES):
-                        p_next[r, b] = 0.0
-                    for c in range(n):
-                        for b in range(LANES):
+                    for b in range(width):
+                        p_next[r, b] = e_all[k, r, 0, b] * p[0, b]
+                    for c in range(1, n):
+                        for b in range(width):
                             p_next[r, b] += e_all[k, r, c, b] * p[c, b]
-                for b in range(LANES):
-                    current[b] = 0.0
-                for r in range(n):
-                    for b in range(LANES):
-                        p[r, b] = p_next[r, b]
-                    if open_mask[r]:
-                        for b in range(LANES):
-                            current[b] += p_next[r, b]
+                p, p_next = p_next, p
                 if not op_record[o]:
                     continue
-                for b in range(LANES):
+                for b in range(width):
+                    current[b] = 0.0
+                for r in range(n):
+                    if open_mask[r]:
+                        for b in range(width):
+                            current[b] += p[r, b]
+                for b in range(width):
                     current[b] *= drive[b]
                     d = current[b] - target[col]
                     acc[b] += weights[col] * d * d
@@ -293,22 +294,24 @@ def q_into(params, i, v, r, shifted, q, row):
 @njit(nogil=True, cache=True, error_model="numpy")
 def scores(params, first, last, volts, pairs, sweep_hold, ops, open_mask, g_index, e_rev, target,
            weights, norm, pade, magnus_c, bad, keep, traces, out):
-    """chi^2 of the individuals of blocks first .. last - 1 (LANES rows of params each) into
+    """chi^2 of the individuals of blocks first .. last - 1 (LANES rows of params each, or
+    all of them rounded up to 8 lanes where there are fewer) into
     out, and their currents where keep. The scratch is allocated once per call."""
     pop = params.shape[0]
     n = N_STATES
+    width = min(LANES, (pop + 7) // 8 * 8)       # a small batch gets a narrower block
     pair_a, pair_b, pair_tau = pairs
     q = np.empty((volts.shape[0], n, n))
     r = np.empty(N_RATES)
     shifted = np.empty(N_RATES)
-    e_all = np.zeros((pair_a.shape[0], n, n, LANES))
-    p_start = np.zeros((sweep_hold.shape[0], n, LANES))
+    e_all = np.zeros((pair_a.shape[0], n, n, width))
+    p_start = np.zeros((sweep_hold.shape[0], n, width))
     scratch = (np.empty((5, n, n)), np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
-    state = (np.empty((n, LANES)), np.empty((n, LANES)), np.empty(LANES), np.empty(LANES),
-             np.empty(LANES))
+    state = (np.empty((n, width)), np.empty((n, width)), np.empty(width), np.empty(width),
+             np.empty(width))
     for blk in range(first, last):
-        i0 = blk * LANES
-        lanes = min(LANES, pop - i0)
+        i0 = blk * width
+        lanes = min(width, pop - i0)
         for b in range(lanes):
             for k in range(volts.shape[0]):
                 q_into(params, i0 + b, volts[k], r, shifted, q, k)
@@ -338,9 +341,18 @@ def module_source(model: ChannelModel) -> str:
         "RATE_MAX": RATE_MAX, "RATES": Code("\n".join(lines)), "FILL_Q": Code("\n".join(fill))})
 
 
+_recent_modules: dict[int, tuple[ChannelModel, object]] = {}
+
+
 def model_module(model: ChannelModel):
-    """The compiled kernel of ``model`` (generated once per model text, cached on disk)."""
-    return generated_module("channel", module_source(model))
+    """The compiled kernel of ``model`` (generated once per model text, cached on disk; the
+    last few models' modules kept here, so a generation does not print its model again)."""
+    known = _recent_modules.get(id(model))
+    if known is None or known[0] is not model:
+        if len(_recent_modules) >= 16:
+            _recent_modules.clear()
+        known = _recent_modules[id(model)] = (model, generated_module("channel", module_source(model)))
+    return known[1]
 
 
 class _Layout:
@@ -404,9 +416,10 @@ def evaluate(model: ChannelModel, protocol: Protocol, params: np.ndarray, target
                open_mask, model.conductance, float(model.e_rev), target, weights,
                float(weights.sum()), PADE, MAGNUS_C, float(BAD_SCORE), keep_traces, traces, scores)
 
-    for lo in range(0, blocks, CHUNK // LANES):
+    per_chunk = max(1, CHUNK // LANES)
+    for lo in range(0, blocks, per_chunk):
         report(lo * LANES)
-        in_threads(run, lo, min(blocks, lo + CHUNK // LANES), PIECES_PER_THREAD)
+        in_threads(run, lo, min(blocks, lo + per_chunk), PIECES_PER_THREAD)
     return scores, (traces if keep_traces else None)
 
 

@@ -43,18 +43,20 @@ def test_ga_on_cpu_backend_makes_the_reference_decisions():
     assert fast.results()[1]["compile_seconds"] >= 0
 
 
-def test_scores_do_not_depend_on_the_threads_or_the_chunks(monkeypatch):
+def test_scores_do_not_depend_on_the_threads_the_chunks_or_the_batch(monkeypatch):
     import numba
     from app.compute.cpu_threads import threads
     cfg = preset(dt=0.5)
     m = model("model-b")
     protocol = cfg.protocol()
     rng = np.random.default_rng(4)
-    params = m.lower + (m.upper - m.lower) * rng.random((100, m.n_params))
+    params = m.lower + (m.upper - m.lower) * rng.random((2 * compiled.LANES + 22, m.n_params))
     target = cpu.simulate(m, protocol, params[:1])[0]
     with threads(1):
         whole, _ = compiled.evaluate(m, protocol, params, target)
-    monkeypatch.setattr(compiled, "CHUNK", 32)          # 7 blocks in chunks of 2, 2 threads each
+    for k in (1, 5, 9):                   # narrower blocks for small batches: the same numbers
+        np.testing.assert_array_equal(compiled.evaluate(m, protocol, params[:k], target)[0], whole[:k])
+    monkeypatch.setattr(compiled, "CHUNK", compiled.LANES)     # 3 blocks, one a chunk
     with threads(min(2, numba.config.NUMBA_NUM_THREADS)):
         chunked, _ = compiled.evaluate(m, protocol, params, target)
     np.testing.assert_array_equal(chunked, whole)
