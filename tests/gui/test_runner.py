@@ -94,3 +94,38 @@ def test_drawing_is_throttled_to_its_budget(qtbot):
     worker._store(SimpleNamespace(progress=1.0))
     with qtbot.waitSignal(worker.frame_ready):
         worker._publish(force=True)                            # the end of a run: always shown
+
+
+def test_the_first_frame_waits_for_a_second_of_run_or_its_end_or_a_pause(qtbot):
+    """A sub-second run is drawn once, when done; a longer one from FIRST_FRAME_AFTER on; a
+    pause shows the newest frame at once."""
+    import time
+    from types import SimpleNamespace
+
+    from app.gui import runner
+
+    domain, cfg = load_run_config(default_preset("ssa"))
+    worker = SimulationWorker(domain, cfg, "cpu")
+    drawn: list[float] = []
+    worker.frame_ready.connect(lambda frame: drawn.append(time.perf_counter()))
+    worker._started_at = start = time.perf_counter()       # as the thread's start sets it
+    worker._store(SimpleNamespace(progress=0.5))
+    worker._publish()
+    qtbot.wait(int(runner.FIRST_FRAME_AFTER * 500))
+    worker._publish()
+    assert not drawn                                          # too early: nothing drawn yet
+    worker.session.pause()
+    worker._publish()
+    assert len(drawn) == 1                                    # a pause shows it at once
+    worker.session.resume()
+    worker._store(SimpleNamespace(progress=1.0))
+    worker._publish(force=True)                               # the end: always shown
+    assert len(drawn) == 2 and drawn[0] - start < runner.FIRST_FRAME_AFTER
+
+    late = SimulationWorker(domain, cfg, "cpu")
+    shown: list[float] = []
+    late.frame_ready.connect(lambda frame: shown.append(time.perf_counter()))
+    late._started_at = time.perf_counter() - runner.FIRST_FRAME_AFTER     # a second into the run
+    late._store(SimpleNamespace(progress=0.5))
+    late._publish()
+    assert len(shown) == 1                                    # then at once
