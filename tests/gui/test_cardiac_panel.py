@@ -161,6 +161,7 @@ def test_click_and_drag_on_the_sheet_stimulate_during_a_run(cardiac, qtbot, monk
     """A click (or drag) on the sheet during a run asks the simulation for a stimulus there;
     the colour bar names V and its unit; a finished run can be replayed."""
     _small_sheet(cardiac)
+    cardiac.t_end.setValue(20000.0)          # still running when its first frame is drawn (after 1 s)
     requests = []
     assert cardiac.start_run()
     session = cardiac.worker.session
@@ -172,6 +173,8 @@ def test_click_and_drag_on_the_sheet_stimulate_during_a_run(cardiac, qtbot, monk
     cardiac.tissue.cell_dragged.emit(51)
     assert [r.cell for r in requests] == [50, 51]
     assert cardiac.tissue.colour_bar.bar.axis.labelText == "V (mV)"
+    qtbot.wait(300)
+    cardiac.stop_run()
     qtbot.waitUntil(lambda: not cardiac.running, timeout=60000)
     assert str(50) not in cardiac.probe_cells.text()          # a stimulus, not a probe
     assert cardiac.tissue.replay_row.isVisible() == (len(cardiac.tissue.history) > 1)
