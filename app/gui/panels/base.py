@@ -494,7 +494,7 @@ class Panel(QWidget):
         self.run_controls.set_progress(frame.progress)
         self.status_changed.emit(self.status_text(frame))
         self.on_frame(frame)
-        if self.live_movie is not None and self.running:
+        if self.live_movie is not None:             # a finished movie takes no more frames
             try:
                 self.live_movie.add(self.movie_image())
             except Exception as exc:  # noqa: BLE001  (a movie never stops a run)
