@@ -86,6 +86,9 @@ def parse_yaml(text: str, source: str | None = None) -> Document:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
+        if "nesting depth" in problem:        # PyYAML >= 6.0.4 limits the depth itself
+            raise ConfigError(f"the YAML is nested too deeply (the limit is {MAX_CONFIG_DEPTH} levels)",
+                              source, line) from None
         raise ConfigError(f"YAML syntax error: {problem}", source, line) from None
     except RecursionError:
         raise ConfigError(f"the YAML is nested too deeply (the limit is {MAX_CONFIG_DEPTH} levels)",
