@@ -296,11 +296,7 @@ class CompiledEnsemble(EnsembleEngine):
         if hit.size:
             r = int(hit[0])
             raise CountOverflow(self.net.species[int(self._overflow[r]) - 1], INT64_MAX, r)
-        if self.active.any():
-            return False
-        self.t[:] = t_to
-        self.active[:] = True
-        return True
+        return self._interval_ended(t_to)
 
     def states(self) -> np.ndarray:
         x = self.x[:, :-1].copy()

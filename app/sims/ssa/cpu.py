@@ -179,11 +179,7 @@ class CpuEnsemble(EnsembleEngine):
                     self.x[rows], self.bits[rows] = sub_x, sub_bits
                     self._refresh_rows(rows[hit])
             steps += 1
-        if self.active.any():
-            return False
-        self.t[:] = t_to
-        self.active[:] = True
-        return True
+        return self._interval_ended(t_to)
 
     def _time_events(self, idx: np.ndarray, t_new: np.ndarray, t_to: float) -> np.ndarray:
         """Fire the time events due before each row's next reaction (those rows' draws are

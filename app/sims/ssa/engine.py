@@ -73,6 +73,15 @@ class EnsembleEngine(EngineBase, renamed={"checkpoint": "state", "load": "restor
         """Advance towards ``t_to``; True once every realization is there."""
         raise NotImplementedError
 
+    def _interval_ended(self, t_to: float) -> bool:
+        """For the CPU engines (arrays ``t`` and ``active``): False while a realization is still
+        inside the interval; else every realization restarts at ``t_to``, and True."""
+        if self.active.any():   # type: ignore[attr-defined]
+            return False
+        self.t[:] = t_to        # type: ignore[attr-defined]
+        self.active[:] = True   # type: ignore[attr-defined]
+        return True
+
     def stats(self, keep_states: bool) -> IntervalStats:
         raise NotImplementedError
 

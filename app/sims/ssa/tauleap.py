@@ -344,11 +344,7 @@ class TauLeapEnsemble(LeapCheckpoint):
                     self._fired, self.rates, self.r_species, self.r_order, self.change, self.hor,
                     self.need, float(self.epsilon), self._key[0], self._key[1], float(t_to),
                     int(min(max_steps, 1 << 62)))
-        if self.active.any():
-            return False
-        self.t[:] = t_to
-        self.active[:] = True
-        return True
+        return self._interval_ended(t_to)
 
     def states(self) -> np.ndarray:
         return self.x[:, :-1].copy()

@@ -213,11 +213,7 @@ class TauLeapReference(LeapCheckpoint):
             exact = taup < SSA_THRESHOLD / a0
             self._exact_steps(rows[exact], a[exact], t_to)
             self._leap(rows[~exact], a[~exact], critical[~exact], taup[~exact], t_to)
-        if self.active.any():
-            return False
-        self.t[:] = t_to
-        self.active[:] = True
-        return True
+        return self._interval_ended(t_to)
 
     def states(self) -> np.ndarray:
         return self.x.copy()
