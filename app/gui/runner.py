@@ -51,6 +51,8 @@ class SimulationWorker(QThread):
         The thread began running.
     frame_ready(frame)
         A new frame (in the GUI thread; intermediate frames may have been dropped).
+    progress_ready(fraction)
+        The newest frame's progress while the first frame waits (nothing is drawn).
     run_finished(arrays, summary)
         The run ended (finished or stopped); the last frame was published before this.
     failed(message, detail)
@@ -62,6 +64,7 @@ class SimulationWorker(QThread):
 
     run_started = Signal()
     frame_ready = Signal(object)
+    progress_ready = Signal(float)
     run_finished = Signal(object, object)
     failed = Signal(str, str)
 
@@ -116,6 +119,10 @@ class SimulationWorker(QThread):
         if not force:
             if (not self.frames_published and now - self._started_at < FIRST_FRAME_AFTER
                     and not self.session.paused):
+                with self._lock:
+                    waiting = self._newest
+                if waiting is not None:              # the progress bar moves meanwhile
+                    self.progress_ready.emit(getattr(waiting, "progress", 0.0))
                 return
             if now - self._published_at < self._wait:
                 return

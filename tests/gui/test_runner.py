@@ -107,13 +107,16 @@ def test_the_first_frame_waits_for_a_second_of_run_or_its_end_or_a_pause(qtbot):
     domain, cfg = load_run_config(default_preset("ssa"))
     worker = SimulationWorker(domain, cfg, "cpu")
     drawn: list[float] = []
+    progress: list[float] = []
     worker.frame_ready.connect(lambda frame: drawn.append(time.perf_counter()))
+    worker.progress_ready.connect(progress.append)
     worker._started_at = start = time.perf_counter()       # as the thread's start sets it
     worker._store(SimpleNamespace(progress=0.5))
     worker._publish()
     qtbot.wait(int(runner.FIRST_FRAME_AFTER * 500))
     worker._publish()
     assert not drawn                                          # too early: nothing drawn yet
+    assert progress and progress[-1] == 0.5                   # but the progress bar moves
     worker.session.pause()
     worker._publish()
     assert len(drawn) == 1                                    # a pause shows it at once

@@ -224,6 +224,7 @@ class Panel(QWidget):
     def make_worker(self, cfg: Any, backend: str, index: int) -> SimulationWorker:
         worker = SimulationWorker(self.domain, cfg, backend, index, parent=self)
         worker.frame_ready.connect(self._frame_ready)
+        worker.progress_ready.connect(self.run_controls.set_progress)
         worker.run_finished.connect(self._run_finished)
         worker.failed.connect(self._run_failed)
         return worker
