@@ -16,8 +16,9 @@ pytestmark = pytest.mark.gui
 
 
 def test_run_pause_resume_stop_dimer(ssa, window, qtbot, set_ensemble):
-    # dimer, 2e8 reactions: seconds on the compiled CPU engine, long enough to pause
-    set_ensemble(ssa, realizations=512, t_end=10.0, samples=11)
+    # dimer, 1.6e9 reactions: about half a minute on the compiled CPU engine of a fast
+    # 2-core machine, so pause, resume and stop all land while it runs
+    set_ensemble(ssa, realizations=4096, t_end=10.0, samples=11)
     assert ssa.start_run()
     worker = ssa.worker
     assert ssa.run_controls.state is RunState.RUNNING
@@ -35,6 +36,7 @@ def test_run_pause_resume_stop_dimer(ssa, window, qtbot, set_ensemble):
     qtbot.mouseClick(ssa.run_controls.pause_button, qtbot_button())
     assert not worker.paused and ssa.run_controls.state is RunState.RUNNING
     qtbot.waitUntil(lambda: worker.frames_published > frames, timeout=30000)
+    assert ssa.run_controls.state is RunState.RUNNING, "the run ended before Stop was pressed"
     with qtbot.waitSignal(worker.run_finished, timeout=30000):
         qtbot.mouseClick(ssa.run_controls.stop_button, qtbot_button())
     assert ssa.run_controls.state is RunState.FINISHED
@@ -47,7 +49,8 @@ def test_run_pause_resume_stop_dimer(ssa, window, qtbot, set_ensemble):
     edges, p = ssa.histogram.curve.getData()
     assert len(p) > 0 and p.sum() > 0
     assert "reactions/s" in window.throughput_label.text()
-    assert "512 realizations" in window.throughput_label.text()
+    assert "4096 realizations" in window.throughput_label.text()
+    assert not ssa.last_frame.done or ssa.last_frame.times[-1] < 10.0
 
     ssa.reset()
     assert ssa.run_controls.state is RunState.IDLE and ssa.last_frame is None
