@@ -23,7 +23,7 @@ import time
 from enum import Enum
 from typing import Any
 
-from PySide6.QtCore import QThread, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEventLoop, QThread, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from app.gui.errors import describe
@@ -40,6 +40,21 @@ MAX_WAIT = 2.0          # a frame is shown at least this often (seconds), whatev
 # CUDA a whole paper-scale run can take 0.2 s; a draw during it holds the GIL inside Qt's
 # painting and made the SSA run 1.8x slower in the GUI than headless (H100, 2026-11-24).
 FIRST_FRAME_AFTER = 1.0
+# While the first frame waits, the progress bar moves this often (seconds): QProgressBar.setValue
+# repaints at once, holding the GIL for 2-3 ms (Xvfb), each time the shown percentage changes.
+PROGRESS_EVERY = 0.25
+
+
+def flush_paints() -> None:
+    """Handle the posted layout, scene and paint events now (user input stays queued).
+
+    A panel calls this before its worker starts: the cleared views then paint before the run,
+    not during it. pyqtgraph paints in Python (axes: 5-7 ms each on the 2-core VM), holding the
+    GIL the worker needs to launch its kernels; painted during a run of 0.2 s on CUDA they
+    took a tenth of its throughput. Twice: a scene's change notice is itself a posted event.
+    """
+    for _ in range(2):
+        QCoreApplication.processEvents(QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents)
 
 
 class SimulationWorker(QThread):
@@ -87,6 +102,7 @@ class SimulationWorker(QThread):
         self._busy = 0.0                  # wall seconds the last frame kept the GUI busy
         self._result_shown = False        # a frame with progress > 0 has been published
         self._started_at = 0.0            # wall clock of the thread's start
+        self._progress_at = 0.0           # wall clock of the last progress_ready
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._publish)
@@ -121,7 +137,8 @@ class SimulationWorker(QThread):
                     and not self.session.paused):
                 with self._lock:
                     waiting = self._newest
-                if waiting is not None:              # the progress bar moves meanwhile
+                if waiting is not None and now - self._progress_at >= PROGRESS_EVERY:
+                    self._progress_at = now          # the progress bar moves meanwhile
                     self.progress_ready.emit(getattr(waiting, "progress", 0.0))
                 return
             if now - self._published_at < self._wait:
@@ -145,7 +162,7 @@ class SimulationWorker(QThread):
             QTimer.singleShot(0, self, lambda: setattr(self, "_busy", time.perf_counter() - handed))
 
     def _on_thread_started(self) -> None:
-        self._published_at = self._started_at = time.perf_counter()
+        self._published_at = self._started_at = self._progress_at = time.perf_counter()
         self._gui_cpu_at = time.thread_time()
         self._timer.start()
         self.run_started.emit()

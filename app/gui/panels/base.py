@@ -21,7 +21,7 @@ from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
 from app.gui.presets import (default_for_engine, engine_kind, estimate_seconds, format_duration,
                              preset_for, work)
-from app.gui.runner import RunControls, RunState, SimulationWorker
+from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.output import save_text
 from app.sims.common.simulation import Domain, Frame, load_run_config, presets
@@ -247,6 +247,7 @@ class Panel(QWidget):
         self.worker = self.make_worker(cfg, backend, index)
         self._start_movie()
         self.run_controls.set_state(RunState.RUNNING)
+        flush_paints()
         self.worker.start()
         return True
 
