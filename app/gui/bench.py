@@ -27,7 +27,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +106,21 @@ def bench_config(name: str, backend: str, quick: bool, role: str = "") -> tuple[
 
     path = (preset_for(name, role) if role else None) or default_for_engine(name, backend)
     _, cfg = load_run_config(path)
+    cfg = without_checkpoint(cfg)
     if quick:
         cfg = shorten(name, cfg)
     return path, cfg
+
+
+def without_checkpoint(cfg: Any) -> Any:
+    """``cfg`` writing no checkpoint and resuming from none: a preset's checkpoint (the CUDA
+    network default's) would make each timed run resume the one before it, done at once."""
+    for section in fields(cfg):
+        part = getattr(cfg, section.name)
+        if is_dataclass(part) and hasattr(part, "checkpoint"):
+            changes = {"checkpoint": "", **({"resume": False} if hasattr(part, "resume") else {})}
+            cfg = replace(cfg, **{section.name: replace(part, **changes)})
+    return cfg
 
 
 def shorten(name: str, cfg: Any) -> Any:

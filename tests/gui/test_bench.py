@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("PySide6", reason="the GUI extra is not installed")
 
-from app.gui.bench import fit_budget, shorten
+from app.gui.bench import bench_config, fit_budget, shorten
 from app.gui.presets import default_for_engine, estimate_seconds
 from app.sims.common.simulation import load_run_config
 
@@ -30,6 +30,18 @@ def test_the_cuda_network_default_is_cut_to_the_budget():
     assert short.culture == cfg.culture                                # only the length changes
     ssa = shorten("ssa", load_run_config(default_for_engine("ssa", "cpu"))[1])
     assert fit_budget("ssa", ssa, "cpu", 20.0) is ssa                  # fits: unchanged
+
+
+def test_bench_runs_write_and_resume_no_checkpoint():
+    # the CUDA network default names a checkpoint and resumes: a timed run would resume the
+    # warm-up's and finish at once (0.04 s on the H100), and overwrite the user's file
+    _, preset = load_run_config(default_for_engine("network", "cuda"))
+    assert preset.run.checkpoint and preset.run.resume
+    for name in ("network", "cardiac", "epidermis"):
+        _, cfg = bench_config(name, "cuda", quick=False)
+        assert cfg.run.checkpoint == "" and cfg.run.resume is False, name
+    _, cfg = bench_config("network", "cuda", quick=False)
+    assert cfg.culture == preset.culture and cfg.run.epochs == preset.run.epochs
 
 
 def test_bench_runs_offscreen_without_a_display_and_writes_table_and_json(tmp_path):
