@@ -10,11 +10,12 @@ Before any run the rates measured for this module (below) stand in. No Qt here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from app.sims.common.config import load_yaml
-from app.sims.common.simulation import PRESETS, presets
+from app.sims.common.simulation import PRESETS, load_run_config, presets
 
 ROLES = ("cpu", "cuda", "paper", "lesson")
 
@@ -74,6 +75,17 @@ def preset_for(domain: str, role: str) -> Path | None:
         return None
     found = [p for p in presets(domain) if p.stem == stem]
     return found[0] if found else None
+
+
+def preset_config(path: Path) -> Any:
+    """The run config of the preset file ``path``, read once per version of the file (the
+    estimates after every run and every load ask for the paper-scale preset's)."""
+    return _config_of(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _config_of(path: str, version: int) -> Any:
+    return load_run_config(path)[1]
 
 
 def default_for_engine(domain: str, backend: str) -> Path:

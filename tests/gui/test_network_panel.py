@@ -123,3 +123,24 @@ def test_epoch_plots_never_show_negative_values(qtbot, short_run):
     for key, _ in HISTORY_PLOTS:
         low, high = view.plots[key].viewRange()[1]
         assert low >= 0 and high > 0, (key, low, high)
+
+
+def test_raster_and_population_rate_share_one_time_window(network, qtbot):
+    """The rate plot shows the raster's window (the run's raster_seconds, in s), moved with it
+    at every frame; before, the rate showed the time its data spanned (up to 20 s) beside a
+    5-s raster."""
+    network.epochs.setValue(40)                     # 16 s simulated: the window moves
+    raster, rate = network.raster.plot, network.pop_rate.plot
+    assert raster.getAxis("bottom").labelText == rate.getAxis("bottom").labelText == "time (s)"
+    windows = []
+    assert network.start_run()
+    network.worker.frame_ready.connect(lambda frame: windows.append(
+        (frame.t, raster.viewRange()[0], rate.viewRange()[0])))
+    with qtbot.waitSignal(network.worker.run_finished, timeout=60000):
+        pass
+    assert windows
+    for t, shown, rate_shown in windows:
+        assert rate_shown == pytest.approx(shown)
+        assert shown == pytest.approx([max(0.0, t - 5.0), max(t, 0.1)])
+    t, shown, _ = windows[-1]
+    assert t == pytest.approx(16.0) and shown == pytest.approx([11.0, 16.0])

@@ -73,6 +73,56 @@ def test_legend_sits_beside_the_data(qtbot, short_run):
     assert legend.width() > 0 and legend.left() >= data.right() - 1   # beside, not over
 
 
+def sample_pixels(sample) -> np.ndarray:
+    """The legend sample painted on white, (20, 20, 3) RGB."""
+    from PySide6.QtGui import QColor, QImage, QPainter
+
+    image = QImage(20, 20, QImage.Format.Format_RGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    sample.paint(painter)
+    painter.end()
+    return np.array([[image.pixelColor(x, y).getRgb()[:3] for x in range(20)] for y in range(20)])
+
+
+def test_legend_samples_look_like_their_curves(qtbot, short_run):
+    """Mean: its line across a filled swatch of its SD band; histogram: a bar in its fill,
+    outlined by its pen (pyqtgraph drew a line and a triangle); comparison: a line."""
+    from app.gui.views.base import CurveSample, colour
+    from app.gui.views.histogram import HistogramView
+    from app.gui.views.trajectories import TrajectoryView
+    from app.gui.panels.ssa_data import EnsembleHistograms
+
+    white = np.array([255, 255, 255])
+    line = np.array(colour(0)[:3])
+    trajectories = TrajectoryView()
+    qtbot.addWidget(trajectories)
+    frame = short_run("ssa")[1]
+    trajectories.set_frame(frame)
+    (sample, label), *_ = trajectories.legend.items
+    assert isinstance(sample, CurveSample) and label.text == frame.species[0]
+    pixels = sample_pixels(sample)
+    assert (pixels[10, :] == line).all()                          # the mean's pen, across
+    band = pixels[5, 2]
+    assert (band != white).any() and (band == pixels[15, 17]).all()   # a swatch, above and below
+    assert band[2] > band[0]                                      # in the species' colour
+    assert (pixels[1, :] == white).all() and (pixels[19, :] == white).all()
+
+    histogram = HistogramView()
+    qtbot.addWidget(histogram)
+    histogram.set_frame(frame)
+    histogram.set_reference(EnsembleHistograms.from_frame(frame, "reference"))
+    (bar, bar_label), (ref, ref_label) = histogram.legend.items
+    assert (bar_label.text, ref_label.text) == ("this run", "reference")
+    pixels = sample_pixels(bar)
+    fill = pixels[12, 10]
+    assert (fill != white).any() and fill[2] > fill[0]
+    assert (pixels[8:16, 6:14] == fill).all()                     # filled, left half too (no triangle)
+    assert (pixels[12, 3] == line).all() and (pixels[6, 10] == line).all()   # outlined by the pen
+    pixels = sample_pixels(ref)
+    assert (pixels[10, :] == np.array(colour(3)[:3])).all() and (pixels[14, :] == white).all()
+
+
 DIMENSIONLESS = {"generation", "epoch", "count", "column", "row", "probability per count value"}
 
 

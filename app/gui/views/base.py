@@ -30,13 +30,46 @@ def cache_axes(plot: pg.PlotItem) -> None:
         plot.getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
 
+class CurveSample(pg.ItemSample):
+    """A legend sample that looks like its curve: the line in the curve's pen; a filled curve
+    (a histogram) as a bar in its fill brush outlined by the pen; a curve with a band (set
+    ``curve.legend_band`` to the band's brush: the ± SD band) as the line across a filled
+    swatch. pyqtgraph's own sample draws a filled curve as a line and a triangle."""
+
+    def paint(self, p, *args) -> None:
+        item = self.item
+        if not isinstance(item, pg.PlotDataItem) or not item.isVisible():
+            super().paint(p, *args)               # scatter plots, bars, the hidden-item eye
+            return
+        from PySide6.QtCore import QRectF
+
+        opts = item.opts
+        pen = pg.mkPen(opts["pen"])
+        band = getattr(item, "legend_band", None)
+        if band is not None:
+            p.fillRect(QRectF(0, 4, 20, 13), pg.mkBrush(band))
+        if opts.get("fillLevel") is not None and opts.get("fillBrush") is not None:
+            p.setPen(pen)
+            p.setBrush(pg.mkBrush(opts["fillBrush"]))
+            p.drawRect(QRectF(3, 6, 14, 12))
+        else:
+            p.setPen(pen)
+            p.drawLine(0, 10, 20, 10)
+        if opts.get("symbol") is not None:
+            from pyqtgraph.graphicsItems.ScatterPlotItem import drawSymbol
+
+            scatter = item.scatter.opts
+            p.translate(10, 10)
+            drawSymbol(p, opts["symbol"], scatter["size"], pg.mkPen(scatter["pen"]), pg.mkBrush(scatter["brush"]))
+
+
 def legend_outside(plot: pg.PlotItem) -> pg.LegendItem:
     """A legend in its own column right of the data (never over a curve); named curves added to
-    ``plot`` join it, as with ``addLegend``."""
+    ``plot`` join it, as with ``addLegend``, each shown by a :class:`CurveSample`."""
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QSizePolicy
 
-    legend = pg.LegendItem(verSpacing=-4)
+    legend = pg.LegendItem(verSpacing=-4, sampleType=CurveSample)
     plot.layout.addItem(legend, 2, 3)
     plot.layout.setColumnStretchFactor(3, 0)
     legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)

@@ -78,12 +78,14 @@ class CultureView(PlotView):
 
 
 class RasterView(PlotView):
-    """A scrolling spike raster of the last seconds."""
+    """A scrolling spike raster of the last :attr:`window` seconds (the run's
+    ``analysis.raster_seconds``: the spikes a frame carries)."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Spike raster", "time (s)", "neuron (index)", parent)
         self.points = pg.ScatterPlotItem(pxMode=True, size=2, pen=None, brush=pg.mkBrush(20, 20, 20))
         self.plot.addItem(self.points)
+        self.window = 5.0
 
     def set_frame(self, frame) -> None:
         t, n = frame.raster_times, frame.raster_neurons
@@ -91,7 +93,7 @@ class RasterView(PlotView):
             keep = np.argsort(t)[-MAX_RASTER_POINTS:]
             t, n = t[keep], n[keep]
         self.points.setData(x=t, y=n)
-        self.plot.setXRange(max(0.0, frame.t - 5.0), max(frame.t, 0.1), padding=0)
+        self.plot.setXRange(max(0.0, frame.t - self.window), max(frame.t, 0.1), padding=0)
         self.plot.setYRange(0, frame.width * frame.height, padding=0.01)
 
     def clear(self) -> None:
@@ -99,7 +101,10 @@ class RasterView(PlotView):
 
 
 class PopulationRateView(PlotView):
-    """Population rate (spikes per neuron per second) with the burst threshold and bursts."""
+    """Population rate (spikes per neuron per second) with the burst threshold and bursts.
+
+    :meth:`follow` links its time axis to another plot's (the raster's): one window, moved
+    by that plot; the rate axis fits the rate shown in it."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Population rate and network bursts", "time (s)", "rate (Hz per neuron)", parent)
@@ -109,11 +114,19 @@ class PopulationRateView(PlotView):
                                          pen=None)
         self.plot.addItem(self.level)
         self.plot.addItem(self.bursts)
+        self.plot.setAutoVisible(y=True)
+
+    def follow(self, plot: pg.PlotItem) -> None:
+        """Show the time window of ``plot``, moved with it."""
+        self.plot.enableAutoRange(x=False)
+        self.plot.setXLink(plot)
 
     def set_frame(self, frame) -> None:
         self.curve.setData(frame.pop_times, frame.pop_rate)
         self.level.setValue(frame.burst_level)
-        top = float(frame.pop_rate.max()) if frame.pop_rate.size else 1.0
+        lo, hi = self.plot.viewRange()[0]
+        shown = frame.pop_rate[(frame.pop_times >= lo) & (frame.pop_times <= hi)]
+        top = float(shown.max()) if shown.size else 1.0
         self.bursts.setData(x=frame.burst_times, y=np.full(frame.burst_times.size, max(top, frame.burst_level) * 1.05))
 
     def clear(self) -> None:
