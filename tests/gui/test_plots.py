@@ -73,6 +73,60 @@ def test_legend_sits_beside_the_data(qtbot, short_run):
     assert legend.width() > 0 and legend.left() >= data.right() - 1   # beside, not over
 
 
+@pytest.mark.parametrize("size", [(700, 400), (450, 200)])
+def test_a_long_legend_stays_beside_the_data_and_inside_its_plot(qtbot, size):
+    """Twelve parameters in a short plot: the legend takes a second column rather than make
+    the plot taller than its widget (which cut off the generation axis); never over the data."""
+    from types import SimpleNamespace
+
+    from app.gui.views.parameter_history import ParameterHistoryView
+
+    view = ParameterHistoryView()
+    qtbot.addWidget(view)
+    view.resize(*size)
+    names = tuple(f"k{i}" for i in range(12))
+    view.set_frame(SimpleNamespace(param_names=names, history_params=np.linspace(0, 1, 60).reshape(5, 12)))
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.wait(50)
+    legend = view.legend.sceneBoundingRect()
+    data = view.plot.vb.sceneBoundingRect()
+    axis = view.plot.getAxis("bottom").sceneBoundingRect()
+    height = view.plot_widget.viewport().height()
+    assert len(view.legend.items) == 12
+    assert legend.left() >= data.right() - 1                     # beside, not over
+    assert legend.bottom() <= data.bottom() + 1 and axis.bottom() <= height + 1, (legend, axis, height)
+    assert view.legend.columnCount == (1 if size[1] >= 400 else 2)
+
+
+def test_generation_axes_tick_whole_generations(qtbot):
+    """Three generations showed ticks at 0.5 and 1.5; against wall time the ticks are free."""
+    from types import SimpleNamespace
+
+    from app.gui.views.convergence import ConvergenceView
+    from app.gui.views.parameter_history import ParameterHistoryView
+
+    frame = SimpleNamespace(history_best=np.array([9.0, 4.0, 2.0]), history_median=np.array([12.0, 8.0, 5.0]),
+                            history_wall=np.array([0.01, 0.02, 0.03]), history_phase=None,
+                            param_names=("a", "b"), history_params=np.full((3, 2), 0.5))
+
+    def ticks(view) -> list[float]:
+        axis = view.plot.getAxis("bottom")
+        lo, hi = view.plot.viewRange()[0]
+        return [v for _, values in axis.tickValues(lo, hi, axis.width()) for v in values]
+
+    convergence, parameters = ConvergenceView(), ParameterHistoryView()
+    for view in (convergence, parameters):
+        qtbot.addWidget(view)
+        view.resize(500, 300)
+        view.set_frame(frame)
+        view.show()
+        qtbot.waitExposed(view)
+        assert ticks(view) and all(v == int(v) for v in ticks(view)), ticks(view)
+    convergence.wall_toggle.setChecked(True)
+    assert any(v != int(v) for v in ticks(convergence))
+
+
 def sample_pixels(sample) -> np.ndarray:
     """The legend sample painted on white, (20, 20, 3) RGB."""
     from PySide6.QtGui import QColor, QImage, QPainter
