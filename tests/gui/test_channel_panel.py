@@ -284,7 +284,8 @@ def test_end_of_run_costs_the_gui_thread_little(window, qtbot, monkeypatch, run_
     corner = panel.uncertainty.corner
     assert not corner.panels                     # not drawn while its tab is hidden
     panel.bottom_tabs.setCurrentWidget(panel.uncertainty)
-    assert len(corner.panels) == 45 and all(cell.vb.addedItems for cell in corner.panels.values())
+    assert len(corner.panels) == 45 and all(cell.drawn() for cell in corner.panels.values())
     cells = dict(corner.panels)
-    run_to_end(panel, 60000)                     # the tab shown: drawn at once, same panels
-    assert corner.panels == cells and all(cell.vb.addedItems for cell in cells.values())
+    items = {key: cell.drawn() for key, cell in cells.items()}
+    run_to_end(panel, 60000)                     # the tab shown: drawn at once, same panels and items
+    assert corner.panels == cells and {key: cell.drawn() for key, cell in cells.items()} == items

@@ -97,6 +97,8 @@ def test_a_long_legend_stays_beside_the_data_and_inside_its_plot(qtbot, size):
     assert legend.left() >= data.right() - 1                     # beside, not over
     assert legend.bottom() <= data.bottom() + 1 and axis.bottom() <= height + 1, (legend, axis, height)
     assert view.legend.columnCount == (1 if size[1] >= 400 else 2)
+    tops = sorted({round(sample.sceneBoundingRect().top()) for sample, _ in view.legend.items})
+    assert max(np.diff(tops)) <= 24, tops                       # rows packed, not spread out
 
 
 def test_generation_axes_tick_whole_generations(qtbot):

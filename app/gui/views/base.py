@@ -112,7 +112,7 @@ def legend_outside(plot: pg.PlotItem) -> pg.LegendItem:
     legend = OutsideLegend()
     plot.layout.addItem(legend, 2, 3)
     plot.layout.setColumnStretchFactor(3, 0)
-    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
+    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
     plot.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
     plot.vb.sigResized.connect(lambda vb: legend.set_room(vb.height()))
     plot.legend = legend

@@ -17,6 +17,7 @@ MAX_POINTS = 2000        # samples drawn per scatter panel
 PANEL_PX = 64            # a corner panel's least size (its axis label fits; the plot scrolls)
 AXES_PX = 70             # the outer panels' tick values and labels
 HISTOGRAM_PEN = pg.mkPen(200, 200, 200)   # pyqtgraph's default curve pen, as drawn before
+LINE = {"stepMode": None, "fillLevel": None, "brush": None}   # a plain line (a reused item may have been a histogram)
 
 
 class CornerCell(pg.GraphicsWidget):
@@ -45,16 +46,34 @@ class CornerCell(pg.GraphicsWidget):
         grid.addItem(self.vb, 0, 1)
         grid.addItem(self.axes["bottom"], 1, 1)
         self.setLayout(grid)
+        self._curves: list[pg.PlotCurveItem] = []
+        self._points: list[pg.ScatterPlotItem] = []
 
     def getAxis(self, name: str) -> pg.AxisItem:
         return self.axes[name]
 
-    def show_items(self, items: list) -> None:
-        """Replace what the panel draws with ``items`` and fit the range to them."""
-        self.vb.clear()
-        for item in items:
-            self.vb.addItem(item)
+    def draw(self, curves: list[tuple] = (), points: list[tuple] = ()) -> None:
+        """Draw ``curves`` and ``points``, each ``(x, y, options)`` of a
+        :class:`pyqtgraph.PlotCurveItem` or :class:`pyqtgraph.ScatterPlotItem`, and fit the
+        range to them. The items are kept and refilled: a new result builds none."""
+        for pool, kind, specs in ((self._curves, pg.PlotCurveItem, curves),
+                                  (self._points, pg.ScatterPlotItem, points)):
+            while len(pool) < len(specs):
+                pool.append(kind())
+                self.vb.addItem(pool[-1])
+            for item, (x, y, options) in zip(pool, specs):
+                item.setData(x, y, **options)
+                item.setVisible(True)
+            for item in pool[len(specs):]:
+                item.setVisible(False)
         self.vb.enableAutoRange()
+
+    def drawn(self) -> list:
+        """The items on show."""
+        return [item for item in self._curves + self._points if item.isVisible()]
+
+    def erase(self) -> None:
+        self.draw()
 
 
 class CornerPlot(pg.GraphicsView):
@@ -79,11 +98,11 @@ class CornerPlot(pg.GraphicsView):
         for (i, j), cell in self.panels.items():
             if i == j:
                 counts, edges = np.histogram(samples[:, i], bins=30)
-                cell.show_items([pg.PlotCurveItem(edges, counts, stepMode="center", fillLevel=0,
-                                                  pen=HISTOGRAM_PEN, brush=colour(0, 120))])
+                cell.draw(curves=[(edges, counts, dict(stepMode="center", fillLevel=0, pen=HISTOGRAM_PEN,
+                                                       brush=colour(0, 120)))])
             else:
-                cell.show_items([pg.ScatterPlotItem(shown[:, j], shown[:, i], symbol="o", size=2,
-                                                    pen=None, brush=colour(0, 90))])
+                cell.draw(points=[(shown[:, j], shown[:, i], dict(symbol="o", size=2, pen=None,
+                                                                  brush=colour(0, 90)))])
 
     def show_normal(self, names, best: np.ndarray, cov: np.ndarray) -> None:
         """Marginal normal densities and 1- and 2-sd ellipses of N(best, cov)."""
@@ -95,22 +114,21 @@ class CornerPlot(pg.GraphicsView):
             if i == j:
                 x = best[i] + sd[i] * np.linspace(-4, 4, 120)
                 density = np.exp(-0.5 * ((x - best[i]) / sd[i]) ** 2)
-                cell.show_items([pg.PlotCurveItem(x, density, pen=pg.mkPen(colour(0), width=1.5))])
+                cell.draw(curves=[(x, density, dict(LINE, pen=pg.mkPen(colour(0), width=1.5)))])
                 continue
             val, vec = np.linalg.eigh(cov[np.ix_([j, i], [j, i])])
-            items = []
+            ellipses = []
             for k in (1, 2):
                 ellipse = vec @ (np.sqrt(np.maximum(val, 0))[:, None] * circle) * k
-                items.append(pg.PlotCurveItem(best[j] + ellipse[0], best[i] + ellipse[1],
-                                              pen=pg.mkPen(colour(k - 1), width=1.2)))
-            items.append(pg.ScatterPlotItem([best[j]], [best[i]], symbol="+", size=8,
-                                            pen=pg.mkPen(colour(3)), brush=None))
-            cell.show_items(items)
+                ellipses.append((best[j] + ellipse[0], best[i] + ellipse[1],
+                                 dict(LINE, pen=pg.mkPen(colour(k - 1), width=1.2))))
+            cell.draw(curves=ellipses, points=[([best[j]], [best[i]], dict(symbol="+", size=8,
+                                                                           pen=pg.mkPen(colour(3)), brush=None))])
 
     def clear(self) -> None:
         """Nothing drawn (the panels are kept, hidden, for the next result)."""
         for cell in self.panels.values():
-            cell.vb.clear()
+            cell.erase()
         if self._grid_item is not None:
             self._grid_item.setVisible(False)
         self.setMinimumSize(0, 0)
