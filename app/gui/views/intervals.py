@@ -17,6 +17,7 @@ MAX_POINTS = 2000        # samples drawn per scatter panel
 PANEL_PX = 64            # a corner panel's least size (its axis label fits; the plot scrolls)
 AXES_PX = 70             # the outer panels' tick values and labels
 HISTOGRAM_PEN = pg.mkPen(200, 200, 200)   # pyqtgraph's default curve pen, as drawn before
+MARK_BRUSH = pg.mkBrush(50, 50, 150)      # pyqtgraph's default symbol brush, as drawn before
 LINE = {"stepMode": None, "fillLevel": None, "brush": None}   # a plain line (a reused item may have been a histogram)
 
 
@@ -123,7 +124,7 @@ class CornerPlot(pg.GraphicsView):
                 ellipses.append((best[j] + ellipse[0], best[i] + ellipse[1],
                                  dict(LINE, pen=pg.mkPen(colour(k - 1), width=1.2))))
             cell.draw(curves=ellipses, points=[([best[j]], [best[i]], dict(symbol="+", size=8,
-                                                                           pen=pg.mkPen(colour(3)), brush=None))])
+                                                                           pen=pg.mkPen(colour(3)), brush=MARK_BRUSH))])
 
     def clear(self) -> None:
         """Nothing drawn (the panels are kept, hidden, for the next result)."""
