@@ -144,3 +144,17 @@ def test_raster_and_population_rate_share_one_time_window(network, qtbot):
         assert shown == pytest.approx([max(0.0, t - 5.0), max(t, 0.1)])
     t, shown, _ = windows[-1]
     assert t == pytest.approx(16.0) and shown == pytest.approx([11.0, 16.0])
+
+
+def test_burst_threshold_line_only_with_data(qtbot, short_run):
+    """An empty rate plot showed a dashed threshold line at an arbitrary height."""
+    from app.gui.views.network import PopulationRateView
+
+    view = PopulationRateView()
+    qtbot.addWidget(view)
+    assert not view.level.isVisible()
+    frame = short_run("network")[1]
+    view.set_frame(frame)
+    assert view.level.isVisible() and view.level.value() == pytest.approx(frame.burst_level)
+    view.clear()
+    assert not view.level.isVisible()

@@ -115,6 +115,7 @@ class PopulationRateView(PlotView):
         self.plot.addItem(self.level)
         self.plot.addItem(self.bursts)
         self.plot.setAutoVisible(y=True)
+        self.level.hide()                 # no threshold line across an empty plot
 
     def follow(self, plot: pg.PlotItem) -> None:
         """Show the time window of ``plot``, moved with it."""
@@ -124,6 +125,7 @@ class PopulationRateView(PlotView):
     def set_frame(self, frame) -> None:
         self.curve.setData(frame.pop_times, frame.pop_rate)
         self.level.setValue(frame.burst_level)
+        self.level.show()
         lo, hi = self.plot.viewRange()[0]
         shown = frame.pop_rate[(frame.pop_times >= lo) & (frame.pop_times <= hi)]
         top = float(shown.max()) if shown.size else 1.0
@@ -132,6 +134,7 @@ class PopulationRateView(PlotView):
     def clear(self) -> None:
         self.curve.setData([], [])
         self.bursts.clear()
+        self.level.hide()
 
 
 HISTORY_PLOTS = (("epoch_mean_radius", "mean radius (grid units)"), ("epoch_mean_rate", "mean rate (Hz)"),
