@@ -193,3 +193,27 @@ def test_every_axis_label_names_its_unit(window):
                     if not ("(" in text and text.endswith(")")) and text not in DIMENSIONLESS:
                         missing.append(f"{name}: {item.orientation} axis {text!r}")
     assert not missing, missing
+
+
+def test_a_log_axis_labels_1_2_5_times_powers_of_ten(qtbot):
+    """Across a decade pyqtgraph labelled 2..9 x 10^3 and the labels ran into each other."""
+    from types import SimpleNamespace
+
+    from app.gui.views.convergence import ConvergenceView
+
+    view = ConvergenceView()
+    qtbot.addWidget(view)
+    view.resize(400, 260)
+    best = np.geomspace(3e4, 1.6e3, 20)
+    view.set_frame(SimpleNamespace(history_best=best, history_median=best * 1.5,
+                                   history_wall=np.arange(20.0), history_phase=None))
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.wait(50)                                   # the range follows the data
+    axis = view.plot.getAxis("left")
+    values = [v for _, level in axis.tickValues(*axis.range, axis.height()) for v in level]
+    labels = dict(zip(values, axis.tickStrings(values, 1.0, 1.0)))
+    shown = sorted(round(10 ** v) for v, text in labels.items() if text)
+    assert len(values) > 6 and shown
+    assert all(str(x)[0] in "125" for x in shown), shown
+    assert {3000, 4000, 7000} & {round(10 ** v) for v in values}     # ticked, not labelled

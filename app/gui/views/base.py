@@ -145,6 +145,23 @@ def integer_axis(plot: pg.PlotItem, name: str = "left", on: bool = True) -> None
     axis.tickValues = whole
 
 
+def sparse_log_labels(plot: pg.PlotItem, name: str = "left") -> None:
+    """On a log axis label only the ticks at 1, 2 and 5 times a power of ten: across about a
+    decade pyqtgraph labelled every 1..9 x 10^k and the labels ran into each other."""
+    axis = plot.getAxis(name)
+    original = axis.logTickStrings
+
+    def sparse(values, scale, spacing):
+        strings = original(values, scale, spacing)
+        shown = []
+        for value, text in zip(values, strings):
+            digit = round(10 ** (float(value) - math.floor(float(value) + 1e-9)))
+            shown.append(text if digit in (1, 2, 5, 10) else "")
+        return shown
+
+    axis.logTickStrings = sparse
+
+
 def show_axis_values(plot: pg.PlotItem, shown: bool) -> None:
     """Tick values on (data drawn) or off (no data yet: no made-up ranges such as 0..1).
 

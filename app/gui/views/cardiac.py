@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
                                QVBoxLayout, QWidget)
 
-from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside,
-                                show_axis_values)
+from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
+                                sparse_log_labels)
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
@@ -424,6 +424,7 @@ class StepSizeView(PlotView):
         super().__init__("Step size (adaptive solvers)", "time (ms)", "h (ms)", parent)
         self.curve = self.plot.plot(pen=pg.mkPen(colour(3), width=1))
         self.plot.setLogMode(y=True)
+        sparse_log_labels(self.plot)
 
     def set_frame(self, frame) -> None:
         if frame.h_t is not None and len(frame.h_t):
