@@ -158,3 +158,39 @@ def test_burst_threshold_line_only_with_data(qtbot, short_run):
     assert view.level.isVisible() and view.level.value() == pytest.approx(frame.burst_level)
     view.clear()
     assert not view.level.isVisible()
+
+
+def test_raster_and_rate_put_the_same_time_above_each_other(qtbot):
+    """Raster ticks up to 10,000 neurons and rate ticks below 1 Hz: one left-axis width, so the
+    two data areas span the same x (their time axes line up)."""
+    from types import SimpleNamespace
+
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    from app.gui.views.network import PopulationRateView, RasterView
+
+    raster, rate = RasterView(), PopulationRateView()
+    rate.follow(raster.plot)
+    box = QWidget()
+    column = QVBoxLayout(box)
+    column.addWidget(raster)
+    column.addWidget(rate)
+    qtbot.addWidget(box)
+    box.resize(600, 500)
+    times = np.linspace(10.0, 20.0, 200)
+    frame = SimpleNamespace(t=20.0, width=100, height=100, raster_times=times,
+                            raster_neurons=np.arange(200) * 50, pop_times=times,
+                            pop_rate=0.3 + 0.1 * np.sin(times), burst_level=0.6, burst_times=np.zeros(0))
+    raster.set_frame(frame)
+    rate.set_frame(frame)
+    box.show()
+    qtbot.waitExposed(box)
+    qtbot.wait(50)
+    spans = []
+    for view in (raster, rate):
+        rect = view.plot.vb.sceneBoundingRect()
+        ends = [view.plot_widget.mapTo(box, view.plot_widget.mapFromScene(p)).x()
+                for p in (rect.topLeft(), rect.topRight())]
+        spans.append(ends)
+    assert spans[0] == pytest.approx(spans[1], abs=1), spans
+    assert rate.plot.viewRange()[0] == pytest.approx([15.0, 20.0])

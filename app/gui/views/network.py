@@ -11,6 +11,7 @@ from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_ax
 
 MAX_CIRCLES = 40000        # above this the connectivity circles are not drawn
 MAX_RASTER_POINTS = 60000
+LEFT_AXIS_PX = 62          # the raster's and the rate's left axes: "10,000" neurons and its label
 
 
 def rate_brushes(rate: np.ndarray, top: float = 10.0) -> list:
@@ -118,9 +119,12 @@ class PopulationRateView(PlotView):
         self.level.hide()                 # no threshold line across an empty plot
 
     def follow(self, plot: pg.PlotItem) -> None:
-        """Show the time window of ``plot``, moved with it."""
+        """Show the time window of ``plot``, moved with it; both left axes get one width, so
+        the same time sits at the same x in both (above each other in the panel)."""
         self.plot.enableAutoRange(x=False)
         self.plot.setXLink(plot)
+        for axis in (self.plot.getAxis("left"), plot.getAxis("left")):
+            axis.setWidth(LEFT_AXIS_PX)
 
     def set_frame(self, frame) -> None:
         self.curve.setData(frame.pop_times, frame.pop_rate)
