@@ -18,13 +18,15 @@ def clipped_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
 def narrow_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
     """Visible labels, buttons and combo boxes under ``root`` narrower than their size hint.
 
-    Word-wrapped labels are left out (they wrap instead of clipping), and so are empty ones.
+    Word-wrapped labels are left out (they wrap instead of clipping), and so are eliding ones
+    (:class:`app.gui.labels.ElidedLabel`: "…" and the whole text in the tooltip) and empty ones.
     """
     found = []
     for widget in root.findChildren(QWidget):
         if not isinstance(widget, CHECKED) or not widget.isVisible():
             continue
-        if isinstance(widget, QLabel) and (widget.wordWrap() or not widget.text()):
+        if isinstance(widget, QLabel) and (widget.wordWrap() or not widget.text()
+                                           or getattr(widget, "elides", False)):
             continue
         hint = widget.sizeHint().width()
         if widget.width() + tolerance < hint:

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QLabel, QListWidget, QMai
 from app.compute.device import list_devices, resolve_backend
 from app.gui import errors
 from app.gui import help as help_text
+from app.gui.labels import ElidedLabel
 from app.gui.log_dock import LogDock
 from app.gui.panels import Panel, panel_class
 from app.gui.presets import default_for_engine
@@ -102,8 +103,8 @@ class MainWindow(QMainWindow):
         self.panel_list.currentRowChanged.connect(self._page_changed)
 
     def _build_status_bar(self) -> None:
-        self.device_label = QLabel()
-        self.throughput_label = QLabel()
+        self.device_label = ElidedLabel()           # long texts end in "…" (whole in the tooltip)
+        self.throughput_label = ElidedLabel(least=240)
         self.statusBar().addWidget(self.device_label)
         self.statusBar().addPermanentWidget(self.throughput_label)
 

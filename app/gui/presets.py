@@ -10,11 +10,12 @@ Before any run the rates measured for this module (below) stand in. No Qt here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from app.sims.common.config import load_yaml
-from app.sims.common.simulation import PRESETS, presets
+from app.sims.common.simulation import PRESETS, load_run_config, presets
 
 ROLES = ("cpu", "cuda", "paper", "lesson")
 
@@ -38,19 +39,20 @@ WORK: dict[str, tuple[Callable[[Any], float], str]] = {
     "epidermis": (lambda c: c.tissue.cells * c.tissue.elements * c.run.steps, "element-steps"),
 }
 
-# Work per wall second measured with `python tools/gui_bench.py --headless` (CPU: the compiled
-# engines on the 2-core VM) and from the README's H100 tables (CUDA), used until a run here
-# measures its own.
+# Work per wall second measured with `python -m app run PRESET --backend cpu` (CPU: the compiled
+# engines on the 2-core VM; cardiac, network and epidermis again on 2026-11-24 after their
+# engines and OMP_WAIT_POLICY sped them up 1.6-19x) and from the README's H100 tables (CUDA),
+# used until a run here measures its own.
 MEASURED_RATES: dict[tuple[str, str], float] = {
-    ("ssa", "cpu"): 740.0,                  # decay-dimerization, 512 x 10 in 6.9 s
+    ("ssa", "cpu"): 740.0,                  # decay-dimerization, 512 x 10 in 6.9 s (8.1 s loaded)
     ("ssa", "cuda"): 2.8e6,                 # 65,536 x 10 in 0.235 s
-    ("channel", "cpu"): 1.9e4,              # Model B, 12,500 points
+    ("channel", "cpu"): 1.9e4,              # Model B, 12,500 points (12.5 s: 2.7e4)
     ("channel", "cuda"): 1.1e6 * 62.2,      # 1.12e6 individuals at 62 generations/s
-    ("cardiac", "cpu"): 1.2e6,              # 50 x 70 sheet, 4,200 steps in 12.2 s
+    ("cardiac", "cpu"): 3500 * 4200 / 7.8,  # 50 x 70 sheet, 4,200 steps in 7.8 s (was 12.2)
     ("cardiac", "cuda"): 163842 * 6000 / 0.185,
-    ("network", "cpu"): 100 * 22.0,         # 10 x 10 culture at 22 x real time
+    ("network", "cpu"): 100 * 1000 / 8.1,   # 10 x 10 culture, 1,000 s in 8.1 s (was 46)
     ("network", "cuda"): 10000 * 58.0,      # 100 x 100 at 58 x real time through the app
-    ("epidermis", "cpu"): 16 * 20 * 16000 / 56.4,
+    ("epidermis", "cpu"): 16 * 20 * 16000 / 3.0,   # small-cpu-demo in 3.0 s (was 56.4)
     ("epidermis", "cuda"): 100 * 20 * 130000 / 23.0,
 }
 
@@ -74,6 +76,17 @@ def preset_for(domain: str, role: str) -> Path | None:
         return None
     found = [p for p in presets(domain) if p.stem == stem]
     return found[0] if found else None
+
+
+def preset_config(path: Path) -> Any:
+    """The run config of the preset file ``path``, read once per version of the file (the
+    estimates after every run and every load ask for the paper-scale preset's)."""
+    return _config_of(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _config_of(path: str, version: int) -> Any:
+    return load_run_config(path)[1]
 
 
 def default_for_engine(domain: str, backend: str) -> Path:

@@ -16,6 +16,9 @@ from pathlib import Path
 
 SIZES = ((1280, 800), (1920, 1080))
 STATES = ("rest", "running", "finished")
+# A run expected to take less (seconds) is held at 40 % for its "running" picture: its first
+# frame waits a second (app.gui.runner.FIRST_FRAME_AFTER), so it would show none while running.
+SHORT_RUN = 5.0
 
 
 def wait_until(condition, timeout: float, step_ms: int = 50) -> bool:
@@ -86,11 +89,17 @@ def run(out: Path, panels: list[str], timeout: float, scale: float,
         written += shoot(window, name, "rest", out, scale)
         if rest_only:
             continue
+        expected = panel.estimate(panel.current_config())
         panel.start_run()
+        session = panel.worker.session
+        if expected is None or expected < SHORT_RUN:     # held midway, or it ends before a frame
+            session.pause_when(lambda frame: frame.progress >= 0.4)
         wait_until(lambda p=panel: p.last_frame is not None and p.last_frame.progress > 0.3
                    or not p.running, timeout / 2)
         if panel.running:
             written += shoot(window, name, "running", out, scale)
+        session.pause_when(None)
+        session.resume()
         wait_until(lambda p=panel: not p.running, timeout)
         if panel.running:
             panel.stop_run()

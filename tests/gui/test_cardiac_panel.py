@@ -248,3 +248,19 @@ def test_a_description_with_a_less_than_sign_is_shown_whole(cardiac):
     shown.setHtml(cardiac.description.text())
     text = shown.toPlainText()
     assert "the band y <= 10 mm" in text and text.rstrip().endswith("the S2 wave just leaves.")
+
+
+def test_the_tissue_area_at_rest_matches_the_preset_mesh(cardiac):
+    """Before a run the tissue area said "single cell: see the probe trace" over the 50x70
+    sheet preset the panel opens with: now the sheet's empty axes (mm) and its colour bar."""
+    tissue = cardiac.tissue
+    assert cardiac.base_cfg.mesh.kind == "sheet"
+    assert tissue.stack.currentWidget() is tissue.image_widget and tissue.colour_bar.isVisible()
+    cardiac.load_config(PRESETS / "cardiac" / "00-single-cell-1hz.yaml")
+    assert tissue.stack.currentWidget() is tissue.note and "single cell" in tissue.note.text()
+    assert not tissue.colour_bar.isVisible()
+    cardiac.mesh_kind.setCurrentText("sphere")                     # the form's kind counts too
+    assert tissue.stack.currentWidget() is tissue.note and "sphere" in tissue.note.text()
+    assert tissue.colour_bar.isVisible()
+    cardiac.mesh_kind.setCurrentText("sheet")
+    assert tissue.stack.currentWidget() is tissue.image_widget

@@ -113,3 +113,26 @@ def test_main_runs_the_event_loop_and_returns(qapp, monkeypatch):
     QTimer.singleShot(50, loop.quit)
     start = time.perf_counter()
     assert loop.exec() == 0 and time.perf_counter() - start > 0.04
+
+
+def test_status_bar_texts_end_in_an_ellipsis_not_off_the_window(window, qtbot):
+    """A finished epidermis run's status beside the device text ran off a 1280-px window."""
+    window.resize(1280, 800)
+    qtbot.wait(50)
+    status = ("7.63e+03 steps/s, step 6,000/6,000, 32 cells, 2 layers, 50% suprabasal, "
+              "compiled engine ready in 44.1 s (compile or cache load)")
+    panel = window.select_panel("epidermis")
+    panel.status_changed.emit(status)
+    qtbot.wait(50)
+    labels = (window.device_label, window.throughput_label)
+    for label in labels:
+        right = label.mapTo(window, label.rect().topRight()).x()
+        assert 0 < right <= window.width(), (label.text(), right)
+    shown = [label.shown_text() for label in labels]
+    assert any(text.endswith("…") for text in shown)              # less room than the texts need
+    assert window.throughput_label.shown_text().startswith("7.63e+03 steps/s")
+    for label, text in zip(labels, shown):
+        assert label.toolTip() == (label.text() if text != label.text() else "")
+    panel.status_changed.emit("2 steps/s")
+    qtbot.wait(50)
+    assert window.throughput_label.shown_text() == "2 steps/s" and not window.throughput_label.toolTip()

@@ -123,3 +123,74 @@ def test_epoch_plots_never_show_negative_values(qtbot, short_run):
     for key, _ in HISTORY_PLOTS:
         low, high = view.plots[key].viewRange()[1]
         assert low >= 0 and high > 0, (key, low, high)
+
+
+def test_raster_and_population_rate_share_one_time_window(network, qtbot):
+    """The rate plot shows the raster's window (the run's raster_seconds, in s), moved with it
+    at every frame; before, the rate showed the time its data spanned (up to 20 s) beside a
+    5-s raster."""
+    network.epochs.setValue(40)                     # 16 s simulated: the window moves
+    raster, rate = network.raster.plot, network.pop_rate.plot
+    assert raster.getAxis("bottom").labelText == rate.getAxis("bottom").labelText == "time (s)"
+    windows = []
+    assert network.start_run()
+    network.worker.frame_ready.connect(lambda frame: windows.append(
+        (frame.t, raster.viewRange()[0], rate.viewRange()[0])))
+    with qtbot.waitSignal(network.worker.run_finished, timeout=60000):
+        pass
+    assert windows
+    for t, shown, rate_shown in windows:
+        assert rate_shown == pytest.approx(shown)
+        assert shown == pytest.approx([max(0.0, t - 5.0), max(t, 0.1)])
+    t, shown, _ = windows[-1]
+    assert t == pytest.approx(16.0) and shown == pytest.approx([11.0, 16.0])
+
+
+def test_burst_threshold_line_only_with_data(qtbot, short_run):
+    """An empty rate plot showed a dashed threshold line at an arbitrary height."""
+    from app.gui.views.network import PopulationRateView
+
+    view = PopulationRateView()
+    qtbot.addWidget(view)
+    assert not view.level.isVisible()
+    frame = short_run("network")[1]
+    view.set_frame(frame)
+    assert view.level.isVisible() and view.level.value() == pytest.approx(frame.burst_level)
+    view.clear()
+    assert not view.level.isVisible()
+
+
+def test_raster_and_rate_put_the_same_time_above_each_other(qtbot):
+    """Raster ticks up to 10,000 neurons and rate ticks below 1 Hz: one left-axis width, so the
+    two data areas span the same x (their time axes line up)."""
+    from types import SimpleNamespace
+
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    from app.gui.views.network import PopulationRateView, RasterView
+
+    raster, rate = RasterView(), PopulationRateView()
+    rate.follow(raster.plot)
+    box = QWidget()
+    column = QVBoxLayout(box)
+    column.addWidget(raster)
+    column.addWidget(rate)
+    qtbot.addWidget(box)
+    box.resize(600, 500)
+    times = np.linspace(10.0, 20.0, 200)
+    frame = SimpleNamespace(t=20.0, width=100, height=100, raster_times=times,
+                            raster_neurons=np.arange(200) * 50, pop_times=times,
+                            pop_rate=0.3 + 0.1 * np.sin(times), burst_level=0.6, burst_times=np.zeros(0))
+    raster.set_frame(frame)
+    rate.set_frame(frame)
+    box.show()
+    qtbot.waitExposed(box)
+    qtbot.wait(50)
+    spans = []
+    for view in (raster, rate):
+        rect = view.plot.vb.sceneBoundingRect()
+        ends = [view.plot_widget.mapTo(box, view.plot_widget.mapFromScene(p)).x()
+                for p in (rect.topLeft(), rect.topRight())]
+        spans.append(ends)
+    assert spans[0] == pytest.approx(spans[1], abs=1), spans
+    assert rate.plot.viewRange()[0] == pytest.approx([15.0, 20.0])

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QGridLayout, QGro
 from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
 from app.gui.presets import (default_for_engine, engine_kind, estimate_seconds, format_duration,
-                             preset_for, work)
+                             preset_config, preset_for, work)
 from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.output import save_text
@@ -415,8 +415,7 @@ class Panel(QWidget):
                 parts.append(f"this run: {format_duration(current)}")
             paper = preset_for(self.domain.name, "paper")
             if paper is not None:
-                _, paper_cfg = load_run_config(paper)
-                seconds = self.estimate(paper_cfg)
+                seconds = self.estimate(preset_config(paper))
                 if seconds is not None:
                     parts.append(f"paper scale: {format_duration(seconds)}")
                     if "paper" in self.role_buttons:

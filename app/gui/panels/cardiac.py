@@ -141,6 +141,7 @@ class CardiacPanel(Panel):
         self.views.setSizes([480, 300])
         self.rest_kind.currentTextChanged.connect(self._show_applicable_views)
         self._show_applicable_views()
+        self.mesh_kind.currentTextChanged.connect(self.tissue.expect)
 
     def _update_cells(self, *_: Any) -> None:
         kind = self.mesh_kind.currentText()
@@ -170,6 +171,7 @@ class CardiacPanel(Panel):
         self.base_cfg = cfg
         self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
+        self.tissue.expect(cfg.mesh.kind)
         p = cfg.protocol
         if p.stimuli:
             self.period.setValue(p.stimuli[0].period)

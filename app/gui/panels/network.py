@@ -112,6 +112,7 @@ class NetworkPanel(Panel):
         self.culture = CultureView()
         self.raster = RasterView()
         self.pop_rate = PopulationRateView()
+        self.pop_rate.follow(self.raster.plot)        # one time window for spikes and rate
         self.history = EpochHistoryView()
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.raster)
@@ -131,6 +132,7 @@ class NetworkPanel(Panel):
         self.resume_label.setText("")
         self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
+        self.raster.window = cfg.analysis.raster_seconds
 
     def current_config(self) -> NetworkConfig:
         if self.base_cfg is None:
@@ -151,6 +153,7 @@ class NetworkPanel(Panel):
     # ---- running ------------------------------------------------------------------------
     def make_worker(self, cfg: Any, backend: str, index: int) -> SimulationWorker:
         worker = super().make_worker(cfg, backend, index)
+        self.raster.window = cfg.analysis.raster_seconds
         self._pause_at_epoch_toggled(self.pause_at_epoch.isChecked(), worker)
         return worker
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
@@ -30,25 +32,103 @@ def cache_axes(plot: pg.PlotItem) -> None:
         plot.getAxis(name).setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
 
+class CurveSample(pg.ItemSample):
+    """A legend sample that looks like its curve: the line in the curve's pen; a filled curve
+    (a histogram) as a bar in its fill brush outlined by the pen; a curve with a band (set
+    ``curve.legend_band`` to the band's brush: the ± SD band) as the line across a filled
+    swatch. pyqtgraph's own sample draws a filled curve as a line and a triangle."""
+
+    def paint(self, p, *args) -> None:
+        item = self.item
+        if not isinstance(item, pg.PlotDataItem) or not item.isVisible():
+            super().paint(p, *args)               # scatter plots, bars, the hidden-item eye
+            return
+        from PySide6.QtCore import QRectF
+
+        opts = item.opts
+        pen = pg.mkPen(opts["pen"])
+        band = getattr(item, "legend_band", None)
+        if band is not None:
+            p.fillRect(QRectF(0, 4, 20, 13), pg.mkBrush(band))
+        if opts.get("fillLevel") is not None and opts.get("fillBrush") is not None:
+            p.setPen(pen)
+            p.setBrush(pg.mkBrush(opts["fillBrush"]))
+            p.drawRect(QRectF(3, 6, 14, 12))
+        else:
+            p.setPen(pen)
+            p.drawLine(0, 10, 20, 10)
+        if opts.get("symbol") is not None:
+            from pyqtgraph.graphicsItems.ScatterPlotItem import drawSymbol
+
+            scatter = item.scatter.opts
+            p.translate(10, 10)
+            drawSymbol(p, opts["symbol"], scatter["size"], pg.mkPen(scatter["pen"]), pg.mkBrush(scatter["brush"]))
+
+
+class OutsideLegend(pg.LegendItem):
+    """A legend for the column beside the data: it never asks for more height than the data
+    area has (a 9-parameter legend made a short plot taller than its widget, cutting off its
+    time axis); it takes another column instead."""
+
+    def __init__(self):
+        self.room = math.inf          # the data area's height (px)
+        super().__init__(verSpacing=-4, sampleType=CurveSample)
+
+    def set_room(self, height: float) -> None:
+        self.room = height
+        self.fit_columns()
+
+    def fit_columns(self) -> None:
+        """As many columns as the entries need to fit in :attr:`room`."""
+        if not self.items or not math.isfinite(self.room):
+            return
+        entry = max(max(label.minimumHeight(), sample.height()) for sample, label in self.items)
+        rows = max(1, int(self.room // max(entry + self.layout.verticalSpacing(), 1)))
+        columns = math.ceil(len(self.items) / rows)
+        if columns != self.columnCount:
+            self.setColumnCount(columns)
+
+    def sizeHint(self, which, constraint=None):
+        """No least height: the data area's height decides the row's, then the columns."""
+        from PySide6.QtCore import QSizeF, Qt
+
+        hint = super().sizeHint(which, constraint if constraint is not None else QSizeF())
+        return QSizeF(hint.width(), 0.0) if which == Qt.SizeHint.MinimumSize else hint
+
+    def updateSize(self) -> None:
+        """pyqtgraph's calls this after the entries change; it set the legend's geometry itself
+        (to 0, 0): here the plot's layout places and sizes it."""
+        self.fit_columns()
+        self.updateGeometry()
+
+
 def legend_outside(plot: pg.PlotItem) -> pg.LegendItem:
-    """A legend in its own column right of the data (never over a curve); named curves added to
-    ``plot`` join it, as with ``addLegend``."""
+    """A legend in its own column right of the data (never over a curve, never taller than the
+    data area); named curves added to ``plot`` join it, as with ``addLegend``, each shown by a
+    :class:`CurveSample`."""
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QSizePolicy
 
-    legend = pg.LegendItem(verSpacing=-4)
+    legend = OutsideLegend()
     plot.layout.addItem(legend, 2, 3)
     plot.layout.setColumnStretchFactor(3, 0)
-    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+    legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
     plot.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
+    plot.vb.sigResized.connect(lambda vb: legend.set_room(vb.height()))
     plot.legend = legend
     return legend
 
 
-def integer_axis(plot: pg.PlotItem, name: str = "left") -> None:
-    """Ticks at whole numbers only (counts: cells, layers, synapses)."""
+def integer_axis(plot: pg.PlotItem, name: str = "left", on: bool = True) -> None:
+    """Ticks at whole numbers only (counts: cells, layers, synapses); ``on=False`` gives the
+    axis pyqtgraph's ticks back."""
     plot.getAxis(name).setTickSpacing()  # pyqtgraph's automatic spacing, then filtered
     axis = plot.getAxis(name)
+    vars(axis).pop("tickValues", None)
+    axis.picture = None                  # redrawn with the ticks now asked for
+    axis.update()
+    if not on:
+        return
     original = axis.tickValues
 
     def whole(minVal, maxVal, size):
@@ -63,6 +143,23 @@ def integer_axis(plot: pg.PlotItem, name: str = "left") -> None:
         return levels
 
     axis.tickValues = whole
+
+
+def sparse_log_labels(plot: pg.PlotItem, name: str = "left") -> None:
+    """On a log axis label only the ticks at 1, 2 and 5 times a power of ten: across about a
+    decade pyqtgraph labelled every 1..9 x 10^k and the labels ran into each other."""
+    axis = plot.getAxis(name)
+    original = axis.logTickStrings
+
+    def sparse(values, scale, spacing):
+        strings = original(values, scale, spacing)
+        shown = []
+        for value, text in zip(values, strings):
+            digit = round(10 ** (float(value) - math.floor(float(value) + 1e-9)))
+            shown.append(text if digit in (1, 2, 5, 10) else "")
+        return shown
+
+    axis.logTickStrings = sparse
 
 
 def show_axis_values(plot: pg.PlotItem, shown: bool) -> None:

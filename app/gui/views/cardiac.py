@@ -9,13 +9,16 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
                                QVBoxLayout, QWidget)
 
-from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside,
-                                show_axis_values)
+from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
+                                sparse_log_labels)
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
 MAP_COLOURS = np.array([[0.1, 0.1, 0.6], [0.1, 0.8, 0.9], [1.0, 0.9, 0.1], [0.85, 0.05, 0.05]])
 MODES = (("V", "V (mV)"), ("first", "first activation (ms)"), ("last", "last activation (ms)"))
+# what the tissue area says before a run's mesh arrives (a sheet shows its empty axes)
+WAITING_NOTES = {"single": "single cell: see the probe trace",
+                 "sphere": "the sphere is drawn when the run starts"}
 REPLAY_BYTES = 64 << 20           # V maps kept for stepping through a finished run
 MAX_TRACES = 12
 BACKGROUND = (0.12, 0.12, 0.14, 1.0)
@@ -168,7 +171,7 @@ class TissueView(QWidget):
         header.addWidget(QLabel("colour by"))
         header.addWidget(self.mode)
         self.stack = QStackedWidget()
-        self.note = QLabel("single cell: see the probe trace")
+        self.note = QLabel(WAITING_NOTES["single"])
         self.note.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.stack.addWidget(self.note)
         self.image_widget = pg.PlotWidget()
@@ -203,6 +206,7 @@ class TissueView(QWidget):
         layout.addLayout(picture, 1)
         layout.addWidget(self.replay_row)
         self.kind = "single"
+        self.expected = "single"          # the mesh kind of the next run (the config's)
         self.shape: tuple[int, int] | None = None
         self.dx = 1.0
         self._rect = pg.QtCore.QRectF(0.0, 0.0, 1.0, 1.0)
@@ -218,6 +222,22 @@ class TissueView(QWidget):
     def activation(self) -> np.ndarray | None:
         """The first activation map (None before a run ends)."""
         return self.maps.get("first")
+
+    def expect(self, kind: str) -> None:
+        """The next run's mesh kind (the config's), shown while the view holds no run's tissue
+        (before the first run, or a Reset): an empty sheet in mm, or a note. Before, the view
+        said "single cell" over the 50x70 sheet preset it opens with."""
+        self.expected = kind
+        if self.V is None and not self.maps:
+            self._show_waiting()
+
+    def _show_waiting(self) -> None:
+        if self.expected == "sheet":
+            self.stack.setCurrentWidget(self.image_widget)
+        else:
+            self.note.setText(WAITING_NOTES.get(self.expected, WAITING_NOTES["single"]))
+            self.stack.setCurrentWidget(self.note)
+        self.colour_bar.setVisible(self.expected != "single")
 
     def set_mesh(self, mesh) -> None:
         self.kind, self.shape = mesh.kind, mesh.shape
@@ -242,6 +262,7 @@ class TissueView(QWidget):
             self._rect = pg.QtCore.QRectF(-self.dx / 2, -self.dx / 2, nx * self.dx, ny * self.dx)
             self.stack.setCurrentWidget(self.image_widget)
         else:
+            self.note.setText(WAITING_NOTES["single"])
             self.stack.setCurrentWidget(self.note)
         self.colour_bar.setVisible(mesh.kind != "single")
         self.mode.setCurrentIndex(0)
@@ -403,6 +424,7 @@ class StepSizeView(PlotView):
         super().__init__("Step size (adaptive solvers)", "time (ms)", "h (ms)", parent)
         self.curve = self.plot.plot(pen=pg.mkPen(colour(3), width=1))
         self.plot.setLogMode(y=True)
+        sparse_log_labels(self.plot)
 
     def set_frame(self, frame) -> None:
         if frame.h_t is not None and len(frame.h_t):

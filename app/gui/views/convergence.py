@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout
 
-from app.gui.views.base import PlotView, colour, legend_outside
+from app.gui.views.base import PlotView, colour, integer_axis, legend_outside, sparse_log_labels
 
 FLOOR = 1e-300   # log axes cannot show 0 (an exact fit); drawn at this floor instead
 
@@ -32,6 +32,8 @@ class ConvergenceView(PlotView):
         row.addWidget(self.wall_toggle)
         self.header.insertLayout(0, row)
         self.plot.setLogMode(x=False, y=True)
+        sparse_log_labels(self.plot)
+        integer_axis(self.plot, "bottom")
         self.legend = legend_outside(self.plot)
         self.best = self.plot.plot(pen=pg.mkPen(colour(0), width=2), name="best χ²")
         self.median = self.plot.plot(pen=pg.mkPen(colour(1), width=1.5), name="median χ²")
@@ -45,6 +47,7 @@ class ConvergenceView(PlotView):
 
     def _axis_changed(self) -> None:
         self.plot.setLabel("bottom", "wall time (s)" if self.against_wall else "generation")
+        integer_axis(self.plot, "bottom", on=not self.against_wall)
         if self._frame is not None:
             self.set_frame(self._frame)
         self.plot.enableAutoRange()

@@ -11,6 +11,7 @@ from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_ax
 
 MAX_CIRCLES = 40000        # above this the connectivity circles are not drawn
 MAX_RASTER_POINTS = 60000
+LEFT_AXIS_PX = 62          # the raster's and the rate's left axes: "10,000" neurons and its label
 
 
 def rate_brushes(rate: np.ndarray, top: float = 10.0) -> list:
@@ -78,12 +79,14 @@ class CultureView(PlotView):
 
 
 class RasterView(PlotView):
-    """A scrolling spike raster of the last seconds."""
+    """A scrolling spike raster of the last :attr:`window` seconds (the run's
+    ``analysis.raster_seconds``: the spikes a frame carries)."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Spike raster", "time (s)", "neuron (index)", parent)
         self.points = pg.ScatterPlotItem(pxMode=True, size=2, pen=None, brush=pg.mkBrush(20, 20, 20))
         self.plot.addItem(self.points)
+        self.window = 5.0
 
     def set_frame(self, frame) -> None:
         t, n = frame.raster_times, frame.raster_neurons
@@ -91,7 +94,7 @@ class RasterView(PlotView):
             keep = np.argsort(t)[-MAX_RASTER_POINTS:]
             t, n = t[keep], n[keep]
         self.points.setData(x=t, y=n)
-        self.plot.setXRange(max(0.0, frame.t - 5.0), max(frame.t, 0.1), padding=0)
+        self.plot.setXRange(max(0.0, frame.t - self.window), max(frame.t, 0.1), padding=0)
         self.plot.setYRange(0, frame.width * frame.height, padding=0.01)
 
     def clear(self) -> None:
@@ -99,7 +102,10 @@ class RasterView(PlotView):
 
 
 class PopulationRateView(PlotView):
-    """Population rate (spikes per neuron per second) with the burst threshold and bursts."""
+    """Population rate (spikes per neuron per second) with the burst threshold and bursts.
+
+    :meth:`follow` links its time axis to another plot's (the raster's): one window, moved
+    by that plot; the rate axis fits the rate shown in it."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Population rate and network bursts", "time (s)", "rate (Hz per neuron)", parent)
@@ -109,16 +115,30 @@ class PopulationRateView(PlotView):
                                          pen=None)
         self.plot.addItem(self.level)
         self.plot.addItem(self.bursts)
+        self.plot.setAutoVisible(y=True)
+        self.level.hide()                 # no threshold line across an empty plot
+
+    def follow(self, plot: pg.PlotItem) -> None:
+        """Show the time window of ``plot``, moved with it; both left axes get one width, so
+        the same time sits at the same x in both (above each other in the panel)."""
+        self.plot.enableAutoRange(x=False)
+        self.plot.setXLink(plot)
+        for axis in (self.plot.getAxis("left"), plot.getAxis("left")):
+            axis.setWidth(LEFT_AXIS_PX)
 
     def set_frame(self, frame) -> None:
         self.curve.setData(frame.pop_times, frame.pop_rate)
         self.level.setValue(frame.burst_level)
-        top = float(frame.pop_rate.max()) if frame.pop_rate.size else 1.0
+        self.level.show()
+        lo, hi = self.plot.viewRange()[0]
+        shown = frame.pop_rate[(frame.pop_times >= lo) & (frame.pop_times <= hi)]
+        top = float(shown.max()) if shown.size else 1.0
         self.bursts.setData(x=frame.burst_times, y=np.full(frame.burst_times.size, max(top, frame.burst_level) * 1.05))
 
     def clear(self) -> None:
         self.curve.setData([], [])
         self.bursts.clear()
+        self.level.hide()
 
 
 HISTORY_PLOTS = (("epoch_mean_radius", "mean radius (grid units)"), ("epoch_mean_rate", "mean rate (Hz)"),

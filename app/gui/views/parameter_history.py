@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from app.gui.views.base import PALETTE, PlotView, colour, legend_outside
+from app.gui.views.base import PALETTE, PlotView, colour, integer_axis, legend_outside
 
 STYLES = (Qt.PenStyle.SolidLine, Qt.PenStyle.DashLine, Qt.PenStyle.DotLine, Qt.PenStyle.DashDotLine)
 
@@ -24,6 +24,7 @@ class ParameterHistoryView(PlotView):
                          "(p − min) / (max − min)", parent)
         self.plot.setYRange(0.0, 1.0, padding=0.03)
         self.plot.enableAutoRange(x=True, y=False)
+        integer_axis(self.plot, "bottom")             # generations (3 of them showed 0.5 steps)
         self.legend = legend_outside(self.plot)
         self.curves: list[pg.PlotDataItem] = []
         self._names: tuple[str, ...] = ()

@@ -41,6 +41,7 @@ class TrajectoryView(PlotView):
         self.clear()
         self._names = names
         for i, name in enumerate(names):
+            curve = pg.PlotDataItem(pen=pg.mkPen(colour(i), width=2), name=name)
             if with_bands:
                 # an invisible pen, not pen=None: without a pen the curve has no path to fill
                 lower = pg.PlotDataItem(pen=INVISIBLE)
@@ -48,7 +49,8 @@ class TrajectoryView(PlotView):
                 fill = pg.FillBetweenItem(lower, upper, brush=pg.mkBrush(colour(i, 50)))
                 self.plot.addItem(fill)
                 self.bands.append((lower, upper, fill))
-            curve = self.plot.plot(pen=pg.mkPen(colour(i), width=2), name=name)
+                curve.legend_band = fill.brush()        # the legend shows the band with the line
+            self.plot.addItem(curve)
             self.curves.append(curve)
 
     def set_frame(self, frame) -> None:
