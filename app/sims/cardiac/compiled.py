@@ -1,11 +1,16 @@
 """The compiled multi-core CPU cardiac engine (numba): the NumPy engine's solver with the cell
-model evaluated per cell in compiled code, cells spread over all cores.
+model evaluated in compiled code, cells spread over all cores.
 
-The cell model is printed from the same expression tree as the NumPy and CUDA programs
-(:meth:`CellModel.python_source`, the core's Python printer); numba's ``math`` and
-``error_model='numpy'`` give inf or nan where C does (overflow, a zero divisor); fused
-multiply-adds are allowed (``fastmath={'contract'}``: 5 % faster, within an ulp a step; no
-reassociation). The generated module is written once per model text to the cache folder and
+Without lookup tables the model is printed for a loop over cells that LLVM vectorises
+(:meth:`CellModel.simd_statements`: the core's Python printer with
+:data:`~app.compute.codegen.SIMD_FUNCTIONS`, i.e. :mod:`app.compute.jit_math`'s branch-free
+exp/expm1/log/pow and where() as a select), in float64 whatever the state precision; a plain
+``@njit`` loop over a range of cells, run on contiguous pieces by
+:func:`~app.compute.cpu_threads.in_threads`. With tables the scalar program
+(:meth:`CellModel.python_source`, C library math, the table read behind a branch) runs per cell
+in a ``prange``. ``error_model='numpy'`` gives inf or nan where C does (overflow, a zero divisor);
+fused multiply-adds are allowed (``fastmath={'contract'}``: within an ulp a step; no
+reassociation). The generated module is written once per text to the cache folder and
 imported from there, so numba's on-disk cache holds its machine code across runs. The
 Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
 runs model, diffusion and update in one compiled loop.
@@ -14,10 +19,14 @@ runs model, diffusion and update in one compiled loop.
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
+from pathlib import Path
 
 import numpy as np
 
+from app.compute import jit_math
+from app.compute.cpu_threads import in_threads
 from app.compute.jit import generated_module
 from app.sims.cardiac.engine import CpuTissue, Problem, fused_model, is_rl_euler
 from app.sims.cardiac.model import CellModel
@@ -72,30 +81,127 @@ def _module_source(model: CellModel) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _module(model: CellModel):
-    """The generated module of ``model`` (written once per model text, then imported)."""
+_JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})"
+
+
+BLOCK = 64      # cells the vectorised loop takes at once (a (rows, BLOCK) float64 scratch)
+
+
+def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
+    """The vectorised module (no tables): ``rates_cells`` writes ``(dng, a, b)`` and
+    ``rl_euler_cells`` one fused RLFE step (diffusion in the same order as Mesh.laplacian) for
+    cells ``first .. last - 1``; ``pconst`` the shared parameters, ``pfield`` the ``varying`` ones
+    per cell.
+
+    Cells go in blocks of :data:`BLOCK`: their states, varying parameters, stimulus (and
+    diffusion) are copied into rows of one scratch array, the model loop reads and writes only
+    that array (rows at constant distances: LLVM needs no run-time alias checks, which it
+    gives up on beyond a handful, one per pair of rows of different arrays), and the results
+    are copied out. Indices are unsigned (numba's negative-index wrap is a select that keeps
+    LLVM from vectorising)."""
+    ns, ng, nga, nv = model.n_states, model.n_nongating, model.n_gates, len(varying)
+    stim_row, lap_row, first_out = ns + nv, ns + nv + 1, ns + nv + 2
+    shared, per_cell, state, outputs = model.simd_statements(
+        lambda k: f"block[{k}, j]", lambda slot: f"block[{ns + slot}, j]", f"block[{stim_row}, j]", varying)
+    math_version = hashlib.sha256(Path(jit_math.__file__).read_bytes()).hexdigest()[:16]
+
+    def function(name: str, arguments: str, out_rows: int, diffusion: list[str], results: list[str],
+                 copy_out: list[str]) -> list[str]:
+        return [
+            "", "", _JIT, f"def {name}({arguments}, first, last):",
+            *("    " + line for line in shared),
+            f"    block = np.empty(({first_out + out_rows}, {BLOCK}))",
+            f"    for start in range(first, last, {BLOCK}):",
+            f"        m = min({BLOCK}, last - start)",
+            f"        for k in range({ns}):",
+            "            for q in range(m):",
+            "                block[k, q] = y[k, np.uint64(start + q)]",
+            f"        for k in range({nv}):",
+            "            for q in range(m):",
+            f"                block[{ns} + k, q] = pfield[k, np.uint64(start + q)]",
+            "        for q in range(m):",
+            f"            block[{stim_row}, q] = i_st[np.uint64(start + q)]",
+            *diffusion,
+            "        for q in range(m):",
+            "            j = np.uint64(q)",
+            *("            " + line for line in per_cell + results),
+            *copy_out]
+
+    def copy(target: str, rows: range, first_row: int) -> list[str]:
+        return [f"        for k in range({len(rows)}):", "            for q in range(m):",
+                f"                {target}[{rows.start} + k, np.uint64(start + q)] = block[{first_row} + k, q]"]
+
+    lines = [
+        '"""Generated by app/sims/cardiac/compiled.py from the checked model equations; do not edit."""',
+        "import math", "", "import numpy as np", "from numba import njit", "",
+        f"from app.compute import jit_math as vm     # jit_math.py {math_version} (numba's cache cannot see it)"]
+    n_rates = ng + 2 * nga
+    lines += function("rates_cells", "y, i_st, pconst, pfield, dng, a, b", n_rates, [],
+                      [f"block[{first_out + k}, j] = {outputs[k]}" for k in range(n_rates)],
+                      copy("dng", range(ng), first_out) + copy("a", range(nga), first_out + ng)
+                      + copy("b", range(nga), first_out + ng + nga))
+    # Rush-Larsen forward Euler fused with the model (what solvers.rk_step + combine compute for
+    # the one-stage RL tableau 'rlfe'): y + h k for the non-gating states (diffusion in lap),
+    # w + h (a w + b) phi1(h a) for the gates, phi1(z) = expm1(z)/z (1 + z/2 for |z| < 1e-5).
+    diffusion = ["        for q in range(m):",       # Mesh.laplacian, in the same order
+                 "            c = np.uint64(start + q)",
+                 "            total = 0.0",
+                 "            for n in range(neighbours.shape[1]):",
+                 "                total += inv_d2[c, n] * (y[0, neighbours[c, n]] - y[0, c])",
+                 f"            block[{lap_row}, q] = total * D"]
+    update = [f"block[{first_out}, j] = {state[0]} + h * ({outputs[0]} + block[{lap_row}, j])"]
+    update += [f"block[{first_out + k}, j] = {state[k]} + h * {outputs[k]}" for k in range(1, ng)]
+    for g in range(nga):
+        w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
+        update += [f"z = h * {a}", "phi = vm.select(abs(z) < 1e-5, 1.0 + 0.5 * z, vm.expm1(z) / z)",
+                   f"block[{first_out + ng + g}, j] = {w} + h * ({a} * {w} + {b}) * phi"]
+    lines += function("rl_euler_cells", "y, i_st, pconst, pfield, neighbours, inv_d2, D, h, out", ns, diffusion,
+                      update, copy("out", range(ns), first_out))
+    return "\n".join(lines) + "\n"
+
+
+def _module(model: CellModel, varying: tuple[int, ...] = ()):
+    """The generated module of ``model`` (written once per model text, then imported): the
+    vectorised one without tables, the scalar one with."""
+    if model.lookup is None:
+        return generated_module("cardiac_simd", _simd_source(model, varying))
     return generated_module("cardiac", _module_source(model))
 
 
+PIECES_PER_THREAD = 4     # contiguous pieces of cells per thread (a busier core takes fewer)
+
+
 def warm_up() -> float:
-    """Generate, compile (or load from the cache) the default CRN model; returns the seconds."""
+    """Generate, compile (or load from the cache) the default CRN model's fused RLFE step;
+    returns the seconds."""
     from app.sims.cardiac.model import crn_model
 
     start = time.perf_counter()
-    _compile(crn_model(), np.float64)
+    _compile(crn_model(), np.float64, (), fused=True)
     return time.perf_counter() - start
 
 
-def _compile(model: CellModel, dtype):
-    """The model's module, its functions compiled for ``dtype`` (run once on one cell)."""
-    module = _module(model)
+def _compile(model: CellModel, dtype, varying: tuple[int, ...], fused: bool):
+    """The model's module with the entry point a run uses (``fused``: the RLFE step, else the
+    rates) compiled for ``dtype`` (run once on one cell, with the argument types of a run)."""
+    module = _module(model, varying)
     y = model.initial_state()[:, None].astype(dtype)
+    stim = np.zeros(1, dtype)
+    out = [np.empty((k, 1), dtype) for k in (model.n_nongating, model.n_gates, model.n_gates)]
+    neighbours, inv_d2 = np.zeros((1, 1), np.int64), np.zeros((1, 1))
+    if model.lookup is None:
+        pconst, pfield = model.parameter_vector(), np.zeros((len(varying), 1))
+        if fused:
+            module.rl_euler_cells(y, stim, pconst, pfield, neighbours, inv_d2, 0.0, 0.01, np.empty_like(y), 0, 1)
+        else:
+            module.rates_cells(y, stim, pconst, pfield, *out, 0, 1)
+        return module
     params = model.parameter_vector()[:, None].astype(dtype)
     lut = lookup_table(model, params, dtype)
-    out = [np.empty((k, 1), dtype) for k in (model.n_nongating, model.n_gates, model.n_gates)]
-    module.tissue_rates(y, np.zeros(1, dtype), params, lut, *out)
-    module.tissue_rl_euler(y, np.zeros(1, dtype), params, lut, np.zeros((1, 1), np.int64), np.zeros((1, 1)),
-                           0.0, 0.01, np.empty_like(y))
+    if fused:
+        module.tissue_rl_euler(y, stim, params, lut, neighbours, inv_d2, 0.0, 0.01, np.empty_like(y))
+    else:
+        module.tissue_rates(y, stim, params, lut, *out)
     return module
 
 
@@ -118,38 +224,56 @@ class CompiledTissue(CpuTissue):
             # through NumPy arrays, and needs no compile
             self.f = super().f
             return
-        start = time.perf_counter()
         n, m = problem.n_cells, problem.model
         self._fused = is_rl_euler(problem.tableau)
-        self._params = np.ascontiguousarray(np.broadcast_to(
-            problem.cell_params.reshape(len(problem.params), -1), (len(problem.params), n)), self.y.dtype)
-        fused = fused_model(problem)               # with tables: the gates' updates tabulated too
-        module = _compile(fused, self.y.dtype)
-        self._rl_euler, self._fused_lut = module.tissue_rl_euler, lookup_table(fused, problem.cell_params, self.y.dtype)
-        self._rates_module = module if fused is m else None      # else compiled at the first f()
+        cell_params = problem.cell_params.reshape(len(problem.params), -1)
+        self._params = np.ascontiguousarray(np.broadcast_to(cell_params, (len(problem.params), n)), self.y.dtype)
+        # the vectorised programs: the parameters every cell shares, and the varying ones per cell
+        self._pconst = np.ascontiguousarray(cell_params[:, 0], np.float64)
+        self._pfield = np.ascontiguousarray(np.broadcast_to(cell_params, (len(problem.params), n))[list(problem.varying)],
+                                            np.float64)
         self._neighbours = np.ascontiguousarray(problem.mesh.neighbours, np.int64)
         self._inv_d2 = np.ascontiguousarray(problem.mesh.inv_d2, np.float64)
-        self.compile_seconds = time.perf_counter() - start
         self._out = tuple(np.empty((k, n), self.y.dtype) for k in (m.n_nongating, m.n_gates, m.n_gates))
+        self._modules: dict[bool, object] = {}
+        if self._fused:
+            self._module(True)              # compile (or load) before the first step
 
-    @property
-    def _rates(self):
-        """The compiled model (its outputs ``(dng, a, b)``) over cells, with its table."""
-        if self._rates_module is None:
+    def _module(self, fused: bool):
+        """The compiled module of the fused RLFE step (``fused``: the model with tabulated gate
+        updates where there are tables) or of the rates, compiled at first use."""
+        if fused not in self._modules:
             start = time.perf_counter()
-            self._rates_module = _compile(self.p.model, self.y.dtype)
+            model = fused_model(self.p) if fused else self.p.model
+            self._modules[fused] = _compile(model, self.y.dtype, self.p.varying, fused)
             self.compile_seconds += time.perf_counter() - start
-        return self._rates_module.tissue_rates
+        return self._modules[fused]
+
+    def _over_cells(self, kernel, *args) -> None:
+        """``kernel(*args, first, last)`` on contiguous pieces of the cells, on all threads."""
+        in_threads(lambda first, last: kernel(*args, first, last), 0, self.p.n_cells, PIECES_PER_THREAD)
 
     @functools.cached_property
     def _lut(self) -> np.ndarray:
         return lookup_table(self.p.model, self.p.cell_params, self.y.dtype)
 
+    @functools.cached_property
+    def _fused_lut(self) -> np.ndarray:
+        return lookup_table(fused_model(self.p), self.p.cell_params, self.y.dtype)
+
+    def _rates(self, y: np.ndarray, stim: np.ndarray, dng: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        """The compiled model's outputs ``(dng, a, b)`` over cells."""
+        module = self._module(False)
+        if self.p.model.lookup is None:
+            self._over_cells(module.rates_cells, y, stim, self._pconst, self._pfield, dng, a, b)
+        else:
+            module.tissue_rates(y, stim, self._params, self._lut, dng, a, b)
+
     def f(self, t: float, y: np.ndarray):
         p = self.p
         dng, a, b = (np.empty_like(o) for o in self._out)
         stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t).astype(y.dtype), (y.shape[1],)))
-        self._rates(np.ascontiguousarray(y), stim, self._params, self._lut, dng, a, b)
+        self._rates(np.ascontiguousarray(y), stim, dng, a, b)
         if p.mesh.n_cells > 1 and p.cfg.D > 0:
             dng[0] = dng[0] + p.mesh.laplacian(y[0], p.cfg.D).astype(y.dtype)
         return dng, a, b
@@ -161,14 +285,19 @@ class CompiledTissue(CpuTissue):
             super().advance(max_steps)
             return
         p, dt = self.p, self.p.cfg.solver.dt
-        diffuse = p.mesh.n_cells > 1 and p.cfg.D > 0
+        D = p.cfg.D if p.mesh.n_cells > 1 and p.cfg.D > 0 else 0.0
+        module = self._module(True)
         for _ in range(max_steps):
             if self.finished:
                 return
             y0, t0 = self.y, self.t
             stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t0).astype(y0.dtype), (y0.shape[1],)))
             high = np.empty_like(y0)
-            self._rl_euler(y0, stim, self._params, self._fused_lut, self._neighbours, self._inv_d2,
-                           p.cfg.D if diffuse else 0.0, dt, high)
+            if p.model.lookup is None:
+                self._over_cells(module.rl_euler_cells, y0, stim, self._pconst, self._pfield, self._neighbours,
+                                 self._inv_d2, D, dt, high)
+            else:
+                module.tissue_rl_euler(y0, stim, self._params, self._fused_lut, self._neighbours, self._inv_d2,
+                                       D, dt, high)
             self._accept(high, (self.step_index + 1) * dt)
             self.step_index += 1

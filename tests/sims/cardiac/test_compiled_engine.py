@@ -44,7 +44,7 @@ def test_compiled_rates_match_reference_on_random_states():
     y[0] = rng.uniform(-90.0, 40.0, 12)                           # voltages across the range
     stim = rng.uniform(-40.0, 0.0, 12)
     fast = tuple(np.empty((o.shape[0], 12)) for o in engine._out)
-    engine._rates(y, stim, np.repeat(params[:, None], 12, axis=1), engine._lut, *fast)
+    engine._rates(y, stim, *fast)
     ref = model.rates(y, stim, params)
     for got, want in zip(fast, ref):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
