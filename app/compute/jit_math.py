@@ -171,10 +171,10 @@ def log_cos_arrays(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # ---- the full-domain functions the vectorising printer calls (codegen.SIMD_FUNCTIONS) -----------
 # Each is straight-line arithmetic (selects, no branches, no C library call), so a loop over
-# cells that calls them is vectorised by LLVM once they are inlined. They are plain @njit
-# functions that LLVM's inliner takes whole (numba's own inline="always" inlines its IR before
-# typing, and made the CRN model compile in 38 s instead of 6.6 s); pow alone is too large for
-# LLVM's inliner and is inlined by numba. Edge cases as the C library: overflow
+# cells that calls them is vectorised by LLVM once they are inlined: ``forceinline=True``
+# (LLVM's alwaysinline; numba's own inline="always" inlines its IR before typing, and made the
+# CRN model compile in 38 s instead of 6.6 s, and ~0.25 s per pow call). Edge cases as the C
+# library: overflow
 # to inf, underflow through the subnormals to 0, NaN in gives NaN, log of 0 is -inf, of a
 # negative number NaN. Accuracy (tests/compute/test_jit_math.py): exp, log within 1 ulp, expm1
 # within 2 ulp, pow within 2 ulp where |y·log x| <= 8 (the error grows by ~0.1 ulp per unit of
@@ -187,7 +187,7 @@ _TINY_NORMAL = 2.2250738585072014e-308
 _TWO_54 = 18014398509481984.0
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _reduce_exp(x):
     """k (int64) and r with x = k·ln2 + r, |r| <= ln2/2 (rounding to nearest by the shifter,
     so no float-to-int conversion, defined for NaN too)."""
@@ -197,7 +197,7 @@ def _reduce_exp(x):
     return r, _float64_as_bits(t) - _SHIFTER_BITS
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _expm1_small(r):
     """exp(r) - 1 for |r| <= ln2/2: r + r²·(1/2! + r/3! + ... + r^11/13!) (Taylor, truncation
     below 0.1 ulp)."""
@@ -217,13 +217,13 @@ def _expm1_small(r):
     return r + (r * r) * q
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _two_to(k):
     """2**k as a float64 for an int64 -1022 <= k <= 1023."""
     return _bits_as_float64((k + 1023) << 52)
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _scaled(value, k):
     """value·2**k for -2044 <= k <= 2046 in two exact-or-once-rounded steps (so a subnormal
     result is rounded once and an overflow gives inf)."""
@@ -231,7 +231,7 @@ def _scaled(value, k):
     return value * _two_to(half) * _two_to(k - half)
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def exp(x):
     """exp(x) in float64 over its whole domain (within 1 ulp)."""
     x = -746.0 if x < -746.0 else x      # exp(-746) rounds to 0, exp(710) overflows; NaN stays
@@ -240,7 +240,7 @@ def exp(x):
     return _scaled(1.0 + _expm1_small(r), k)
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def expm1(x):
     """exp(x) - 1 in float64 over its whole domain (within 2 ulp; exact for |x| < 2**-60)."""
     xc = -40.0 if x < -40.0 else x       # below, exp(x) - 1 rounds to -1
@@ -255,7 +255,7 @@ def expm1(x):
     return x if abs(x) < 8.673617379884035e-19 else value     # keeps -0.0 and subnormals exact
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _log_reduce(x):
     """k and f with x = 2**k·(1 + f), sqrt(1/2) <= 1 + f < sqrt(2), for a positive x
     (subnormals scaled up first)."""
@@ -268,7 +268,7 @@ def _log_reduce(x):
     return np.float64(k + (carry >> 52)), f
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _log_tail(f):
     """fdlibm's log(1 + f) = f - hfsq + s·(hfsq + R): returns hfsq and s·(hfsq + R)."""
     hfsq = 0.5 * f * f
@@ -280,7 +280,7 @@ def _log_tail(f):
     return hfsq, s * (hfsq + t2 + t1)
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _log_special(x, value):
     """log's edge cases: NaN for x < 0 or NaN, -inf at 0, inf at inf, else ``value``."""
     value = np.inf if x == np.inf else value
@@ -288,7 +288,7 @@ def _log_special(x, value):
     return value if x >= 0.0 else np.nan
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def log(x):
     """Natural log in float64 over its whole domain (fdlibm's method; within 1 ulp)."""
     dk, f = _log_reduce(x)
@@ -306,14 +306,14 @@ def fma(typingctx, a, b, c):
     return types.float64(types.float64, types.float64, types.float64), codegen
 
 
-@njit(cache=CACHE, error_model="numpy")
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def _two_sum(a, b):
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
 
 
-@njit(inline="always", cache=CACHE, error_model="numpy")     # too large for LLVM's inliner
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
 def pow(x, y):
     """x**y in float64 as the C library's pow: exp(y·log|x|) with log|x| carried in two
     floats (hi + lo, ~2**-56 relative) and y·hi's rounding error fed into exp's reduced
@@ -343,19 +343,19 @@ def pow(x, y):
     return 1.0 if y == 0.0 or x == 1.0 or (ax == 1.0 and abs(y) == np.inf) else value
 
 
-@njit(cache=CACHE)
+@njit(forceinline=True, cache=CACHE)
 def select(condition, if_true, if_false):
     """``where(condition, if_true, if_false)`` of two computed values (a select, no branch)."""
     return if_true if condition else if_false
 
 
-@njit(cache=CACHE)
+@njit(forceinline=True, cache=CACHE)
 def fmin(a, b):
     """The smaller of a and b, ignoring one NaN (np.fmin)."""
     return a if a < b or b != b else b
 
 
-@njit(cache=CACHE)
+@njit(forceinline=True, cache=CACHE)
 def fmax(a, b):
     """The larger of a and b, ignoring one NaN (np.fmax)."""
     return a if a > b or b != b else b
