@@ -236,8 +236,7 @@ class CompiledTissue(CpuTissue):
         self._inv_d2 = np.ascontiguousarray(problem.mesh.inv_d2, np.float64)
         self._out = tuple(np.empty((k, n), self.y.dtype) for k in (m.n_nongating, m.n_gates, m.n_gates))
         self._modules: dict[bool, object] = {}
-        if self._fused:
-            self._module(True)              # compile (or load) before the first step
+        self._module(self._fused)           # compile (or load) before the first step
 
     def _module(self, fused: bool):
         """The compiled module of the fused RLFE step (``fused``: the model with tabulated gate
