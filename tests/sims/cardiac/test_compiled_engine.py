@@ -84,6 +84,13 @@ def test_vectorised_rates_of_a_model_with_powers_match_the_reference():
     for fast, want in zip(got, model.rates(y, stim, params)):
         np.testing.assert_array_equal(np.isfinite(fast), np.isfinite(want))
         np.testing.assert_allclose(fast, want, rtol=1e-10, atol=1e-12)
+    # other pieces (as other thread counts give): a cell's result does not depend on whether
+    # the vector loop or its scalar remainder took it
+    split = tuple(np.empty_like(o) for o in got)
+    for first, last in ((0, 77), (77, 150), (150, n)):
+        module.rates_cells(y, stim, params, np.zeros((0, n)), *split, first, last)
+    for whole, pieces in zip(got, split):
+        np.testing.assert_array_equal(whole, pieces)
 
 
 def test_the_generated_step_is_vectorised():
