@@ -123,6 +123,18 @@ _ONE_BITS = 0x3FF0000000000000
 _SQRT2_MANTISSA_FLIP = 0x00095F6400000000    # mantissas above sqrt(2)'s carry into the exponent bit
 
 
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
+def _log_tail(f):
+    """fdlibm's log(1 + f) = f - hfsq + s·(hfsq + R): returns hfsq and s·(hfsq + R)."""
+    hfsq = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (_LG[1] + w * (_LG[3] + w * _LG[5]))
+    t2 = z * (_LG[0] + w * (_LG[2] + w * (_LG[4] + w * _LG[6])))
+    return hfsq, s * (hfsq + t2 + t1)
+
+
 @njit(inline="always", cache=CACHE, error_model="numpy")
 def log_normal_positive(x):
     """log(x) for a positive normal float64 (fdlibm's method, branch-free so loops vectorise;
@@ -133,13 +145,8 @@ def log_normal_positive(x):
     carry = (mantissa + _SQRT2_MANTISSA_FLIP) & (1 << 52)       # 1.m > sqrt(2): halve, k + 1
     f = _bits_as_float64(mantissa | (carry ^ _ONE_BITS)) - 1.0
     dk = np.float64(k + (carry >> 52))
-    hfsq = 0.5 * f * f
-    s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    t1 = w * (_LG[1] + w * (_LG[3] + w * _LG[5]))
-    t2 = z * (_LG[0] + w * (_LG[2] + w * (_LG[4] + w * _LG[6])))
-    return dk * _LN2_HI - ((hfsq - (s * (hfsq + t2 + t1) + dk * _LN2_LO)) - f)
+    hfsq, tail = _log_tail(f)
+    return dk * _LN2_HI - ((hfsq - (tail + dk * _LN2_LO)) - f)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -265,18 +272,6 @@ def _log_reduce(x):
     carry = (mantissa + _SQRT2_MANTISSA_FLIP) & (1 << 52)       # 1.m > sqrt(2): halve, k + 1
     f = _bits_as_float64(mantissa | (carry ^ _ONE_BITS)) - 1.0
     return np.float64(k + (carry >> 52)), f
-
-
-@njit(forceinline=True, cache=CACHE, error_model="numpy")
-def _log_tail(f):
-    """fdlibm's log(1 + f) = f - hfsq + s·(hfsq + R): returns hfsq and s·(hfsq + R)."""
-    hfsq = 0.5 * f * f
-    s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    t1 = w * (_LG[1] + w * (_LG[3] + w * _LG[5]))
-    t2 = z * (_LG[0] + w * (_LG[2] + w * (_LG[4] + w * _LG[6])))
-    return hfsq, s * (hfsq + t2 + t1)
 
 
 @njit(forceinline=True, cache=CACHE, error_model="numpy")
