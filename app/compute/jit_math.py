@@ -180,7 +180,7 @@ def log_cos_arrays(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # Each is straight-line arithmetic (selects, no branches, no C library call), so a loop over
 # cells that calls them is vectorised by LLVM once they are inlined: ``forceinline=True``
 # (LLVM's alwaysinline; numba's own inline="always" inlines its IR before typing, and made the
-# CRN model compile in 38 s instead of 6.6 s, and ~0.25 s per pow call). Edge cases as the C
+# CRN model compile in 38 s instead of 5.6 s, and ~0.25 s per pow call). Edge cases as the C
 # library: overflow
 # to inf, underflow through the subnormals to 0, NaN in gives NaN, log of 0 is -inf, of a
 # negative number NaN. Accuracy (tests/compute/test_jit_math.py): exp, log within 1 ulp, expm1
