@@ -181,11 +181,10 @@ def log_cos_arrays(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # cells that calls them is vectorised by LLVM once they are inlined: ``forceinline=True``
 # (LLVM's alwaysinline; numba's own inline="always" inlines its IR before typing, and made the
 # CRN model compile in 38 s instead of 5.6 s, and ~0.25 s per pow call). Edge cases as the C
-# library: overflow
-# to inf, underflow through the subnormals to 0, NaN in gives NaN, log of 0 is -inf, of a
-# negative number NaN. Accuracy (tests/compute/test_jit_math.py): exp, log within 1 ulp, expm1
-# within 2 ulp, pow within 2 ulp where |y·log x| <= 8 (the error grows by ~0.1 ulp per unit of
-# |y·log x| beyond).
+# library: overflow to inf, underflow through the subnormals to 0, NaN in gives NaN, log of 0
+# is -inf, of a negative number NaN. Accuracy against long double (tests/compute/
+# test_jit_math.py): exp 0.96 and log 0.79 ulp, expm1 1.76 ulp, pow 1.24 ulp for |y·log x| up
+# to 240 (its log carried in two floats).
 
 _SHIFTER = 6755399441055744.0            # 1.5·2**52: x + it rounds x to an integer in the low bits
 _SHIFTER_BITS = 0x4338000000000000
