@@ -322,10 +322,19 @@ class Code(str):
 NAN_IGNORING_MINMAX = {"min": "np.fmin", "max": "np.fmax"}
 
 
+# The fast-CPU target whose loops over cells LLVM vectorises (the module imports
+# ``app.compute.jit_math as vm``): exp, expm1, log and pow (``**`` too) as jit_math's
+# branch-free functions, where() as a select of both computed values (vm.select; both
+# branches are evaluated, as np.where and the CUDA ?: of two values), min/max ignoring NaN.
+SIMD_FUNCTIONS = {"exp": "vm.exp", "expm1": "vm.expm1", "log": "vm.log", "pow": "vm.pow", "**": "vm.pow",
+                  "min": "vm.fmin", "max": "vm.fmax", "where": "vm.select"}
+
+
 def to_python(node: Node, symbol: Callable[[str], str], functions: Mapping[str, str] | None = None) -> Code:
     """Python source of ``node`` on floats, calling ``math`` (so numba compiles it too);
     ``functions`` replaces the callee printed for some functions (e.g.
-    :data:`NAN_IGNORING_MINMAX`, where the module imports ``numpy as np``)."""
+    :data:`NAN_IGNORING_MINMAX`, where the module imports ``numpy as np``, or
+    :data:`SIMD_FUNCTIONS`; ``"**"`` and ``"where"`` there print as calls)."""
     return Code(_py(node, symbol, {**_PY_FUNCS, **(functions or {})}))
 
 
@@ -336,11 +345,13 @@ def _py(node: Node, symbol: Callable[[str], str], funcs: Mapping[str, str] = _PY
         return symbol(node.name)
     if isinstance(node, Unary):
         return f"(-{_py(node.arg, symbol, funcs)})"
+    if isinstance(node, Binary) and node.op == "**" and "**" in funcs:
+        return f"{funcs['**']}({_py(node.left, symbol, funcs)}, {_py(node.right, symbol, funcs)})"
     if isinstance(node, (Binary, Compare)):
         return f"({_py(node.left, symbol, funcs)} {node.op} {_py(node.right, symbol, funcs)})"
     if node.func == "where":
         cond, yes, no = (_py(a, symbol, funcs) for a in node.args)
-        return f"({yes} if {cond} else {no})"
+        return f"{funcs['where']}({cond}, {yes}, {no})" if "where" in funcs else f"({yes} if {cond} else {no})"
     args = ", ".join(_py(a, symbol, funcs) for a in node.args)
     return f"{funcs[node.func]}({args})"
 

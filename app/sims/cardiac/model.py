@@ -17,7 +17,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from app.compute.codegen import Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy, to_python
+from app.compute.codegen import (SIMD_FUNCTIONS, Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy,
+                                 to_python)
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
@@ -273,6 +274,23 @@ class CellModel:
         """``func_name(y, i_st, p[, lut])`` on floats (``y[k]``, ``p[k]``, ``lut`` the flat
         :meth:`table`) returning the outputs as a tuple: run as Python or compiled by numba."""
         return self._function(func_name, self._python_body(to_python, numpy=False))
+
+    def simd_statements(self, state: Callable[[int], str], cell_parameter: Callable[[int], str], stim: str,
+                        varying: tuple[int, ...] = ()) -> tuple[list[str], list[str], list[str], list[str]]:
+        """The model for the fast-CPU loop over cells that LLVM vectorises (without tables):
+        statements before the loop (the parameters every cell shares, ``pconst[k]``),
+        statements for one cell (state ``k`` from ``state(k)``, the parameter in ``varying`` at
+        position ``slot`` from ``cell_parameter(slot)``, the stimulus from ``stim``; printed with
+        :data:`~app.compute.codegen.SIMD_FUNCTIONS`), the states' variables and the outputs'."""
+        if self.lookup is not None:
+            raise ValueError("the vectorised program has no lookup tables")
+        slot = {k: j for j, k in enumerate(varying)}
+        inputs = self._inputs(state, lambda k: cell_parameter(slot[k]) if k in slot else f"pconst[{k}]", stim)
+        shared = [f"{a} = {b}" for a, b in inputs if b.startswith("pconst[")]
+        per_cell = [f"{a} = {b}" for a, b in inputs if not b.startswith("pconst[")]
+        per_cell += [f"{_symbol(n)} = {to_python(t, _symbol, SIMD_FUNCTIONS)}" for n, t in self._program[0]]
+        states = [_symbol(name) for name in self.imported.states]
+        return shared, per_cell, states, [_symbol(o) for o in self.outputs]
 
     def numpy_source(self, func_name: str = "rates") -> str:
         return self._function(func_name, self._python_body(to_numpy, numpy=True))

@@ -27,7 +27,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
+from app.sims.cardiac.compiled import CompiledTissue
 from app.sims.cardiac.config import load_config
 from app.sims.cardiac.engine import CpuTissue, Problem
 from app.sims.cardiac.metrics import phase_singularities
@@ -78,12 +80,16 @@ def upstrokes(t: np.ndarray, v: np.ndarray, after: float, threshold: float = -20
     return [t[1:][up[:, k] & (t[1:] > after)] for k in range(v.shape[1])]
 
 
-def test_s1_s2_cross_field_starts_a_spiral_and_s1_alone_dies_out():
+@pytest.mark.parametrize("engine", [CpuTissue, CompiledTissue], ids=["numpy", "compiled"])
+def test_s1_s2_cross_field_starts_a_spiral_and_s1_alone_dies_out(engine):
+    """On the NumPy reference engine and on the compiled one the GUI runs by default (the
+    vectorised model in float64 on float32 states, no tables: the preset's setting)."""
     cfg = small_config()
-    spiral = CpuTissue(Problem.from_config(cfg))
+    assert not cfg.solver.lookup_tables and cfg.solver.precision == "float32"
+    spiral = engine(Problem.from_config(cfg))
     run_to(spiral, S2_START - 1.0)                  # both runs are the same up to here
     state = {k: np.array(v, copy=True) for k, v in spiral.state().items()}
-    control = CpuTissue(Problem.from_config(
+    control = engine(Problem.from_config(
         replace(cfg, protocol=replace(cfg.protocol, stimuli=cfg.protocol.stimuli[:1]))))
     control.restore(state)
 
