@@ -1,5 +1,7 @@
 // Cardiac tissue: Runge-Kutta stages with Rush-Larsen gates, one kernel per stage, the step's
-// error reduced on the device, step control and recording in a one-block control kernel.
+// error reduced on the device. Adaptive methods: step control and recording in a one-block
+// control kernel after each step. Fixed steps: no control kernel; the host passes the step's
+// index and parity to the stage kernels and launches `record` on the steps it records.
 //
 // Filled in by app/sims/cardiac/cuda.py (app.compute.codegen.fill_template) before compiling:
 //   MODEL slot   model_rates(): the imported cell model printed from its expression tree, and
@@ -13,6 +15,13 @@
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
 // K[(i*NK + q)*NPAD + k] (q < NNG: non-gating dy/dt, then NG a's, then NG b's, with
 // dx/dt = a*x + b for a gate x); a varying parameter j of cell k at pfield[j*NPAD + k].
+//
+// A stage kernel is latency-bound (a cell-step's arithmetic is below its memory traffic), so
+// it issues every load a cell-step needs before the model, in as few dependent steps as it
+// can: control values; states, stimulus mask, the stored stages, the activation maps, the
+// neighbours' indices and weights; the neighbours' V. Only the final update's reloads of the
+// old states (see reload()) and, in a multi-stage method's last stage, the stored stages of the
+// final combination come after the model.
 #include "reduce.cuh"
 
 #ifndef REAL
@@ -35,7 +44,7 @@ enum { CI_PARITY = 0, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, C
 enum { ST_OK = 0, ST_BLOWUP = 1, ST_FLOOR = 2 };
 // solver constants
 enum { CS_AT = 0, CS_RT, CS_DTMIN, CS_DTMAX, CS_SAFETY, CS_FACMIN, CS_FACMAX, CS_TEND, CS_D,
-       CS_DTSAVE, CS_THRESH, CS_SAVEEVERY, CS_N };
+       CS_DTSAVE, CS_THRESH, CS_H, CS_N };   // CS_H: the fixed step (fixed-step methods)
 
 __constant__ double c_stim[32 * 5];  // MAX_STIMULI (config.py) x start, duration, amplitude, period, count
 __constant__ double c_solver[CS_N];
@@ -86,32 +95,60 @@ __device__ __forceinline__ real diffusion(const real* __restrict__ v, int k, rea
     return (real)c_solver[CS_D] * acc;
 }
 
-// Activation / APD90 bookkeeping on an accepted state (t, v) after (t_prev, v_last).
-__device__ __forceinline__ void observe(int k, double t, double t_prev, real v, real* __restrict__ maps)
+// Activation / APD90 bookkeeping on an accepted state (t, v) after (t_prev, v_last). The maps'
+// values are loaded together (Marks, before the model in a stage kernel), the decisions are
+// selects and each map is stored only where its value changes.
+enum { MAP_V_LAST = 0, MAP_ACT_FIRST, MAP_ACT_LAST, MAP_VMAX, MAP_T_REP, MAP_V_REST, MAP_N };
+struct Marks { real v_last, act_first, vmax, t_rep, v_rest; };
+
+__device__ __forceinline__ Marks load_marks(const real* __restrict__ maps, int k)
 {
-    real* v_last = maps;
-    real* act_first = maps + NPAD;
-    real* act_last = maps + 2 * NPAD;
-    real* vmax = maps + 3 * NPAD;
-    real* t_rep = maps + 4 * NPAD;
-    real* v_rest = maps + 5 * NPAD;
-    const real v0 = v_last[k];
+    return {maps[MAP_V_LAST * NPAD + k], maps[MAP_ACT_FIRST * NPAD + k], maps[MAP_VMAX * NPAD + k],
+            maps[MAP_T_REP * NPAD + k], maps[MAP_V_REST * NPAD + k]};
+}
+
+// t_prev + frac * (t - t_prev) with frac = num / den, in double (float32 cannot resolve a step
+// at t ~ 1e4 ms), rounded to the maps' type
+__device__ __forceinline__ real crossing(double t_prev, double t, real num, real den)
+{
+    return (real)(t_prev + (double)(num / den) * (t - t_prev));
+}
+
+__device__ __forceinline__ void observe(int k, double t, double t_prev, real v, const Marks m,
+                                        real* __restrict__ maps)
+{
     const real thr = (real)c_solver[CS_THRESH];
-    if (t > t_prev) {
-        if (v0 < thr && v >= thr) {
-            const real tc = (real)(t_prev + (double)((thr - v0) / (v - v0)) * (t - t_prev));
-            if (isnan(act_first[k])) act_first[k] = tc;
-            act_last[k] = tc;
-        }
-        if (!isnan(act_first[k]) && isnan(t_rep[k])) {
-            const real vm = fmax(vmax[k], v);
-            vmax[k] = vm;
-            const real v90 = vm - (real)0.9 * (vm - v_rest[k]);
-            if (v0 > v90 && v <= v90 && vm > thr)
-                t_rep[k] = (real)(t_prev + (double)((v0 - v90) / (v0 - v)) * (t - t_prev));
-        }
-    }
-    v_last[k] = v;
+    const bool moved = t > t_prev;
+    const bool up = moved && m.v_last < thr && v >= thr;        // activation between the two
+    const real t_up = crossing(t_prev, t, thr - m.v_last, v - m.v_last);
+    const bool first = up && isnan(m.act_first);
+    const real act_first = first ? t_up : m.act_first;
+    const bool track = moved && !isnan(act_first) && isnan(m.t_rep);   // activated, not repolarised
+    const real vm = fmax(m.vmax, v);
+    const real v90 = vm - (real)0.9 * (vm - m.v_rest);
+    const bool down = track && m.v_last > v90 && v <= v90 && vm > thr;   // 90 % repolarisation
+    const real t_down = crossing(t_prev, t, m.v_last - v90, m.v_last - v);
+    if (first) maps[MAP_ACT_FIRST * NPAD + k] = t_up;
+    if (up) maps[MAP_ACT_LAST * NPAD + k] = t_up;
+    if (track && vm != m.vmax) maps[MAP_VMAX * NPAD + k] = vm;
+    if (down) maps[MAP_T_REP * NPAD + k] = t_down;
+    if (!(v == m.v_last)) maps[MAP_V_LAST * NPAD + k] = v;
+}
+
+// The step's control values, loaded together: adaptive methods read them from the control
+// block (the control kernel decides t, h and the parity); fixed steps take the step's index
+// and parity from the launch, t = index * h as the host counts it, and read only the stop flag.
+struct StepControl { int done, parity; double t, h, t_prev; };
+
+__device__ __forceinline__ StepControl step_control(const double* __restrict__ cd,
+                                                    const int* __restrict__ ci, int step, int parity)
+{
+#if ADAPTIVE
+    return {ci[CI_DONE], ci[CI_PARITY], cd[CD_T], cd[CD_H], cd[CD_TPREV]};
+#else
+    const double h = c_solver[CS_H];
+    return {ci[CI_DONE], parity, step * h, h, step > 0 ? (step - 1) * h : 0.0};
+#endif
 }
 
 // Stage I of a step: build the stage state from Y0 and the stored stages, evaluate the model,
@@ -121,33 +158,31 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
     real* __restrict__ K, const real* __restrict__ Vin, real* __restrict__ Vout,
     const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
-    const real* __restrict__ pfield)
+    const real* __restrict__ pfield, int step, int step_parity)
 {
-    if (ci[CI_DONE]) return;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    const int parity = ci[CI_PARITY];
-    const real* __restrict__ Y0 = parity ? YB : YA;
-    real* __restrict__ Yn = parity ? (real*)YA : YB;
-    const double t = cd[CD_T];
-    const real h = (real)cd[CD_H];
+    const StepControl sc = step_control(cd, ci, step, step_parity);
+#if ADAPTIVE
+    if (sc.done) return;      // the state's buffer is known only now
+#endif
+    const real* __restrict__ Y0 = sc.parity ? YB : YA;
+    real* __restrict__ Yn = sc.parity ? (real*)YA : YB;
+    const double t = sc.t;
+    const real h = (real)sc.h;
     float err = 0.f;
     const real* __restrict__ Vd = (I == 0) ? Y0 : Vin;     // V of this stage, all cells
-    if (k < NCELLS) {
-        real y0[NS];
+    const bool cell = k < NCELLS;
+    // ---- the loads (see the head of this file)
+    real y0[NS], ys[NS];
+    Marks marks;
+    unsigned stim_mask = 0;
+    real i_diff = 0, v_next = 0;
+    if (cell) {
 #pragma unroll
         for (int q = 0; q < NS; ++q) y0[q] = Y0[q * NPAD + k];
-        if (I == 0) {
-            if (!(fabs(y0[0]) <= (real)V_LIMIT)) {
-                if (atomicCAS(&ci[CI_STATUS], ST_OK, ST_BLOWUP) == ST_OK) {
-                    ci[CI_BADCELL] = k;
-                    cd[CD_BADT] = t;
-                }
-                ci[CI_DONE] = 1;
-            }
-            observe(k, t, cd[CD_TPREV], y0[0], maps);
-        }
+        if (I == 0) marks = load_marks(maps, k);
+        stim_mask = mask[k];
         // stage state
-        real ys[NS];
         if (I == 0) {
 #pragma unroll
             for (int q = 0; q < NS; ++q) ys[q] = y0[q];
@@ -176,14 +211,42 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
                                  : w0 + h * bbar;   // non-RL: b holds the gate's derivative
             }
         }
-        // rates
+        if (NCELLS > 1) i_diff = diffusion(Vd, k, ys[0], nbr, w);
+        // the next stage's V from the stored stages (this stage's part is added after the model)
+        if (I < NSTAGE - 1) {
+#pragma unroll
+            for (int j = 0; j < I; ++j)
+                if (TAB_A[I + 1][j] != 0.0) v_next += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
+        }
+    }
+#if !ADAPTIVE
+    if (sc.done) return;      // after the loads: a fixed step's buffer is known at launch
+#endif
+    // ---- the arithmetic
+    if (cell) {
+        if (I == 0) {
+            if (!(fabs(y0[0]) <= (real)V_LIMIT)) {
+                if (atomicCAS(&ci[CI_STATUS], ST_OK, ST_BLOWUP) == ST_OK) {
+                    ci[CI_BADCELL] = k;
+                    cd[CD_BADT] = t;
+                    if (!ADAPTIVE) {    // the host reads the stopped step's counters here
+                        ci[CI_ACC] = step;
+                        ci[CI_PARITY] = sc.parity;
+                        cd[CD_T] = t;
+                        cd[CD_TPREV] = sc.t_prev;
+                    }
+                }
+                ci[CI_DONE] = 1;
+            }
+            observe(k, t, sc.t_prev, y0[0], marks, maps);
+        }
         const double ts = t + TAB_C[I] * (double)h;
         real kk[NK];
-        const real i_st = stim_current(mask[k], ts);
+        const real i_st = stim_current(stim_mask, ts);
         // the rest of the stage, after the model: in each branch of a table model (so the
         // outputs are used where they are made, not kept live across a join)
         auto finish = [&]() {
-            if (NCELLS > 1) kk[0] += diffusion(Vd, k, ys[0], nbr, w);
+            if (NCELLS > 1) kk[0] += i_diff;
             if (!RL) {   // plain RK on the gates: store the derivative as b with a = 0
 #pragma unroll
                 for (int g = 0; g < NG; ++g) {
@@ -195,12 +258,7 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
 #pragma unroll
                 for (int q = 0; q < NK; ++q) K[(I * NK + q) * NPAD + k] = kk[q];
                 // the next stage's V, needed by the neighbours' diffusion
-                real acc = 0;
-#pragma unroll
-                for (int j = 0; j < I; ++j)
-                    if (TAB_A[I + 1][j] != 0.0) acc += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
-                acc += (real)TAB_A[I + 1][I] * kk[0];
-                Vout[k] = y0[0] + h * acc;
+                Vout[k] = y0[0] + h * (v_next + (real)TAB_A[I + 1][I] * kk[0]);
             } else {
                 // final combination: high (kept) and low (error)
 #pragma unroll
@@ -280,8 +338,11 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
 #define STAGE_ARGS const real* __restrict__ YA, real* __restrict__ YB, real* __restrict__ K, \
     const real* __restrict__ Vin, real* __restrict__ Vout, const int* __restrict__ nbr,        \
     const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
-    double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield
-#define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci, pfield
+    double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield, int step,  \
+    int step_parity
+// step, step_parity: fixed steps only (the accepted steps before this one, and which buffer
+// holds the state); adaptive methods read them from the control block
+#define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci, pfield, step, step_parity
 // STAGE_MIN_BLOCKS > 0: at least that many blocks of STAGE_BLOCK threads per SM (ptxas caps the
 // registers, spilling the rest): occupancy against spills for large float64 models
 #if defined(STAGE_MIN_BLOCKS) && STAGE_MIN_BLOCKS > 0
@@ -307,7 +368,17 @@ extern "C" __global__ void STAGE_BOUNDS stage4(STAGE_ARGS) { stage_body<4>(STAGE
 extern "C" __global__ void STAGE_BOUNDS stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
 #endif
 
-// One block: accept or reject, new step (Eq. 15), time, parity, recording of the probes.
+// The probes' V of state Y into row `slot` of the recording, in double (the block's threads).
+__device__ __forceinline__ void record_probes(const real* __restrict__ Y, const int* __restrict__ probes,
+                                              double* __restrict__ rec_v, int slot)
+{
+    for (int p = threadIdx.x; p < NPROBE; p += blockDim.x)
+        rec_v[(size_t)slot * NPROBE + p] = (double)Y[probes[p]];
+}
+
+#if ADAPTIVE
+// Adaptive methods, one block after each step: accept or reject, new step (Eq. 15), time,
+// parity, recording of the probes.
 extern "C" __global__ void control(const real* __restrict__ YA, const real* __restrict__ YB,
     const double* __restrict__ bp, int n_bp, const int* __restrict__ probes,
     double* __restrict__ rec_t, double* __restrict__ rec_v, int rec_cap,
@@ -318,48 +389,35 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
         s_rec = 0;
         if (!ci[CI_DONE]) {
             const double h = cd[CD_H];
-            bool accept = true;
-            int worst = -1;
-            double hprop = h;
-            if (ADAPTIVE) {
-                const unsigned long long packed = *(unsigned long long*)(cd + CD_ERR);
-                *(unsigned long long*)(cd + CD_ERR) = 0ull;
-                const float r = __uint_as_float((unsigned)(packed >> 32));
-                worst = (int)(packed & 0xffffffffu);
-                accept = r <= 1.0f;
-                double fac;
-                if (!(r < 3.0e38f)) fac = c_solver[CS_FACMIN];
-                else if (r <= 0.f) fac = c_solver[CS_FACMAX];
-                else fac = fmin(c_solver[CS_FACMAX], fmax(c_solver[CS_FACMIN],
-                                c_solver[CS_SAFETY] * pow((double)r, -1.0 / (ORDER_LOW + 1))));
-                hprop = h * fac;
-            }
+            const unsigned long long packed = *(unsigned long long*)(cd + CD_ERR);
+            *(unsigned long long*)(cd + CD_ERR) = 0ull;
+            const float r = __uint_as_float((unsigned)(packed >> 32));
+            const int worst = (int)(packed & 0xffffffffu);
+            const bool accept = r <= 1.0f;
+            double fac;
+            if (!(r < 3.0e38f)) fac = c_solver[CS_FACMIN];
+            else if (r <= 0.f) fac = c_solver[CS_FACMAX];
+            else fac = fmin(c_solver[CS_FACMAX], fmax(c_solver[CS_FACMIN],
+                            c_solver[CS_SAFETY] * pow((double)r, -1.0 / (ORDER_LOW + 1))));
+            const double hprop = h * fac;
             if (accept) {
                 cd[CD_TPREV] = cd[CD_T];
                 ci[CI_ACC] += 1;
                 ci[CI_PARITY] ^= 1;
-                if (ADAPTIVE) {
-                    cd[CD_T] += h;
-                    const int nh = ci[CI_NH];
-                    if (nh < h_cap) { h_hist[2 * nh] = (float)cd[CD_T]; h_hist[2 * nh + 1] = (float)h; }
-                    ci[CI_NH] = nh + 1;
-                } else {
-                    cd[CD_T] = ci[CI_ACC] * h;                    // no drift over many steps
-                }
+                cd[CD_T] += h;
+                const int nh = ci[CI_NH];
+                if (nh < h_cap) { h_hist[2 * nh] = (float)cd[CD_T]; h_hist[2 * nh + 1] = (float)h; }
+                ci[CI_NH] = nh + 1;
             } else {
                 ci[CI_REJ] += 1;
             }
             const double t = cd[CD_T], t_end = c_solver[CS_TEND];
-            const bool done = ADAPTIVE ? t >= t_end * (1 - 1e-12) : t >= t_end - 0.5 * h;
+            const bool done = t >= t_end * (1 - 1e-12);
             if (accept) {
-                bool due;
-                if (!ADAPTIVE) due = (ci[CI_ACC] % (int)c_solver[CS_SAVEEVERY]) == 0 || done;
-                else {
-                    const double dts = c_solver[CS_DTSAVE];
-                    due = dts == 0.0 || t >= cd[CD_NEXTSAVE] * (1 - 1e-9) || done;
-                    if (due && dts > 0.0)
-                        while (cd[CD_NEXTSAVE] <= t * (1 + 1e-9)) cd[CD_NEXTSAVE] += dts;
-                }
+                const double dts = c_solver[CS_DTSAVE];
+                const bool due = dts == 0.0 || t >= cd[CD_NEXTSAVE] * (1 - 1e-9) || done;
+                if (due && dts > 0.0)
+                    while (cd[CD_NEXTSAVE] <= t * (1 + 1e-9)) cd[CD_NEXTSAVE] += dts;
                 if (due && ci[CI_NREC] < rec_cap) {
                     s_rec = 1;
                     s_slot = ci[CI_NREC]++;
@@ -367,7 +425,7 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
                 }
             }
             if (done) ci[CI_DONE] = 1;
-            if (ADAPTIVE && !done) {
+            else {
                 cd[CD_HPROP] = hprop;
                 if (hprop < c_solver[CS_DTMIN]) {
                     if (ci[CI_STATUS] == ST_OK) { ci[CI_STATUS] = ST_FLOOR; cd[CD_BADT] = t; ci[CI_BADCELL] = worst; }
@@ -383,12 +441,27 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
         s_parity = ci[CI_PARITY];
     }
     __syncthreads();
-    if (s_rec) {
-        const real* Y = s_parity ? YB : YA;
-        for (int p = threadIdx.x; p < NPROBE; p += blockDim.x)
-            rec_v[(size_t)s_slot * NPROBE + p] = (double)Y[probes[p]];
-    }
+    if (s_rec) record_probes(s_parity ? YB : YA, probes, rec_v, s_slot);
 }
+#else
+// Fixed steps: record the probes of the state after an accepted step at time t (the host
+// launches it on the steps it records), unless the run has stopped.
+extern "C" __global__ void record(const real* __restrict__ YA, const real* __restrict__ YB,
+    const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v, int rec_cap,
+    int* __restrict__ ci, double t, int parity)
+{
+    __shared__ int s_slot;
+    if (threadIdx.x == 0) {
+        s_slot = -1;
+        if (!ci[CI_DONE] && ci[CI_NREC] < rec_cap) {
+            s_slot = ci[CI_NREC]++;
+            rec_t[s_slot] = t;
+        }
+    }
+    __syncthreads();
+    if (s_slot >= 0) record_probes(parity ? YB : YA, probes, rec_v, s_slot);
+}
+#endif
 
 // Observe the final state once the run is done (the last accepted step is otherwise unseen).
 extern "C" __global__ void observe_final(const real* __restrict__ YA, const real* __restrict__ YB,
@@ -397,7 +470,7 @@ extern "C" __global__ void observe_final(const real* __restrict__ YA, const real
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= NCELLS) return;
     const real* Y = ci[CI_PARITY] ? YB : YA;
-    observe(k, cd[CD_T], cd[CD_TPREV], Y[k], maps);
+    observe(k, cd[CD_T], cd[CD_TPREV], Y[k], load_marks(maps, k), maps);
 }
 
 // The model alone on arbitrary states (tests: CUDA vs NumPy on random states).

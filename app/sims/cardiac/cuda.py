@@ -1,8 +1,10 @@
 """The CUDA tissue engine (kernels/cardiac.cu): one kernel per stage, the error reduced on the
-device, step control and probe recording in a one-block kernel, so the host only launches:
-no copy per step, not even of the accept flag (the control kernel flips the state buffers).
-The host reads the control block, the recordings and the step history once per chunk of
-steps, and stops the run when the device reports a blow-up or a step below the floor."""
+device, so the host only launches: no copy per step. Adaptive methods: step control and probe
+recording in a one-block kernel after each step (it flips the state buffers, not even the
+accept flag is copied). Fixed steps: the host counts the steps, passes each step's index and
+parity to the stage kernels and launches the one-block ``record`` kernel only on the steps it
+records. The host reads the control block, the recordings and the step history once per chunk
+of steps, and stops the run when the device reports a blow-up or a step below the floor."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ BLOCK = 128
 CONTROL_BLOCK = 128
 CD_T, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_N = range(8)
 CI_PARITY, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH, CI_N = range(10)
-ST_BLOWUP, ST_FLOOR = 1, 2
+ST_OK, ST_BLOWUP, ST_FLOOR = 0, 1, 2
 CHUNK_FIXED = 500
 CHUNK_ADAPTIVE = 100
 H_CAP = 1 << 20
@@ -108,14 +110,18 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.n, self.npad = n, npad
         src, defines = kernel_source(problem)
         self.module = load_module(src, "cardiac.cu", defines)
-        sig = "PPPPPPPPPPPP"
+        sig = "PPPPPPPPPPPPii"
         self.stages = []
         for i in range(tab.stages):
             f = self.module.get_function(f"stage{i}")
             f.prepare(sig)
             self.stages.append(f)
-        self._control = self.module.get_function("control")
-        self._control.prepare("PPPiPPPiPiPP")
+        if tab.adaptive:
+            self._control = self.module.get_function("control")
+            self._control.prepare("PPPiPPPiPiPP")
+        else:
+            self._record = self.module.get_function("record")
+            self._record.prepare("PPPPPiPdi")
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
         # constants
@@ -134,7 +140,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._set_const("c_stim", stim)
         s, out = problem.cfg.solver, problem.cfg.output
         solver = [s.at, s.rt, s.dt_min, s.dt_max, s.safety, s.fac_min, s.fac_max, problem.t_end,
-                  problem.cfg.D, out.dt_save, out.activation_threshold, problem.save_every]
+                  problem.cfg.D, out.dt_save, out.activation_threshold, s.dt]
         self._set_const("c_solver", np.array(solver, np.float64))
         # state
         y = np.zeros((self.ns, npad), self.real)
@@ -177,6 +183,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.h_history: list[tuple[float, float]] = []
         self._n_hist = 0
         self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
+        self._parity = 0           # fixed steps: which buffer holds the state (YB if 1)
         self._observed_final = False
 
     def _set_const(self, name: str, values: np.ndarray) -> None:
@@ -188,17 +195,37 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     # ---- stepping ------------------------------------------------------------------------
     def _launch_step(self) -> None:
         st, g, b = self.stream, self._grid, (BLOCK, 1, 1)
+        fixed = not self.p.tableau.adaptive
+        step, parity = (self.steps_accepted, self._parity) if fixed else (0, 0)
         for i, f in enumerate(self.stages):
             vin, vout = self.Vst[i % 2], self.Vst[(i + 1) % 2]
             f.prepared_async_call(g, b, st, self.YA.gpudata, self.YB.gpudata, self.K.gpudata,
                                   vin.gpudata, vout.gpudata, self.nbr.gpudata, self.w.gpudata,
                                   self.mask.gpudata, self.maps.gpudata, self.cd.gpudata, self.ci.gpudata,
-                                  self.pfield.gpudata)
+                                  self.pfield.gpudata, np.int32(step), np.int32(parity))
+        if fixed:
+            self._count_fixed_step()
+            return
         self._control.prepared_async_call(
             (1, 1), (CONTROL_BLOCK, 1, 1), st, self.YA.gpudata, self.YB.gpudata, self.bp.gpudata,
             np.int32(len(self.p.breakpoints)), self.probes.gpudata, self.rec_t.gpudata,
             self.rec_v.gpudata, np.int32(self.rec_cap), self.h_hist.gpudata, np.int32(self.h_cap),
             self.cd.gpudata, self.ci.gpudata)
+
+    def _count_fixed_step(self) -> None:
+        """After a fixed step's stages: count it, as the adaptive control kernel would on the
+        device (t = steps * h, no drift), and record the probes if the step is due. A step the
+        device stopped at (blow-up) is not counted: :meth:`_sync` takes the device's counters."""
+        h = self.p.cfg.solver.dt
+        self.steps_accepted += 1
+        self._parity ^= 1
+        self.t = self.steps_accepted * h
+        self.done = self.t >= self.p.t_end - 0.5 * h
+        if self.steps_accepted % self.p.save_every == 0 or self.done:
+            self._record.prepared_async_call(
+                (1, 1), (CONTROL_BLOCK, 1, 1), self.stream, self.YA.gpudata, self.YB.gpudata,
+                self.probes.gpudata, self.rec_t.gpudata, self.rec_v.gpudata, np.int32(self.rec_cap),
+                self.ci.gpudata, np.float64(self.t), np.int32(self._parity))
 
     @property
     def finished(self) -> bool:
@@ -238,6 +265,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def _sync(self) -> None:
         self.stream.synchronize()
         cd, ci = self.cd.get(), self.ci.get()
+        if not self.p.tableau.adaptive:
+            self._settle_fixed(cd, ci)
         self.t = float(cd[CD_T])
         self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
         nrec = int(ci[CI_NREC])
@@ -246,8 +275,6 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             vv = self.rec_v.get().reshape(self.rec_cap, -1)[:nrec]
             self._probe_t.extend(tt.astype(np.float64).tolist())
             self._probe_v.extend(vv.astype(np.float64))
-            ci_reset = ci.copy()
-            ci_reset[CI_NREC] = 0
             self.cuda.memcpy_htod(int(self.ci.gpudata) + 4 * CI_NREC, np.zeros(1, np.int32))
         nh = min(int(ci[CI_NH]), self.h_cap)
         if nh > self._n_hist:
@@ -271,6 +298,21 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             raise RunStopped(cd[CD_BADT], int(ci[CI_BADCELL]),
                              f"step size {cd[CD_HPROP]:.3g} ms fell below the floor dt_min = "
                              f"{self.p.cfg.solver.dt_min:g} ms")
+
+    def _settle_fixed(self, cd: np.ndarray, ci: np.ndarray) -> None:
+        """Fixed steps: put the host's step count into the control block (``cd``, ``ci`` and
+        the device's copy), where the adaptive control kernel keeps it, so that read-back,
+        ``observe_final`` and checkpoints see the same block. After a blow-up the stage
+        kernel has written the stopped step's counters there: the host takes those."""
+        h = self.p.cfg.solver.dt
+        if ci[CI_STATUS] == ST_OK:
+            ci[CI_ACC], ci[CI_PARITY], ci[CI_DONE] = self.steps_accepted, self._parity, int(self.done)
+            cd[CD_T] = self.steps_accepted * h
+            cd[CD_TPREV] = (self.steps_accepted - 1) * h if self.steps_accepted else 0.0
+            self.cd.set(cd)
+            self.ci.set(ci)
+        self.steps_accepted, self._parity = int(ci[CI_ACC]), int(ci[CI_PARITY])
+        self.done = bool(ci[CI_DONE])
 
     # ---- read-back -----------------------------------------------------------------------
     def _current(self) -> np.ndarray:
@@ -329,6 +371,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         cd = np.asarray(st["cuda_cd"])
         self.t = float(cd[CD_T])
         self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
+        self._parity = 0
         self.done = bool(ci[CI_DONE])
 
     def close(self) -> None:
