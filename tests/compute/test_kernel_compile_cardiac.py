@@ -12,9 +12,10 @@ from app.sims.common.config import parse_yaml
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="no CUDA compiler (NVRTC or nvcc) here")
 
 
-@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize("precision", ["float64"])     # every precision: test_model_method_precision_grid_compiles
 @pytest.mark.parametrize("method", list(METHODS))
 def test_cardiac_variant_compiles(method, precision):
+    """The preset's model (CRN) on a sheet, every method, with NVRTC and nvcc."""
     cfg = load_config(parse_yaml(f"domain: cardiac\nmesh: {{kind: sheet, nx: 10, ny: 10}}\n"
                                  f"solver: {{method: {method}, precision: {precision}}}\n"))
     src, defines = kernel_source(Problem.from_config(cfg))
@@ -58,3 +59,48 @@ def test_lookup_table_variant_compiles(name, real, compute):
     assert "__ldg(lut_r" in src and "c_lut" in src
     compiler = compilers.available()[0]
     assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data
+
+
+PRECISIONS = [("float", "float"), ("double", "double"), ("double", "float")]   # states, model (mixed)
+
+
+METHOD_SHIFT = (0, 6, 3)   # per precision: rkf45 in double falls on small models (compile time)
+
+
+def model_grid():
+    """Every shipped model in every precision, and every method in every precision (for each
+    precision the 11 models take the 7 methods in turn), alternately with voltage lookup tables
+    and as a single cell (NCELLS = 1: no diffusion): 33 variants, not the 231 of the product."""
+    from app.sims.cardiac.model import shipped_models
+    names = sorted(shipped_models())
+    methods = list(METHODS)
+    return [(name, methods[(m + METHOD_SHIFT[p]) % len(methods)], PRECISIONS[p], (m + p) % 2 == 0,
+             (m + p) % 3 == 0) for p in range(len(PRECISIONS)) for m, name in enumerate(names)]
+
+
+def test_model_grid_covers_every_pair():
+    grid = model_grid()
+    assert {(g[0], g[2]) for g in grid} == {(n, p) for n in {g[0] for g in grid} for p in PRECISIONS}
+    assert {(g[1], g[2]) for g in grid} == {(m, p) for m in METHODS for p in PRECISIONS}
+
+
+@pytest.mark.parametrize("name,method,precision,lookup,single", model_grid(),
+                         ids=lambda v: v if isinstance(v, str) else "-".join(v) if isinstance(v, tuple) else str(v))
+def test_model_method_precision_grid_compiles(name, method, precision, lookup, single):
+    """The stage kernels (every load before the model), the adaptive control kernel or the
+    fixed-step record kernel, for a model, method and precision (one compiler)."""
+    from app.compute import compilers
+    from app.compute.kernels import _options
+    from app.sims.cardiac.cuda import model_kernel_source
+    from app.sims.cardiac.model import LookupSpec, load_model
+    model = load_model(name)
+    varying = (0,) if model.parameters else ()
+    tab = METHODS[method]
+    if lookup:      # as engine.fused_model builds it: RLFE tabulates the gate updates too
+        model = model.with_lookup(LookupSpec(), varying=varying, rl_step=0.01 if method == "rlfe" else None)
+    real, compute = precision
+    src, defines = model_kernel_source(model, tab, real, 1 if single else 1000, 6, 4, 2, varying=varying,
+                                       compute=compute)
+    image = compilers.available()[0].compile(src, "cardiac.cu", _options(defines, True), 90).data
+    kernels = {k for k in ("control", "record", *(f"stage{i}" for i in range(6))) if f".text.{k}\0".encode() in image}
+    assert kernels == {*(f"stage{i}" for i in range(tab.stages)), "control" if tab.adaptive else "record"}
