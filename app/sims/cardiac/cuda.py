@@ -255,7 +255,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                 n = max(1, min(n, max_steps - launched))
             for _ in range(n):
                 self._launch_step()
-            launched += n
+                launched += 1
+                if self.done:        # fixed steps: the host counts them and knows the last one
+                    break
             self._sync()
             if max_steps is not None and launched >= max_steps:
                 break
