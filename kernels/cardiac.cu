@@ -162,26 +162,22 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     const StepControl sc = step_control(cd, ci, step, step_parity);
-#if ADAPTIVE
-    if (sc.done) return;      // the state's buffer is known only now
-#endif
+    if (sc.done) return;
     const real* __restrict__ Y0 = sc.parity ? YB : YA;
     real* __restrict__ Yn = sc.parity ? (real*)YA : YB;
     const double t = sc.t;
     const real h = (real)sc.h;
     float err = 0.f;
     const real* __restrict__ Vd = (I == 0) ? Y0 : Vin;     // V of this stage, all cells
-    const bool cell = k < NCELLS;
-    // ---- the loads (see the head of this file)
-    real y0[NS], ys[NS];
-    Marks marks;
-    unsigned stim_mask = 0;
-    real i_diff = 0, v_next = 0;
-    if (cell) {
+    if (k < NCELLS) {
+        // ---- the loads (see the head of this file)
+        real y0[NS], ys[NS];
+        Marks marks;
+        real i_diff = 0, v_next = 0;
 #pragma unroll
         for (int q = 0; q < NS; ++q) y0[q] = Y0[q * NPAD + k];
         if (I == 0) marks = load_marks(maps, k);
-        stim_mask = mask[k];
+        const unsigned stim_mask = mask[k];
         // stage state
         if (I == 0) {
 #pragma unroll
@@ -218,12 +214,7 @@ __device__ __forceinline__ void stage_body(const real* __restrict__ YA, real* __
             for (int j = 0; j < I; ++j)
                 if (TAB_A[I + 1][j] != 0.0) v_next += (real)TAB_A[I + 1][j] * K[(j * NK) * NPAD + k];
         }
-    }
-#if !ADAPTIVE
-    if (sc.done) return;      // after the loads: a fixed step's buffer is known at launch
-#endif
-    // ---- the arithmetic
-    if (cell) {
+        // ---- the arithmetic
         if (I == 0) {
             if (!(fabs(y0[0]) <= (real)V_LIMIT)) {
                 if (atomicCAS(&ci[CI_STATUS], ST_OK, ST_BLOWUP) == ST_OK) {
