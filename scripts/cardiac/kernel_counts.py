@@ -5,7 +5,11 @@ FP64 (DFMA, DMUL, DADD), FP32, MUFU (transcendental unit), CALLs (slow paths), l
     python scripts/cardiac/kernel_counts.py ohara_rudy_2011_endo --real double|float|mixed [--lookup]
 
 Static counts of the stage kernel's code (both sides of every branch), a proxy for the work of
-a cell-step that needs no GPU. nvcc must be on PATH; cuobjdump (and nvdisasm) too for the SASS
+a cell-step that needs no GPU. ``after_model``: the global and local loads issued after the
+model's first MUFU instruction, by the kernel function they come from (nvdisasm's line
+information): ``reload`` (the final update's re-reads of the old state), ``model`` (table rows,
+varying parameters, spills inside the model) and anything else, which a stage kernel should not
+have (it issues every other load of a cell-step before the model). nvcc must be on PATH; cuobjdump (and nvdisasm) too for the SASS
 counts (``pip install --target DIR nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`` provides
 them in ``DIR/nvidia/cu13/bin``; put that on PATH). Without them only registers and spills.
 """
@@ -51,7 +55,7 @@ def counts(model_name: str, real: str, lookup: LookupSpec | None, method: str = 
     with tempfile.TemporaryDirectory() as tmp:
         cu, cubin = Path(tmp) / "cardiac.cu", Path(tmp) / "cardiac.cubin"
         cu.write_text(src)
-        cmd = ["nvcc", "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "--use_fast_math", "-Xptxas", "-v",
+        cmd = ["nvcc", "-arch=sm_90", "-cubin", "-O3", "-std=c++17", "--use_fast_math", "-lineinfo", "-Xptxas", "-v",
                *([f"-maxrregcount={max_registers}"] if max_registers else []),
                f"-I{COMMON_DIR}", *(f"-D{k}={v}" for k, v in defines.items()), "-o", str(cubin), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -66,7 +70,42 @@ def counts(model_name: str, real: str, lookup: LookupSpec | None, method: str = 
                 r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[0-9T] )?([A-Z0-9_.]+)", sass, re.M))
             out["instructions"] = sum(ops.values())
             out.update({g: sum(ops[o] for o in names) for g, names in GROUPS.items()})
+            out["after_model"] = loads_after_model(cubin, src, kernel)
     return out
+
+
+def loads_after_model(cubin: Path, src: str, kernel: str) -> dict[str, int]:
+    """The LDG/LD/LDL instructions after the model's first MUFU, counted by the source function
+    of the innermost kernel line they come from (``model`` for the printed model)."""
+    lines = src.splitlines()
+    model = range(next(i for i, text in enumerate(lines) if "GATE_TABLE[" in text) + 1,
+                  next(i for i, text in enumerate(lines) if text.startswith("#define NSTAGE")) + 1)
+    owner, current = {}, None
+    for i, text in enumerate(lines, 1):
+        m = re.match(r'^(?:extern "C" )?__(?:device|global)__.*?\b(\w+)\s*\(', text)
+        current = m.group(1) if m and current is None else current
+        owner[i] = "model" if i in model else current or "?"
+        current = None if text.startswith("}") else current
+    dis = subprocess.run(["nvdisasm", "-gi", str(cubin)], capture_output=True, text=True, check=True).stdout
+    body = dis.split(f".text.{kernel}:")[1].split("//----")[0]
+    chain, fresh, insts = [], True, []
+    for text in body.splitlines():
+        m = re.match(r'\s*//## File "[^"]+", line (\d+)(?: inlined at "[^"]+", line (\d+))?', text)
+        if m:
+            chain = [] if fresh else chain
+            chain += [int(g) for g in m.groups() if g]
+            fresh = False
+            continue
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T] )?([A-Z0-9_.]+)", text)
+        if m:
+            fresh = True
+            insts.append((m.group(1), [owner.get(c, "?") for c in chain]))
+    first = next((i for i, (op, where) in enumerate(insts) if op.startswith("MUFU") and "model" in where), len(insts))
+    after = collections.Counter()
+    for op, where in insts[first + 1:]:
+        if op.split(".")[0] in ("LDG", "LD", "LDL"):
+            after[next((w for w in ("reload", "model") if w in where), where[0] if where else "?")] += 1
+    return dict(after)
 
 
 def main() -> int:
