@@ -9,9 +9,10 @@ a cell-step that needs no GPU. ``after_model``: the global and local loads issue
 model's first MUFU instruction, by the kernel function they come from (nvdisasm's line
 information): ``reload`` (the final update's re-reads of the old state), ``model`` (table rows,
 varying parameters, spills inside the model) and anything else, which a stage kernel should not
-have (it issues every other load of a cell-step before the model). nvcc must be on PATH; cuobjdump (and nvdisasm) too for the SASS
-counts (``pip install --target DIR nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`` provides
-them in ``DIR/nvidia/cu13/bin``; put that on PATH). Without them only registers and spills.
+have (it issues every other load of a cell-step before the model). nvcc must be on PATH;
+cuobjdump (and nvdisasm) too for the SASS counts (``pip install --target DIR
+nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`` provides them in ``DIR/nvidia/cu13/bin``; put
+that on PATH). Without them only registers and spills.
 """
 
 from __future__ import annotations
