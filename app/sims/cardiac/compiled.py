@@ -230,8 +230,8 @@ class CompiledTissue(CpuTissue):
         self._params = np.ascontiguousarray(np.broadcast_to(cell_params, (len(problem.params), n)), self.y.dtype)
         # the vectorised programs: the parameters every cell shares, and the varying ones per cell
         self._pconst = np.ascontiguousarray(cell_params[:, 0], np.float64)
-        self._pfield = np.ascontiguousarray(np.broadcast_to(cell_params, (len(problem.params), n))[list(problem.varying)],
-                                            np.float64)
+        every_cell = np.broadcast_to(cell_params, (len(problem.params), n))
+        self._pfield = np.ascontiguousarray(every_cell[list(problem.varying)], np.float64)
         self._neighbours = np.ascontiguousarray(problem.mesh.neighbours, np.int64)
         self._inv_d2 = np.ascontiguousarray(problem.mesh.inv_d2, np.float64)
         self._out = tuple(np.empty((k, n), self.y.dtype) for k in (m.n_nongating, m.n_gates, m.n_gates))
