@@ -7,7 +7,7 @@ its spiral was verified once on the CPU engine (README). The CPU-sized preset
 lower band of the sheet inside S1's vulnerable window, in tissue with 0.03 µM ACh (the CRN
 CellML model with I_KACh added): I_KACh cuts the single-cell APD90 from ~309 to ~58 ms, so the
 wavelength falls to ~2 cm. The preset runs a 40 x 40 mm sheet for 1,500 ms (about ten
-rotations, 15-20 s on 2 cores); this test runs its protocol on the 20 x 28 mm sheet the preset
+rotations, 10-20 s on 2 cores); this test runs its protocol on the 20 x 28 mm sheet the preset
 had before (dx 0.4 mm, dt 0.1 ms, 3,500 cells, the band y <= 10 mm) for 420 ms, a few seconds.
 Measured on that mesh, S2 at 130-140 ms starts a spiral, at 115-125 ms it does not (too little
 has recovered) nor at 145 ms or later (all tissue has recovered: no free end); the preset's
