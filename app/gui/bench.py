@@ -280,13 +280,14 @@ def _start_window(out_dir: Path):
     from PySide6.QtWidgets import QApplication
 
     from app.gui.main_window import MainWindow
-    from app.gui.qt_compat import collect_garbage_in_gui_thread
+    from app.gui.qt_compat import collect_garbage_in_gui_thread, freeze_startup_objects
 
     app = QApplication.instance() or QApplication([])
     collector = collect_garbage_in_gui_thread()
     window = MainWindow()
     window.resize(1920, 1080)
     window.show()
+    freeze_startup_objects()
     return app, window, collector, opengl_available()
 
 
