@@ -115,3 +115,10 @@ def test_parameters_that_vary_between_cells_stay_out_of_the_tables():
     assert sorted(names) == ["standard_ionic_concentrations.Na_o", "time_independent_potassium_current.g_K1"]
     used = set().union(*(names_used(e) for e in problem.model.lookup_plan.entries))
     assert not used & {problem.model.parameters[k].name for k in problem.model.varying}
+
+
+def test_a_model_name_that_starts_like_an_entry_is_not_read_as_one():
+    """A CellML component named ``lut`` gives names such as ``lut_gate``; only ``lut_<k>`` is an entry."""
+    from app.compute.codegen import Binary, Name
+    from app.sims.cardiac.model import _entries_read
+    assert _entries_read(Binary("*", Name("lut_3"), Name("lut_gate"))) == {3}
