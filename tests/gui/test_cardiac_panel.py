@@ -264,3 +264,14 @@ def test_the_tissue_area_at_rest_matches_the_preset_mesh(cardiac):
     assert tissue.colour_bar.isVisible()
     cardiac.mesh_kind.setCurrentText("sheet")
     assert tissue.stack.currentWidget() is tissue.image_widget
+
+
+def test_reset_shows_the_next_runs_mesh_not_the_last_runs_tissue(cardiac, run_to_end):
+    _small_sheet(cardiac)
+    run_to_end(cardiac)
+    tissue = cardiac.tissue
+    assert tissue.stack.currentWidget() is tissue.image_widget and tissue.V is not None
+    cardiac.mesh_kind.setCurrentText("sphere")       # a run's tissue stays up until Reset
+    cardiac.reset()
+    assert tissue.V is None
+    assert tissue.stack.currentWidget() is tissue.note and "sphere" in tissue.note.text()
