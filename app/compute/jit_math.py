@@ -135,18 +135,30 @@ def _log_tail(f):
     return hfsq, s * (hfsq + t2 + t1)
 
 
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
+def _split_bits(bits, bias):
+    """k (as a float64) and f with 2**k·(1 + f), sqrt(1/2) <= 1 + f < sqrt(2), the float64
+    of ``bits`` scaled by 2**(1023 - bias)."""
+    k = (bits >> 52) - bias
+    mantissa = bits & _MANTISSA
+    carry = (mantissa + _SQRT2_MANTISSA_FLIP) & (1 << 52)       # 1.m > sqrt(2): halve, k + 1
+    f = _bits_as_float64(mantissa | (carry ^ _ONE_BITS)) - 1.0
+    return np.float64(k + (carry >> 52)), f
+
+
+@njit(forceinline=True, cache=CACHE, error_model="numpy")
+def _log_of_split(dk, f):
+    """log(2**dk·(1 + f)) (see :func:`_split_bits`)."""
+    hfsq, tail = _log_tail(f)
+    return dk * _LN2_HI - ((hfsq - (tail + dk * _LN2_LO)) - f)
+
+
 @njit(inline="always", cache=CACHE, error_model="numpy")
 def log_normal_positive(x):
     """log(x) for a positive normal float64 (fdlibm's method, branch-free so loops vectorise;
     within 1 ulp)."""
-    bits = _float64_as_bits(x)
-    k = (bits >> 52) - 1023
-    mantissa = bits & _MANTISSA
-    carry = (mantissa + _SQRT2_MANTISSA_FLIP) & (1 << 52)       # 1.m > sqrt(2): halve, k + 1
-    f = _bits_as_float64(mantissa | (carry ^ _ONE_BITS)) - 1.0
-    dk = np.float64(k + (carry >> 52))
-    hfsq, tail = _log_tail(f)
-    return dk * _LN2_HI - ((hfsq - (tail + dk * _LN2_LO)) - f)
+    dk, f = _split_bits(_float64_as_bits(x), 1023)
+    return _log_of_split(dk, f)
 
 
 @njit(inline="always", cache=CACHE, error_model="numpy")
@@ -265,12 +277,7 @@ def _log_reduce(x):
     """k and f with x = 2**k·(1 + f), sqrt(1/2) <= 1 + f < sqrt(2), for a positive x
     (subnormals scaled up first)."""
     subnormal = x < _TINY_NORMAL
-    bits = _float64_as_bits(x * _TWO_54 if subnormal else x)
-    k = (bits >> 52) - (1023 + 54 if subnormal else 1023)
-    mantissa = bits & _MANTISSA
-    carry = (mantissa + _SQRT2_MANTISSA_FLIP) & (1 << 52)       # 1.m > sqrt(2): halve, k + 1
-    f = _bits_as_float64(mantissa | (carry ^ _ONE_BITS)) - 1.0
-    return np.float64(k + (carry >> 52)), f
+    return _split_bits(_float64_as_bits(x * _TWO_54 if subnormal else x), 1023 + 54 if subnormal else 1023)
 
 
 @njit(forceinline=True, cache=CACHE, error_model="numpy")
@@ -285,8 +292,7 @@ def _log_special(x, value):
 def log(x):
     """Natural log in float64 over its whole domain (fdlibm's method; within 1 ulp)."""
     dk, f = _log_reduce(x)
-    hfsq, tail = _log_tail(f)
-    return _log_special(x, dk * _LN2_HI - ((hfsq - (tail + dk * _LN2_LO)) - f))
+    return _log_special(x, _log_of_split(dk, f))
 
 
 @intrinsic

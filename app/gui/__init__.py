@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None, config_path: str | Path | None = None,
 
     from app.gui.errors import install_excepthook
     from app.gui.main_window import MainWindow, open_default
-    from app.gui.qt_compat import collect_garbage_in_gui_thread
+    from app.gui.qt_compat import collect_garbage_in_gui_thread, freeze_startup_objects
 
     app = QApplication.instance() or QApplication(list(argv) if argv is not None else sys.argv[:1])
     app.setApplicationName("BioGPU Studio")
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None, config_path: str | Path | None = None,
     install_excepthook(lambda: window)
     open_default(window, config_path)
     window.show()
+    freeze_startup_objects()
     if quit_after is not None:
         QTimer.singleShot(int(1000 * quit_after), window.close)
     try:

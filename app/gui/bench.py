@@ -253,6 +253,11 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
 
 
+def _unfinished(timing: Timing) -> str:
+    """The " (N% done)" note of a run stopped at the limit; "" for a finished one."""
+    return "" if timing.progress >= 1 else f" ({timing.progress:.0%} done)"
+
+
 def table(rows: list[Row]) -> str:
     lines = ["| panel | preset | engine | headless: first result s | headless s | headless CPU s "
              "| GUI: first result s | GUI s (click to drawn end) | GUI: simulation s | GUI CPU s (with X) "
@@ -261,11 +266,9 @@ def table(rows: list[Row]) -> str:
     for r in rows:
         g, h = r.gui, r.headless
         preset = r.preset + ("" if r.drawn_3d else " (3D view not drawn: no OpenGL)")
-        done = "" if h.progress >= 1 else f" ({h.progress:.0%} done)"
         lines.append(f"| {r.panel} | {preset} | {r.backend} | {h.first_result_s:.2f} | "
-                     f"{h.total_s:.2f}{done} | {h.cpu_s:.1f} | "
-                     + (f"{g.first_result_s:.2f} | {g.total_s:.2f} | {g.run_s:.2f}"
-                        + ("" if g.progress >= 1 else f" ({g.progress:.0%} done)")
+                     f"{h.total_s:.2f}{_unfinished(h)} | {h.cpu_s:.1f} | "
+                     + (f"{g.first_result_s:.2f} | {g.total_s:.2f} | {g.run_s:.2f}{_unfinished(g)}"
                         + f" | {g.cpu_s:.1f} | {g.frames} | {_percent(r.ratio)} | {_percent(r.cpu_ratio)} |"
                         if g else "– | – | – | – | – | – | – |"))
     return "\n".join(lines)
@@ -280,13 +283,14 @@ def _start_window(out_dir: Path):
     from PySide6.QtWidgets import QApplication
 
     from app.gui.main_window import MainWindow
-    from app.gui.qt_compat import collect_garbage_in_gui_thread
+    from app.gui.qt_compat import collect_garbage_in_gui_thread, freeze_startup_objects
 
     app = QApplication.instance() or QApplication([])
     collector = collect_garbage_in_gui_thread()
     window = MainWindow()
     window.resize(1920, 1080)
     window.show()
+    freeze_startup_objects()
     return app, window, collector, opengl_available()
 
 

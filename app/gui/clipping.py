@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QTableView, QWidget
 
+from app.gui.tables import column_needs
+
 CHECKED = (QLabel, QAbstractButton, QComboBox)
 
 
@@ -78,8 +80,8 @@ def elided_table_text(root: QWidget, tolerance: int = 1) -> list[str]:
                 continue
             width = table.columnWidth(column)
             title = str(model.headerData(column, header.orientation()) or "")
-            needs = {"header": header.sectionSizeHint(column) if header.isVisible() else 0,
-                     "cells": table.sizeHintForColumn(column) if model.rowCount() else 0}
+            header_px, cells_px = column_needs(table, column)
+            needs = {"header": header_px if header.isVisible() else 0, "cells": cells_px}
             for part, hint in needs.items():
                 if width + tolerance < hint:
                     found.append(f"{type(table).__name__} column {title[:30]!r} "

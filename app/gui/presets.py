@@ -41,18 +41,19 @@ WORK: dict[str, tuple[Callable[[Any], float], str]] = {
 
 # Work per wall second measured with `python -m app run PRESET --backend cpu` (CPU: the compiled
 # engines on the 2-core VM; cardiac, network and epidermis again on 2026-11-24 after their
-# engines and OMP_WAIT_POLICY sped them up 1.6-19x) and from the README's H100 tables (CUDA),
-# used until a run here measures its own.
+# engines and OMP_WAIT_POLICY sped them up 1.6-19x; cardiac and epidermis on their resized CPU
+# defaults, where a growing tissue costs more per step late in a long run) and from the
+# README's H100 tables (CUDA), used until a run here measures its own.
 MEASURED_RATES: dict[tuple[str, str], float] = {
     ("ssa", "cpu"): 740.0,                  # decay-dimerization, 512 x 10 in 6.9 s (8.1 s loaded)
     ("ssa", "cuda"): 2.8e6,                 # 65,536 x 10 in 0.235 s
     ("channel", "cpu"): 1.9e4,              # Model B, 12,500 points (12.5 s: 2.7e4)
     ("channel", "cuda"): 1.1e6 * 62.2,      # 1.12e6 individuals at 62 generations/s
-    ("cardiac", "cpu"): 3500 * 4200 / 7.8,  # 50 x 70 sheet, 4,200 steps in 7.8 s (was 12.2)
+    ("cardiac", "cpu"): 10000 * 15000 / 10.2,  # 100 x 100 sheet, 15,000 steps in 10.2 s (was 1.9e6)
     ("cardiac", "cuda"): 163842 * 6000 / 0.185,
     ("network", "cpu"): 100 * 1000 / 8.1,   # 10 x 10 culture, 1,000 s in 8.1 s (was 46)
     ("network", "cuda"): 10000 * 58.0,      # 100 x 100 at 58 x real time through the app
-    ("epidermis", "cpu"): 16 * 20 * 16000 / 3.0,   # small-cpu-demo in 3.0 s (was 56.4)
+    ("epidermis", "cpu"): 16 * 20 * 38000 / 12.3,  # the lesson, 16 -> 160 cells, in 12.3 s
     ("epidermis", "cuda"): 100 * 20 * 130000 / 23.0,
 }
 

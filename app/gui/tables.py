@@ -5,16 +5,19 @@ from __future__ import annotations
 from PySide6.QtWidgets import QHeaderView, QTableView
 
 
+def column_needs(table: QTableView, column: int) -> tuple[int, int]:
+    """(header, cells): the widths ``column`` needs for its header text and its widest cell."""
+    cells = table.sizeHintForColumn(column) if table.model().rowCount() else 0
+    return table.horizontalHeader().sectionSizeHint(column), cells
+
+
 def needed_width(table: QTableView) -> int:
     """The width ``table`` needs to show every column at its header's and cells' size hint,
     with its row header, frame and vertical scroll bar."""
-    header = table.horizontalHeader()
-    model = table.model()
     columns = 0
-    for column in range(model.columnCount()):
+    for column in range(table.model().columnCount()):
         if not table.isColumnHidden(column):
-            cells = table.sizeHintForColumn(column) if model.rowCount() else 0
-            columns += max(header.sectionSizeHint(column), cells)
+            columns += max(column_needs(table, column))
     rows = table.verticalHeader()
     row_header = rows.sizeHint().width() if not rows.isHidden() else 0
     bar = table.verticalScrollBar().sizeHint().width()

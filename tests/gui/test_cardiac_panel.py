@@ -247,12 +247,12 @@ def test_a_description_with_a_less_than_sign_is_shown_whole(cardiac):
     shown = QTextDocument()
     shown.setHtml(cardiac.description.text())
     text = shown.toPlainText()
-    assert "the band y <= 10 mm" in text and text.rstrip().endswith("the S2 wave just leaves.")
+    assert "(x <= 20 mm, y <= 20 mm)" in text and text.rstrip().endswith("quiet by 800 ms.)")
 
 
 def test_the_tissue_area_at_rest_matches_the_preset_mesh(cardiac):
     """Before a run the tissue area said "single cell: see the probe trace" over the 50x70
-    sheet preset the panel opens with: now the sheet's empty axes (mm) and its colour bar."""
+    sheet preset the panel opened with: now the sheet's empty axes (mm) and its colour bar."""
     tissue = cardiac.tissue
     assert cardiac.base_cfg.mesh.kind == "sheet"
     assert tissue.stack.currentWidget() is tissue.image_widget and tissue.colour_bar.isVisible()
@@ -264,3 +264,14 @@ def test_the_tissue_area_at_rest_matches_the_preset_mesh(cardiac):
     assert tissue.colour_bar.isVisible()
     cardiac.mesh_kind.setCurrentText("sheet")
     assert tissue.stack.currentWidget() is tissue.image_widget
+
+
+def test_reset_shows_the_next_runs_mesh_not_the_last_runs_tissue(cardiac, run_to_end):
+    _small_sheet(cardiac)
+    run_to_end(cardiac)
+    tissue = cardiac.tissue
+    assert tissue.stack.currentWidget() is tissue.image_widget and tissue.V is not None
+    cardiac.mesh_kind.setCurrentText("sphere")       # a run's tissue stays up until Reset
+    cardiac.reset()
+    assert tissue.V is None
+    assert tissue.stack.currentWidget() is tissue.note and "sphere" in tissue.note.text()

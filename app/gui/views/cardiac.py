@@ -369,6 +369,7 @@ class TissueView(QWidget):
         self.replay_row.hide()
         self.image.clear()
         show_axis_values(self.image_widget.getPlotItem(), False)
+        self._show_waiting()
 
 
 class ProbeTraceView(PlotView):

@@ -314,17 +314,17 @@ class TissueView3D(QWidget):
         top = max(float(pos[:, 2].max()), 1.0)
         z = (0.0, top + self.marker_size)
         self.view.camera.set_range(x=x, y=y, z=z)
-        self.view.camera.center = (0.5 * sum(x), 0.5 * sum(y), 0.4 * z[1])
+        self.view.camera.center = (0.5 * sum(x), 0.5 * sum(y), 0.5 * z[1])
         self._need_camera = False
         self._framed = (self.view.camera.get_state(), top)
 
     def _outgrown(self, pos: np.ndarray) -> bool:
-        """The tissue grew a quarter above what the camera framed, and nobody moved the camera
+        """The tissue grew a tenth above what the camera framed, and nobody moved the camera
         since (a growing tissue stays in view; a chosen view stays)."""
         if self._framed is None:
             return False
         state, top = self._framed
-        return float(pos[:, 2].max()) > 1.25 * top and self.view.camera.get_state() == state
+        return float(pos[:, 2].max()) > 1.1 * top and self.view.camera.get_state() == state
 
     def render(self) -> np.ndarray:
         """(H, W, 4) uint8 RGBA of the current view (offscreen; works under Xvfb)."""

@@ -70,7 +70,7 @@ def run_once(cfg, backend: str) -> tuple[dict, dict]:
 SHEET = """domain: cardiac
 mesh: {kind: sheet, nx: %d, ny: %d, dx_mm: 0.25}
 protocol: {t_end: %g, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.75}}]}
-solver: {method: rlfe, dt: 0.05, precision: float64}
+solver: {method: rlfe, dt: 0.05, precision: float64, lookup_tables: %s}
 output: {random_probes: 0, probe_cells: [0], dt_save: 1.0}
 """
 
@@ -91,9 +91,7 @@ def sheet_throughput(quick: bool) -> list[dict]:
           f"{cold_compile_seconds('app.sims.cardiac.compiled:warm_up'):.1f} s (empty cache)")
     for backend, lookup, counts in (("cpu", False, thread_counts()), ("cpu", True, thread_counts()),
                                     ("cpu-reference", False, [1])):
-        text = (SHEET % (side, side, t_end)).replace("precision: float64}",
-                                                     f"precision: float64, lookup_tables: {str(lookup).lower()}}}")
-        cfg = load_config(parse_yaml(text, "<bench sheet>"))
+        cfg = load_config(parse_yaml(SHEET % (side, side, t_end, str(lookup).lower()), "<bench sheet>"))
         for n in counts:
             with threads(n):
                 if backend == "cpu":

@@ -429,9 +429,10 @@ def _soonest(plan: LookupPlan, helper: Callable[[str, Node], str], entry: Callab
 
 
 def _entries_read(tree: Node) -> set[int]:
-    """Indices of the lookup entries a rewritten equation reads."""
+    """Indices of the lookup entries a rewritten equation reads (a model name such as
+    ``lut_gate``, component ``lut``, is not one)."""
     prefix = entry_name(0)[:-1]
-    return {int(n[len(prefix):]) for n in names_used(tree) if n.startswith(prefix)}
+    return {int(n[len(prefix):]) for n in names_used(tree) if n.startswith(prefix) and n[len(prefix):].isdigit()}
 
 
 @functools.lru_cache(maxsize=32)

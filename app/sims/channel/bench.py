@@ -72,17 +72,16 @@ def compiled_cpu_rows(results: dict, quick: bool) -> None:
     results["compile"] = compile_seconds("app.sims.channel.compiled:warm_up")
     warm_up()
     results["cpu"] = cpu_description()
-    rates = {}
+    rates, busy = {}, {}
     for n in thread_counts():
         with threads(n):
             case = time_generations("cpu", (256 if quick else 2048) * n, 2 if quick else 3)
         # busy: the process's CPU time over wall time x threads; below 1 where threads wait
         # (serial parts, imbalance), while a per-thread rate falling at busy ~1 means slower cores
-        case["busy"] = case["cpu_seconds_per_generation"] / case["seconds_per_generation"] / n
+        case["busy"] = busy[n] = case["cpu_seconds_per_generation"] / case["seconds_per_generation"] / n
         results["cases"].append({**case, "threads": n})
         rates[n] = case["individual_samples_per_second"]
     top = max(rates)
-    busy = {c["threads"]: c["busy"] for c in results["cases"] if c["engine"] == "cpu"}
     efficiency = rates[top] / rates[1] / top
     results["scaling"] = {"threads": top, "speedup": rates[top] / rates[1], "efficiency": efficiency,
                           "busy": busy[top], "busy_thread_speed": efficiency * busy[1] / busy[top]}

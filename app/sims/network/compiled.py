@@ -78,7 +78,8 @@ def _gaussians(key_lo, key_hi, m0, k, lo, hi, z):
 
 @njit(nogil=True, cache=CACHE, error_model="numpy")
 def _noise(key_lo, key_hi, m0, out):
-    """:func:`app.sims.network.engine.noise_block` compiled: out (k, n) standard normals."""
+    """:func:`app.sims.network.engine.noise_block` compiled: out (k, n) standard normals (the
+    test entry point of :func:`_gaussians`; the step loop draws its noise per partition)."""
     _gaussians(key_lo, key_hi, m0, out.shape[0], 0, out.shape[1], out)
 
 
@@ -283,7 +284,6 @@ def partition_groups(groups, post: np.ndarray, part_lo: np.ndarray):
 def warm_up() -> float:
     """Compile (or load from the on-disk cache) the step loop; returns the seconds it took."""
     start = time.perf_counter()
-    _noise(np.uint64(0), np.uint64(0), 0, np.empty((2, 1)))
     f, i = np.zeros(1), np.zeros(1, np.int64)
     for run in (_run_serial, _run_parallel):
         run(0, 1, 1, 1, np.uint64(0), np.uint64(0), np.zeros((1, 1)), f.copy(), i.copy(), f.copy(),

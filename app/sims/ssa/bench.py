@@ -168,12 +168,12 @@ def tau_rows(results: dict, backend: str, realizations: int, t_end: float,
                      "inside": all(c["distance"] <= c["band_99"] for c in comparison)})
         sim.close()
     direct.close()
-    # the same two runs in one sample interval (one launch each): the kernels alone, without
-    # the per-interval launches, copies and host waits the 101-sample runs pay
     results["tau_leap"] = {"realizations": realizations, "direct_seconds": summary["wall_seconds"],
                            "rows": rows}
     if not one_interval:
         return
+    # the same two runs in one sample interval (one launch each): the kernels alone, without
+    # the per-interval launches, copies and host waits the 101-sample runs pay
     one = {}
     for algorithm, eps in (("direct", 0.03), ("tau-leap", 0.01)):
         sim, single = fastest(lambda algorithm=algorithm, eps=eps: run_case(

@@ -66,6 +66,16 @@ def assert_law(samples: np.ndarray, pmf: np.ndarray, z: float = 4.0) -> None:
     assert d < band, (d, band)
 
 
+def assert_poisson_streams(samples: np.ndarray, lam: float, streams: int, per: int) -> None:
+    """``per`` Poisson draws in turn from each of ``streams`` streams: the law of the float32
+    mean ``lam`` (:func:`assert_law`), and successive draws of a stream uncorrelated."""
+    mean = float(np.float32(lam))
+    assert_law(samples, poisson_pmf(mean, int(mean + 12 * np.sqrt(mean) + 20)))
+    pairs = samples.reshape(streams, per)
+    r = np.corrcoef(pairs[:, :-1].ravel(), pairs[:, 1:].ravel())[0, 1]
+    assert abs(r) < 4 / np.sqrt(streams * (per - 1)), r
+
+
 def decay_pmf(t: float, x0: int = 100, c: float = 0.5) -> np.ndarray:
     return binomial_pmf(x0, exp(-c * t))
 

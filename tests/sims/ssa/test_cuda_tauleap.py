@@ -65,7 +65,7 @@ def test_cuda_poisson_sampler_follows_the_law(lam):
     from app.sims.ssa.codegen import kernel_source
     from app.sims.ssa.cuda import INVERSION_BELOW
 
-    from .helpers import assert_law, poisson_pmf
+    from .helpers import assert_poisson_streams
 
     net = load_config(parse_yaml(IMMIGRATION_DEATH % 0.03)).network()
     module = load_module(kernel_source(net, [0], "tau-leap"), "ssa.cu",
@@ -75,11 +75,7 @@ def test_cuda_poisson_sampler_follows_the_law(lam):
     module.get_function("ssa_poisson_draws")(out.gpudata, np.int32(threads), np.int32(per), np.float32(lam),
                                              np.uint64(11), block=(256, 1, 1), grid=(threads // 256, 1))
     samples = out.get().astype(np.int64)
-    mean = float(np.float32(lam))
-    assert_law(samples, poisson_pmf(mean, int(mean + 12 * np.sqrt(mean) + 20)))
-    pairs = samples.reshape(threads, per)
-    r = np.corrcoef(pairs[:, :-1].ravel(), pairs[:, 1:].ravel())[0, 1]
-    assert abs(r) < 4 / np.sqrt(threads * (per - 1)), r
+    assert_poisson_streams(samples, lam, threads, per)
 
 
 def test_cuda_tau_leap_against_the_direct_method():

@@ -15,7 +15,7 @@ from app.compute.kernels import COMMON_DIR, read_kernel
 from app.sims.ssa.codegen import model_block
 from app.sims.ssa.cuda import INVERSION_BELOW
 
-from .helpers import assert_law, poisson_pmf
+from .helpers import assert_law, assert_poisson_streams, poisson_pmf
 from .test_tauleap import IMMIGRATION_DEATH, load_config, parse_yaml
 
 CXX = shutil.which("g++") or shutil.which("clang++")
@@ -104,11 +104,7 @@ def test_host_built_sampler_follows_the_law(program, lam):
     engines' sampler, tested in test_tauleap.py)."""
     threads, per = 1 << 13, 8
     samples = run(program, "p", threads, per, lam)
-    mean = float(np.float32(lam))
-    assert_law(samples, poisson_pmf(mean, int(mean + 12 * np.sqrt(mean) + 20)))
-    pairs = samples.reshape(threads, per)
-    r = np.corrcoef(pairs[:, :-1].ravel(), pairs[:, 1:].ravel())[0, 1]
-    assert abs(r) < 4 / np.sqrt(threads * (per - 1)), r
+    assert_poisson_streams(samples, lam, threads, per)
 
 
 def test_host_built_leaps_converge_to_the_exact_law(program):
