@@ -23,6 +23,7 @@
 // old states (see reload()) and, in a multi-stage method's last stage, the stored stages of the
 // final combination come after the model.
 #include "reduce.cuh"
+#include "rush_larsen.cuh"
 
 #ifndef REAL
 #define REAL float
@@ -63,11 +64,6 @@ __device__ __forceinline__ float reload(const float* p)
     float v;
     asm volatile("ld.global.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
-}
-
-__device__ __forceinline__ real phi1(real z)
-{
-    return fabs(z) < (real)1e-5 ? (real)1 + (real)0.5 * z : expm1(z) / z;
 }
 
 __device__ __forceinline__ real stim_current(unsigned mask, double t)
