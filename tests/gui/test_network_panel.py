@@ -194,3 +194,24 @@ def test_raster_and_rate_put_the_same_time_above_each_other(qtbot):
         spans.append(ends)
     assert spans[0] == pytest.approx(spans[1], abs=1), spans
     assert rate.plot.viewRange()[0] == pytest.approx([15.0, 20.0])
+
+
+def test_culture_of_10000_neurons_draws_from_a_few_dots(network):
+    """A 100x100 culture: the dots share the palette's 64 brushes (one rendered dot per brush and
+    symbol in pyqtgraph's atlas, not one per neuron: 5 s a frame before), and connectivity
+    circles are drawn for every k-th neuron only."""
+    from types import SimpleNamespace
+
+    from app.gui.views.network import MAX_CIRCLES
+
+    rng = np.random.default_rng(3)
+    n = 100 * 100
+    view = network.culture
+    for _ in range(2):
+        frame = SimpleNamespace(width=100, height=100, radius=rng.uniform(0.5, 3, n), rate=rng.uniform(0, 20, n),
+                                inhibitory=rng.random(n) < 0.2, starter=rng.random(n) < 0.01,
+                                strong_pre=None, strong_post=None, strong_w=None)
+        view.set_frame(frame)
+    assert len(view.dots.data) == n
+    assert len(view.dots.fragmentAtlas) <= 64 * 3
+    assert 0 < len(view.circles.data) <= MAX_CIRCLES

@@ -3,31 +3,42 @@ with detected bursts, and the per-epoch history."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
 from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_axis, show_axis_values
 
-MAX_CIRCLES = 40000        # above this the connectivity circles are not drawn
+# Connectivity circles are drawn for at most this many neurons (every k-th neuron of a larger
+# culture): each circle is a path of its own, 10,000 took 1-2 s a frame in software rendering.
+MAX_CIRCLES = 1000
 MAX_RASTER_POINTS = 60000
 LEFT_AXIS_PX = 62          # the raster's and the rate's left axes: "10,000" neurons and its label
 
 
+@functools.cache
+def _rate_palette() -> tuple:
+    """The 64 dot brushes, made once: pyqtgraph's symbol atlas keeps one rendered dot per brush
+    object, so fresh brushes every frame re-rendered all 10,000 dots of a 100x100 culture."""
+    cmap = pg.ColorMap([0.0, 0.15, 1.0], [(200, 200, 200), (255, 160, 40), (200, 0, 0)])
+    return tuple(pg.mkBrush(*rgba) for rgba in cmap.getLookupTable(0.0, 1.0, 64))
+
+
 def rate_brushes(rate: np.ndarray, top: float = 10.0) -> list:
     """Dot colours from the recent rate: grey (silent) through orange to red (>= top Hz)."""
-    cmap = pg.ColorMap([0.0, 0.15, 1.0], [(200, 200, 200), (255, 160, 40), (200, 0, 0)])
-    lut = cmap.getLookupTable(0.0, 1.0, 64)
+    palette = _rate_palette()
     idx = np.clip((np.asarray(rate) / top) * 63, 0, 63).astype(int)
-    return [pg.mkBrush(*lut[i]) for i in idx]
+    return [palette[i] for i in idx]
 
 
 class CultureView(PlotView):
     """Neurons as dots coloured by recent rate, connectivity circles, strongest synapses."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Culture (dots: recent rate; circles: connectivity radius)", "x (grid units)",
-                         "y (grid units)", parent)
+        super().__init__("Culture (dots: recent rate; circles: connectivity radius, of at most 1,000 neurons)",
+                         "x (grid units)", "y (grid units)", parent)
         self.show_synapses = QCheckBox("strongest synapses")
         self.show_synapses.setChecked(True)
         self.header.addWidget(self.show_synapses)
@@ -49,10 +60,8 @@ class CultureView(PlotView):
         y = np.arange(n) // frame.width
         symbols = np.where(frame.inhibitory, "s", np.where(frame.starter, "t", "o"))
         self.dots.setData(x=x, y=y, brush=rate_brushes(frame.rate), symbol=list(symbols))
-        if n <= MAX_CIRCLES:
-            self.circles.setData(x=x, y=y, size=2 * np.asarray(frame.radius), symbol="o")
-        else:
-            self.circles.clear()
+        every = -(-n // MAX_CIRCLES)
+        self.circles.setData(x=x[::every], y=y[::every], size=2 * np.asarray(frame.radius)[::every], symbol="o")
         if self._shape != (frame.width, frame.height):
             self._shape = (frame.width, frame.height)
             self.plot.setRange(xRange=(-1, frame.width), yRange=(-1, frame.height))
