@@ -1,9 +1,10 @@
 """The CUDA tissue engine (kernels/cardiac.cu): one kernel per stage, the error reduced on the
 device, so the host only launches: no copy per step. Adaptive methods: step control and probe
 recording in a one-block kernel after each step (it flips the state buffers, not even the
-accept flag is copied). Fixed steps: the host counts the steps, passes each step's index and
-parity to the stage kernels and launches the one-block ``record`` kernel only on the steps it
-records. The host reads the control block, the recordings and the step history once per chunk
+accept flag is copied). Fixed steps: the host counts the steps, passes each step's index to
+the stage kernels, which update the state in place (one state buffer; the neighbours' V
+alternates between two small buffers), and launches the one-block ``record`` kernel only on the
+steps it records. The host reads the control block, the recordings and the step history once per chunk
 of steps, and stops the run when the device reports a blow-up or a step below the floor."""
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.n, self.npad = n, npad
         src, defines = kernel_source(problem)
         self.module = load_module(src, "cardiac.cu", defines)
-        sig = "PPPPPPPPPPPPii"
+        sig = "PPPPPPPPPPPPi"
         self.stages = []
         for i in range(tab.stages):
             f = self.module.get_function(f"stage{i}")
@@ -121,7 +122,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._control.prepare("PPPiPPPiPiPP")
         else:
             self._record = self.module.get_function("record")
-            self._record.prepare("PPPPPiPdi")
+            self._record.prepare("PPPPiPd")
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
         # constants
@@ -147,7 +148,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         y[:, :n] = problem.y0
         y[:, n:] = problem.y0[:, :1]
         self.YA = gpuarray.to_gpu(y.ravel())
-        self.YB = gpuarray.zeros(self.ns * npad, self.real)
+        # fixed steps update YA in place; adaptive ones keep the step's start in one buffer
+        self.YB = gpuarray.zeros(self.ns * npad, self.real) if tab.adaptive else self.YA
         self.K = gpuarray.zeros(max(tab.stages - 1, 1) * self.nk * npad, self.real)
         self.Vst = [gpuarray.zeros(npad, self.real), gpuarray.zeros(npad, self.real)]
         nbr = np.zeros((problem.mesh.width, npad), np.int32)
@@ -183,8 +185,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.h_history: list[tuple[float, float]] = []
         self._n_hist = 0
         self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
-        self._parity = 0           # fixed steps: which buffer holds the state (YB if 1)
         self._observed_final = False
+        self._seed_voltage()
 
     def _set_const(self, name: str, values: np.ndarray) -> None:
         ptr, size = self.module.get_global(name)
@@ -192,17 +194,32 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         assert data.nbytes <= size, name
         self.cuda.memcpy_htod(ptr, data)
 
+    def _voltage_slot(self, stage: int) -> int:
+        """Which of ``Vst`` holds the V that stage ``stage`` of the next step reads. Fixed
+        steps: stage i of step s reads slot (s x stages + i) mod 2 (the last stage writes the
+        next step's V); adaptive steps: stage 0 reads V from the state, stage i slot i mod 2."""
+        offset = 0 if self.p.tableau.adaptive else self.steps_accepted * len(self.stages)
+        return (offset + stage) % 2
+
+    def _seed_voltage(self) -> None:
+        """Fixed steps: copy V from the state into the slot the next step's first stage reads
+        (after the state is set: at the start and on restoring a checkpoint)."""
+        if not self.p.tableau.adaptive:
+            self.cuda.memcpy_dtod(self.Vst[self._voltage_slot(0)].gpudata, self.YA.gpudata,
+                                  self.npad * self.YA.dtype.itemsize)
+
     # ---- stepping ------------------------------------------------------------------------
     def _launch_step(self) -> None:
         st, g, b = self.stream, self._grid, (BLOCK, 1, 1)
         fixed = not self.p.tableau.adaptive
-        step, parity = (self.steps_accepted, self._parity) if fixed else (0, 0)
+        step = self.steps_accepted if fixed else 0
         for i, f in enumerate(self.stages):
-            vin, vout = self.Vst[i % 2], self.Vst[(i + 1) % 2]
+            slot = self._voltage_slot(i)
+            vin, vout = self.Vst[slot], self.Vst[1 - slot]
             f.prepared_async_call(g, b, st, self.YA.gpudata, self.YB.gpudata, self.K.gpudata,
                                   vin.gpudata, vout.gpudata, self.nbr.gpudata, self.w.gpudata,
                                   self.mask.gpudata, self.maps.gpudata, self.cd.gpudata, self.ci.gpudata,
-                                  self.pfield.gpudata, np.int32(step), np.int32(parity))
+                                  self.pfield.gpudata, np.int32(step))
         if fixed:
             self._count_fixed_step()
             return
@@ -218,14 +235,13 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         device stopped at (blow-up) is not counted: :meth:`_sync` takes the device's counters."""
         h = self.p.cfg.solver.dt
         self.steps_accepted += 1
-        self._parity ^= 1
         self.t = self.steps_accepted * h
         self.done = self.t >= self.p.t_end - 0.5 * h
         if self.steps_accepted % self.p.save_every == 0 or self.done:
             self._record.prepared_async_call(
-                (1, 1), (CONTROL_BLOCK, 1, 1), self.stream, self.YA.gpudata, self.YB.gpudata,
+                (1, 1), (CONTROL_BLOCK, 1, 1), self.stream, self.YA.gpudata,
                 self.probes.gpudata, self.rec_t.gpudata, self.rec_v.gpudata, np.int32(self.rec_cap),
-                self.ci.gpudata, np.float64(self.t), np.int32(self._parity))
+                self.ci.gpudata, np.float64(self.t))
 
     @property
     def finished(self) -> bool:
@@ -308,12 +324,12 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         kernel has written the stopped step's counters there: the host takes those."""
         h = self.p.cfg.solver.dt
         if ci[CI_STATUS] == ST_OK:
-            ci[CI_ACC], ci[CI_PARITY], ci[CI_DONE] = self.steps_accepted, self._parity, int(self.done)
+            ci[CI_ACC], ci[CI_DONE] = self.steps_accepted, int(self.done)
             cd[CD_T] = self.steps_accepted * h
             cd[CD_TPREV] = (self.steps_accepted - 1) * h if self.steps_accepted else 0.0
             self.cd.set(cd)
             self.ci.set(ci)
-        self.steps_accepted, self._parity = int(ci[CI_ACC]), int(ci[CI_PARITY])
+        self.steps_accepted = int(ci[CI_ACC])
         self.done = bool(ci[CI_DONE])
 
     # ---- read-back -----------------------------------------------------------------------
@@ -373,13 +389,13 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         cd = np.asarray(st["cuda_cd"])
         self.t = float(cd[CD_T])
         self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
-        self._parity = 0
         self.done = bool(ci[CI_DONE])
+        self._seed_voltage()
 
     def close(self) -> None:
-        for buf in (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps, self.pfield,
-                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist,
-                    *([self.lut] if self.lut is not None else [])):
+        buffers = (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps, self.pfield,
+                   self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist, self.lut)
+        for buf in {id(b): b for b in buffers if b is not None}.values():     # YB is YA for fixed steps
             buf.gpudata.free()
 
 

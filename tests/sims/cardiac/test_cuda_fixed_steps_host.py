@@ -1,6 +1,6 @@
 """The CUDA engine's host side of fixed steps (no control kernel: the host counts the steps,
-passes index and parity, launches ``record`` on recorded steps and settles the control block at
-each sync), run without a GPU against a stand-in device: the same steps, record times, end and
+passes their index, alternates the neighbours' V buffers, launches ``record`` on recorded steps
+and settles the control block at each sync), run without a GPU against a stand-in device: the same steps, record times, end and
 stop as the CPU engine and as the device-side control it replaces."""
 
 from types import SimpleNamespace
@@ -49,12 +49,12 @@ def host_only_engine(problem: Problem) -> CudaTissue:
     eng.stream, eng._grid = SimpleNamespace(synchronize=lambda: None), (1, 1)
     eng.YA = eng.YB = eng.K = eng.nbr = eng.w = eng.mask = eng.maps = eng.pfield = eng.probes = buffer
     eng.rec_t = eng.rec_v = eng.h_hist = buffer
-    eng.Vst = [buffer, buffer]
+    eng.Vst = [SimpleNamespace(gpudata=1), SimpleNamespace(gpudata=2)]
     eng.cd, eng.ci = DeviceArray(np.zeros(CD_N)), DeviceArray(np.zeros(CI_N, np.int32))
     eng.chunk, eng.rec_cap, eng.h_cap = cuda_engine.CHUNK_FIXED, cuda_engine.CHUNK_FIXED + 2, 1
     eng.h_history, eng._n_hist, eng._probe_t, eng._probe_v = [], 0, [0.0], []
     eng.t, eng.steps_accepted, eng.steps_rejected, eng.done = 0.0, 0, 0, False
-    eng._parity, eng._observed_final = 0, False
+    eng._observed_final = False
     return eng
 
 
@@ -65,14 +65,11 @@ def test_fixed_steps_counted_and_recorded_like_the_cpu_engine():
     arrays, summary = run(text, "cpu-reference")
     steps = summary["steps_accepted"]
     assert eng.steps_accepted == steps == 600 and eng.done
-    stage_args = [c[-2:] for c in eng.stages[0].calls]              # (step index, parity) per launch
-    assert [int(a) for a, _ in stage_args] == list(range(steps))
-    assert [int(b) for _, b in stage_args] == [i % 2 for i in range(steps)]
-    record_t = [float(c[-2]) for c in eng._record.calls]
+    assert [int(c[-1]) for c in eng.stages[0].calls] == list(range(steps))   # the step index
+    record_t = [float(c[-1]) for c in eng._record.calls]
     np.testing.assert_allclose(record_t, arrays["probe_t"][1:], rtol=0, atol=1e-12)
-    assert [int(c[-1]) for c in eng._record.calls] == [round(t / 0.02) % 2 for t in record_t]
     cd, ci = eng.cd.values, eng.ci.values                          # what the control kernel kept
-    assert ci[CI_ACC] == steps and ci[CI_PARITY] == steps % 2 and ci[CI_DONE] == 1
+    assert ci[CI_ACC] == steps and ci[CI_PARITY] == 0 and ci[CI_DONE] == 1
     assert cd[CD_T] == steps * 0.02 and cd[CD_TPREV] == (steps - 1) * 0.02
     assert len(eng._observe.calls) == 1                             # the last state observed
 
@@ -86,7 +83,7 @@ def test_fixed_steps_end_where_the_control_kernel_ended():
     while not eng.finished:
         eng.advance(40)
     assert eng.steps_accepted == 103 and len(eng.stages[0].calls) == 103
-    assert eng._record.calls[-1][-2] == 103 * 0.5
+    assert eng._record.calls[-1][-1] == 103 * 0.5
 
 
 def test_blowup_takes_the_stopped_steps_counters():
@@ -96,12 +93,28 @@ def test_blowup_takes_the_stopped_steps_counters():
 
     from app.sims.cardiac.engine import RunStopped
     eng = host_only_engine(Problem.from_config(config(TEXT % (12.0, "rlfe", 0.02))))
-    eng.steps_accepted, eng._parity, eng.done = 37, 1, False
+    eng.steps_accepted, eng.done = 37, False
     ci = eng.ci.values
     ci[CI_STATUS], ci[CI_ACC], ci[CI_PARITY], ci[CI_DONE] = cuda_engine.ST_BLOWUP, 20, 0, 1
     eng.cd.values[CD_T] = 20 * 0.02
     eng._current = lambda: np.full((1, 3), np.nan)
     with pytest.raises(RunStopped):
         eng._sync()
-    assert (eng.steps_accepted, eng._parity, eng.t, eng.done) == (20, 0, 20 * 0.02, True)
+    assert (eng.steps_accepted, eng.t, eng.done) == (20, 20 * 0.02, True)
     assert eng.ci.values[CI_ACC] == 20
+
+
+def test_fixed_steps_pass_the_neighbours_voltage_on():
+    """In place, a stage reads the neighbours' V from one buffer and writes the next stage's
+    (the last stage: the next step's) to the other, across steps and chunks: midpoint (two
+    stages) and RLFE (one)."""
+    for method, stages in (("midpoint", 2), ("rlfe", 1)):
+        eng = host_only_engine(Problem.from_config(config(TEXT % (2.0, method, 0.02))))
+        eng.stages = [Launches() for _ in range(stages)]
+        while not eng.finished:
+            eng.advance(7)
+        launches = [call for calls in zip(*(f.calls for f in eng.stages)) for call in calls]
+        reads = [call[3] for call in launches]
+        writes = [call[4] for call in launches]
+        assert reads == [1 + i % 2 for i in range(len(launches))]          # slots 0, 1, 0, ...
+        assert writes[:-1] == reads[1:]                                   # each reads the last write
