@@ -1,8 +1,9 @@
 // Cardiac tissue: Runge-Kutta stages with Rush-Larsen gates, one kernel per stage, the step's
 // error reduced on the device. Adaptive methods: step control and recording in a one-block
 // control kernel after each step. Fixed steps: no control kernel; the host passes the step's
-// index to the stage kernels, which update the state in place, and launches `record` on the
-// steps it records.
+// index to the stage kernels, which update the state in place; a step the host records is
+// recorded by the next step's first stage (from the V it reads anyway), or by `record` where
+// no step follows before the host reads the recordings.
 //
 // Filled in by app/sims/cardiac/cuda.py (app.compute.codegen.fill_template) before compiling:
 //   MODEL slot   model_rates(): the imported cell model printed from its expression tree, and
@@ -166,11 +167,18 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
     real* __restrict__ K, const real* __restrict__ Vin, real* __restrict__ Vout,
     const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
-    const real* __restrict__ pfield, int step)
+    const real* __restrict__ pfield, const int* __restrict__ probes, double* __restrict__ rec_t,
+    double* __restrict__ rec_v, int step, int rec_slot)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     const StepControl sc = step_control(cd, ci, step);
     if (sc.done) return;
+#if !ADAPTIVE
+    if (I == 0 && rec_slot >= 0) {   // the host records the state the last step left (time t)
+        if (k < NPROBE) rec_v[(size_t)rec_slot * NPROBE + k] = (double)Vin[probes[k]];
+        if (k == 0) rec_t[rec_slot] = sc.t;
+    }
+#endif
 #if ADAPTIVE
     const real* __restrict__ Y0 = sc.parity ? YB : YA;
     real* __restrict__ Yn = sc.parity ? (real*)YA : YB;
@@ -343,10 +351,13 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
 #define STAGE_ARGS Y_CONST real* Y_RESTRICT YA, real* Y_RESTRICT YB, real* __restrict__ K, \
     const real* __restrict__ Vin, real* __restrict__ Vout, const int* __restrict__ nbr,        \
     const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
-    double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield, int step
-// step: fixed steps only (the accepted steps before this one); adaptive methods read the
-// step's time from the control block
-#define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci, pfield, step
+    double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,               \
+    const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v,     \
+    int step, int rec_slot
+// step, rec_slot: fixed steps only (the accepted steps before this one; the recording slot of
+// the state it starts from, or -1); adaptive methods read the step's time from the control
+// block and record in the control kernel
+#define STAGE_PASS YA, YB, K, Vin, Vout, nbr, w, mask, maps, cd, ci, pfield, probes, rec_t, rec_v, step, rec_slot
 // STAGE_MIN_BLOCKS > 0: at least that many blocks of STAGE_BLOCK threads per SM (ptxas caps the
 // registers, spilling the rest): occupancy against spills for large float64 models
 #if defined(STAGE_MIN_BLOCKS) && STAGE_MIN_BLOCKS > 0
@@ -448,22 +459,15 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
     if (s_rec) record_probes(s_parity ? YB : YA, probes, rec_v, s_slot);
 }
 #else
-// Fixed steps: record the probes of the state after an accepted step at time t (the host
-// launches it on the steps it records), unless the run has stopped.
+// Fixed steps: record the probes of the state at time t in the host's slot, unless the run has
+// stopped (the host launches it for a recorded step no stage kernel follows before its read).
 extern "C" __global__ void record(const real* __restrict__ Y,
-    const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v, int rec_cap,
-    int* __restrict__ ci, double t)
+    const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v,
+    const int* __restrict__ ci, double t, int slot)
 {
-    __shared__ int s_slot;
-    if (threadIdx.x == 0) {
-        s_slot = -1;
-        if (!ci[CI_DONE] && ci[CI_NREC] < rec_cap) {
-            s_slot = ci[CI_NREC]++;
-            rec_t[s_slot] = t;
-        }
-    }
-    __syncthreads();
-    if (s_slot >= 0) record_probes(Y, probes, rec_v, s_slot);
+    if (ci[CI_DONE]) return;
+    if (threadIdx.x == 0) rec_t[slot] = t;
+    record_probes(Y, probes, rec_v, slot);
 }
 #endif
 

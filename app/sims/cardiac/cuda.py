@@ -3,9 +3,10 @@ device, so the host only launches: no copy per step. Adaptive methods: step cont
 recording in a one-block kernel after each step (it flips the state buffers, not even the
 accept flag is copied). Fixed steps: the host counts the steps, passes each step's index to
 the stage kernels, which update the state in place (one state buffer; the neighbours' V
-alternates between two small buffers), and launches the one-block ``record`` kernel only on the
-steps it records. The host reads the control block, the recordings and the step history once per chunk
-of steps, and stops the run when the device reports a blow-up or a step below the floor."""
+alternates between two small buffers), and the recording slot of a due state to the next
+step's first stage (the one-block ``record`` kernel only for the last state before a read).
+The host reads the control block, the recordings and the step history once per chunk of
+steps, and stops the run when the device reports a blow-up or a step below the floor."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
+from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI
 from app.sims.cardiac.engine import Problem, RunStopped, fused_model
 from app.sims.cardiac.model import CellModel
@@ -111,18 +113,13 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.n, self.npad = n, npad
         src, defines = kernel_source(problem)
         self.module = load_module(src, "cardiac.cu", defines)
-        sig = "PPPPPPPPPPPPi"
-        self.stages = []
-        for i in range(tab.stages):
-            f = self.module.get_function(f"stage{i}")
-            f.prepare(sig)
-            self.stages.append(f)
+        self.stages = [self.module.get_function(f"stage{i}") for i in range(tab.stages)]
         if tab.adaptive:
             self._control = self.module.get_function("control")
             self._control.prepare("PPPiPPPiPiPP")
         else:
             self._record = self.module.get_function("record")
-            self._record.prepare("PPPPiPd")
+            self._record.prepare("PPPPPdi")
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
         # constants
@@ -180,12 +177,14 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.h_hist = gpuarray.zeros(2 * self.h_cap, np.float32)
         self.stream = cuda.Stream()
         self._grid = ((npad + BLOCK - 1) // BLOCK, 1)
+        self._stage_launches = [[self._stage_launch(f, slot) for slot in (0, 1)] for f in self.stages]
         self._probe_t = [0.0]
         self._probe_v = [problem.y0[0, problem.probes].astype(np.float64)]
         self.h_history: list[tuple[float, float]] = []
         self._n_hist = 0
         self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
         self._observed_final = False
+        self._reset_recording()
         self._seed_voltage()
 
     def _set_const(self, name: str, values: np.ndarray) -> None:
@@ -193,6 +192,21 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         data = np.ascontiguousarray(values)
         assert data.nbytes <= size, name
         self.cuda.memcpy_htod(ptr, data)
+
+    def _stage_launch(self, f, slot: int) -> PackedLaunch:
+        """Stage kernel ``f`` reading the neighbours' V from ``Vst[slot]`` (writing the other);
+        the step index (argument 15) and recording slot (16) change per launch."""
+        args = [self.YA.gpudata, self.YB.gpudata, self.K.gpudata, self.Vst[slot].gpudata,
+                self.Vst[1 - slot].gpudata, self.nbr.gpudata, self.w.gpudata, self.mask.gpudata,
+                self.maps.gpudata, self.cd.gpudata, self.ci.gpudata, self.pfield.gpudata, self.probes.gpudata,
+                self.rec_t.gpudata, self.rec_v.gpudata, 0, -1]
+        return PackedLaunch(f, "P" * 15 + "ii", self._grid, (BLOCK, 1, 1), self.stream, args, {15: 0, 16: 0})
+
+    def _reset_recording(self) -> None:
+        """Fixed steps: no recording due yet (the times of this chunk's recordings, by slot,
+        and the slot the next launch records the state it starts from in, -1 for none)."""
+        self._rec_due: list[float] = []
+        self._pending_slot = -1
 
     def _voltage_slot(self, stage: int) -> int:
         """Which of ``Vst`` holds the V that stage ``stage`` of the next step reads. Fixed
@@ -210,38 +224,42 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
 
     # ---- stepping ------------------------------------------------------------------------
     def _launch_step(self) -> None:
-        st, g, b = self.stream, self._grid, (BLOCK, 1, 1)
         fixed = not self.p.tableau.adaptive
         step = self.steps_accepted if fixed else 0
-        for i, f in enumerate(self.stages):
-            slot = self._voltage_slot(i)
-            vin, vout = self.Vst[slot], self.Vst[1 - slot]
-            f.prepared_async_call(g, b, st, self.YA.gpudata, self.YB.gpudata, self.K.gpudata,
-                                  vin.gpudata, vout.gpudata, self.nbr.gpudata, self.w.gpudata,
-                                  self.mask.gpudata, self.maps.gpudata, self.cd.gpudata, self.ci.gpudata,
-                                  self.pfield.gpudata, np.int32(step))
+        for i, launches in enumerate(self._stage_launches):
+            launches[self._voltage_slot(i)](a15=step, a16=self._pending_slot if i == 0 else -1)
+        self._pending_slot = -1
         if fixed:
             self._count_fixed_step()
             return
         self._control.prepared_async_call(
-            (1, 1), (CONTROL_BLOCK, 1, 1), st, self.YA.gpudata, self.YB.gpudata, self.bp.gpudata,
+            (1, 1), (CONTROL_BLOCK, 1, 1), self.stream, self.YA.gpudata, self.YB.gpudata, self.bp.gpudata,
             np.int32(len(self.p.breakpoints)), self.probes.gpudata, self.rec_t.gpudata,
             self.rec_v.gpudata, np.int32(self.rec_cap), self.h_hist.gpudata, np.int32(self.h_cap),
             self.cd.gpudata, self.ci.gpudata)
 
     def _count_fixed_step(self) -> None:
         """After a fixed step's stages: count it, as the adaptive control kernel would on the
-        device (t = steps * h, no drift), and record the probes if the step is due. A step the
-        device stopped at (blow-up) is not counted: :meth:`_sync` takes the device's counters."""
+        device (t = steps * h, no drift), and give the probes of the state it left a recording
+        slot if the step is due: the next step's first stage records them, or
+        :meth:`_flush_record` before the host reads. A step the device stopped at (blow-up) is
+        not counted: :meth:`_sync` takes the device's counters."""
         h = self.p.cfg.solver.dt
         self.steps_accepted += 1
         self.t = self.steps_accepted * h
         self.done = self.t >= self.p.t_end - 0.5 * h
         if self.steps_accepted % self.p.save_every == 0 or self.done:
+            self._pending_slot = len(self._rec_due)
+            self._rec_due.append(self.t)
+
+    def _flush_record(self) -> None:
+        """Record a due state no stage kernel has started from yet (the last one launched)."""
+        if self._pending_slot >= 0:
             self._record.prepared_async_call(
-                (1, 1), (CONTROL_BLOCK, 1, 1), self.stream, self.YA.gpudata,
-                self.probes.gpudata, self.rec_t.gpudata, self.rec_v.gpudata, np.int32(self.rec_cap),
-                self.ci.gpudata, np.float64(self.t))
+                (1, 1), (CONTROL_BLOCK, 1, 1), self.stream, self.YA.gpudata, self.probes.gpudata,
+                self.rec_t.gpudata, self.rec_v.gpudata, self.ci.gpudata,
+                np.float64(self._rec_due[self._pending_slot]), np.int32(self._pending_slot))
+            self._pending_slot = -1
 
     @property
     def finished(self) -> bool:
@@ -281,19 +299,28 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                 break
 
     def _sync(self) -> None:
+        fixed = not self.p.tableau.adaptive
+        if fixed:
+            self._flush_record()
         self.stream.synchronize()
         cd, ci = self.cd.get(), self.ci.get()
-        if not self.p.tableau.adaptive:
+        if fixed:
+            # after a stop, the launches that followed it exited without recording
+            stopped_at = cd[CD_BADT] if ci[CI_STATUS] == ST_BLOWUP else np.inf
+            nrec = sum(t <= stopped_at for t in self._rec_due)
+            self._reset_recording()
             self._settle_fixed(cd, ci)
+        else:
+            nrec = int(ci[CI_NREC])
         self.t = float(cd[CD_T])
         self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
-        nrec = int(ci[CI_NREC])
         if nrec:
             tt = self.rec_t.get()[:nrec]
             vv = self.rec_v.get().reshape(self.rec_cap, -1)[:nrec]
             self._probe_t.extend(tt.astype(np.float64).tolist())
             self._probe_v.extend(vv.astype(np.float64))
-            self.cuda.memcpy_htod(int(self.ci.gpudata) + 4 * CI_NREC, np.zeros(1, np.int32))
+            if not fixed:
+                self.cuda.memcpy_htod(int(self.ci.gpudata) + 4 * CI_NREC, np.zeros(1, np.int32))
         nh = min(int(ci[CI_NH]), self.h_cap)
         if nh > self._n_hist:
             hh = self.h_hist.get()[2 * self._n_hist:2 * nh].reshape(-1, 2)
@@ -390,6 +417,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.t = float(cd[CD_T])
         self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
         self.done = bool(ci[CI_DONE])
+        self._reset_recording()
         self._seed_voltage()
 
     def close(self) -> None:

@@ -83,13 +83,14 @@ def launch_floor(launches: int) -> dict:
     import pycuda.driver as cuda
     import pycuda.gpuarray as ga
     from app.compute.kernels import load_module
-    from app.sims.network.cuda import LANES, STEP_BLOCK, _Launcher, kernel_source
+    from app.compute.launch import PackedLaunch
+    from app.sims.network.cuda import LANES, STEP_BLOCK, kernel_source
 
     mod = load_module(kernel_source(), "network.cu", {"NET_CHUNK": 9, "NET_LANES": LANES})
     sink = ga.zeros(1, np.uint32)
     stream = cuda.Stream()
     n = 10000
-    fn = _Launcher(mod.get_function("net_noop"), "iiiP", ((n * LANES + STEP_BLOCK - 1) // STEP_BLOCK, 1), (STEP_BLOCK, 1, 1),
+    fn = PackedLaunch(mod.get_function("net_noop"), "iiiP", ((n * LANES + STEP_BLOCK - 1) // STEP_BLOCK, 1), (STEP_BLOCK, 1, 1),
                    stream, [n, 0, 9, sink.gpudata], {1: 0, 2: 0})
     for i in range(1000):
         fn(a1=i, a2=9)

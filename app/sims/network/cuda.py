@@ -10,11 +10,10 @@ ELL arrays) and the rates for the epoch summary.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from app.compute.kernels import load_module, read_kernel
+from app.compute.launch import PackedLaunch
 from app.sims.network.engine import NetworkEngine
 from app.sims.network.model import Connectivity, Constants, Culture
 
@@ -29,30 +28,6 @@ SYN_DTYPES = {"pre": np.uint32, "W": np.float32, "u": np.float32, "r": np.float3
 
 def kernel_source() -> str:
     return read_kernel("network.cu")
-
-
-class _Launcher:
-    """A prepared kernel whose argument block is packed once; only the integer arguments that
-    change between launches are patched (saves most of PyCUDA's per-launch packing)."""
-
-    def __init__(self, func, fmt: str, grid, block, stream, args: list, patch: dict[int, int]):
-        from pycuda import _pvt_struct
-
-        self.func, self.grid, self.block, self.stream = func, grid, block, stream
-        func.prepare(fmt)
-        self.offsets = {}
-        base = _pvt_struct.pack(func.arg_format, *args)
-        for index in patch:
-            probe = list(args)
-            probe[index] = 0x5A3C1E0F
-            diff = [k for k, (a, b) in enumerate(zip(base, _pvt_struct.pack(func.arg_format, *probe))) if a != b]
-            self.offsets[index] = diff[0] - (diff[0] % 4)
-        self.buf = bytearray(base)
-
-    def __call__(self, **values: int) -> None:
-        for index, value in values.items():
-            struct.pack_into("<i", self.buf, self.offsets[int(index[1:])], int(value))
-        self.func._launch_kernel(self.grid, self.block, bytes(self.buf), 0, self.stream)
 
 
 class CudaEngine(NetworkEngine):
@@ -149,7 +124,7 @@ class CudaEngine(NetworkEngine):
                     self.rowlen[self.cur].gpudata, syn["pre"].gpudata, syn["W"].gpudata,
                     syn["u"].gpudata, syn["r"].gpudata, syn["last"].gpudata,
                     self.counts.gpudata, self.spikes.gpudata, self.nspikes.gpudata, self.capacity]
-            self.launchers.append(_Launcher(fn, fmt, self.step_grid, (STEP_BLOCK, 1, 1), self.stream,
+            self.launchers.append(PackedLaunch(fn, fmt, self.step_grid, (STEP_BLOCK, 1, 1), self.stream,
                                             args, {1: 0, 2: 0}))
         self.parity = 0
 

@@ -1,6 +1,6 @@
 """The CUDA engine's host side of fixed steps (no control kernel: the host counts the steps,
-passes their index, alternates the neighbours' V buffers, launches ``record`` on recorded steps
-and settles the control block at each sync), run without a GPU against a stand-in device: the same steps, record times, end and
+passes their index, alternates the neighbours' V buffers, has the next step record a due
+state or launches ``record`` before a read, and settles the control block at each sync), run without a GPU against a stand-in device: the same steps, record times, end and
 stop as the CPU engine and as the device-side control it replaces."""
 
 from types import SimpleNamespace
@@ -28,6 +28,21 @@ class Launches:
         self.calls.append(args)
 
 
+class StageLaunch:
+    """A packed stage-kernel launch (one per V slot) that logs (stage, slot, step, recording slot)."""
+
+    def __init__(self, log: list, stage: int, slot: int):
+        self.log, self.stage, self.slot = log, stage, slot
+
+    def __call__(self, a15: int, a16: int):
+        self.log.append((self.stage, self.slot, a15, a16))
+
+
+def stage_launches(stages: int) -> tuple[list, list]:
+    log = []
+    return log, [[StageLaunch(log, i, slot) for slot in (0, 1)] for i in range(stages)]
+
+
 class DeviceArray:
     """A control block on the stand-in device."""
 
@@ -45,16 +60,20 @@ class DeviceArray:
 def host_only_engine(problem: Problem) -> CudaTissue:
     eng = object.__new__(CudaTissue)
     buffer = SimpleNamespace(gpudata=0)
-    eng.p, eng.stages, eng._record, eng._observe = problem, [Launches()], Launches(), Launches()
+    eng.p, eng._record, eng._observe = problem, Launches(), Launches()
+    eng.log, eng._stage_launches = stage_launches(problem.tableau.stages)
+    eng.stages = eng._stage_launches
     eng.stream, eng._grid = SimpleNamespace(synchronize=lambda: None), (1, 1)
     eng.YA = eng.YB = eng.K = eng.nbr = eng.w = eng.mask = eng.maps = eng.pfield = eng.probes = buffer
-    eng.rec_t = eng.rec_v = eng.h_hist = buffer
+    eng.h_hist = buffer
     eng.Vst = [SimpleNamespace(gpudata=1), SimpleNamespace(gpudata=2)]
     eng.cd, eng.ci = DeviceArray(np.zeros(CD_N)), DeviceArray(np.zeros(CI_N, np.int32))
     eng.chunk, eng.rec_cap, eng.h_cap = cuda_engine.CHUNK_FIXED, cuda_engine.CHUNK_FIXED + 2, 1
+    eng.rec_t, eng.rec_v = DeviceArray(np.zeros(eng.rec_cap)), DeviceArray(np.zeros(eng.rec_cap))   # one probe
     eng.h_history, eng._n_hist, eng._probe_t, eng._probe_v = [], 0, [0.0], []
     eng.t, eng.steps_accepted, eng.steps_rejected, eng.done = 0.0, 0, 0, False
     eng._observed_final = False
+    eng._reset_recording()
     return eng
 
 
@@ -65,9 +84,15 @@ def test_fixed_steps_counted_and_recorded_like_the_cpu_engine():
     arrays, summary = run(text, "cpu-reference")
     steps = summary["steps_accepted"]
     assert eng.steps_accepted == steps == 600 and eng.done
-    assert [int(c[-1]) for c in eng.stages[0].calls] == list(range(steps))   # the step index
-    record_t = [float(c[-1]) for c in eng._record.calls]
-    np.testing.assert_allclose(record_t, arrays["probe_t"][1:], rtol=0, atol=1e-12)
+    first = [(step, slot) for stage, _, step, slot in eng.log if stage == 0]
+    assert [step for step, _ in first] == list(range(steps))               # the step index
+    # a due state is recorded by the next step's first stage (at its start time), or by the
+    # record kernel when a read (the chunk's sync) comes first: 600 / 500-step chunks
+    by_stage = [step * 0.02 for step, slot in first if slot >= 0]
+    by_kernel = [float(c[-2]) for c in eng._record.calls]
+    assert len(by_kernel) == 2
+    np.testing.assert_allclose(sorted(by_stage + by_kernel), arrays["probe_t"][1:], rtol=0, atol=1e-12)
+    assert [slot for _, slot in first if slot >= 0][:3] == [0, 1, 2]
     cd, ci = eng.cd.values, eng.ci.values                          # what the control kernel kept
     assert ci[CI_ACC] == steps and ci[CI_PARITY] == 0 and ci[CI_DONE] == 1
     assert cd[CD_T] == steps * 0.02 and cd[CD_TPREV] == (steps - 1) * 0.02
@@ -82,8 +107,8 @@ def test_fixed_steps_end_where_the_control_kernel_ended():
     eng = host_only_engine(problem)
     while not eng.finished:
         eng.advance(40)
-    assert eng.steps_accepted == 103 and len(eng.stages[0].calls) == 103
-    assert eng._record.calls[-1][-1] == 103 * 0.5
+    assert eng.steps_accepted == 103 and len(eng.log) == 103
+    assert eng._record.calls[-1][-2] == 103 * 0.5
 
 
 def test_blowup_takes_the_stopped_steps_counters():
@@ -108,13 +133,27 @@ def test_fixed_steps_pass_the_neighbours_voltage_on():
     """In place, a stage reads the neighbours' V from one buffer and writes the next stage's
     (the last stage: the next step's) to the other, across steps and chunks: midpoint (two
     stages) and RLFE (one)."""
-    for method, stages in (("midpoint", 2), ("rlfe", 1)):
+    for method in ("midpoint", "rlfe"):
         eng = host_only_engine(Problem.from_config(config(TEXT % (2.0, method, 0.02))))
-        eng.stages = [Launches() for _ in range(stages)]
         while not eng.finished:
             eng.advance(7)
-        launches = [call for calls in zip(*(f.calls for f in eng.stages)) for call in calls]
-        reads = [call[3] for call in launches]
-        writes = [call[4] for call in launches]
-        assert reads == [1 + i % 2 for i in range(len(launches))]          # slots 0, 1, 0, ...
-        assert writes[:-1] == reads[1:]                                   # each reads the last write
+        slots = [slot for _, slot, _, _ in eng.log]
+        assert slots == [i % 2 for i in range(len(eng.log))]          # read 0, write 1; read 1, ...
+
+
+def test_recordings_after_a_stop_are_dropped():
+    """Launches after a blow-up exit without recording: the host keeps the recordings up to the
+    stopped state's time (which the stopping launch recorded) and drops the rest."""
+    import pytest
+
+    from app.sims.cardiac.engine import RunStopped
+    eng = host_only_engine(Problem.from_config(config(TEXT % (12.0, "rlfe", 0.02))))
+    eng.rec_t.values[:2], eng.rec_v.values[:2] = [0.38, 0.40], [-80.0, np.nan]
+    eng._rec_due = [0.38, 0.40, 0.42]
+    ci = eng.ci.values
+    ci[CI_STATUS], ci[CI_ACC], ci[CI_DONE] = cuda_engine.ST_BLOWUP, 20, 1
+    eng.cd.values[cuda_engine.CD_BADT] = 0.40
+    eng._current = lambda: np.full((1, 3), np.nan)
+    with pytest.raises(RunStopped):
+        eng._sync()
+    assert eng._probe_t == [0.0, 0.38, 0.40]
