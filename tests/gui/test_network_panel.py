@@ -269,6 +269,9 @@ def test_culture_marks_inhibitory_neurons_and_starters(qtbot):
     qtbot.wait(50)
     assert np.abs(colour_at(view, 13 % width + 0.2, 13 // width + 0.2) - (200, 0, 0)).max() <= 8
     assert view.inhibitory.opts["symbol"] != view.starters.opts["symbol"]
+    view.show_kinds.setChecked(False)                   # the rate map alone
+    assert not view.inhibitory.isVisible() and not view.starters.isVisible()
+    view.show_kinds.setChecked(True)
     view.set_frame(culture_frame(width, height, 20.0, inhibitory=[1], starter=[]))
     assert list(zip(*view.inhibitory.getData())) == [(1, 0)]
     assert len(view.starters.getData()[0]) == 0
@@ -333,8 +336,9 @@ def test_raster_draws_each_spike_as_a_tick(qtbot):
 
 def test_culture_of_10000_neurons_is_one_image(network):
     """A 100x100 culture: one image of 10,000 rates (10,000 scatter dots with per-dot brushes
-    and symbols took most of a frame's drawing), connectivity circles for every k-th neuron."""
-    from app.gui.views.network import MAX_CIRCLES
+    and symbols took most of a frame's drawing), connectivity circles for neurons spread over
+    the whole culture (every k-th index drew them in 10 of its 100 columns)."""
+    from app.gui.views.network import MAX_CIRCLES, circle_neurons
 
     rng = np.random.default_rng(3)
     n = 100 * 100
@@ -345,4 +349,11 @@ def test_culture_of_10000_neurons_is_one_image(network):
                                      inhibitory=np.flatnonzero(rng.random(n) < 0.2),
                                      starter=np.flatnonzero(rng.random(n) < 0.01)))
     assert np.array_equal(view.image.image, rate.reshape(100, 100))
-    assert 0 < len(view.circles.data) <= MAX_CIRCLES
+    x, y = view.circles.getData()
+    assert 500 <= len(x) <= MAX_CIRCLES
+    assert len(np.unique(x)) >= 20 and len(np.unique(y)) >= 20 and x.max() >= 90 and y.max() >= 90
+    for width, height in ((1, 5000), (5000, 1), (317, 211)):
+        where = circle_neurons(width, height)
+        assert MAX_CIRCLES // 2 <= len(where) <= MAX_CIRCLES, (width, height, len(where))
+        assert where.max() < width * height and len(np.unique(where)) == len(where)
+    assert len(circle_neurons(10, 10)) == 100                   # a small culture: every neuron

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QVBoxLayout, QWidget
 
 from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_axis, show_axis_values
 
@@ -17,6 +17,7 @@ LEFT_AXIS_PX = 62          # the raster's and the rate's left axes: "10,000" neu
 RATE_TOP = 10.0            # Hz: the colour map's red end (and above)
 RATE_COLOURS = pg.ColorMap([0.0, 0.15, 1.0], [(200, 200, 200), (255, 160, 40), (200, 0, 0)])
 RASTER_TICK_PX = 2.0       # a raster tick is at least this tall on screen
+MARK_PX = (5.0, 16.0)      # the culture's inhibitory and starter marks: least and largest size
 
 
 def same(shown: np.ndarray | None, new: np.ndarray | None) -> bool:
@@ -33,6 +34,16 @@ def cached(item: pg.GraphicsObject) -> pg.GraphicsObject:
     return item
 
 
+def circle_neurons(width: int, height: int) -> np.ndarray:
+    """Indices of the neurons whose connectivity circles are drawn: all of a culture of up to
+    :data:`MAX_CIRCLES`, else every k-th column of every k-th row (spread over the culture;
+    every k-th index put them all in a few columns)."""
+    step = max(1, int(np.ceil(np.sqrt(width * height / MAX_CIRCLES))))
+    while -(-width // step) * -(-height // step) > MAX_CIRCLES:
+        step += 1
+    return (np.arange(0, height, step)[:, None] * width + np.arange(0, width, step)).ravel()
+
+
 class CultureView(PlotView):
     """The culture as an image of recent rates (one pixel per neuron, a colour bar in Hz), the
     inhibitory neurons and starters marked on it, connectivity circles, strongest synapses.
@@ -47,7 +58,13 @@ class CultureView(PlotView):
                          "connectivity radius, of at most 1,000 neurons)", "x (grid units)", "y (grid units)", parent)
         self.show_synapses = QCheckBox("strongest synapses")
         self.show_synapses.setChecked(True)
-        self.header.addWidget(self.show_synapses)
+        self.show_kinds = QCheckBox("inhibitory and starter marks")
+        self.show_kinds.setChecked(True)
+        boxes = QHBoxLayout()
+        for box in (self.show_synapses, self.show_kinds):
+            boxes.addWidget(box)
+        boxes.addStretch(1)
+        self.header.addLayout(boxes)
         self.plot.setAspectLocked(True)
         self.plot.showGrid(x=False, y=False)          # no grid lines across the image
         self.image = pg.ImageItem(axisOrder="row-major")
@@ -57,16 +74,29 @@ class CultureView(PlotView):
         self.circles = cached(pg.ScatterPlotItem(pxMode=False, pen=pg.mkPen(70, 110, 200, 90), brush=None))
         self.lines = cached(pg.PlotDataItem(pen=pg.mkPen(40, 150, 40, 120), connect="pairs"))
         self.inh_lines = cached(pg.PlotDataItem(pen=pg.mkPen(150, 40, 150, 150), connect="pairs"))
-        self.inhibitory = pg.ScatterPlotItem(pxMode=True, size=7, symbol="s", pen=pg.mkPen(60, 30, 140, width=1.5),
+        self.inhibitory = pg.ScatterPlotItem(pxMode=True, size=7, symbol="s", pen=pg.mkPen(60, 30, 140),
                                              brush=None)
-        self.starters = pg.ScatterPlotItem(pxMode=True, size=7, symbol="t", pen=pg.mkPen(20, 20, 20, width=1.5),
+        self.starters = pg.ScatterPlotItem(pxMode=True, size=7, symbol="t1", pen=pg.mkPen(20, 20, 20),
                                            brush=None)
         for item in (self.image, self.circles, self.lines, self.inh_lines, self.inhibitory, self.starters):
             self.plot.addItem(item)
         self._shown: dict[str, np.ndarray | None] = {}
         self._shape = None
         self.show_synapses.toggled.connect(lambda _: self._redraw_lines())
+        self.show_kinds.toggled.connect(lambda on: [item.setVisible(on) for item in (self.inhibitory, self.starters)])
         self._frame = None
+        self.plot.vb.sigRangeChanged.connect(lambda *_: self._fit_marks())
+        self.plot.vb.sigResized.connect(lambda *_: self._fit_marks())
+
+    def _fit_marks(self) -> None:
+        """Inhibitory and starter marks about one grid unit wide (at least 5 px): zoomed out
+        they would hide a 100x100 culture, zoomed in they would shrink to specks."""
+        span = self.plot.vb.viewRange()[0]
+        per_unit = self.plot.vb.width() / max(span[1] - span[0], 1e-9)
+        size = float(np.clip(0.8 * per_unit, MARK_PX[0], MARK_PX[1]))
+        for item in (self.inhibitory, self.starters):
+            if abs(item.opts["size"] - size) >= 0.5:
+                item.setSize(size)
 
     def _changed(self, name: str, value: np.ndarray | None) -> bool:
         """Remember ``value`` as what the item ``name`` shows; True if that differs from before."""
@@ -85,17 +115,15 @@ class CultureView(PlotView):
             self._shown.clear()
             self.image.setRect(-0.5, -0.5, width, height)     # pixel centres on the grid points
             self.plot.setRange(xRange=(-1, width), yRange=(-1, height))
-        n = width * height
         for name, item in (("inhibitory", self.inhibitory), ("starter", self.starters)):
             mask = np.asarray(getattr(frame, name), bool)
             if self._changed(name, mask):
                 where = np.flatnonzero(mask)
                 item.setData(x=where % width, y=where // width)
         if self._changed("radius", frame.radius):
-            every = -(-n // MAX_CIRCLES)
-            where = np.arange(0, n, every)
+            where = circle_neurons(width, height)
             self.circles.setData(x=where % width, y=where // width,
-                                 size=2 * np.asarray(frame.radius)[::every], symbol="o")
+                                 size=2 * np.asarray(frame.radius)[where], symbol="o")
         if self._changed("strong", None if frame.strong_pre is None else
                          np.concatenate([frame.strong_pre, frame.strong_post, frame.strong_w])):
             self._redraw_lines()
