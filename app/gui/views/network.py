@@ -257,6 +257,7 @@ class EpochHistoryView(QWidget):
         configure_pyqtgraph()
         self.canvas = pg.GraphicsLayoutWidget()
         self.plots, self.curves = {}, {}
+        self._shown: dict[str, np.ndarray] = {}
         for k, (key, label) in enumerate(HISTORY_PLOTS):
             p = self.canvas.addPlot(row=0, col=k)
             p.setLabel("bottom", "epoch")
@@ -280,12 +281,14 @@ class EpochHistoryView(QWidget):
         and repainted both axes at every frame."""
         for key, _ in HISTORY_PLOTS:
             values = np.asarray(frame.history[key], float)
-            _, shown = self.curves[key].getData()
-            if shown is None or not same(shown, values):
+            if not same(self._shown.get(key), values):
+                self._shown[key] = values.copy()
                 self.curves[key].setData(np.arange(1, values.size + 1), values)
+                self.plots[key].vb.prepareForPaint()     # the new range in this paint, not a second
             show_axis_values(self.plots[key], values.size > 0)
 
     def clear(self) -> None:
+        self._shown.clear()
         for curve in self.curves.values():
             curve.setData([], [])
         for plot in self.plots.values():
