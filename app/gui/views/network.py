@@ -54,11 +54,11 @@ class CultureView(PlotView):
     symbols took most of a frame's drawing)."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Culture (colour: recent rate; □ inhibitory, △ starter; circles: "
-                         "connectivity radius, of at most 1,000 neurons)", "x (grid units)", "y (grid units)", parent)
+        super().__init__("Culture (colour: recent rate; circles: connectivity radius of at most 1,000 neurons)",
+                         "x (grid units)", "y (grid units)", parent)
         self.show_synapses = QCheckBox("strongest synapses")
         self.show_synapses.setChecked(True)
-        self.show_kinds = QCheckBox("inhibitory and starter marks")
+        self.show_kinds = QCheckBox("marks: □ inhibitory, △ starter")
         self.show_kinds.setChecked(True)
         boxes = QHBoxLayout()
         for box in (self.show_synapses, self.show_kinds):
@@ -83,10 +83,14 @@ class CultureView(PlotView):
         self._shown: dict[str, np.ndarray | None] = {}
         self._shape = None
         self.show_synapses.toggled.connect(lambda _: self._redraw_lines())
-        self.show_kinds.toggled.connect(lambda on: [item.setVisible(on) for item in (self.inhibitory, self.starters)])
+        self.show_kinds.toggled.connect(self._show_marks)
         self._frame = None
         self.plot.vb.sigRangeChanged.connect(lambda *_: self._fit_marks())
         self.plot.vb.sigResized.connect(lambda *_: self._fit_marks())
+
+    def _show_marks(self, on: bool) -> None:
+        for item in (self.inhibitory, self.starters):
+            item.setVisible(on)
 
     def _fit_marks(self) -> None:
         """Inhibitory and starter marks about one grid unit wide (at least 5 px): zoomed out
