@@ -51,7 +51,7 @@ def test_run_pause_resume_stop(network, window, qtbot):
     assert not frame.done and frame.t > 0
     x, y = network.pop_rate.curve.getData()
     assert x is not None and len(x) > 0
-    assert len(network.culture.dots.data) == 36
+    assert np.array_equal(network.culture.image.image, frame.rate.reshape(6, 6))
     assert "realtime" in window.throughput_label.text()
     assert network.arrays is not None and "final_W" in network.arrays
 
@@ -196,22 +196,164 @@ def test_raster_and_rate_put_the_same_time_above_each_other(qtbot):
     assert rate.plot.viewRange()[0] == pytest.approx([15.0, 20.0])
 
 
-def test_culture_of_10000_neurons_draws_from_a_few_dots(network):
-    """A 100x100 culture: the dots share the palette's 64 brushes (one rendered dot per brush and
-    symbol in pyqtgraph's atlas, not one per neuron: 5 s a frame before), and connectivity
-    circles are drawn for every k-th neuron only."""
+def culture_frame(width: int, height: int, rate, radius=0.05, inhibitory=(), starter=(), **extra):
+    """A network frame for the culture view: ``inhibitory``/``starter`` list neuron indices."""
     from types import SimpleNamespace
 
-    from app.gui.views.network import MAX_CIRCLES
+    n = width * height
+    kinds = {name: np.isin(np.arange(n), list(where)) for name, where in (("inhibitory", inhibitory),
+                                                                         ("starter", starter))}
+    fields = dict(width=width, height=height, rate=np.broadcast_to(np.asarray(rate, float), n).copy(),
+                  radius=np.broadcast_to(np.asarray(radius, float), n).copy(), strong_pre=None,
+                  strong_post=None, strong_w=None, **kinds)
+    return SimpleNamespace(**{**fields, **extra})
+
+
+def shown_view(qtbot, view, size=(620, 420)):
+    qtbot.addWidget(view)
+    view.resize(*size)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+def colours_near(view, x: float, y: float, reach: int = 0) -> np.ndarray:
+    """The RGBs the view shows within ``reach`` pixels of data point (x, y), (k, 3)."""
+    from PySide6.QtCore import QPointF
+
+    image = view.plot_widget.grab().toImage()
+    pixel = view.plot_widget.mapFromScene(view.plot.vb.mapViewToScene(QPointF(x, y)))
+    return np.array([image.pixelColor(pixel.x() + dx, pixel.y() + dy).getRgb()[:3]
+                     for dx in range(-reach, reach + 1) for dy in range(-reach, reach + 1)])
+
+
+def colour_at(view, x: float, y: float) -> np.ndarray:
+    return colours_near(view, x, y)[0]
+
+
+def test_culture_image_colours_neurons_by_recent_rate(qtbot):
+    """One pixel per neuron, neuron i at (i % width, i // width): silent grey, 1.5 Hz orange,
+    >= 10 Hz red (the 10,000 per-neuron scatter dots are gone); a colour bar gives the scale."""
+    from app.gui.views.network import RATE_TOP, CultureView
+
+    view = shown_view(qtbot, CultureView())
+    width, height = 20, 10
+    rate = np.zeros(width * height)
+    rate[7 * width + 3] = 25.0                  # (3, 7): far above the red end
+    rate[2 * width + 15] = RATE_TOP             # (15, 2): at the red end
+    rate[5 * width + 10] = 0.15 * RATE_TOP      # (10, 5): the map's orange stop
+    view.set_frame(culture_frame(width, height, rate, inhibitory=[2 * width + 15]))
+    qtbot.wait(50)
+    assert view.image.image.shape == (height, width)
+    grey, orange, red = (200, 200, 200), (255, 160, 40), (200, 0, 0)
+    for (x, y), expected in (((3, 7), red), ((15, 2), red), ((10, 5), orange), ((7, 3), grey),
+                             ((0, 0), grey), ((19, 9), grey)):
+        shown = colour_at(view, x + 0.3, y + 0.3)      # off the centre, where its circle is
+        assert np.abs(shown - expected).max() <= 8, ((x, y), shown, expected)
+    assert view.colour_bar.levels() == (0.0, RATE_TOP)
+
+
+def test_culture_marks_inhibitory_neurons_and_starters(qtbot):
+    """One overlay per kind at the neurons' grid positions (one symbol and pen each), drawn
+    again only when the kinds change; the rate colour still shows inside the outline."""
+    from app.gui.views.network import CultureView
+
+    view = shown_view(qtbot, CultureView())
+    width, height = 12, 8
+    inhibitory, starter = [0, 13, 95], [5, 40]
+    frame = culture_frame(width, height, 20.0, inhibitory=inhibitory, starter=starter)
+    view.set_frame(frame)
+    for item, where in ((view.inhibitory, inhibitory), (view.starters, starter)):
+        x, y = item.getData()
+        assert sorted(zip(x, y)) == sorted((i % width, i // width) for i in where)
+    qtbot.wait(50)
+    assert np.abs(colour_at(view, 13 % width + 0.2, 13 // width + 0.2) - (200, 0, 0)).max() <= 8
+    assert view.inhibitory.opts["symbol"] != view.starters.opts["symbol"]
+    view.show_kinds.setChecked(False)                   # the rate map alone
+    assert not view.inhibitory.isVisible() and not view.starters.isVisible()
+    view.show_kinds.setChecked(True)
+    view.set_frame(culture_frame(width, height, 20.0, inhibitory=[1], starter=[]))
+    assert list(zip(*view.inhibitory.getData())) == [(1, 0)]
+    assert len(view.starters.getData()[0]) == 0
+
+
+def test_culture_redraws_circles_and_synapses_only_when_they_change(qtbot, monkeypatch):
+    """Radii and synapses change at epoch ends: frames in between leave their items alone
+    (their cached pictures stay); a new radius gives circles of the new diameter."""
+    from app.gui.views.network import CultureView
+
+    view = shown_view(qtbot, CultureView())
+    synapses = dict(strong_pre=np.array([0, 5]), strong_post=np.array([7, 2]), strong_w=np.array([1.0, -1.0]))
+    calls = []
+    for name in ("circles", "lines"):
+        item = getattr(view, name)
+        original = item.setData
+        monkeypatch.setattr(item, "setData", lambda *a, _o=original, _n=name, **k: (calls.append(_n), _o(*a, **k)))
+    view.set_frame(culture_frame(4, 3, 1.0, radius=0.5, **synapses))
+    view.set_frame(culture_frame(4, 3, 7.0, radius=0.5, **synapses))
+    assert calls == ["circles", "lines"]
+    assert np.array_equal(view.image.image, np.full((3, 4), 7.0))
+    view.set_frame(culture_frame(4, 3, 7.0, radius=1.25, **synapses))
+    assert calls == ["circles", "lines", "circles"]
+    assert np.allclose(view.circles.data["size"], 2.5)
+    xs, ys = view.lines.getData()
+    assert list(zip(xs, ys)) == [(0, 0), (3, 1)]               # 0 -> 7 excitatory
+    xs, ys = view.inh_lines.getData()
+    assert list(zip(xs, ys)) == [(1, 1), (2, 0)]               # 5 -> 2 inhibitory
+    view.show_synapses.setChecked(False)
+    assert len(view.lines.getData()[0] if view.lines.getData()[0] is not None else []) == 0
+    view.clear()
+    assert view.image.image is None and len(view.inhibitory.getData()[0]) == 0
+
+
+def test_raster_draws_each_spike_as_a_tick(qtbot):
+    """The raster holds the frame's spikes, each a tick at its time spanning its neuron (one line
+    item: a scatter plot's setData of 11,000 spikes took 12 ms a frame), at least 2 px tall."""
+    from types import SimpleNamespace
+
+    from app.gui.views.network import RASTER_TICK_PX, RasterView
+
+    view = shown_view(qtbot, RasterView(), (600, 300))
+    rng = np.random.default_rng(5)
+    times = rng.uniform(15.0, 20.0, 3000)
+    neurons = rng.integers(0, 10000, 3000)
+    frame = SimpleNamespace(t=20.0, width=100, height=100, raster_times=times, raster_neurons=neurons)
+    view.set_frame(frame)
+    qtbot.wait(50)
+    shown_t, shown_n = view.spikes()
+    assert np.array_equal(shown_t, times) and np.array_equal(shown_n, neurons)
+    x, y = view.ticks.getData()
+    assert np.array_equal(x[0::2], times) and np.array_equal(x[1::2], times)
+    assert np.all(y[0::2] < neurons) and np.all(y[1::2] > neurons)
+    lo, hi = view.plot.vb.viewRange()[1]
+    pixels = (y[1::2] - y[0::2]) / (hi - lo) * view.plot.vb.height()
+    assert pixels.min() == pytest.approx(RASTER_TICK_PX, rel=0.05)
+    assert colours_near(view, times[0], neurons[0], reach=1).max(axis=1).min() < 100   # a dark tick
+    assert colours_near(view, 17.5, 10050, reach=1).min() == 255                       # above all
+    view.clear()
+    assert view.spikes()[0].size == 0
+
+
+def test_culture_of_10000_neurons_is_one_image(network):
+    """A 100x100 culture: one image of 10,000 rates (10,000 scatter dots with per-dot brushes
+    and symbols took most of a frame's drawing), connectivity circles for neurons spread over
+    the whole culture (every k-th index drew them in 10 of its 100 columns)."""
+    from app.gui.views.network import MAX_CIRCLES, circle_neurons
 
     rng = np.random.default_rng(3)
     n = 100 * 100
     view = network.culture
     for _ in range(2):
-        frame = SimpleNamespace(width=100, height=100, radius=rng.uniform(0.5, 3, n), rate=rng.uniform(0, 20, n),
-                                inhibitory=rng.random(n) < 0.2, starter=rng.random(n) < 0.01,
-                                strong_pre=None, strong_post=None, strong_w=None)
-        view.set_frame(frame)
-    assert len(view.dots.data) == n
-    assert len(view.dots.fragmentAtlas) <= 64 * 3
-    assert 0 < len(view.circles.data) <= MAX_CIRCLES
+        rate = rng.uniform(0, 20, n)
+        view.set_frame(culture_frame(100, 100, rate, radius=rng.uniform(0.5, 3, n),
+                                     inhibitory=np.flatnonzero(rng.random(n) < 0.2),
+                                     starter=np.flatnonzero(rng.random(n) < 0.01)))
+    assert np.array_equal(view.image.image, rate.reshape(100, 100))
+    x, y = view.circles.getData()
+    assert 500 <= len(x) <= MAX_CIRCLES
+    assert len(np.unique(x)) >= 20 and len(np.unique(y)) >= 20 and x.max() >= 90 and y.max() >= 90
+    for width, height in ((1, 5000), (5000, 1), (317, 211)):
+        where = circle_neurons(width, height)
+        assert MAX_CIRCLES // 2 <= len(where) <= MAX_CIRCLES, (width, height, len(where))
+        assert where.max() < width * height and len(np.unique(where)) == len(where)
+    assert len(circle_neurons(10, 10)) == 100                   # a small culture: every neuron

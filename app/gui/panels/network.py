@@ -2,10 +2,10 @@
 
 Controls: preset or YAML file, culture size and layout, growth parameters, epochs and their
 length, backend, checkpoint file, pause at epoch ends, resume from a checkpoint. Views: the
-culture (dots coloured by recent rate, connectivity circles, strongest synapses), the spike
-raster, the population rate with detected bursts, and per-epoch plots of mean radius, mean
-rate, synapse count and bursts per minute. Exports: spikes (NPZ), history (CSV),
-connectivity (NPZ), PNG.
+culture (an image of recent rates with inhibitory and starter marks, connectivity circles,
+strongest synapses), the spike raster, the population rate with detected bursts, and
+per-epoch plots of mean radius, mean rate, synapse count and bursts per minute. Exports:
+spikes (NPZ), history (CSV), connectivity (NPZ), PNG.
 """
 
 from __future__ import annotations

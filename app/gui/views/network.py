@@ -3,11 +3,9 @@ with detected bursts, and the per-epoch history."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QVBoxLayout, QWidget
 
 from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_axis, show_axis_values
 
@@ -16,56 +14,123 @@ from app.gui.views.base import PlotView, colour, configure_pyqtgraph, integer_ax
 MAX_CIRCLES = 1000
 MAX_RASTER_POINTS = 60000
 LEFT_AXIS_PX = 62          # the raster's and the rate's left axes: "10,000" neurons and its label
+RATE_TOP = 10.0            # Hz: the colour map's red end (and above)
+RATE_COLOURS = pg.ColorMap([0.0, 0.15, 1.0], [(200, 200, 200), (255, 160, 40), (200, 0, 0)])
+RASTER_TICK_PX = 2.0       # a raster tick is at least this tall on screen
+MARK_PX = (5.0, 16.0)      # the culture's inhibitory and starter marks: least and largest size
 
 
-@functools.cache
-def _rate_palette() -> tuple:
-    """The 64 dot brushes, made once: pyqtgraph's symbol atlas keeps one rendered dot per brush
-    object, so fresh brushes every frame re-rendered all 10,000 dots of a 100x100 culture."""
-    cmap = pg.ColorMap([0.0, 0.15, 1.0], [(200, 200, 200), (255, 160, 40), (200, 0, 0)])
-    return tuple(pg.mkBrush(*rgba) for rgba in cmap.getLookupTable(0.0, 1.0, 64))
+def same(shown: np.ndarray | None, new: np.ndarray | None) -> bool:
+    """``new`` holds what ``shown`` holds (the item drawing it needs no new data)."""
+    if shown is None or new is None:
+        return shown is new
+    return shown.shape == new.shape and np.array_equal(shown, new)
 
 
-def rate_brushes(rate: np.ndarray, top: float = 10.0) -> list:
-    """Dot colours from the recent rate: grey (silent) through orange to red (>= top Hz)."""
-    palette = _rate_palette()
-    idx = np.clip((np.asarray(rate) / top) * 63, 0, 63).astype(int)
-    return [palette[i] for i in idx]
+def cached(item: pg.GraphicsObject) -> pg.GraphicsObject:
+    """Keep ``item`` as a pixmap, redrawn when its data or the view's range changes: circles
+    and synapses change at epoch ends, the rate image below them at every frame."""
+    item.setCacheMode(pg.QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+    return item
+
+
+def circle_neurons(width: int, height: int) -> np.ndarray:
+    """Indices of the neurons whose connectivity circles are drawn: all of a culture of up to
+    :data:`MAX_CIRCLES`, else every k-th column of every k-th row (spread over the culture;
+    every k-th index put them all in a few columns)."""
+    step = max(1, int(np.ceil(np.sqrt(width * height / MAX_CIRCLES))))
+    while -(-width // step) * -(-height // step) > MAX_CIRCLES:
+        step += 1
+    return (np.arange(0, height, step)[:, None] * width + np.arange(0, width, step)).ravel()
 
 
 class CultureView(PlotView):
-    """Neurons as dots coloured by recent rate, connectivity circles, strongest synapses."""
+    """The culture as an image of recent rates (one pixel per neuron, a colour bar in Hz), the
+    inhibitory neurons and starters marked on it, connectivity circles, strongest synapses.
+
+    Every item drawing something that changes only at epoch ends (radii, synapses) or never
+    during a run (inhibitory neurons, starters) gets new data only when it changed; a 100x100
+    frame then costs an image of 10,000 values (10,000 scatter dots with per-dot brushes and
+    symbols took most of a frame's drawing)."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Culture (dots: recent rate; circles: connectivity radius, of at most 1,000 neurons)",
+        super().__init__("Culture (colour: recent rate; circles: connectivity radius of at most 1,000 neurons)",
                          "x (grid units)", "y (grid units)", parent)
         self.show_synapses = QCheckBox("strongest synapses")
         self.show_synapses.setChecked(True)
-        self.header.addWidget(self.show_synapses)
+        self.show_kinds = QCheckBox("marks: □ inhibitory, △ starter")
+        self.show_kinds.setChecked(True)
+        boxes = QHBoxLayout()
+        for box in (self.show_synapses, self.show_kinds):
+            boxes.addWidget(box)
+        boxes.addStretch(1)
+        self.header.addLayout(boxes)
         self.plot.setAspectLocked(True)
-        self.circles = pg.ScatterPlotItem(pxMode=False, pen=pg.mkPen(70, 110, 200, 90), brush=None)
-        self.lines = pg.PlotDataItem(pen=pg.mkPen(40, 150, 40, 120), connect="pairs")
-        self.inh_lines = pg.PlotDataItem(pen=pg.mkPen(150, 40, 150, 150), connect="pairs")
-        self.dots = pg.ScatterPlotItem(pxMode=True, size=6, pen=None)
-        for item in (self.circles, self.lines, self.inh_lines, self.dots):
+        self.plot.showGrid(x=False, y=False)          # no grid lines across the image
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.colour_bar = pg.ColorBarItem(values=(0.0, RATE_TOP), colorMap=RATE_COLOURS, interactive=False,
+                                          width=14, label="rate (Hz)")
+        self.colour_bar.setImageItem(self.image, insert_in=self.plot)
+        self.circles = cached(pg.ScatterPlotItem(pxMode=False, pen=pg.mkPen(70, 110, 200, 90), brush=None))
+        self.lines = cached(pg.PlotDataItem(pen=pg.mkPen(40, 150, 40, 120), connect="pairs"))
+        self.inh_lines = cached(pg.PlotDataItem(pen=pg.mkPen(150, 40, 150, 150), connect="pairs"))
+        self.inhibitory = pg.ScatterPlotItem(pxMode=True, size=7, symbol="s", pen=pg.mkPen(60, 30, 140),
+                                             brush=None)
+        self.starters = pg.ScatterPlotItem(pxMode=True, size=7, symbol="t1", pen=pg.mkPen(20, 20, 20),
+                                           brush=None)
+        for item in (self.image, self.circles, self.lines, self.inh_lines, self.inhibitory, self.starters):
             self.plot.addItem(item)
+        self._shown: dict[str, np.ndarray | None] = {}
         self._shape = None
         self.show_synapses.toggled.connect(lambda _: self._redraw_lines())
+        self.show_kinds.toggled.connect(self._show_marks)
         self._frame = None
+        self.plot.vb.sigRangeChanged.connect(lambda *_: self._fit_marks())
+        self.plot.vb.sigResized.connect(lambda *_: self._fit_marks())
+
+    def _show_marks(self, on: bool) -> None:
+        for item in (self.inhibitory, self.starters):
+            item.setVisible(on)
+
+    def _fit_marks(self) -> None:
+        """Inhibitory and starter marks about one grid unit wide (at least 5 px): zoomed out
+        they would hide a 100x100 culture, zoomed in they would shrink to specks."""
+        span = self.plot.vb.viewRange()[0]
+        per_unit = self.plot.vb.width() / max(span[1] - span[0], 1e-9)
+        size = float(np.clip(0.8 * per_unit, MARK_PX[0], MARK_PX[1]))
+        for item in (self.inhibitory, self.starters):
+            if abs(item.opts["size"] - size) >= 0.5:
+                item.setSize(size)
+
+    def _changed(self, name: str, value: np.ndarray | None) -> bool:
+        """Remember ``value`` as what the item ``name`` shows; True if that differs from before."""
+        value = None if value is None else np.asarray(value)
+        if name in self._shown and same(self._shown[name], value):
+            return False
+        self._shown[name] = None if value is None else value.copy()
+        return True
 
     def set_frame(self, frame) -> None:
         self._frame = frame
-        n = frame.width * frame.height
-        x = np.arange(n) % frame.width
-        y = np.arange(n) // frame.width
-        symbols = np.where(frame.inhibitory, "s", np.where(frame.starter, "t", "o"))
-        self.dots.setData(x=x, y=y, brush=rate_brushes(frame.rate), symbol=list(symbols))
-        every = -(-n // MAX_CIRCLES)
-        self.circles.setData(x=x[::every], y=y[::every], size=2 * np.asarray(frame.radius)[::every], symbol="o")
-        if self._shape != (frame.width, frame.height):
-            self._shape = (frame.width, frame.height)
-            self.plot.setRange(xRange=(-1, frame.width), yRange=(-1, frame.height))
-        self._redraw_lines()
+        width, height = frame.width, frame.height
+        self.image.setImage(np.asarray(frame.rate, float).reshape(height, width), autoLevels=False)
+        if self._shape != (width, height):
+            self._shape = (width, height)
+            self._shown.clear()
+            self.image.setRect(-0.5, -0.5, width, height)     # pixel centres on the grid points
+            self.plot.setRange(xRange=(-1, width), yRange=(-1, height))
+        for name, item in (("inhibitory", self.inhibitory), ("starter", self.starters)):
+            mask = np.asarray(getattr(frame, name), bool)
+            if self._changed(name, mask):
+                where = np.flatnonzero(mask)
+                item.setData(x=where % width, y=where // width)
+        if self._changed("radius", frame.radius):
+            where = circle_neurons(width, height)
+            self.circles.setData(x=where % width, y=where // width,
+                                 size=2 * np.asarray(frame.radius)[where], symbol="o")
+        if self._changed("strong", None if frame.strong_pre is None else
+                         np.concatenate([frame.strong_pre, frame.strong_post, frame.strong_w])):
+            self._redraw_lines()
 
     def _redraw_lines(self) -> None:
         f = self._frame
@@ -81,7 +146,8 @@ class CultureView(PlotView):
 
     def clear(self) -> None:
         self._frame = None
-        for item in (self.circles, self.dots):
+        self._shown.clear()
+        for item in (self.image, self.circles, self.inhibitory, self.starters):
             item.clear()
         self.lines.setData([], [])
         self.inh_lines.setData([], [])
@@ -89,25 +155,52 @@ class CultureView(PlotView):
 
 class RasterView(PlotView):
     """A scrolling spike raster of the last :attr:`window` seconds (the run's
-    ``analysis.raster_seconds``: the spikes a frame carries)."""
+    ``analysis.raster_seconds``: the spikes a frame carries).
+
+    Each spike is a vertical tick (one neuron tall, at least :data:`RASTER_TICK_PX` pixels) in
+    one line item: a scatter plot's ``setData`` of 11,000 spikes took 12 ms, the ticks' 0.1 ms."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Spike raster", "time (s)", "neuron (index)", parent)
-        self.points = pg.ScatterPlotItem(pxMode=True, size=2, pen=None, brush=pg.mkBrush(20, 20, 20))
-        self.plot.addItem(self.points)
+        # No grid: the time axis scrolls every frame, and grid lines made its cached picture
+        # redraw (and blend) across the whole data area, a quarter of a frame's drawing.
+        self.plot.showGrid(x=False, y=False)
+        self.ticks = pg.PlotCurveItem(pen=pg.mkPen(20, 20, 20), connect="pairs", skipFiniteCheck=True)
+        self.plot.addItem(self.ticks)
         self.window = 5.0
+        self._spikes = (np.zeros(0), np.zeros(0))
+        self._neurons = None
+        self.plot.vb.sigYRangeChanged.connect(lambda *_: self._draw_ticks())
+        self.plot.vb.sigResized.connect(lambda *_: self._draw_ticks())
 
     def set_frame(self, frame) -> None:
         t, n = frame.raster_times, frame.raster_neurons
         if t.size > MAX_RASTER_POINTS:
             keep = np.argsort(t)[-MAX_RASTER_POINTS:]
             t, n = t[keep], n[keep]
-        self.points.setData(x=t, y=n)
+        self._spikes = (np.asarray(t, float), np.asarray(n, float))
         self.plot.setXRange(max(0.0, frame.t - self.window), max(frame.t, 0.1), padding=0)
-        self.plot.setYRange(0, frame.width * frame.height, padding=0.01)
+        neurons = frame.width * frame.height
+        if neurons != self._neurons:
+            self._neurons = neurons
+            self.plot.setYRange(0, neurons, padding=0.01)
+        self._draw_ticks()
+        self.plot.vb.prepareForPaint()      # the new range now, not in a second paint (see below)
+
+    def spikes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(times, neurons) of the spikes drawn."""
+        return self._spikes
+
+    def _draw_ticks(self) -> None:
+        t, n = self._spikes
+        lo, hi = self.plot.vb.viewRange()[1]
+        half = max(0.4, 0.5 * RASTER_TICK_PX * (hi - lo) / max(self.plot.vb.height(), 1.0))
+        self.ticks.setData(np.repeat(t, 2), np.column_stack([n - half, n + half]).ravel())
 
     def clear(self) -> None:
-        self.points.clear()
+        self._spikes = (np.zeros(0), np.zeros(0))
+        self._neurons = None
+        self.ticks.setData([], [])
 
 
 class PopulationRateView(PlotView):
@@ -118,6 +211,7 @@ class PopulationRateView(PlotView):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Population rate and network bursts", "time (s)", "rate (Hz per neuron)", parent)
+        self.plot.showGrid(x=False, y=True, alpha=0.2)     # rate levels; no lines scrolling with time
         self.curve = self.plot.plot(pen=pg.mkPen(colour(0), width=1))
         self.level = pg.InfiniteLine(angle=0, pen=pg.mkPen(200, 0, 0, 120, style=pg.QtCore.Qt.PenStyle.DashLine))
         self.bursts = pg.ScatterPlotItem(pxMode=True, size=9, symbol="t", brush=pg.mkBrush(200, 0, 0),
@@ -137,12 +231,17 @@ class PopulationRateView(PlotView):
 
     def set_frame(self, frame) -> None:
         self.curve.setData(frame.pop_times, frame.pop_rate)
-        self.level.setValue(frame.burst_level)
+        if self.level.value() != frame.burst_level:
+            self.level.setValue(frame.burst_level)
         self.level.show()
         lo, hi = self.plot.viewRange()[0]
         shown = frame.pop_rate[(frame.pop_times >= lo) & (frame.pop_times <= hi)]
         top = float(shown.max()) if shown.size else 1.0
         self.bursts.setData(x=frame.burst_times, y=np.full(frame.burst_times.size, max(top, frame.burst_level) * 1.05))
+        # pyqtgraph applies a new range (and the auto range) when the scene is about to paint;
+        # the changed transform then asked for a second paint of the raster and the rate at
+        # every frame. Applied here, one paint shows it.
+        self.plot.vb.prepareForPaint()
 
     def clear(self) -> None:
         self.curve.setData([], [])
@@ -162,6 +261,7 @@ class EpochHistoryView(QWidget):
         configure_pyqtgraph()
         self.canvas = pg.GraphicsLayoutWidget()
         self.plots, self.curves = {}, {}
+        self._shown: dict[str, np.ndarray] = {}
         for k, (key, label) in enumerate(HISTORY_PLOTS):
             p = self.canvas.addPlot(row=0, col=k)
             p.setLabel("bottom", "epoch")
@@ -181,12 +281,18 @@ class EpochHistoryView(QWidget):
         layout.addWidget(self.canvas)
 
     def set_frame(self, frame) -> None:
+        """New values at epoch ends only: a curve given the same data again re-ranged its plot
+        and repainted both axes at every frame."""
         for key, _ in HISTORY_PLOTS:
             values = np.asarray(frame.history[key], float)
-            self.curves[key].setData(np.arange(1, values.size + 1), values)
+            if not same(self._shown.get(key), values):
+                self._shown[key] = values.copy()
+                self.curves[key].setData(np.arange(1, values.size + 1), values)
+                self.plots[key].vb.prepareForPaint()     # the new range in this paint, not a second
             show_axis_values(self.plots[key], values.size > 0)
 
     def clear(self) -> None:
+        self._shown.clear()
         for curve in self.curves.values():
             curve.setData([], [])
         for plot in self.plots.values():
