@@ -54,11 +54,11 @@ class CultureView(PlotView):
     symbols took most of a frame's drawing)."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Culture (colour: recent rate; circles: connectivity radius of at most 1,000 neurons)",
+        super().__init__("Culture (colour: recent rate; circles: connectivity radius)",
                          "x (grid units)", "y (grid units)", parent)
         self.show_synapses = QCheckBox("strongest synapses")
         self.show_synapses.setChecked(True)
-        self.show_kinds = QCheckBox("marks: □ inhibitory, △ starter")
+        self.show_kinds = QCheckBox("□ inhibitory △ starter")
         self.show_kinds.setChecked(True)
         boxes = QHBoxLayout()
         for box in (self.show_synapses, self.show_kinds):
