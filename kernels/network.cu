@@ -33,8 +33,10 @@ __constant__ int c_delay[4];      // steps
 __constant__ float c_lif[4];      // c1, c2, i0, dt
 __constant__ double c_growth[6];  // epsilon, beta, rho, target_rate, max_radius, weight_scale
 
+// step_offset: the chunk's first step counted from *step_base (the device-side step counter a
+// captured graph of chunks advances with net_base; the host sets it before each run of chunks).
 extern "C" __global__ void net_step(
-    const int n, const int step0, const int nsteps, const unsigned long long seed,
+    const int n, const int step_offset, const int nsteps, const unsigned long long seed,
     float* __restrict__ V, int* __restrict__ refrac, float* __restrict__ gE, float* __restrict__ gI,
     const float* __restrict__ vth, const float* __restrict__ vreset, const float* __restrict__ inoise,
     const int* __restrict__ tref, const unsigned char* __restrict__ inh,
@@ -42,8 +44,9 @@ extern "C" __global__ void net_step(
     const int* __restrict__ rowlen, const unsigned int* __restrict__ pre, const float* __restrict__ W,
     float* __restrict__ su, float* __restrict__ sr, int* __restrict__ slast,
     unsigned int* __restrict__ counts, unsigned long long* __restrict__ spikes,
-    unsigned int* __restrict__ nspikes, const unsigned int capacity)
+    unsigned int* __restrict__ nspikes, const unsigned int capacity, const int* __restrict__ step_base)
 {
+    const int step0 = *step_base + step_offset;
     // NET_LANES threads per target neuron: they split its incoming synapses and its noise
     // draws; lane 0 then integrates the neuron. No early return before the warp collectives.
     const int g = blockIdx.x * blockDim.x + threadIdx.x;
@@ -254,6 +257,12 @@ extern "C" __global__ void net_build(const int n, const int width, const int hei
         }
     }
     rowlen[i] = k;
+}
+
+// The device-side step counter net_step counts from: set to value, or (add) advanced by it.
+extern "C" __global__ void net_base(int* __restrict__ step_base, const int value, const int add)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0) *step_base = add ? *step_base + value : value;
 }
 
 // An empty kernel with net_step's launch shape: the benchmark's launch-overhead floor.

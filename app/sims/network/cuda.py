@@ -1,8 +1,11 @@
 """The CUDA cultured-network engine (float32 state, float64 radii and areas).
 
 Per launch of ``net_step`` every neuron advances one chunk of ``min delay`` steps (9 at
-dt = 0.1 ms), so a simulated second takes ceil(10000/9) = 1112 launches. Launches are queued
-without host synchronisation; spikes accumulate in a device buffer that is read once per
+dt = 0.1 ms), so a simulated second takes ceil(10000/9) = 1112 launches. Runs of
+``GRAPH_CHUNKS`` chunks are replayed from a captured CUDA graph (``app/compute/graphs.py``: one
+call instead of 64 launches from Python, which hold the GIL a GUI thread needs), the chunks
+counting their steps from a device-side counter the graph advances; the rest are launched
+one by one. Launches are queued without host synchronisation; spikes accumulate in a device buffer that is read once per
 ``run`` call (or per sub-run when the buffer bound requires it). The growth update runs in
 three kernels; the host only reads the synapse total and the largest in-degree (to size the
 ELL arrays) and the rates for the epoch summary.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.compute.graphs import CapturedGraph
 from app.compute.kernels import load_module, read_kernel
 from app.compute.launch import PackedLaunch
 from app.sims.network.engine import NetworkEngine
@@ -22,6 +26,7 @@ STEP_BLOCK = 128
 LANES = 8                           # threads per target neuron in net_step
 MAX_SPIKE_BUFFER = 1 << 26          # entries (8 bytes each)
 READBACK_STEPS = 9999               # spikes are copied back at least this often
+GRAPH_CHUNKS = 64                   # chunks per captured graph (even: the parity comes back)
 SYN_FIELDS = ("pre", "W", "u", "r", "last")
 SYN_DTYPES = {"pre": np.uint32, "W": np.float32, "u": np.float32, "r": np.float32, "last": np.int32}
 
@@ -73,11 +78,16 @@ class CudaEngine(NetworkEngine):
         self.capacity = n * (-(-self.sub_steps // gap) + 1)
         self.spikes = ga.empty(self.capacity, np.uint64)
         self.nspikes = ga.zeros(1, np.uint32)
+        self.step_base = ga.zeros(1, np.int32)     # the step net_step's offsets count from
+        self._graphs: dict[int, CapturedGraph] = {}
+        self.graph_replays = 0
         self.stream = cuda.Stream()
         self.grid = ((n + BLOCK - 1) // BLOCK, 1)
         self.step_grid = ((n * LANES + STEP_BLOCK - 1) // STEP_BLOCK, 1)
         self.step = 0
         self.launches = 0
+        self._base_fn = self.module.get_function("net_base")
+        self._base_fn.prepare("Pii")
         self._grow_fn = self.module.get_function("net_grow")
         self._grow_fn.prepare("idPPPP")
         self._count_fn = self.module.get_function("net_count")
@@ -113,7 +123,7 @@ class CudaEngine(NetworkEngine):
 
     def _make_launchers(self) -> None:
         fn = self.module.get_function("net_step")
-        fmt = "iiiQ" + "P" * 20 + "I"
+        fmt = "iiiQ" + "P" * 20 + "IP"
         self.launchers = []
         for parity in (0, 1):
             syn = self.syn[self.cur]
@@ -123,10 +133,31 @@ class CudaEngine(NetworkEngine):
                     self.hist[parity].gpudata, self.hist[1 - parity].gpudata,
                     self.rowlen[self.cur].gpudata, syn["pre"].gpudata, syn["W"].gpudata,
                     syn["u"].gpudata, syn["r"].gpudata, syn["last"].gpudata,
-                    self.counts.gpudata, self.spikes.gpudata, self.nspikes.gpudata, self.capacity]
+                    self.counts.gpudata, self.spikes.gpudata, self.nspikes.gpudata, self.capacity,
+                    self.step_base.gpudata]
             self.launchers.append(PackedLaunch(fn, fmt, self.step_grid, (STEP_BLOCK, 1, 1), self.stream,
                                             args, {1: 0, 2: 0}))
         self.parity = 0
+        self._drop_graphs()           # they hold the old launches' arguments
+
+    def _drop_graphs(self) -> None:
+        for graph in self._graphs.values():
+            graph.close()
+        self._graphs = {}
+
+    def _graph(self, parity: int) -> CapturedGraph:
+        """GRAPH_CHUNKS full chunks from ``parity`` on, then the step counter advanced past them."""
+        if parity not in self._graphs:
+            def issue() -> None:
+                for j in range(GRAPH_CHUNKS):
+                    self.launchers[(parity + j) % 2](a1=j * self.chunk, a2=self.chunk)
+                self._set_base(GRAPH_CHUNKS * self.chunk, add=True)
+            self._graphs[parity] = CapturedGraph(self.stream, issue)
+        return self._graphs[parity]
+
+    def _set_base(self, value: int, add: bool = False) -> None:
+        self._base_fn.prepared_async_call((1, 1), (1, 1, 1), self.stream, self.step_base.gpudata,
+                                          np.int32(value), np.int32(add))
 
     def _connect(self) -> None:
         """Rebuild the ELL rows from the radii (rmax already holds the largest radius)."""
@@ -157,10 +188,18 @@ class CudaEngine(NetworkEngine):
         while done < nsteps:
             part = min(nsteps - done, self.sub_steps)
             end = self.step + part
-            m = self.step
+            m = base = self.step
+            self._set_base(base)
+            span = GRAPH_CHUNKS * self.chunk
+            while end - m >= span:
+                self._graph(self.parity).launch()
+                m += span
+                base += span
+                self.launches += GRAPH_CHUNKS
+                self.graph_replays += 1
             while m < end:
                 ns = min(self.chunk, end - m)
-                self.launchers[self.parity](a1=m, a2=ns)
+                self.launchers[self.parity](a1=m - base, a2=ns)
                 self.parity ^= 1
                 m += ns
                 self.launches += 1
@@ -259,9 +298,10 @@ class CudaEngine(NetworkEngine):
 
     def close(self) -> None:
         self.stream.synchronize()
+        self._drop_graphs()
         bufs = [self.V, self.refrac, self.gE, self.gI, self.vth, self.vreset, self.inoise, self.tref,
                 self.inh, *self.hist, self.counts, self.radius_d, self.rate, self.rmax, self.totals,
-                *self.rowlen, self.spikes, self.nspikes]
+                *self.rowlen, self.spikes, self.nspikes, self.step_base]
         bufs += [a for syn in self.syn for a in syn.values()]
         for buf in bufs:
             buf.gpudata.free()

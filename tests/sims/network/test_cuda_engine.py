@@ -36,6 +36,7 @@ def test_cpu_and_cuda_spike_trains_are_identical_for_two_seconds(radius):
     assert gpu.n_synapses == cpu.n_synapses
     a = cpu.advance(20000)
     b = ordered(gpu.advance(20000))
+    assert gpu.graph_replays > 0                      # most chunks ran from captured graphs
     assert a[0].size > 20
     assert first_difference(a, b) == []
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
@@ -121,3 +122,23 @@ def test_large_culture_synapse_counts_at_radius_two():
         steps, neurons = gpu.advance(5000)
         assert steps.size > 0
         gpu.close()
+
+
+def test_graph_replays_equal_launches_one_by_one(monkeypatch):
+    """The same 1.3 s with the chunks replayed from graphs and launched one by one: identical
+    spikes and state (the graph's chunks count their steps from the device-side counter)."""
+    from app.sims.network import cuda as network_cuda
+
+    cfg = config(culture={"width": 10, "height": 10})
+    runs = []
+    for chunks in (network_cuda.GRAPH_CHUNKS, 10**9):
+        monkeypatch.setattr(network_cuda, "GRAPH_CHUNKS", chunks)
+        gpu = engine(cfg, radius=1.2, cls=CudaEngine)
+        spikes = [ordered(gpu.advance(n)) for n in (7000, 13, 6000)]     # parts that end mid-chunk
+        runs.append((spikes, gpu.state()["V"], gpu.graph_replays))
+        gpu.close()
+    (graph_spikes, graph_v, replays), (plain_spikes, plain_v, none) = runs
+    assert replays > 0 and none == 0
+    for a, b in zip(graph_spikes, plain_spikes):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert np.array_equal(graph_v, plain_v)
