@@ -6,13 +6,14 @@ GPU with the GIL released."""
 from __future__ import annotations
 
 import ctypes
+import sys
 from typing import Callable
 
 CAPTURE_MODE_RELAXED = 2      # CUstreamCaptureMode: other threads' CUDA calls stay legal
 
 
 def _driver() -> ctypes.CDLL:
-    lib = ctypes.CDLL("libcuda.so.1")
+    lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
     for name, args in (("cuStreamBeginCapture_v2", [ctypes.c_void_p, ctypes.c_int]),
                        ("cuStreamEndCapture", [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
                        ("cuGraphInstantiateWithFlags",
