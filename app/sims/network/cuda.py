@@ -1,12 +1,12 @@
 """The CUDA cultured-network engine (float32 state, float64 radii and areas).
 
 Per launch of ``net_step`` every neuron advances one chunk of ``min delay`` steps (9 at
-dt = 0.1 ms), so a simulated second takes ceil(10000/9) = 1112 launches. Runs of
+dt = 0.1 ms), so a simulated second takes ceil(10000/9) = 1112 chunks. Runs of
 ``GRAPH_CHUNKS`` chunks are replayed from a captured CUDA graph (``app/compute/graphs.py``: one
 call instead of 64 launches from Python, which hold the GIL a GUI thread needs), the chunks
 counting their steps from a device-side counter the graph advances; the rest are launched
-one by one. Launches are queued without host synchronisation; spikes accumulate in a device buffer that is read once per
-``run`` call (or per sub-run when the buffer bound requires it). The growth update runs in
+one by one. Nothing waits for the GPU between chunks; spikes accumulate in a device buffer
+that is read once per ``run`` call (or per sub-run when the buffer bound requires it). The growth update runs in
 three kernels; the host only reads the synapse total and the largest in-degree (to size the
 ELL arrays) and the rates for the epoch summary.
 """
@@ -188,15 +188,15 @@ class CudaEngine(NetworkEngine):
         while done < nsteps:
             part = min(nsteps - done, self.sub_steps)
             end = self.step + part
-            m = base = self.step
-            self._set_base(base)
+            m = self.step
+            self._set_base(m)
             span = GRAPH_CHUNKS * self.chunk
-            while end - m >= span:
+            while end - m >= span:            # each replay advances the device's counter by span
                 self._graph(self.parity).launch()
                 m += span
-                base += span
                 self.launches += GRAPH_CHUNKS
                 self.graph_replays += 1
+            base = m                          # the device's counter now
             while m < end:
                 ns = min(self.chunk, end - m)
                 self.launchers[self.parity](a1=m - base, a2=ns)
