@@ -32,6 +32,7 @@ from numba.extending import intrinsic
 
 from app.compute.jit import CACHE
 from app.compute.jit_math import cos_two_pi, log_normal_positive
+from app.compute.stack_alignment import align_stack
 from app.compute.philox_numba import philox_words
 from app.sims.network.cpu import RING, CpuEngine
 
@@ -80,6 +81,7 @@ def _gaussians(key_lo, key_hi, m0, k, lo, hi, z):
 def _noise(key_lo, key_hi, m0, out):
     """:func:`app.sims.network.engine.noise_block` compiled: out (k, n) standard normals (the
     test entry point of :func:`_gaussians`; the step loop draws its noise per partition)."""
+    align_stack()
     _gaussians(key_lo, key_hi, m0, out.shape[0], 0, out.shape[1], out)
 
 
@@ -119,6 +121,7 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
                      ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
                      g_dv, runs_ptr, run_part, run_start, run_stop, reach, synapses, U, D, F, decay_D, decay_F):
     """Steps ``m .. m + k - 1`` of partition ``t`` (see :func:`_step_loop`)."""
+    align_stack()
     n_parts = part_lo.shape[0] - 1
     bit = np.uint64(1) << np.uint64(t * 64 // n_parts)
     lo, hi = part_lo[t], part_lo[t + 1]
@@ -189,6 +192,7 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
     ``decay_D[type, gap]``, ``decay_F[type, gap]``: exp(-gap dt / D), exp(-gap dt / F) for
     the gaps (steps since a synapse's last delivery) below their length, the exponentials
     computed beyond."""
+    align_stack()
     n_parts = part_lo.shape[0] - 1
     next_part = np.zeros(n_workers, np.int64)
     n_spikes = 0
