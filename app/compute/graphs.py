@@ -6,12 +6,14 @@ GPU with the GIL released."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 from typing import Callable
 
 CAPTURE_MODE_RELAXED = 2      # CUstreamCaptureMode: other threads' CUDA calls stay legal
 
 
+@functools.cache
 def _driver() -> ctypes.CDLL:
     lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
     for name, args in (("cuStreamBeginCapture_v2", [ctypes.c_void_p, ctypes.c_int]),
@@ -24,9 +26,6 @@ def _driver() -> ctypes.CDLL:
         getattr(lib, name).argtypes = args
         getattr(lib, name).restype = ctypes.c_int
     return lib
-
-
-_LIB: ctypes.CDLL | None = None
 
 
 def _check(lib: ctypes.CDLL, code: int, what: str) -> None:
@@ -44,9 +43,7 @@ class CapturedGraph:
     captured kernel advances)."""
 
     def __init__(self, stream, issue: Callable[[], None]):
-        global _LIB
-        _LIB = _LIB or _driver()
-        self.stream, self._lib = stream, _LIB
+        self.stream, self._lib = stream, _driver()
         handle = ctypes.c_void_p(stream.handle)
         _check(self._lib, self._lib.cuStreamBeginCapture_v2(handle, CAPTURE_MODE_RELAXED), "capture")
         graph = ctypes.c_void_p()

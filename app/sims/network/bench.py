@@ -91,7 +91,7 @@ def launch_floor(launches: int) -> dict:
     stream = cuda.Stream()
     n = 10000
     fn = PackedLaunch(mod.get_function("net_noop"), "iiiP", ((n * LANES + STEP_BLOCK - 1) // STEP_BLOCK, 1), (STEP_BLOCK, 1, 1),
-                   stream, [n, 0, 9, sink.gpudata], {1: 0, 2: 0})
+                      stream, [n, 0, 9, sink.gpudata], {1: 0, 2: 0})
     for i in range(1000):
         fn(a1=i, a2=9)
     stream.synchronize()

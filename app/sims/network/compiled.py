@@ -32,8 +32,8 @@ from numba.extending import intrinsic
 
 from app.compute.jit import CACHE
 from app.compute.jit_math import cos_two_pi, log_normal_positive
-from app.compute.stack_alignment import align_stack
 from app.compute.philox_numba import philox_words
+from app.compute.stack_alignment import align_stack
 from app.sims.network.cpu import RING, CpuEngine
 
 NEURONS_PER_THREAD = 500    # a parallel region costs microseconds: no more threads than this allows

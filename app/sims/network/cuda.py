@@ -136,7 +136,7 @@ class CudaEngine(NetworkEngine):
                     self.counts.gpudata, self.spikes.gpudata, self.nspikes.gpudata, self.capacity,
                     self.step_base.gpudata]
             self.launchers.append(PackedLaunch(fn, fmt, self.step_grid, (STEP_BLOCK, 1, 1), self.stream,
-                                            args, {1: 0, 2: 0}))
+                                               args, {1: 0, 2: 0}))
         self.parity = 0
         self._drop_graphs()           # they hold the old launches' arguments
 
