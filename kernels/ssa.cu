@@ -4,6 +4,7 @@
 //   SSA_NS, SSA_NR, SSA_HS          species, reactions, histogram species
 //   ssa_init(rate, x, a)            all propensities of state x
 //   ssa_total(a)                    a0
+//   ssa_bad(a, a0)                  1 + a reaction whose propensity is not finite and >= 0, else 0
 //   ssa_select(a, target)           first reaction whose cumulative propensity exceeds target
 //   ssa_fire(j, rate, x, a)         apply reaction j and refresh the propensities that depend on it
 //   ssa_hist(h, x), c_hist_species  the value and index of histogram species h
@@ -158,17 +159,19 @@ __device__ __forceinline__ int ssa_poisson(const float lam, ssa_pool* pool, cons
 }
 
 // Leap (or take exact steps) from t to t1; returns the reactions fired. a holds the
-// propensities of x on entry.
+// propensities of x on entry; *bad gets ssa_bad of a propensity that stopped the realization.
 __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restrict__ rate,
                                           double t, const double t1, const float eps,
                                           const unsigned long long seed,
-                                          const unsigned long long stream, unsigned long long* n)
+                                          const unsigned long long stream, unsigned long long* n,
+                                          int* bad)
 {
     unsigned long long fired = 0;
     ssa_pool pool;
     pool.used = 4;
     for (;;) {
         float a0 = ssa_total(a);
+        if ((*bad = ssa_bad(a, a0))) return fired;
         const double left = t1 - t;
         if (!(left > 0.0) || !(a0 > 0.f)) return fired;
         bool crit[SSA_NR];
@@ -183,6 +186,7 @@ __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restr
                 t = t_new;
                 ++fired;
                 a0 = ssa_total(a);
+                if ((*bad = ssa_bad(a, a0))) return fired;
                 if (!(a0 > 0.f)) return fired;
             }
             continue;
@@ -312,14 +316,17 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         const unsigned long long seed = seeds[p];
         unsigned long long n = draw_counter[r];
         double t = t0;
+        int bad_propensity = 0;   // 1 + a reaction whose propensity is not finite and >= 0
 #if SSA_TAU
-        fired = ssa_tau_run(x, a, rate, t, t1, epsilon, seed, (unsigned long long)r_local, &n);
+        fired = ssa_tau_run(x, a, rate, t, t1, epsilon, seed, (unsigned long long)r_local, &n,
+                            &bad_propensity);
 #else
 #if SSA_NE > 0
         unsigned int bits = event_bits[r];
 #endif
         for (;;) {
             const float a0 = ssa_total(a);
+            if ((bad_propensity = ssa_bad(a, a0))) break;   // the state stays where it went bad
             const philox_u4 w = philox_draw(seed, (unsigned long long)r_local, n++);
 #if SSA_NE > 0
             // the clock stops at a due time event (the drawn reaction is discarded)
@@ -358,6 +365,8 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         event_bits[r] = bits;
 #endif
 #endif  // SSA_TAU
+        // the flag's high word: read with the tally, so the check costs no extra host wait
+        if (bad_propensity) atomicMax(overflow + 1, bad_propensity);
         ssa_derive(x);
         int bad = 0;   // 1 + a species outside [0, 2^30]
 #pragma unroll

@@ -22,6 +22,9 @@ def generated_folder():
         home_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         folder = Path(home_cache) / "biogpu-studio" / "numba-generated"
     folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink() or not folder.is_dir():
+        raise OSError(f"{folder} (the folder of generated modules) is a link or not a folder; "
+                      "remove it or set NUMBA_CACHE_DIR to another folder")
     return folder
 
 
@@ -31,16 +34,25 @@ def generated_module(prefix: str, source: str):
     import hashlib
     import importlib.util
     import os
+    import tempfile
+    from pathlib import Path
 
     name = f"{prefix}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
     module = sys.modules.get(name)
     if module is not None:
         return module
     path = generated_folder() / f"{name}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
+    if _current_text(path) != source:
+        # a fresh temporary (O_EXCL: a planted name or link is never opened), renamed over the
+        # name: a link there is replaced, never written through
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(source)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the generated module {path}")
@@ -48,3 +60,21 @@ def generated_module(prefix: str, source: str):
     sys.modules[name] = module     # numba's cache finds the module's globals by its name
     spec.loader.exec_module(module)
     return module
+
+
+def _current_text(path) -> str | None:
+    """The text of the regular file at ``path`` (a link, a folder or a device reads as None)."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        try:
+            return fh.read().decode("utf-8")
+        except UnicodeDecodeError:
+            return None

@@ -14,6 +14,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import stat
 from pathlib import Path
 
 from app.compute.compilers import Image
@@ -48,6 +50,8 @@ def cache_key(*parts: str) -> str:
 def load(key: str) -> Image | None:
     """The cached image for ``key``, or None (a bad entry is removed)."""
     path = cache_dir() / f"{key}.bin"
+    if _ours(path) is None:
+        return None
     try:
         blob = path.read_bytes()
     except OSError:
@@ -65,7 +69,8 @@ def load(key: str) -> Image | None:
         return Image(payload, header["kind"], int(header["arch"]))
     except (ValueError, KeyError, TypeError) as exc:
         log.warning("kernel cache entry %s is unusable (%s); compiling again", path.name, exc)
-        path.unlink(missing_ok=True)
+        if _ours(path) is not None:        # never someone else's file, nor through a link
+            path.unlink(missing_ok=True)
         return None
 
 
@@ -80,15 +85,40 @@ def store(key: str, image: Image, label: str) -> None:
         log.warning("kernel cache not written (%s): %s", cache_dir(), exc)
 
 
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.bin")
+
+
+def _ours(path: Path) -> int | None:
+    """The size of ``path`` if it is a cache entry this module wrote: a regular file (not a
+    link), named by a key, starting with :data:`MAGIC`; else None."""
+    if not _ENTRY_NAME.fullmatch(path.name):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or fh.read(len(MAGIC)) != MAGIC:
+            return None
+        return info.st_size
+
+
 def entries() -> list[Path]:
+    """The kernel files in :func:`cache_dir` (other files there, and links, are not ours)."""
     folder = cache_dir()
-    return sorted(folder.glob("*.bin")) if folder.is_dir() else []
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if _ours(p) is not None)
 
 
 def clear() -> tuple[int, int]:
-    """Delete every cached kernel; (files, bytes) removed."""
-    files = entries()
-    size = sum(p.stat().st_size for p in files)
-    for p in files:
+    """Delete the cached kernels (files carrying our header, nothing else); (files, bytes)."""
+    files, size = 0, 0
+    for p in entries():
+        nbytes = _ours(p)          # checked again just before the unlink
+        if nbytes is None:
+            continue
         p.unlink(missing_ok=True)
-    return len(files), size
+        files, size = files + 1, size + nbytes
+    return files, size

@@ -94,7 +94,12 @@ def parse_yaml(text: str, source: str | None = None) -> Document:
         raise ConfigError(f"the YAML is nested too deeply (the limit is {MAX_CONFIG_DEPTH} levels)",
                           source) from None
     if node is not None:
-        size = _expanded_size(node)
+        try:
+            size = _expanded_size(node)
+        except _SelfReference as exc:
+            raise ConfigError("a YAML alias refers to the mapping or list that contains it "
+                              f"(anchor at line {exc.node.start_mark.line + 1}); it would expand "
+                              "without end", source, exc.node.start_mark.line + 1) from None
         if size > MAX_CONFIG_VALUES:
             raise ConfigError(f"the config expands to more than {MAX_CONFIG_VALUES:,} values "
                               f"({size:,.3g} through YAML aliases)", source, node.start_mark.line + 1)
@@ -139,6 +144,7 @@ def _expanded_size(root: yaml.Node) -> float:
     """Values the node graph holds once aliases are expanded, counted without expanding them
     (each distinct node once, children first; a float, so a bomb's count cannot overflow)."""
     size: dict[int, float] = {}
+    open_nodes: set[int] = set()         # on the current path: an alias back to one is a cycle
     stack = [(root, False)]
     while stack:
         node, children_done = stack.pop()
@@ -147,11 +153,26 @@ def _expanded_size(root: yaml.Node) -> float:
         kids = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
                 else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
         if children_done or not kids:
+            open_nodes.discard(id(node))
             size[id(node)] = 1.0 + sum(size[id(k)] for k in kids)
-        else:
-            stack.append((node, True))
-            stack.extend((k, False) for k in kids if id(k) not in size)
+            continue
+        if id(node) in open_nodes:
+            raise _SelfReference(node)
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in open_nodes:
+                raise _SelfReference(k)
+            if id(k) not in size:
+                stack.append((k, False))
     return size[id(root)]
+
+
+class _SelfReference(Exception):
+    """A YAML alias that refers to a node containing it (``a: &x [*x]``): infinite when expanded."""
+
+    def __init__(self, node: yaml.Node):
+        self.node = node
 
 
 def _to_python(node: yaml.Node, path: tuple, marks: Marks, source: str | None,

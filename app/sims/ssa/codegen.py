@@ -35,7 +35,7 @@ def _propensity(j: int, reactants: list[tuple[int, int]], net: Network | None = 
     factors = [f"rate[{j}]", *(_term(s, m) for s, m in reactants)]
     if net is not None and net.laws and net.laws[j] is not None:
         index = {n: i for i, n in enumerate(net.species)}
-        factors.append(f"fmaxf(0.f, {to_c(net.laws[j], lambda n: f'(float)x[{index[n]}]', single=True)})")
+        factors.append(f"({to_c(net.laws[j], lambda n: f'(float)x[{index[n]}]', single=True)})")   # unclamped: ssa_bad
         factors += [f"(x[{s}] >= {n} ? 1.f : 0.f)" for s, n in net.guards()[j]]
     return " * ".join(factors)
 
@@ -182,6 +182,15 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     pragma = "#pragma unroll" if unrolled else "#pragma unroll 1"
     out.append(f"__device__ __forceinline__ float ssa_total(const float* a)\n{{\n    float s = 0.f;\n"
                f"{pragma}\n    for (int k = 0; k < SSA_NR; ++k) s += a[k];\n    return s;\n}}\n")
+    # 1 + the first reaction whose propensity is not a finite number >= 0, else 0. Mass action
+    # cannot go negative, so there the total (already summed) screens every step for free.
+    general = bool(net.laws) and any(law is not None for law in net.laws)
+    out.append(f"#define SSA_GUARD {int(general)}\n"
+               "__device__ __forceinline__ int ssa_bad(const float* a, const float a0)\n{\n"
+               "    if (!SSA_GUARD && a0 >= 0.f && a0 <= 3.4028234663852886e38f) return 0;\n"
+               f"{pragma}\n    for (int k = 0; k < SSA_NR; ++k)\n"
+               "        if (!(a[k] >= 0.f && a[k] <= 3.4028234663852886e38f)) return k + 1;\n"
+               "    return 0;\n}\n")
     # Selection: first k with cumulative propensity > target; rounding at the very top falls
     # back to the last reaction with a positive propensity.
     out.append("__device__ __forceinline__ int ssa_select(const float* a, const float target)\n{")

@@ -26,7 +26,8 @@ from app.compute.jit import generated_module
 from app.sims.common.engine import choose
 from app.sims.ssa import events
 from app.sims.ssa.cpu import CpuEnsemble
-from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, host_stats
+from app.sims.ssa.engine import (MAX_FIRINGS, BadPropensity, CountOverflow, EnsembleEngine,
+                                 IntervalStats, TooManyFirings, host_stats)
 from app.sims.ssa.model import Network
 
 INT64_MAX = 2**63 - 1
@@ -41,6 +42,7 @@ from app.compute.philox_numba import philox_words, unit_float64
 from app.sims.ssa.tauleap import mass_action
 
 MAX_CASCADE = {{MAX_CASCADE}}
+MAX_FIRINGS = {{MAX_FIRINGS}}
 INT64_MAX = np.int64(2**63 - 1)
 
 
@@ -105,7 +107,8 @@ def advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, chang
             bits, ev_time, key_lo, key_hi, t_to, max_steps, logdirect, overflow):
     """Advance every active realization by up to ``max_steps`` steps towards ``t_to``; a
     reaction that would push a count past int64 stops the realization (``overflow[r]`` set to
-    1 + the species)."""
+    1 + the species), so does a propensity that is not a finite number >= 0 (``-(1 + j)``) and
+    a total propensity asking for more than MAX_FIRINGS firings before ``t_to`` (``-(1 + m)``)."""
     n_real, m = a.shape
     n_events = ev_time.shape[0]
     for r in prange(n_real):
@@ -116,9 +119,17 @@ def advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, chang
             w0, w1, _w2, _w3 = philox_words(key_lo, key_hi, draws[r], np.uint64(r))
             draws[r] += np.uint64(1)
             a0 = 0.0
+            bad = -1
             for k in range(m):
-                a0 += a[r, k]
+                ak = a[r, k]
+                if not (ak >= 0.0 and ak < math.inf):
+                    bad = k
+                a0 += ak
                 cum[r, k] = a0
+            if bad >= 0 or a0 * (t_to - t[r]) > MAX_FIRINGS:
+                overflow[r] = -(1 + bad) if bad >= 0 else -(1 + m)
+                active[r] = False
+                break
             t_new = t[r] - math.log(unit_float64(w0)) / a0
             if n_events:
                 due = math.inf
@@ -199,7 +210,7 @@ def module_source(net: Network | None) -> str:
         guards = net.guards()
         for j, law in enumerate(net.laws or ()):
             if law is not None:
-                laws += [f"    if j == {j}:", f"        a *= max(0.0, {to_python(law, symbol)})"]
+                laws += [f"    if j == {j}:", f"        a *= {to_python(law, symbol)}"]   # unchecked: the loop stops on a bad value
                 laws += [f"        if x[r, {s}] < {n}:\n            a = 0.0" for s, n in guards[j]]
         for e, event in enumerate(net.events):
             assign.append(f"    if e == {e}:")
@@ -209,7 +220,8 @@ def module_source(net: Network | None) -> str:
             assign.append("        return")
             if event.trigger is not None:
                 trigger += [f"    if e == {e}:", f"        return ({to_python(event.trigger, symbol)}) > 0.5"]
-    return fill_template(_HEADER, {"MAX_CASCADE": events.MAX_CASCADE, "LAWS": Code("\n".join(laws)),
+    return fill_template(_HEADER, {"MAX_CASCADE": events.MAX_CASCADE, "MAX_FIRINGS": MAX_FIRINGS,
+                                   "LAWS": Code("\n".join(laws)),
                                    "ASSIGN": Code("\n".join(assign)),
                                    "TRIGGER": Code("\n".join(trigger))}) + _LOOP
 
@@ -294,8 +306,14 @@ class CompiledEnsemble(EnsembleEngine):
                             self._overflow)
         hit = np.flatnonzero(self._overflow)
         if hit.size:
-            r = int(hit[0])
-            raise CountOverflow(self.net.species[int(self._overflow[r]) - 1], INT64_MAX, r)
+            r, code = int(hit[0]), int(self._overflow[hit[0]])
+            if code > 0:
+                raise CountOverflow(self.net.species[code - 1], INT64_MAX, r)
+            x, t, a = self.x[r, :-1], float(self.t[r]), self.a[r]
+            if -code <= self.net.n_reactions:
+                j = -code - 1
+                raise BadPropensity(self.net.reaction_names[j], float(a[j]), t, self.net.species, x, r)
+            raise TooManyFirings(float(a.sum()), t, float(t_to), self.net.species, x, r)
         return self._interval_ended(t_to)
 
     def states(self) -> np.ndarray:

@@ -14,7 +14,8 @@ from app.compute import philox
 from app.compute.codegen import evaluate
 from app.sims.common.engine import choose
 from app.sims.ssa import events
-from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, host_stats
+from app.sims.ssa.engine import (CountOverflow, EnsembleEngine, IntervalStats, check_propensities,
+                                 host_stats)
 from app.sims.ssa.model import Network
 
 INT64_MAX = np.int64(2**63 - 1)
@@ -103,7 +104,7 @@ class CpuEnsemble(EnsembleEngine):
                 hit = reactions == j
                 if hit.any():
                     env = self.net.species_env(self.x[rows[hit], :-1])
-                    a[hit] = a[hit] * np.fmax(0.0, evaluate(law, env))
+                    a[hit] = a[hit] * evaluate(law, env)     # unclamped: a bad value stops the run
                     for s, n in guards[j]:
                         a[hit] = np.where(self.x[rows[hit], s] >= n, a[hit], 0.0)
         return a
@@ -148,8 +149,9 @@ class CpuEnsemble(EnsembleEngine):
             idx = np.flatnonzero(self.active)
             if idx.size == 0:
                 break
-            u1, u2 = self._uniforms(idx)
             a = self.a[idx]
+            check_propensities(self.net, a, idx, self.x[idx], self.t[idx], t_to)
+            u1, u2 = self._uniforms(idx)
             a0 = a.sum(axis=1)
             with np.errstate(divide="ignore"):
                 t_new = self.t[idx] - np.log(u1) / a0

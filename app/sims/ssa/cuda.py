@@ -22,7 +22,7 @@ import numpy as np
 
 from app.compute.kernels import load_module
 from app.sims.ssa.codegen import kernel_source
-from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats
+from app.sims.ssa.engine import BadPropensity, CountOverflow, EnsembleEngine, IntervalStats
 from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
 from app.sims.ssa.stats import Histogram, bin_layout
@@ -89,7 +89,7 @@ class CudaBatch:
         self.draws = gpuarray.zeros(r_all, np.uint64)
         self.event_bits = gpuarray.to_gpu(np.full(r_all, initial_bits(net), np.uint32))
         # the tally: reactions fired per point (uint64), then the overflow flag (int32 in the
-        # low half of the last word), read back in one copy
+        # low half of the last word) and the bad-propensity flag (the high half), read back in one copy
         self.tally = gpuarray.zeros(points + 1, np.uint64)
         self._tally_host = cuda.pagelocked_empty(points + 1, np.uint64)
         self.seeds = gpuarray.to_gpu(np.asarray(seeds, np.uint64))
@@ -132,12 +132,25 @@ class CudaBatch:
             int(self.tally.gpudata) + 8 * p_n, self.epsilon)
         self.cuda.memcpy_dtoh_async(self._tally_host, self.tally.gpudata, self.stream)
         self.stream.synchronize()   # releases the GIL while the GPU works
-        flag = int(self._tally_host[p_n:].view(np.int32)[0])
+        flag, bad = (int(v) for v in self._tally_host[p_n:].view(np.int32)[:2])
+        if bad:
+            self._bad_propensity(bad - 1, t_to)
         if flag:
             raise CountOverflow(self.net.species[flag - 1], COUNT_LIMIT)
         self.t = t_to
         self.fired_total += self._tally_host[:p_n].astype(np.int64)
         self._stats = self._x_host = None
+
+    def _bad_propensity(self, j: int, t_to: float) -> None:
+        """Raise for reaction ``j``, whose propensity the kernel found not finite or negative in
+        some realization during this interval (the state it stopped in is on the device)."""
+        x = self.x.get().T.astype(np.int64)                           # (P*R, S)
+        with np.errstate(all="ignore"):
+            a = self.net.propensities(x, self.rates.get()[0].astype(np.float64))[:, j]
+        hit = np.flatnonzero(~((a >= 0) & (a < np.inf)))
+        r = int(hit[0]) if hit.size else 0
+        when = f"a time between t = {self.t:.6g} and {t_to:.6g}"
+        raise BadPropensity(self.net.reaction_names[j], float(a[r]), when, self.net.species, x[r], r)
 
     def _clear_args(self) -> tuple:
         """The interval outputs ``ssa_clear`` resets (sums, minmax, reactions fired per point)."""

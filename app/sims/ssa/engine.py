@@ -43,7 +43,63 @@ def initial_stats(net, realizations: int, hist_idx: list[int], bins: int,
     return IntervalStats(net.x0.astype(np.float64), np.zeros(net.n_species), hists, states)
 
 
-class CountOverflow(RuntimeError):
+class RunStopped(RuntimeError):
+    """The run cannot go on from the state it reached (it stops there, exit code 3)."""
+
+
+MAX_FIRINGS = 1e11   # expected firings of one realization in one sample interval (hours of work)
+
+
+def _state_text(species: tuple[str, ...], x: np.ndarray) -> str:
+    pairs = [f"{n}={int(v)}" for n, v in zip(species, x)]
+    return ", ".join(pairs[:12]) + (f", ... ({len(pairs)} species)" if len(pairs) > 12 else "")
+
+
+class BadPropensity(RunStopped):
+    """A propensity that is negative, NaN or infinite at a reached state."""
+
+    def __init__(self, reaction: str, value: float, t: float | str, species: tuple[str, ...],
+                 x: np.ndarray, realization: int | None = None):
+        self.reaction, self.value = reaction, value
+        when = f"t = {t:.6g}" if isinstance(t, float) else t
+        where = f" in realization {realization}" if realization is not None else ""
+        super().__init__(f"the propensity of reaction {reaction} is {value!r} at {when}{where}, "
+                         f"state {_state_text(species, x)}: a propensity must be a finite number "
+                         ">= 0 (check its kinetic law or rate at this state); the run stopped there")
+
+
+class TooManyFirings(RunStopped):
+    """A realization whose total propensity asks for more firings than can ever be simulated."""
+
+    def __init__(self, total: float, t: float, t_to: float, species: tuple[str, ...],
+                 x: np.ndarray, realization: int, leap: float | None = None):
+        need = f"{(t_to - t) / leap:.3g} leaps of {leap:.3g}" if leap else \
+            f"{total * (t_to - t):.3g} reaction firings"
+        super().__init__(f"realization {realization} at t = {t:.6g}, state {_state_text(species, x)}, "
+                         f"has total propensity {total:.3g}: reaching t = {t_to:.6g} needs about "
+                         f"{need}, above the limit {MAX_FIRINGS:.0e} "
+                         "(check the stoichiometries and rates); the run stopped there")
+
+
+def check_propensities(net, a: np.ndarray, rows: np.ndarray, x: np.ndarray, t: np.ndarray,
+                       t_to: float | None = None) -> None:
+    """Raise :class:`BadPropensity` (or :class:`TooManyFirings` when ``t_to`` is given) for the
+    first row of ``a`` (n, M), realizations ``rows``, states ``x`` (n, >= S), times ``t``."""
+    bad = ~((a >= 0.0) & (a < np.inf))
+    if bad.any():
+        k, j = np.argwhere(bad)[0]
+        raise BadPropensity(net.reaction_names[j], float(a[k, j]), float(t[k]), net.species,
+                            x[k, :net.n_species], int(rows[k]))
+    if t_to is not None:
+        work = a.sum(axis=1) * (t_to - t)
+        over = np.flatnonzero(work > MAX_FIRINGS)
+        if over.size:
+            k = over[0]
+            raise TooManyFirings(float(a[k].sum()), float(t[k]), t_to, net.species,
+                                 x[k, :net.n_species], int(rows[k]))
+
+
+class CountOverflow(RunStopped):
     """A reaction would push a species count past what the engine's integers hold; the
     realization stopped before it (its state is the last valid one)."""
 

@@ -160,7 +160,7 @@ class Network:
             for s, m in reactants:
                 a[..., j] *= binomial(x[..., s], m)
             if self.laws and self.laws[j] is not None:
-                a[..., j] *= np.fmax(0.0, evaluate(self.laws[j], self.species_env(x)))
+                a[..., j] *= evaluate(self.laws[j], self.species_env(x))   # a bad value is the caller's to refuse
         return a * self.guard_open(x)
 
     def guard_open(self, x: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from app.sims.common.engine import (config_from_state, config_state, device_name
                                      engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.ssa.config import SSAConfig, load_config
-from app.sims.ssa.engine import CountOverflow, EnsembleEngine, IntervalStats, initial_stats
+from app.sims.ssa.engine import EnsembleEngine, IntervalStats, RunStopped, initial_stats
 from app.sims.ssa.stats import Histogram
 
 CPU_SLICE_SECONDS = 0.15
@@ -84,7 +84,7 @@ class SSASimulation(Simulation):
             start = time.perf_counter()
             try:
                 done = self.engine.advance(float(self.times[self.k]), self._steps)
-            except CountOverflow as exc:      # stop with the last valid sample, and say why
+            except RunStopped as exc:     # an overflow, a bad propensity: stop with the last sample, say why
                 self.stopped, done = str(exc), False
             elapsed = time.perf_counter() - start
             self.wall += elapsed

@@ -29,7 +29,8 @@ from numba import njit, prange, uint64
 
 from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words, unit_float64
-from app.sims.ssa.engine import EnsembleEngine, IntervalStats, host_stats
+from app.sims.ssa.engine import (MAX_FIRINGS, BadPropensity, EnsembleEngine, IntervalStats,
+                                 TooManyFirings, host_stats)
 from app.sims.ssa.model import Network
 
 N_CRITICAL = 10
@@ -155,7 +156,9 @@ def tau_prime(x, r, a, critical, change, hor, need, eps):
 @njit(cache=CACHE, error_model="numpy")
 def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_order, change,
                  hor, need, eps, key_lo, key_hi, max_steps):
-    """Leap (or SSA-step) realization ``r`` towards ``t_to``; (reactions fired, reached t_to)."""
+    """Leap (or SSA-step) realization ``r`` towards ``t_to``; (reactions fired, code): code 1
+    reached t_to, 0 not yet, -1 a propensity that is not finite, -2 more than MAX_FIRINGS
+    leaps or firings needed to reach t_to (the realization stays at its state)."""
     m, s = change.shape[0], hor.shape[0]
     fired = 0
     for _ in range(max_steps):
@@ -165,10 +168,12 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
             a0 += a[r, j]
         left = t_to - t[r]
         if not left > 0.0:
-            return fired, True
+            return fired, 1
+        if not a0 < math.inf:
+            return fired, -1
         if not a0 > 0.0:
             t[r] = t_to
-            return fired, True
+            return fired, 1
         a0c = 0.0
         for j in range(m):
             critical[r, j] = False
@@ -181,6 +186,8 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
                     critical[r, j] = True
                     a0c += a[r, j]
         taup = tau_prime(x, r, a, critical, change, hor, need, eps)
+        if min(a0, 1.0 / taup) * left > MAX_FIRINGS:     # exact steps or leaps: hours of them
+            return fired, -2
         if taup < SSA_THRESHOLD / a0:
             for _k in range(SSA_STEPS):       # exact steps, as the direct method takes them
                 w0, w1, _w2, _w3 = philox_words(key_lo, key_hi, draws[r], uint64(r))
@@ -188,7 +195,7 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
                 t_new = t[r] - math.log(unit_float64(w0)) / a0
                 if not t_new <= t_to:
                     t[r] = t_to
-                    return fired, True
+                    return fired, 1
                 target = unit_float64(w1) * a0
                 acc = 0.0
                 pick = -1
@@ -208,9 +215,11 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
                 for j in range(m):
                     a[r, j] = mass_action(x, r, j, rates, r_species, r_order)
                     a0 += a[r, j]
+                if not a0 < math.inf:
+                    return fired, -1
                 if not a0 > 0.0:
                     t[r] = t_to
-                    return fired, True
+                    return fired, 1
             continue
         while True:
             w0, w1, _w2, _w3 = philox_words(key_lo, key_hi, draws[r], uint64(r))
@@ -256,23 +265,41 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
         fired += total
         if tau == left:
             t[r] = t_to
-            return fired, True
+            return fired, 1
         t[r] += tau
-    return fired, False
+    return fired, 0
 
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
 def advance_all(x, a, critical, x_new, t, active, draws, fired, rates, r_species, r_order, change,
-                hor, need, eps, key_lo, key_hi, t_to, max_steps):
-    """Every active realization towards ``t_to`` (inactive once there), over all cores."""
+                hor, need, eps, key_lo, key_hi, t_to, max_steps, stop):
+    """Every active realization towards ``t_to`` (inactive once there), over all cores;
+    ``stop[r]`` gets :func:`_advance_one`'s negative codes."""
     for r in prange(x.shape[0]):
         if not active[r]:
             continue
-        count, done = _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species,
+        count, code = _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species,
                                    r_order, change, hor, need, eps, key_lo, key_hi, max_steps)
         fired[r] += count
-        if done:
+        if code != 0:
             active[r] = False
+        if code < 0:
+            stop[r] = code
+
+
+def stop_leaping(engine, rows: np.ndarray, codes: np.ndarray, t_to: float) -> None:
+    """Raise for the first of ``rows`` (realizations a tau-leaping engine stopped, with
+    :func:`_advance_one`'s codes) what stopped it."""
+    if not rows.size:
+        return
+    r = int(rows[0])
+    net, x, t = engine.net, engine.counts()[r], float(engine.t[r])
+    a = net.propensities(x)
+    if codes[r] == -1:
+        j = int(np.flatnonzero(~(a < np.inf))[0]) if (~(a < np.inf)).any() else 0
+        raise BadPropensity(net.reaction_names[j], float(a[j]), t, net.species, x, r)
+    # the leap the engine would take is at most the exact step's mean (1 / a0) in this message
+    raise TooManyFirings(float(a.sum()), t, t_to, net.species, x, r)
 
 
 class LeapCheckpoint(EnsembleEngine):
@@ -331,6 +358,7 @@ class TauLeapEnsemble(LeapCheckpoint):
         self.active = np.ones(realizations, np.bool_)
         self.draws = np.zeros(realizations, np.uint64)
         self._fired = np.zeros(realizations, np.int64)
+        self._stop = np.zeros(realizations, np.int64)
         self._base_fired = 0
         seed64 = int(seed) & 0xFFFFFFFFFFFFFFFF
         self._key = (np.uint64(seed64 & 0xFFFFFFFF), np.uint64(seed64 >> 32))
@@ -343,7 +371,8 @@ class TauLeapEnsemble(LeapCheckpoint):
         advance_all(self.x, self.a, self.critical, self.x_new, self.t, self.active, self.draws,
                     self._fired, self.rates, self.r_species, self.r_order, self.change, self.hor,
                     self.need, float(self.epsilon), self._key[0], self._key[1], float(t_to),
-                    int(min(max_steps, 1 << 62)))
+                    int(min(max_steps, 1 << 62)), self._stop)
+        stop_leaping(self, np.flatnonzero(self._stop), self._stop, float(t_to))
         return self._interval_ended(t_to)
 
     def states(self) -> np.ndarray:

@@ -14,10 +14,10 @@ import math
 import numpy as np
 
 from app.compute import philox
-from app.sims.ssa.engine import IntervalStats, host_stats
+from app.sims.ssa.engine import MAX_FIRINGS, IntervalStats, check_propensities, host_stats
 from app.sims.ssa.model import Network
 from app.sims.ssa.tauleap import (DEFAULT_EPSILON, N_CRITICAL, POISSON_INVERSION_BELOW, SSA_STEPS, LeapCheckpoint,
-                                  SSA_THRESHOLD, check_network, species_orders)
+                                  SSA_THRESHOLD, check_network, species_orders, stop_leaping)
 
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
@@ -204,12 +204,15 @@ class TauLeapReference(LeapCheckpoint):
             if rows.size == 0:
                 break
             a = self._propensities(rows)
+            check_propensities(self.net, a, rows, self.x[rows], self.t[rows])
             a0 = a.sum(axis=1)
             stop = ~(t_to - self.t[rows] > 0) | ~(a0 > 0)
             self._finish(rows[stop], t_to)
             rows, a, a0 = rows[~stop], a[~stop], a0[~stop]
             critical = self._critical(rows, a)
             taup = self._tau_prime(rows, a, critical)
+            slow = np.minimum(a0, 1.0 / taup) * (t_to - self.t[rows]) > MAX_FIRINGS
+            stop_leaping(self, rows[slow], np.full(self.realizations, -2), t_to)
             exact = taup < SSA_THRESHOLD / a0
             self._exact_steps(rows[exact], a[exact], t_to)
             self._leap(rows[~exact], a[~exact], critical[~exact], taup[~exact], t_to)
