@@ -15,7 +15,8 @@ from app.sims.cardiac.mesh import Mesh
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
 from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError
-from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
+from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config, like
+from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 
@@ -150,12 +151,15 @@ class CardiacSimulation(Simulation):
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str, cfg: CardiacConfig | None = None,
                 path: str | Path | None = None) -> "CardiacSimulation":
-        saved = config_from_state(state, load_config)
+        saved = checked_config(state, load_config, path)
         cfg = cfg or saved
         refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "tissue, model or solver")
+        check_arrays(state, [ArraySpec("t", "float", (), 0, optional=True), ArraySpec("wall", "float", (), 0),
+                             ArraySpec("h_history", "float", (None, 2), optional=True)], path)
         done = float(state["t"] if "t" in state else state["engine_t"])
         refuse_past_end(path, done, cfg.protocol.t_end, "protocol.t_end", "ms")
         sim = cls(cfg, backend)
+        check_arrays(state, checkpoint_schema(sim.engine.state(), state), path)
         try:
             sim.engine.restore(engine_part(state))
         except (KeyError, ValueError) as exc:
@@ -241,3 +245,14 @@ def _analysed_onset(p: Problem) -> float | None:
         return None
     full = [o for o in onsets if p.t_end - o >= 400.0]
     return float(full[-1] if full else onsets[0])
+
+
+def checkpoint_schema(fresh: Mapping[str, Any], state: Mapping[str, Any]) -> list:
+    """The engine arrays of a checkpoint, shaped like those of the engine just built for its
+    config (``fresh``, its ``state()``); none where the checkpoint is another engine's (the
+    engine's own restore says which one to resume it with)."""
+    own = "cuda_y" if "cuda_y" in fresh else "y"
+    if f"engine_{own}" not in state:
+        return []
+    return like(fresh, "engine_", free=("probe_t", "probe_v", "h_history"),
+                nonfinite=("act_first", "act_last", "vmax", "t_rep", "cuda_maps"))

@@ -11,7 +11,8 @@ import numpy as np
 
 from app.sims.common.config import ConfigError, dotted_items, dump_yaml, parse_yaml, set_path, to_plain
 from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
-from app.sims.common.engine import config_from_state, config_state, device_name, engine_state, make_engine
+from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
+from app.sims.common.engine import config_state, device_name, engine_state, make_engine
 from app.sims.common.registry import DOMAINS
 from app.sims.common.simulation import Simulation, freeze
 from app.sims.epidermis import model
@@ -189,7 +190,8 @@ class EpidermisSimulation(Simulation):
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str, cfg: EpidermisConfig | None = None,
                 path: str | Path | None = None) -> "EpidermisSimulation":
-        saved = config_from_state(state, load_config)
+        saved = checked_config(state, load_config, path)
+        check_arrays(state, checkpoint_schema(saved, state), path)
         cfg = cfg or saved
         refuse_mismatch(path, saved, cfg, ("tissue", "run.mode"), "tissue or mode")
         refuse_past_end(path, int(np.asarray(state["engine_step"])), cfg.run.steps, "run.steps", "steps")
@@ -239,3 +241,20 @@ def _compile_note(engine) -> str:
     """The compiled CPU engine's first-use compile (or cache load) time for the status bar."""
     seconds = getattr(engine, "compile_seconds", 0.0)
     return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""
+
+
+def checkpoint_schema(cfg: EpidermisConfig, state: Mapping[str, Any]) -> list[ArraySpec]:
+    """The arrays :meth:`EpidermisSimulation.state` writes: the cell capacity is the
+    checkpoint's own (it doubles as the tissue grows), at least the config's initial one."""
+    count = np.asarray(state.get("engine_count", np.zeros(0)))
+    cap = count.shape[0] if count.ndim == 1 and count.shape[0] >= model.capacity_for(cfg.tissue.cells) \
+        else model.capacity_for(cfg.tissue.cells)
+    e = cfg.tissue.max_elements
+    hist = np.asarray(state.get("hist_step", np.zeros(0)))
+    h = hist.shape[0] if hist.ndim == 1 else None
+    return [ArraySpec("wall", "float", (), 0), ArraySpec("engine_step", "int", (), 0, cfg.run.steps),
+            ArraySpec("engine_event", "int", (), 0, cfg.run.steps),
+            ArraySpec("engine_n_cells", "int", (), 1, cap), ArraySpec("engine_pos", "float", (3, e, cap)),
+            ArraySpec("engine_etype", "int", (e, cap), 0, 1), ArraySpec("engine_count", "int", (cap,), 0, e),
+            ArraySpec("engine_genes", "float", (6, cap))] + [
+        ArraySpec(f"hist_{k}", "float", (h,), 0) for k in HISTORY_KEYS]

@@ -12,7 +12,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
-from app.sims.common.engine import config_from_state, config_state, device_name, engine_state, make_engine
+from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
+from app.sims.common.engine import config_state, device_name, engine_state, make_engine
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.network.config import NetworkConfig, load_config
 from app.sims.network.engine import STATE_KEYS, NetworkEngine
@@ -241,7 +242,8 @@ class NetworkSimulation(Simulation):
     @classmethod
     def restore(cls, state: Mapping[str, Any], backend: str, cfg: NetworkConfig | None = None,
                 path: str | Path | None = None) -> "NetworkSimulation":
-        saved = config_from_state(state, load_config)
+        saved = checked_config(state, load_config, path)
+        check_arrays(state, checkpoint_schema(saved, state), path)
         cfg = cfg or saved
         refuse_mismatch(path, saved, cfg, FIXED_ON_RESUME, "culture or model")
         refuse_past_end(path, int(state["epoch"]), cfg.run.epochs, "run.epochs", "epochs")
@@ -308,3 +310,32 @@ def _compile_note(engine: NetworkEngine) -> str:
     """The compiled CPU engine's first-use compile (or cache load) time for the status bar."""
     seconds = getattr(engine, "compile_seconds", 0.0)
     return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""
+
+
+def checkpoint_schema(cfg: NetworkConfig, state: Mapping[str, Any]) -> list[ArraySpec]:
+    """The arrays :meth:`NetworkSimulation.state` writes, sized by ``cfg`` (neurons, epoch bins)
+    and by the checkpoint's own synapse and spike counts (equal lengths within each group)."""
+    n = cfg.culture.width * cfg.culture.height
+    steps = cfg.run.epochs * cfg.steps_per_epoch
+    bins = -(-cfg.steps_per_epoch // max(1, int(round(cfg.analysis.burst_bin / cfg.run.dt))))
+
+    def length(name: str) -> int | None:
+        a = np.asarray(state.get(name, np.zeros(0)))
+        return a.shape[0] if a.ndim == 1 else None
+
+    k, spikes, epochs = length("engine_syn_pre"), length("spike_steps"), length("hist_epoch_synapses")
+    out = [ArraySpec("epoch", "int", (), 0, cfg.run.epochs), ArraySpec("step_in_epoch", "int", (), 0, cfg.steps_per_epoch),
+           ArraySpec("wall", "float", (), 0), ArraySpec("pop", "float", (bins,), 0),
+           ArraySpec("rate", "float", (n,), 0), ArraySpec("spike_steps", "int", (spikes,), 0, steps),
+           ArraySpec("spike_neurons", "int", (spikes,), 0, n - 1),
+           ArraySpec("engine_step", "int", (), 0, steps), ArraySpec("engine_V", "float", (n,)),
+           ArraySpec("engine_refrac", "int", (n,), 0, 2**31 - 1), ArraySpec("engine_gE", "float", (n,)),
+           ArraySpec("engine_gI", "float", (n,)), ArraySpec("engine_hist", "int", (n,), 0),
+           ArraySpec("engine_counts", "int", (n,), 0), ArraySpec("engine_radius", "float", (n,), 0),
+           ArraySpec("engine_syn_pre", "int", (k,), 0, n - 1), ArraySpec("engine_syn_post", "int", (k,), 0, n - 1),
+           ArraySpec("engine_syn_u", "float", (k,)), ArraySpec("engine_syn_r", "float", (k,)),
+           ArraySpec("engine_syn_last", "int", (k,))]
+    out += [ArraySpec(f"hist_{h}", "float", (epochs,), 0) for h in
+            ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute",
+             "epoch_wall_seconds")]
+    return out

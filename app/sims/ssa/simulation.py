@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from app.sims.common.config import ConfigError
-from app.sims.common.engine import (config_from_state, config_state, device_name, engine_part,
+from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
+from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
 from app.sims.ssa.config import SSAConfig, load_config
@@ -149,8 +151,11 @@ class SSASimulation(Simulation):
                 "hist_counts": self.hist_counts, **engine_state(self.engine)}
 
     @classmethod
-    def restore(cls, state: Mapping[str, Any], backend: str) -> "SSASimulation":
-        sim = cls(config_from_state(state, load_config), backend)
+    def restore(cls, state: Mapping[str, Any], backend: str,
+                path: str | Path | None = None) -> "SSASimulation":
+        cfg = checked_config(state, load_config, path)
+        check_arrays(state, checkpoint_schema(cfg), path)
+        sim = cls(cfg, backend)
         sim.engine.restore(engine_part(state))
         sim.k, sim.wall = int(state["k"]), float(state["wall"])
         for name in ("mean", "var", "hist_lo", "hist_width", "hist_counts"):
@@ -220,3 +225,20 @@ def _compile_note(engine: EnsembleEngine) -> str:
     seconds = engine.compile_seconds
     return f", compiled engine ready in {seconds:.1f} s (compile or cache load)" if seconds >= 0.05 else ""
 
+
+
+def checkpoint_schema(cfg: SSAConfig) -> list[ArraySpec]:
+    """The arrays :meth:`SSASimulation.state` writes, sized by ``cfg``: realizations R,
+    species S, reactions M, sample times K, histogram species H and bins."""
+    net = cfg.network()
+    r, s, m = cfg.ensemble.realizations, net.n_species, net.n_reactions
+    k, h, bins = len(cfg.sample_times()), len(cfg.histogram_indices(net)), cfg.ensemble.histogram_bins
+    return [ArraySpec("k", "int", (), 1, k), ArraySpec("wall", "float", (), 0),
+            ArraySpec("mean", "float", (k, s)), ArraySpec("var", "float", (k, s), 0),
+            ArraySpec("hist_lo", "int", (k, h)), ArraySpec("hist_width", "int", (k, h), 1),
+            ArraySpec("hist_counts", "int", (k, h, bins), 0, r),
+            ArraySpec("engine_x", "int", (r, s), 0), ArraySpec("engine_draws", "int", (r,), 0),
+            ArraySpec("engine_t", "float", (r,), 0, float(cfg.sample_times()[-1])),
+            ArraySpec("engine_active", "bool", (r,)), ArraySpec("engine_rates", "float", (m,), 0),
+            ArraySpec("engine_events", "int", (r,), 0, 2**32 - 1, optional=True),
+            ArraySpec("engine_reactions_fired", "int", (), 0)]
