@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
+        from app.sims.common.environment import check_environment
+        check_environment()              # a bad NUMBA_NUM_THREADS or memory limit, named as such
         if args.command in (None, "gui"):
             from app.gui import main as gui_main
             return gui_main(config_path=getattr(args, "config", None),

@@ -112,17 +112,97 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
     seed_key = mmod.SEED_KEY
     base_seed = get_path(plain, seed_key) if seed_key else None
     tasks, configs = [], []
-    for point in spec.points(base_seed):
+    points = spec.points(base_seed)
+    fits = _point_memory_check(base, backend)
+    shown = time.monotonic()
+    for k, point in enumerate(points):
         point_data = apply_point(data, point, seed_key)
         try:
             configs.append(module.load_config(Document(point_data, doc.marks, doc.source)))
+            fits(configs[-1], f"sweep point {point.name} ({_values_text(point)})")
         except ConfigError as exc:
-            raise ConfigError(f"sweep point {point.name} ({_values_text(point)}): {exc.message}",
-                              exc.source, exc.line, exc.path) from None
+            raise ConfigError(f"sweep point {point.name} ({_values_text(point)}): {exc.message}"
+                              if not exc.message.startswith("sweep point") else exc.message,
+                              exc.source or doc.source, exc.line, exc.path) from None
+        if time.monotonic() - shown > 2.0:
+            shown = time.monotonic()
+            log.info("sweep plan: %d of %d points checked", k + 1, len(points))
         tasks.append(PointTask(name, doc.source or str(config_path), point_data, backend,
                                str(out_dir), point, names, dict(spec.metric_options)))
     use_batch = batch and batch_module(domain.module) is not None and _runs_on_cuda(backend)
     return SweepPlan(name, str(config_path), spec, tasks, base, configs, use_batch)
+
+
+def _point_memory_check(base: Any, backend: str) -> Callable[[Any, str], None]:
+    """A check of one point's memory estimate (the config module's ``estimate_memory``, as a
+    single run's preflight) against what is free here, taken once for the whole plan: a point
+    that cannot fit is refused before Dask starts."""
+    import importlib
+
+    from app.compute.device import resolve_backend
+    from app.sims.common.memory import check_fits, limits
+
+    estimate = getattr(importlib.import_module(type(base).__module__), "estimate_memory", None)
+    if estimate is None:
+        return lambda cfg, what: None
+    resolved = resolve_backend(backend)[0] if backend == "auto" else backend
+    available = limits(resolved)
+
+    def fits(cfg: Any, what: str) -> None:
+        check_fits(estimate(cfg, resolved), resolved, what, available)
+
+    return fits
+
+
+MAX_LOCAL_WORKERS_PER_CORE = 1    # workers are processes with their own engines: more than cores only thrash
+CONNECT_TIMEOUT_S = 10.0
+SCHEMES = ("tcp", "tls", "ucx", "inproc")
+
+
+def check_cluster_options(workers: int | None, scheduler: str | None) -> None:
+    """Refuse, before anything starts, a worker count this machine cannot run and a scheduler
+    address whose scheme Dask does not speak."""
+    cores = os.cpu_count() or 1
+    if workers is not None and not 1 <= workers <= cores * MAX_LOCAL_WORKERS_PER_CORE:
+        raise ConfigError(f"--workers {workers}: a local cluster runs from 1 to {cores} workers here "
+                          "(one per CPU core; each is a process with its own engine)", "command line")
+    if scheduler:
+        scheme, sep, rest = scheduler.partition("://")
+        if sep and scheme.lower() not in SCHEMES:
+            raise ConfigError(f"--scheduler {scheduler}: the scheme {scheme}:// is not supported; a Dask "
+                              f"scheduler address is {' or '.join(s + '://HOST:PORT' for s in SCHEMES[:2])} "
+                              "(or HOST:PORT)", "command line")
+        if not (rest if sep else scheduler).strip():
+            raise ConfigError(f"--scheduler {scheduler!r}: no host and port", "command line")
+
+
+def connect(scheduler: str, timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[Any, int]:
+    """A Dask client of ``scheduler`` and its worker count, or ConfigError naming the address
+    once ``timeout_s`` has passed (a port that accepts and never answers included: the wait is
+    on this side's clock, not only Dask's)."""
+
+    from distributed import Client
+
+    result: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            client = Client(scheduler, timeout=f"{timeout_s}s")
+            result["client"] = client
+            result["workers"] = len(client.scheduler_info().get("workers", {}))
+        except Exception as exc:          # reported below with the address
+            result["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 2.0)
+    if thread.is_alive() or "workers" not in result:
+        if "client" in result:
+            result["client"].close(timeout=1)
+        reason = (f"no answer within {timeout_s:g} s" if thread.is_alive() or "error" not in result
+                  else f"{type(result['error']).__name__}: {result['error']}")
+        raise ConfigError(f"--scheduler {scheduler}: cannot reach a Dask scheduler ({reason})", "command line")
+    return result["client"], result["workers"]
 
 
 def _runs_on_cuda(backend: str) -> bool:
@@ -268,6 +348,7 @@ def quiet_dask_logs() -> None:
 
 def start_cluster(backend: str, workers: int | None = None, scheduler: str | None = None) -> Cluster:
     """Connect to ``scheduler`` or start a local cluster sized for the GPUs or CPU cores."""
+    check_cluster_options(workers, scheduler)
     try:
         import dask
         from distributed import Client, LocalCluster
@@ -276,8 +357,7 @@ def start_cluster(backend: str, workers: int | None = None, scheduler: str | Non
                            "(pip install 'biogpu-studio[sweep]')") from exc
     quiet_dask_logs()
     if scheduler:
-        client = Client(scheduler, timeout="20s")
-        n = len(client.scheduler_info().get("workers", {}))
+        client, n = connect(scheduler)
         return Cluster(client, None, f"scheduler {scheduler} ({n} workers)", n)
     from app.compute.device import resolve_backend, cuda_status
     resolved, _ = resolve_backend(backend)
@@ -400,6 +480,7 @@ def run_sweep(config_path: str | Path, out_dir: str | Path, *, backend: str = "a
               overrides: list[str] | None = None, batch: bool = True,
               on_row: Callable[[dict[str, Any], int, int], None] | None = None) -> SweepResult:
     """Plan, start (or connect to) the cluster, run every unfinished point, write the tables."""
+    check_cluster_options(workers, scheduler)
     plan = plan_sweep(config_path, out_dir, backend, overrides, batch)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(backend, workers, scheduler)

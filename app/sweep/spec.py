@@ -37,7 +37,7 @@ from app.sims.common.config import ConfigError, Document
 COMBINES = ("grid", "zip")
 SAMPLERS = ("lhs", "sobol")
 SCALES = ("linear", "log")
-MAX_POINTS = 1_000_000
+MAX_POINTS = 100_000        # each point is a run and a folder of results; validated one by one before any runs
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Limits: the host's available memory (``MemAvailable`` of ``/proc/meminfo``, else
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -59,15 +60,25 @@ def format_bytes(n: float) -> str:
 
 
 def _limit_from_env() -> int | None:
-    text = os.environ.get("BIOGPU_MEMORY_LIMIT", "").strip().upper()
+    return parse_memory_limit(os.environ.get("BIOGPU_MEMORY_LIMIT", ""))
+
+
+def parse_memory_limit(text: str) -> int | None:
+    """Bytes of a ``BIOGPU_MEMORY_LIMIT`` value (None when empty); ConfigError naming the
+    setting when it is not a positive size."""
+    text = text.strip().upper()
     if not text:
         return None
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:].rstrip("B") or "", 1)
     digits = text.rstrip("B").rstrip("KMGT")
     try:
-        return int(float(digits) * scale)
+        value = float(digits) * scale
     except ValueError:
-        raise ConfigError(f"BIOGPU_MEMORY_LIMIT={text!r} is not a size (bytes, or e.g. 8G)") from None
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        raise ConfigError(f"{text!r} is not a memory size (a positive number of bytes, or e.g. 8G)",
+                          "environment setting BIOGPU_MEMORY_LIMIT") from None
+    return int(value)
 
 
 def available_host_bytes() -> int | None:
@@ -110,10 +121,12 @@ def limits(backend: str) -> tuple[int | None, int | None]:
     return host, gpu
 
 
-def check_fits(est: MemoryEstimate, backend: str, what: str = "this run") -> None:
+def check_fits(est: MemoryEstimate, backend: str, what: str = "this run",
+               available: tuple[int | None, int | None] | None = None) -> None:
     """Raise :class:`ConfigError` with the estimate, its largest parts and the limit when
-    ``est`` does not fit the host (or, on CUDA, the GPU)."""
-    host_limit, gpu_limit = limits(backend)
+    ``est`` does not fit the host (or, on CUDA, the GPU); ``available``: :func:`limits` taken
+    once for many checks."""
+    host_limit, gpu_limit = available if available is not None else limits(backend)
     for name, need, limit in (("host memory", est.host, host_limit), ("GPU memory", est.gpu, gpu_limit)):
         if limit is None or need <= limit:
             continue

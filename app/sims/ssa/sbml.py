@@ -82,6 +82,89 @@ def _libsbml():
 
 _CACHE: dict[tuple[str, int, int], SBMLModel] = {}
 
+MAX_SBML_BYTES = 64 << 20     # text; the largest curated SBML models are a few MB
+MAX_XML_DEPTH = 256           # element nesting: math of 200 levels (the translator's limit) and the model around it
+MAX_REACTIONS = 2000          # each reaction becomes code in every engine; above this compiling takes minutes
+
+
+def prescan(data: bytes, label: str) -> None:
+    """Refuse, before libsbml parses anything, what would crash or stall it: a file above
+    :data:`MAX_SBML_BYTES`, XML nested deeper than :data:`MAX_XML_DEPTH` (libsbml recurses on
+    it), more than :data:`MAX_REACTIONS` reactions, and function definitions that call
+    themselves directly or through others (their expansion never ends). Streams with expat
+    (no recursion); raises :class:`ConfigError` naming the file, the element and the limit."""
+    import xml.parsers.expat
+
+    if len(data) > MAX_SBML_BYTES:
+        raise ConfigError(f"the SBML file is {len(data):,} bytes; the limit is {MAX_SBML_BYTES:,}", label)
+    parser = xml.parsers.expat.ParserCreate()
+    depth, reactions = [0], [0]
+    calls: dict[str, set[str]] = {}
+    current: list[str | None] = [None]       # the functionDefinition being read
+    text: list[str] = []
+
+    def local(tag: str) -> str:
+        return tag.rsplit(":", 1)[-1]
+
+    def start(tag: str, attrs: dict) -> None:
+        depth[0] += 1
+        if depth[0] > MAX_XML_DEPTH:
+            raise ConfigError(f"<{local(tag)}> is nested more than {MAX_XML_DEPTH} elements deep "
+                              "(math this deep is refused)", label, parser.CurrentLineNumber)
+        name = local(tag)
+        if name == "reaction":
+            reactions[0] += 1
+            if reactions[0] > MAX_REACTIONS:
+                raise ConfigError(f"more than {MAX_REACTIONS:,} reactions (the limit: each becomes "
+                                  "code in every engine)", label, parser.CurrentLineNumber)
+        elif name == "functionDefinition":
+            current[0] = attrs.get("id", "")
+            calls[current[0]] = set()
+        text.clear()
+
+    def end(tag: str) -> None:
+        depth[0] -= 1
+        name = local(tag)
+        if name == "ci" and current[0] is not None:
+            calls[current[0]].add("".join(text).strip())
+        elif name == "functionDefinition":
+            current[0] = None
+
+    parser.StartElementHandler, parser.EndElementHandler = start, end
+    parser.CharacterDataHandler = text.append
+    try:
+        parser.Parse(data, True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise ConfigError(f"not well-formed XML ({xml.parsers.expat.ErrorString(exc.code)})", label,
+                          exc.lineno) from None
+    cycle = _function_cycle(calls)
+    if cycle:
+        raise ConfigError(f"functionDefinition {cycle[0]} calls itself"
+                          + (f" through {' -> '.join(cycle[1:])}" if len(cycle) > 2 else "")
+                          + " (recursive functions are refused: their expansion never ends)", label)
+
+
+def _function_cycle(calls: dict[str, set[str]]) -> list[str] | None:
+    """A call cycle among function definitions (``[f, g, f]``), or None; iterative DFS."""
+    state: dict[str, int] = {}           # 1 on the path, 2 done
+    for root in calls:
+        if state.get(root):
+            continue
+        path, stack = [root], [iter(sorted(calls[root] & calls.keys()))]
+        state[root] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(calls[nxt] & calls.keys())))
+    return None
+
 
 def read_sbml(path: str | Path) -> SBMLModel:
     """Read an SBML file (cached by path, size and modification time)."""
@@ -92,6 +175,15 @@ def read_sbml(path: str | Path) -> SBMLModel:
         raise ConfigError(f"{path}: cannot read the SBML file ({exc.strerror})") from None
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _CACHE:
+        if not path.is_file():
+            raise ConfigError("not a regular file (a folder, a device or a pipe?)", str(path))
+        if stat.st_size > MAX_SBML_BYTES:
+            raise ConfigError(f"the SBML file is {stat.st_size:,} bytes; the limit is {MAX_SBML_BYTES:,}", str(path))
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read the SBML file ({exc.strerror})", str(path)) from None
+        prescan(data, str(path))
         libsbml = _libsbml()
         doc = libsbml.readSBMLFromFile(str(path))
         _CACHE[key] = _Importer(libsbml, doc, str(path)).run()
@@ -99,6 +191,7 @@ def read_sbml(path: str | Path) -> SBMLModel:
 
 
 def read_sbml_string(text: str, label: str = "<sbml>") -> SBMLModel:
+    prescan(text.encode("utf-8", "surrogateescape"), label)
     libsbml = _libsbml()
     return _Importer(libsbml, libsbml.readSBMLFromString(text), label).run()
 
