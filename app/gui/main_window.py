@@ -394,7 +394,8 @@ class MainWindow(QMainWindow):
         """Restore every panel's config and latest results from a session file."""
         try:
             loaded = load_session(path)
-            configs = {name: load_run_config(state.config_yaml, text=True)
+            configs = {name: load_run_config(state.config_yaml, text=True,
+                                             source=f"session {path} (panel {name})")
                        for name, state in loaded.panels.items()}
         except Exception as exc:
             errors.report_exception(self, "Cannot open the session", exc)
@@ -411,7 +412,8 @@ class MainWindow(QMainWindow):
                 if frame is not None:
                     page.show_frame(frame)
             except Exception as exc:
-                errors.report_exception(self, f"Cannot restore the {domain.label} panel", exc)
+                errors.report_exception(self, f"Cannot restore the {domain.label} panel from "
+                                              f"the session {path}", exc)
         if loaded.current in self.pages:
             self.select_panel(loaded.current)
         self.setWindowTitle(f"BioGPU Studio — {Path(path).name}")

@@ -13,6 +13,8 @@ import dataclasses
 import importlib
 import io
 import json
+import os
+import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,20 +86,57 @@ def _frame_class(name: str) -> type[Frame]:
 
 def _decode_frame(plain: dict[str, Any], arrays: dict[str, np.ndarray]) -> Frame:
     cls = _frame_class(str(plain.get("class", "")))
-    known = {f.name for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     values: dict[str, Any] = {}
-    for name, item in dict(plain.get("fields", {})).items():
-        if name not in known:
+    items = plain.get("fields", {})
+    if not isinstance(items, dict):
+        raise ConfigError(f"session: the fields of {cls.__name__} are {type(items).__name__}, not a mapping")
+    for name, item in items.items():
+        if name not in fields:
             raise ConfigError(f"session: {cls.__name__} has no field {name!r}")
-        if "array" in item:
-            values[name] = _frozen(arrays[item["array"]])
-        elif "arrays" in item:
-            values[name] = {k: _frozen(arrays[v]) for k, v in item["arrays"].items()}
-        elif "tuple" in item:
-            values[name] = tuple(item["tuple"])
-        else:
-            values[name] = item.get("value")
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ConfigError(f"session: field {cls.__name__}.{name} is not one of array, arrays, "
+                              "tuple or value")
+        values[name] = _field_value(cls, fields[name], item, arrays)
     return cls(**values)
+
+
+def _field_value(cls: type, f: dataclasses.Field, item: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """One frame field from its session entry, its type checked against the field's default
+    (a number where a number is, text where text is, arrays only of numbers)."""
+    where = f"field {cls.__name__}.{f.name}"
+    (kind, raw), = item.items()
+    if kind == "array":
+        return _frozen(_member_array(arrays, raw, where))
+    if kind == "arrays":
+        if not isinstance(raw, dict):
+            raise ConfigError(f"session: {where}: 'arrays' is not a mapping")
+        return {str(k): _frozen(_member_array(arrays, v, where)) for k, v in raw.items()}
+    if kind == "tuple":
+        if not isinstance(raw, list) or not all(isinstance(v, (bool, int, float, str)) for v in raw):
+            raise ConfigError(f"session: {where}: 'tuple' is not a list of plain values")
+        return tuple(raw)
+    if kind != "value":
+        raise ConfigError(f"session: {where}: unknown entry {kind!r}")
+    default = f.default if f.default is not dataclasses.MISSING else None
+    if raw is None or default is None:
+        if raw is not None and not isinstance(raw, (bool, int, float, str)):
+            raise ConfigError(f"session: {where}: {type(raw).__name__} is not a plain value")
+        return raw
+    want = (int, float) if isinstance(default, float) else type(default)
+    if isinstance(raw, bool) != isinstance(default, bool) or not isinstance(raw, want):
+        raise ConfigError(f"session: {where} is {type(raw).__name__} {raw!r:.40}; expected "
+                          f"{type(default).__name__}")
+    return raw
+
+
+def _member_array(arrays: dict[str, np.ndarray], key: Any, where: str) -> np.ndarray:
+    if not isinstance(key, str) or key not in arrays:
+        raise ConfigError(f"session: {where}: the array {key!r:.60} is not in the session file")
+    array = arrays[key]
+    if array.dtype.kind not in "biuf":
+        raise ConfigError(f"session: {where}: the array {key!r:.60} holds {array.dtype}, not numbers")
+    return array
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -126,32 +165,76 @@ def save_session(path: str | Path, session: WorkbenchSession) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
+MAX_JSON_BYTES = 64 << 20       # session.json: configs as text and a frame's plain fields
+MAX_SESSION_BYTES = 8 << 30      # the whole file (frames included)
+
+
 def load_session(path: str | Path) -> WorkbenchSession:
-    """Read a session file; raises ConfigError naming the file on anything malformed."""
-    where = str(path)
+    """Read a session file; raises ConfigError naming the file on anything malformed: not a
+    regular file (a FIFO would block), too large, not a ZIP, members outside ``frames/``,
+    deeply nested or mistyped JSON, panel configs that fail the config checks (named
+    ``session FILE (panel NAME)``), frames whose fields have the wrong types."""
+    where = f"session {path}"
     try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("not a regular file (a folder, a pipe or a device); a session is a "
+                              f"{SUFFIX} file", where)
+        if info.st_size > MAX_SESSION_BYTES:
+            raise ConfigError(f"the file is {info.st_size:,} bytes; a session may have at most "
+                              f"{MAX_SESSION_BYTES:,}", where)
         with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
-                if info.file_size > MAX_MEMBER_BYTES:
-                    raise ConfigError(f"session member {info.filename} is too large", where)
-            doc = json.loads(archive.read("session.json").decode("utf-8"))
-            if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-                raise ConfigError("not a BioGPU Studio session file", where)
-            if doc.get("version") != VERSION:
-                raise ConfigError(f"session format version {doc.get('version')!r} is not {VERSION}", where)
-            session = WorkbenchSession(current=str(doc.get("current", "")))
-            for name, entry in dict(doc.get("panels", {})).items():
-                frame = None
-                if entry.get("frame") is not None:
-                    _frame_class(str(entry["frame"].get("class", "")))   # before reading arrays
-                    with np.load(io.BytesIO(archive.read(f"frames/{name}.npz")),
-                                 allow_pickle=False) as data:
-                        arrays = {k: data[k] for k in data.files}
-                    frame = _decode_frame(entry["frame"], arrays)
-                session.panels[str(name)] = PanelState(str(entry["config_yaml"]), frame)
+            for member in archive.infolist():
+                name = member.filename
+                if name.startswith("/") or "\\" in name or ".." in name.split("/"):
+                    raise ConfigError(f"the member {name!r} names a path outside the session", where)
+                if member.file_size > MAX_MEMBER_BYTES:
+                    raise ConfigError(f"session member {name} is too large", where)
+            if archive.getinfo("session.json").file_size > MAX_JSON_BYTES:
+                raise ConfigError(f"session.json is larger than {MAX_JSON_BYTES:,} bytes", where)
+            try:
+                doc = json.loads(archive.read("session.json").decode("utf-8"))
+            except RecursionError:
+                raise ConfigError("session.json is nested too deeply", where) from None
+            session = _read_doc(doc, archive, where)
             return session
-    except ConfigError:
+    except ConfigError as exc:
+        if exc.source is None:
+            exc.source = where
+        elif not exc.source.startswith("session"):
+            exc.source = f"{where}: {exc.source}"
         raise
-    except (OSError, EOFError, KeyError, ValueError, TypeError, AttributeError,
+    except (OSError, EOFError, KeyError, ValueError, TypeError, AttributeError, RecursionError,
             zipfile.BadZipFile) as exc:
         raise ConfigError(f"cannot read the session: {type(exc).__name__}: {exc}", where) from exc
+
+
+def _read_doc(doc: Any, archive: zipfile.ZipFile, where: str) -> WorkbenchSession:
+    from app.sims.common.simulation import DOMAINS, load_run_config
+
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ConfigError("not a BioGPU Studio session file", where)
+    if doc.get("version") != VERSION:
+        raise ConfigError(f"session format version {doc.get('version')!r} is not {VERSION}", where)
+    panels, current = doc.get("panels", {}), doc.get("current", "")
+    if not isinstance(panels, dict):
+        raise ConfigError(f"'panels' is {type(panels).__name__}, not a mapping", where)
+    if not isinstance(current, str):
+        raise ConfigError(f"'current' is {type(current).__name__}, not a panel name", where)
+    session = WorkbenchSession(current=current)
+    for name, entry in panels.items():
+        if name not in DOMAINS:
+            raise ConfigError(f"panel {name!r:.60} is not a domain ({', '.join(DOMAINS)})", where)
+        if not isinstance(entry, dict) or not isinstance(entry.get("config_yaml"), str):
+            raise ConfigError(f"panel {name}: 'config_yaml' is missing or not text", where)
+        load_run_config(entry["config_yaml"], text=True, source=f"{where} (panel {name})")
+        frame = None
+        if entry.get("frame") is not None:
+            if not isinstance(entry["frame"], dict):
+                raise ConfigError(f"panel {name}: 'frame' is not a mapping", where)
+            _frame_class(str(entry["frame"].get("class", "")))   # before reading arrays
+            with np.load(io.BytesIO(archive.read(f"frames/{name}.npz")), allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+            frame = _decode_frame(entry["frame"], arrays)
+        session.panels[name] = PanelState(entry["config_yaml"], frame)
+    return session

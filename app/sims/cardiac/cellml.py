@@ -240,7 +240,15 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
             continue
         equations[target] = convert(rhs, var.qname())
         if var.is_literal() and not var.is_state():
-            literal[target] = float(rhs.eval())
+            try:
+                value = float(rhs.eval())
+            except Exception:               # Myokit's NumericalError, ZeroDivisionError
+                value = math.nan
+            if not math.isfinite(value):
+                raise CellMLImportError(f"{path}: the constant {var.qname()} = {rhs.code()} is not a "
+                                        "finite number (a division by zero or another undefined "
+                                        "operation)")
+            literal[target] = value
     # parameters: annotated literal constants that are not about the stimulus or time
     skip = set(STIMULUS_SETTINGS) | {"membrane_stimulus_current_end", "time", "membrane_voltage"}
     params = []
@@ -295,6 +303,12 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
             gates[s] = lin
     nongating = [s for s in order if s not in gates]
     gate_list = [s for s in order if s in gates]
+    if not gate_list:
+        raise CellMLImportError(
+            f"{path}: no gating variable among its {len(order)} state(s) "
+            f"({', '.join(_qname(states, names, s) for s in order[:6])}): the cardiac engines "
+            "integrate the gates (states with dy/dt = alpha (1 - y) - beta y) by Rush-Larsen and "
+            "need at least one; a model of the membrane voltage alone is not supported")
     outputs = [deriv[_qname(states, names, s)] for s in nongating]
     for s in gate_list:
         eqs[f"a_{s}"] = gates[s][0]

@@ -172,13 +172,26 @@ def estimate_memory(cfg: ChannelConfig, backend: str):
     return estimate(host, gpu, ("ga", "population"), {data: ("protocols",)})
 
 
+# simulated samples (individuals x recorded points) one generation may cost: about an hour of
+# one engine at its measured rate (CPU ~1e6-1e7 samples/s per core, CUDA ~1e9-1e10 samples/s)
+GENERATION_WORK_LIMIT = {"cpu": 2e10, "cpu-reference": 2e9, "cuda": 2e13}
+
+
 def check_before_run(cfg: ChannelConfig, backend: str) -> None:
     """A rate that is NaN or infinite for every parameter set at some protocol voltage is a
     model error (an individual with such a rate is only an invalid individual): checked on 256
     parameter sets drawn as the GA's first generation is, before anything is allocated."""
     from app.sims.channel.ga import initial_population
     from app.sims.channel.model import undefined_rate
+    from app.sims.channel.protocol import protocol_size
 
+    _, points = protocol_size(cfg.protocols)
+    work, limit = float(cfg.ga.population) * points, GENERATION_WORK_LIMIT.get(backend, GENERATION_WORK_LIMIT["cpu"])
+    if work > limit:
+        raise ConfigError(f"{cfg.ga.population:,} individuals x {points:,} recorded points = {work:.3g} "
+                          f"simulated samples per generation on the {backend} engine, above its limit "
+                          f"{limit:.0e} (one generation would take hours): lower ga.population"
+                          + ("" if backend == "cuda" else " or run on CUDA"), path=("ga", "population"))
     model = cfg.model_()
     protocol = cfg.fit_data(model).protocol if cfg.data.source == "recordings" else cfg.protocol()
     voltages = sorted({s.holding for s in protocol.sweeps}

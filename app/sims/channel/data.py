@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -58,8 +60,25 @@ def _check_and_pack(protocol: Protocol, times: np.ndarray, sweeps: list[np.ndarr
     return np.concatenate(out)
 
 
+MAX_CSV_BYTES = 64 << 20     # a recording as text; larger ones belong in ABF or NWB (binary, read in parts)
+
+
+def check_csv_size(path: str | Path) -> None:
+    """Refuse a CSV above :data:`MAX_CSV_BYTES` (or not a regular file) before it is parsed."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read CSV {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{path}: not a regular file (a folder, a pipe or a device)")
+    if info.st_size > MAX_CSV_BYTES:
+        raise ConfigError(f"{path}: the CSV is {info.st_size:,} bytes; a CSV recording may have at "
+                          f"most {MAX_CSV_BYTES:,} (save large recordings as ABF or NWB)")
+
+
 def load_csv(path: str | Path, protocol: Protocol) -> np.ndarray:
     """Recorded currents aligned to the protocol's samples (times measured from sweep start)."""
+    check_csv_size(path)
     try:
         table = np.genfromtxt(path, delimiter=",", comments="#", skip_header=_header_rows(path),
                               filling_values=np.nan, ndmin=2)

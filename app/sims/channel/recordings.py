@@ -103,7 +103,8 @@ def read(path: Path, fmt: str = "auto", channel: int = 0) -> Recording:
 
 def read_csv(path: Path, channel: int = 0) -> Recording:
     """First column time (ms from the sweep start), then one column per sweep (pA)."""
-    from app.sims.channel.data import _header_rows
+    from app.sims.channel.data import _header_rows, check_csv_size
+    check_csv_size(path)
     try:
         table = np.genfromtxt(path, delimiter=",", comments="#", skip_header=_header_rows(path),
                               filling_values=np.nan, ndmin=2)

@@ -125,14 +125,15 @@ def sbml_run_document(path: Path):
 
 
 def read_run_document(path_or_text: str | Path, *, text: bool = False,
-                      overrides: list[str] | None = None):
-    """A run config file (or text) parsed as a mapping, with ``key=value`` overrides applied."""
+                      overrides: list[str] | None = None, source: str | None = None):
+    """A run config file (or text) parsed as a mapping, with ``key=value`` overrides applied;
+    ``source`` names where the text came from in messages (default ``<text>``)."""
     from app.sims.common.config import set_path
 
     if not text and Path(str(path_or_text)).suffix.lower() in (".xml", ".sbml"):
         doc = sbml_run_document(Path(path_or_text))
     else:
-        doc = parse_yaml(str(path_or_text), "<text>") if text else load_yaml(resolve_config_path(path_or_text))
+        doc = parse_yaml(str(path_or_text), source or "<text>") if text else load_yaml(resolve_config_path(path_or_text))
     if not isinstance(doc.data, dict):
         raise doc.error("a run config is a mapping with a 'domain' key")
     for item in overrides or []:
@@ -144,9 +145,9 @@ def read_run_document(path_or_text: str | Path, *, text: bool = False,
 
 
 def load_run_config(path_or_text: str | Path, *, text: bool = False,
-                    overrides: list[str] | None = None) -> tuple[Domain, Any]:
+                    overrides: list[str] | None = None, source: str | None = None) -> tuple[Domain, Any]:
     """Load a run config file (or text) of any domain, apply ``key=value`` overrides, validate."""
-    doc = read_run_document(path_or_text, text=text, overrides=overrides)
+    doc = read_run_document(path_or_text, text=text, overrides=overrides, source=source)
     name = doc.data.get("domain")
     if not isinstance(name, str) or name not in DOMAINS:
         raise doc.error(f"unknown domain {name!r}; valid: {', '.join(DOMAINS)}", ("domain",))
