@@ -97,11 +97,12 @@ def _ours(path: Path) -> int | None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):       # a folder, a pipe, a device
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode) or fh.read(len(MAGIC)) != MAGIC:
-            return None
-        return info.st_size
+        return info.st_size if fh.read(len(MAGIC)) == MAGIC else None
 
 
 def entries() -> list[Path]:

@@ -47,7 +47,9 @@ class RunStopped(RuntimeError):
     """The run cannot go on from the state it reached (it stops there, exit code 3)."""
 
 
-MAX_FIRINGS = 1e11   # expected firings of one realization in one sample interval (hours of work)
+# expected firings (or leaps) of one realization in one sample interval: minutes of work for
+# the compiled engines at ~3e7 firings/s, so that a run whose counts explode stops in seconds
+MAX_FIRINGS = 1e10
 
 
 def _state_text(species: tuple[str, ...], x: np.ndarray) -> str:

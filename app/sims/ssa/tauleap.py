@@ -186,7 +186,8 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
                     critical[r, j] = True
                     a0c += a[r, j]
         taup = tau_prime(x, r, a, critical, change, hor, need, eps)
-        if min(a0, 1.0 / taup) * left > MAX_FIRINGS:     # exact steps or leaps: hours of them
+        # exact steps (a0 per unit time) or leaps of tau' (1 / tau' per unit time): hours of them
+        if (a0 * left if taup < SSA_THRESHOLD / a0 else left / taup) > MAX_FIRINGS:
             return fired, -2
         if taup < SSA_THRESHOLD / a0:
             for _k in range(SSA_STEPS):       # exact steps, as the direct method takes them

@@ -211,7 +211,8 @@ class TauLeapReference(LeapCheckpoint):
             rows, a, a0 = rows[~stop], a[~stop], a0[~stop]
             critical = self._critical(rows, a)
             taup = self._tau_prime(rows, a, critical)
-            slow = np.minimum(a0, 1.0 / taup) * (t_to - self.t[rows]) > MAX_FIRINGS
+            left = t_to - self.t[rows]
+            slow = np.where(taup < SSA_THRESHOLD / a0, a0 * left, left / taup) > MAX_FIRINGS
             stop_leaping(self, rows[slow], np.full(self.realizations, -2), t_to)
             exact = taup < SSA_THRESHOLD / a0
             self._exact_steps(rows[exact], a[exact], t_to)
