@@ -69,8 +69,9 @@ def parse_memory_limit(text: str) -> int | None:
     text = text.strip().upper()
     if not text:
         return None
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:].rstrip("B") or "", 1)
-    digits = text.rstrip("B").rstrip("KMGT")
+    body = text[:-1] if text.endswith("B") else text          # 8G, 8GB, 8192
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(body[-1:], 1)
+    digits = body[:-1] if body[-1:] in ("K", "M", "G", "T") else body
     try:
         value = float(digits) * scale
     except ValueError:
