@@ -15,6 +15,7 @@ import io
 import json
 import os
 import stat
+import typing
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,10 +78,13 @@ def _encode_frame(frame: Frame, prefix: str, arrays: dict[str, np.ndarray]) -> d
 def _frame_class(name: str) -> type[Frame]:
     module, _, qualname = name.partition(":")
     if not module.startswith("app.sims.") or not qualname.isidentifier():
-        raise ConfigError(f"session: {name!r} is not a frame class of app.sims")
-    cls = getattr(importlib.import_module(module), qualname, None)
+        raise ConfigError(f"{name!r} is not a frame class of app.sims")
+    try:
+        cls = getattr(importlib.import_module(module), qualname, None)
+    except ImportError:
+        cls = None
     if not (isinstance(cls, type) and issubclass(cls, Frame) and dataclasses.is_dataclass(cls)):
-        raise ConfigError(f"session: {name!r} is not a frame class of app.sims")
+        raise ConfigError(f"{name!r} is not a frame class of app.sims")
     return cls
 
 
@@ -90,14 +94,18 @@ def _decode_frame(plain: dict[str, Any], arrays: dict[str, np.ndarray]) -> Frame
     values: dict[str, Any] = {}
     items = plain.get("fields", {})
     if not isinstance(items, dict):
-        raise ConfigError(f"session: the fields of {cls.__name__} are {type(items).__name__}, not a mapping")
+        raise ConfigError(f"the fields of {cls.__name__} are {type(items).__name__}, not a mapping")
     for name, item in items.items():
         if name not in fields:
-            raise ConfigError(f"session: {cls.__name__} has no field {name!r}")
+            raise ConfigError(f"{cls.__name__} has no field {name!r}")
         if not isinstance(item, dict) or len(item) != 1:
-            raise ConfigError(f"session: field {cls.__name__}.{name} is not one of array, arrays, "
+            raise ConfigError(f"field {cls.__name__}.{name} is not one of array, arrays, "
                               "tuple or value")
         values[name] = _field_value(cls, fields[name], item, arrays)
+    missing = [n for n, f in fields.items() if f.init and n not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"the frame {cls.__name__} lacks the fields {', '.join(missing)}")
     return cls(**values)
 
 
@@ -110,32 +118,31 @@ def _field_value(cls: type, f: dataclasses.Field, item: dict[str, Any], arrays: 
         return _frozen(_member_array(arrays, raw, where))
     if kind == "arrays":
         if not isinstance(raw, dict):
-            raise ConfigError(f"session: {where}: 'arrays' is not a mapping")
+            raise ConfigError(f"{where}: 'arrays' is not a mapping")
         return {str(k): _frozen(_member_array(arrays, v, where)) for k, v in raw.items()}
     if kind == "tuple":
         if not isinstance(raw, list) or not all(isinstance(v, (bool, int, float, str)) for v in raw):
-            raise ConfigError(f"session: {where}: 'tuple' is not a list of plain values")
+            raise ConfigError(f"{where}: 'tuple' is not a list of plain values")
         return tuple(raw)
     if kind != "value":
-        raise ConfigError(f"session: {where}: unknown entry {kind!r}")
-    default = f.default if f.default is not dataclasses.MISSING else None
-    if raw is None or default is None:
-        if raw is not None and not isinstance(raw, (bool, int, float, str)):
-            raise ConfigError(f"session: {where}: {type(raw).__name__} is not a plain value")
+        raise ConfigError(f"{where}: unknown entry {kind!r}")
+    if raw is not None and not isinstance(raw, (bool, int, float, str)):
+        raise ConfigError(f"{where}: {type(raw).__name__} is not a plain value")
+    hint = typing.get_type_hints(cls).get(f.name)
+    if raw is None or hint not in (bool, int, float, str):
         return raw
-    want = (int, float) if isinstance(default, float) else type(default)
-    if isinstance(raw, bool) != isinstance(default, bool) or not isinstance(raw, want):
-        raise ConfigError(f"session: {where} is {type(raw).__name__} {raw!r:.40}; expected "
-                          f"{type(default).__name__}")
+    want = (int, float) if hint is float else hint
+    if isinstance(raw, bool) != (hint is bool) or not isinstance(raw, want):
+        raise ConfigError(f"{where} is {type(raw).__name__} {raw!r:.40}; expected {hint.__name__}")
     return raw
 
 
 def _member_array(arrays: dict[str, np.ndarray], key: Any, where: str) -> np.ndarray:
     if not isinstance(key, str) or key not in arrays:
-        raise ConfigError(f"session: {where}: the array {key!r:.60} is not in the session file")
+        raise ConfigError(f"{where}: the array {key!r:.60} is not in the session file")
     array = arrays[key]
     if array.dtype.kind not in "biuf":
-        raise ConfigError(f"session: {where}: the array {key!r:.60} holds {array.dtype}, not numbers")
+        raise ConfigError(f"{where}: the array {key!r:.60} holds {array.dtype}, not numbers")
     return array
 
 

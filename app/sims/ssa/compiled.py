@@ -226,8 +226,27 @@ def module_source(net: Network | None) -> str:
                                    "TRIGGER": Code("\n".join(trigger))}) + _LOOP
 
 
+# General kinetic laws become branches of one inlined function: numba's compile time grows
+# with their number (about a second of CPU each, measured at 16 laws), so above this the
+# compiled engine is refused before any code is generated (NumPy and CUDA run them).
+MAX_COMPILED_LAWS = 64
+
+
+def check_code_size(net: Network) -> None:
+    """Refuse (ConfigError) a network with more general laws than :data:`MAX_COMPILED_LAWS`."""
+    from app.sims.common.config import ConfigError
+
+    n = sum(law is not None for law in net.laws or ())
+    if n > MAX_COMPILED_LAWS:
+        raise ConfigError(f"{n} reactions have general kinetic laws; the compiled CPU engine generates "
+                          f"code for each and compiles at most {MAX_COMPILED_LAWS} (more would take many "
+                          "minutes): run this model with --backend cpu-reference (NumPy) or cuda",
+                          path=("sbml",))
+
+
 def network_module(net: Network):
     """The compiled functions for ``net`` (generated once per text, cached on disk)."""
+    check_code_size(net)
     return generated_module("ssa", module_source(net if net.general else None))
 
 

@@ -153,8 +153,13 @@ def estimate_memory(cfg: SSAConfig, backend: str):
 
 
 def check_before_run(cfg: SSAConfig, backend: str) -> None:
-    """Integer ranges of the engine that runs (see :func:`check_counts`)."""
-    check_counts(cfg, cfg.network(), backend)
+    """Integer ranges of the engine that runs (see :func:`check_counts`) and, on the compiled
+    CPU engine, the size of the code it would generate."""
+    network = cfg.network()
+    check_counts(cfg, network, backend)
+    if backend == "cpu" and cfg.ensemble.algorithm != "tau-leap":
+        from app.sims.ssa.compiled import check_code_size
+        check_code_size(network)
 
 
 def _resolve_sbml(cfg: SSAConfig, doc: Document) -> SSAConfig:

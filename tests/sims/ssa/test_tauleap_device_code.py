@@ -66,9 +66,11 @@ int main(int argc, char** argv) {
         int x[SSA_NS] = {0};
         float a[SSA_NR];
         unsigned long long n = 0;
+        int bad = 0;
         for (int k = 1; k <= 4; ++k) {
             ssa_init(rate, x, a);
-            ssa_tau_run(x, a, rate, t_end * (k - 1) / 4, t_end * k / 4, eps, 5ull, (unsigned long long)r, &n);
+            ssa_tau_run(x, a, rate, t_end * (k - 1) / 4, t_end * k / 4, eps, 5ull, (unsigned long long)r, &n, &bad);
+            if (bad) return 3;
         }
         printf("%d\\n", x[0]);
     }
