@@ -154,13 +154,16 @@ class Network:
     def propensities(self, x: np.ndarray, rates: np.ndarray | None = None) -> np.ndarray:
         """Mass-action propensities (..., M) for states ``x`` (..., S), in float64."""
         rates = self.rates if rates is None else rates
-        x = np.asarray(x, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):    # bad values are the caller's to refuse
+            return self._propensities(np.asarray(x, dtype=np.float64), rates)
+
+    def _propensities(self, x: np.ndarray, rates: np.ndarray) -> np.ndarray:
         a = np.broadcast_to(rates, x.shape[:-1] + (self.n_reactions,)).copy()
         for j, reactants in enumerate(self.reactant_lists()):
             for s, m in reactants:
                 a[..., j] *= binomial(x[..., s], m)
             if self.laws and self.laws[j] is not None:
-                a[..., j] *= evaluate(self.laws[j], self.species_env(x))   # a bad value is the caller's to refuse
+                a[..., j] *= evaluate(self.laws[j], self.species_env(x))
         return a * self.guard_open(x)
 
     def guard_open(self, x: np.ndarray) -> np.ndarray:

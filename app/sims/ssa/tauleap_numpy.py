@@ -45,6 +45,10 @@ class TauLeapReference(LeapCheckpoint):
         for bit): c, then per reactant x, (x - 1) / 2, (x - 2) / 3."""
         x = self.x[rows].astype(np.float64)
         a = np.broadcast_to(self.rates, (len(rows), self.net.n_reactions)).copy()
+        with np.errstate(over="ignore"):        # an infinite product is refused by the caller
+            return self._mass_action(x, a)
+
+    def _mass_action(self, x: np.ndarray, a: np.ndarray) -> np.ndarray:
         for j, pairs in enumerate(self.net.reactant_lists()):
             for s, m in pairs:
                 v = x[:, s]
