@@ -133,7 +133,8 @@ def read_run_document(path_or_text: str | Path, *, text: bool = False,
     if not text and Path(str(path_or_text)).suffix.lower() in (".xml", ".sbml"):
         doc = sbml_run_document(Path(path_or_text))
     else:
-        doc = parse_yaml(str(path_or_text), source or "<text>") if text else load_yaml(resolve_config_path(path_or_text))
+        doc = (parse_yaml(str(path_or_text), source or "<text>") if text
+               else load_yaml(resolve_config_path(path_or_text)))
     if not isinstance(doc.data, dict):
         raise doc.error("a run config is a mapping with a 'domain' key")
     for item in overrides or []:

@@ -324,7 +324,8 @@ def checkpoint_schema(cfg: NetworkConfig, state: Mapping[str, Any]) -> list[Arra
         return a.shape[0] if a.ndim == 1 else None
 
     k, spikes, epochs = length("engine_syn_pre"), length("spike_steps"), length("hist_epoch_synapses")
-    out = [ArraySpec("epoch", "int", (), 0, cfg.run.epochs), ArraySpec("step_in_epoch", "int", (), 0, cfg.steps_per_epoch),
+    out = [ArraySpec("epoch", "int", (), 0, cfg.run.epochs),
+           ArraySpec("step_in_epoch", "int", (), 0, cfg.steps_per_epoch),
            ArraySpec("wall", "float", (), 0), ArraySpec("pop", "float", (bins,), 0),
            ArraySpec("rate", "float", (n,), 0), ArraySpec("spike_steps", "int", (spikes,), 0, steps),
            ArraySpec("spike_neurons", "int", (spikes,), 0, n - 1),

@@ -210,7 +210,8 @@ def module_source(net: Network | None) -> str:
         guards = net.guards()
         for j, law in enumerate(net.laws or ()):
             if law is not None:
-                laws += [f"    if j == {j}:", f"        a *= {to_python(law, symbol)}"]   # unchecked: the loop stops on a bad value
+                # unclamped: the loop stops the realization on a value that is not finite and >= 0
+                laws += [f"    if j == {j}:", f"        a *= {to_python(law, symbol)}"]
                 laws += [f"        if x[r, {s}] < {n}:\n            a = 0.0" for s, n in guards[j]]
         for e, event in enumerate(net.events):
             assign.append(f"    if e == {e}:")
