@@ -21,6 +21,11 @@ def generated_folder():
     else:
         home_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         folder = Path(home_cache) / "biogpu-studio" / "numba-generated"
+    return _own_folder(folder)
+
+
+def _own_folder(folder):
+    """``folder``, created if missing; OSError when it is a link or not a folder."""
     folder.mkdir(parents=True, exist_ok=True)
     if folder.is_symlink() or not folder.is_dir():
         raise OSError(f"{folder} (the folder of generated modules) is a link or not a folder; "

@@ -23,8 +23,11 @@ def _name(source: str) -> str:
 
 @pytest.fixture
 def numba_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
-    yield tmp_path / "numba" / "biogpu-generated"
+    """The generated-module folder moved into tmp_path (not through NUMBA_CACHE_DIR: numba
+    reloads its whole configuration when a NUMBA_ variable changes)."""
+    folder = tmp_path / "numba" / "biogpu-generated"
+    monkeypatch.setattr(jit, "generated_folder", lambda: jit._own_folder(folder))
+    yield folder
     for name in [n for n in sys.modules if n.startswith("h25test_")]:
         del sys.modules[name]
 
@@ -50,9 +53,10 @@ def test_planted_link_is_not_written_through(numba_dir, tmp_path, where):
 @given(value=st.integers(0, 10**6), pid_offset=st.integers(-3, 3))
 def test_generated_module_with_links_at_guessable_names(tmp_path_factory, value, pid_offset):
     root = tmp_path_factory.mktemp("jit")
-    os.environ["NUMBA_CACHE_DIR"] = str(root / "numba")
+    folder = root / "numba" / "biogpu-generated"
+    original = jit.generated_folder
+    jit.generated_folder = lambda: jit._own_folder(folder)
     try:
-        folder = root / "numba" / "biogpu-generated"
         folder.mkdir(parents=True)
         source = f"VALUE = {value}\n"
         name = _name(source)
@@ -65,18 +69,16 @@ def test_generated_module_with_links_at_guessable_names(tmp_path_factory, value,
         assert jit.generated_module("h25test", source).VALUE == value
         assert victim.read_text() == "keep"
     finally:
-        os.environ.pop("NUMBA_CACHE_DIR", None)
+        jit.generated_folder = original
         sys.modules.pop(_name(f"VALUE = {value}\n"), None)
 
 
-def test_generated_folder_that_is_a_link_is_refused(tmp_path, monkeypatch):
+def test_generated_folder_that_is_a_link_is_refused(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
-    (tmp_path / "numba").mkdir()
-    (tmp_path / "numba" / "biogpu-generated").symlink_to(outside)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    (tmp_path / "biogpu-generated").symlink_to(outside)
     with pytest.raises(OSError, match="is a link"):
-        jit.generated_folder()
+        jit._own_folder(tmp_path / "biogpu-generated")
 
 
 # ---- the kernel cache ----------------------------------------------------------------------

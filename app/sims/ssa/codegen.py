@@ -185,12 +185,13 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     # 1 + the first reaction whose propensity is not a finite number >= 0, else 0. Mass action
     # cannot go negative, so there the total (already summed) screens every step for free.
     general = bool(net.laws) and any(law is not None for law in net.laws)
-    out.append(f"#define SSA_GUARD {int(general)}\n"
+    # A total that overflows float32 while every term is finite names the largest term.
+    out.append(f"#define SSA_GUARD {int(general)}\n#define SSA_FINITE(v) ((v) >= 0.f && (v) <= 3.4028234663852886e38f)\n"
                "__device__ __forceinline__ int ssa_bad(const float* a, const float a0)\n{\n"
-               "    if (!SSA_GUARD && a0 >= 0.f && a0 <= 3.4028234663852886e38f) return 0;\n"
-               f"{pragma}\n    for (int k = 0; k < SSA_NR; ++k)\n"
-               "        if (!(a[k] >= 0.f && a[k] <= 3.4028234663852886e38f)) return k + 1;\n"
-               "    return 0;\n}\n")
+               "    if (!SSA_GUARD && SSA_FINITE(a0)) return 0;\n    int worst = 0;\n"
+               f"{pragma}\n    for (int k = 0; k < SSA_NR; ++k) {{\n"
+               "        if (!SSA_FINITE(a[k])) return k + 1;\n        if (a[k] > a[worst]) worst = k;\n    }\n"
+               "    return SSA_FINITE(a0) ? 0 : worst + 1;\n}\n")
     # Selection: first k with cumulative propensity > target; rounding at the very top falls
     # back to the last reaction with a positive propensity.
     out.append("__device__ __forceinline__ int ssa_select(const float* a, const float target)\n{")
