@@ -24,7 +24,7 @@ from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.runner import RunState, SimulationWorker
 from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateView, RasterView
-from app.sims.common.config import ConfigError, parse_yaml
+from app.sims.common.config import ConfigError
 from app.sims.common.output import save_csv, save_npz
 from app.sims.common.session import load_checkpoint
 from app.sims.common.simulation import Domain
@@ -143,8 +143,12 @@ class NetworkPanel(Panel):
 
     def resume_from(self, path: str | Path) -> None:
         """Load the culture and settings of a checkpoint; the next Run continues it."""
+        from app.sims.common.checkpoint_schema import check_arrays, checked_config
+        from app.sims.network.simulation import checkpoint_schema
+
         state = load_checkpoint(path)
-        cfg = load_config(parse_yaml(str(state["config_yaml"]), str(path)))
+        cfg = checked_config(state, load_config, path)       # errors name the checkpoint
+        check_arrays(state, checkpoint_schema(cfg, state), path)
         self.apply_config(cfg)
         self.resume_path = Path(path)
         self.checkpoint.setText(str(path))
