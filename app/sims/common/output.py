@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -126,7 +127,10 @@ class RunFolder:
                 (self.out / old).unlink(missing_ok=True)
         for name in names:
             os.replace(self.stage / name, self.out / name)
-        names.append(write_crate(self.out, files=names, **self._crate_fields()).name)
+        try:
+            names.append(write_crate(self.out, files=names, **self._crate_fields()).name)
+        except (ImportError, OSError, ValueError) as exc:     # the results count more than their crate
+            logging.getLogger(__name__).warning("no RO-Crate written in %s: %s", self.out, exc)
         manifest = {"run_id": self.run_id, "files": {n: (self.out / n).stat().st_size for n in names}}
         save_json(self.out / MANIFEST, manifest)
 
