@@ -8,6 +8,8 @@
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--out table.md]
+    python -m app omex -i ARCHIVE.omex -o OUTDIR [--backend ...]   # run a COMBINE/OMEX archive's SED-ML
+    python -m app omex --export RUN_OR_SWEEP_FOLDER -o OUT.omex    # a run or sweep as an OMEX archive
 
 Exit codes: 0 done; 1 a failure while running (message printed; what the run had is written
 where it could be); 2 bad input (a config, a file, an option: the message names it; nothing
@@ -69,6 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
+    omex = sub.add_parser("omex", help="SSA: run a COMBINE/OMEX archive's SED-ML, or export a run as one")
+    omex.add_argument("-i", "--archive", default=None, help="the archive to run")
+    omex.add_argument("--export", default=None, metavar="FOLDER", help="a run or sweep folder to export")
+    omex.add_argument("-o", "--out", required=True, help="output folder (run) or .omex file (export)")
+    omex.add_argument("--backend", default="auto", choices=BACKENDS)
+    omex.add_argument("--seed", type=int, default=2024, help="seed where the SED-ML gives none")
+    omex.add_argument("--workers", type=int, default=None, help="Dask workers for repeated tasks that sweep")
+    omex.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    omex.add_argument("--no-png", action="store_true", help="skip the plots")
     sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -94,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "omex":
+            return _omex(args)
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -276,3 +289,21 @@ def _sweep(args: argparse.Namespace) -> int:
     if s["stopped"]:
         return 130
     return 1 if s["failed"] else 0
+
+
+def _omex(args: argparse.Namespace) -> int:
+    """Run an archive into a folder (BioSimulators' -i/-o), or export a run folder as an archive."""
+    if (args.archive is None) == (args.export is None):
+        raise ConfigError("give either -i ARCHIVE (run it) or --export FOLDER (write one)")
+    if args.export is not None:
+        from app.sims.ssa.sedml_export import export_folder
+        print(f"archive: {export_folder(args.export, args.out)}")
+        return 0
+    from app.omex import run_archive
+
+    result = run_archive(args.archive, args.out, args.backend, seed=args.seed, workers=args.workers,
+                         scheduler=args.scheduler, png=not args.no_png)
+    for path in result.reports + result.plots:
+        print(f"  {path}")
+    print(f"results in {args.out}/")
+    return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -37,8 +38,7 @@ class ArchiveError(ConfigError):
     """An archive refused: the archive's path, the member and the reason."""
 
     def __init__(self, archive: str | Path, member: str | None, reason: str):
-        where = f"{archive}" + (f": member '{member}'" if member else "")
-        super().__init__(f"{where}: {reason}")
+        super().__init__((f"member '{member}': " if member else "") + reason, source=str(archive))
         self.archive, self.member, self.reason = str(archive), member, reason
 
 
@@ -99,8 +99,8 @@ def _check_members(archive: Path, zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
     files = []
     for info in infos:
         path = safe_name(archive, info.filename.rstrip("/") if info.is_dir() else info.filename)
-        mode = info.external_attr >> 16
-        if mode and (stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))):
+        kind = stat.S_IFMT(info.external_attr >> 16)     # 0: no Unix type recorded (a plain file)
+        if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
             raise ArchiveError(archive, info.filename, "a symbolic link or special file; only plain files are read")
         key = path.as_posix().lower()
         if key in seen:
@@ -129,12 +129,16 @@ def _extract(archive: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Pa
     target.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     limit = min(info.file_size, MAX_MEMBER_BYTES)
-    with zf.open(info) as src, open(target, "xb") as out:
-        for block in iter(lambda: src.read(1 << 20), b""):
-            written += len(block)
-            if written > limit:        # the header said less: a lying zip bomb
-                raise ArchiveError(archive, info.filename, "inflates to more than its header says")
-            out.write(block)
+    try:
+        with zf.open(info) as src, open(target, "xb") as out:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                written += len(block)
+                if written > limit:        # the header said less: a lying zip bomb
+                    raise ArchiveError(archive, info.filename, "inflates to more than its header says")
+                out.write(block)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+        # zipfile inflates no more than the header says; then the CRC no longer matches
+        raise ArchiveError(archive, info.filename, f"cannot be inflated ({exc})") from None
 
 
 def open_archive(path: str | Path, dest: str | Path) -> Archive:

@@ -56,7 +56,7 @@ class SedmlError(ConfigError):
     """A SED-ML element refused: the document, the element, its id and the reason."""
 
     def __init__(self, doc: str, element: str, id_: str, reason: str):
-        super().__init__(f"{doc}: {element} '{id_}': {reason}")
+        super().__init__(f"{element} '{id_}': {reason}", source=doc)
         self.element, self.id, self.reason = element, id_, reason
 
 

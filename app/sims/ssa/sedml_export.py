@@ -246,6 +246,25 @@ def export_folder(folder: str | Path, dest: str | Path) -> Path:
     return dest
 
 
+def pack_sbml(sbml: str | Path, dest: str | Path, ensemble) -> Path:
+    """An archive that runs the SBML file ``sbml`` as an ensemble (``ensemble``: the run config's
+    :class:`~app.sims.ssa.config.EnsembleSettings`), without results: a model to share."""
+    from app.sims.ssa.config import SSAConfig
+    from app.sims.ssa.sbml import load_sbml_network
+
+    sbml, dest = Path(sbml), Path(dest)
+    species = list(load_sbml_network(sbml).species)
+    cfg = SSAConfig(name=sbml.stem, sbml=str(sbml), ensemble=ensemble)
+    with tempfile.TemporaryDirectory(prefix="omex-pack-") as tmp:
+        stage = Path(tmp)
+        (stage / MODEL_NAME).write_text(_sbml_text(cfg), encoding="utf-8")
+        (stage / SEDML_NAME).write_text(sedml_text(cfg, species), encoding="utf-8")
+        write_archive(dest, [(stage / MODEL_NAME, MODEL_NAME, FORMATS["sbml"], False),
+                             (stage / SEDML_NAME, SEDML_NAME, FORMATS["sedml"], True)])
+    _check_archive(dest)
+    return dest
+
+
 def _sweep_summary(folder: Path) -> dict[str, Any] | None:
     if (folder / "points").is_dir() and not (folder / "config.yaml").is_file():
         try:
