@@ -168,6 +168,7 @@ def test_model_changes_take_effect(tmp_path):
     assert got["x"].tolist() == [30.0] * 5 and got["y"].tolist() == [12.0] * 5
 
 
+@pytest.mark.slow
 def test_a_sweep_of_ensembles_runs_on_dask(tmp_path):
     """setValue over a vectorRange: a sweep, each point an ensemble, as app.sweep points."""
     sweep = ('<repeatedTask id="sw" range="kv" resetModel="true"><listOfRanges><vectorRange id="kv">'
