@@ -164,3 +164,30 @@ def _write_outputs(plan, data, out: Path, result: OmexResult, png: bool, say) ->
             except ImportError as exc:
                 say(f"plot '{output.id}' skipped: matplotlib is not installed ({exc.name})")
     return values
+
+
+def archive_config(archive: str | Path, folder: str | Path, seed: int = DEFAULT_SEED) -> tuple[dict, list[str]]:
+    """The SSA run config (plain data) of the first task of ``archive`` that is one run (a task or
+    an ensemble), with its model (changes applied) written into ``folder``; and notes on the rest
+    (what the SSA panel opens: sweeps and the other tasks run with ``biogpu omex``)."""
+    from app.sims.ssa.omex import open_archive
+    from app.sims.ssa.sedml import read_sedml
+    from app.sims.ssa.sedml_results import run_config, write_model
+
+    folder = Path(folder)
+    opened = open_archive(archive, folder / "archive")
+    plans = [read_sedml(e.path, opened.folder, e.location) for e in opened.sedml()]
+    units = [(plan, unit) for plan in plans for unit in plan.units.values()]
+    single = [(plan, unit) for plan, unit in units if unit.sweep is None]
+    if not single:
+        raise ConfigError(f"{archive}: every task is a sweep; run the archive with 'biogpu omex'")
+    plan, unit = single[0]
+    model = write_model(plan, unit.model, folder / "models" / f"{Path(plan.location).stem}-{unit.id}.xml")
+    data = run_config(plan, unit, model, seed)
+    data["ensemble"].pop("snapshot_times", None)     # the panel shows statistics and histograms
+    notes = list(plan.notes)
+    others = [f"{p.location}: {u.id}" for p, u in units if u is not unit]
+    if others:
+        notes.append(f"opened task '{unit.id}' of {plan.location}; the archive's other tasks ("
+                     f"{', '.join(others)}) run with 'biogpu omex -i {Path(archive).name} -o OUT'")
+    return data, notes
