@@ -104,7 +104,8 @@ def write_crate(folder: str | Path, *, name: str, started: float, ended: float,
     profile = crate.add(ContextEntity(crate, PROCESS_PROFILE, properties={
         "@type": "CreativeWork", "name": "Process Run Crate", "version": "0.5"}))
     root["conformsTo"] = profile
-    objects, results = [], []
+    objects: list[Any] = []
+    results: list[Any] = []
     paths = _files(folder) if files is None else [folder / f for f in files if f != METADATA]
     for path in paths:
         rel = path.relative_to(folder).as_posix()
