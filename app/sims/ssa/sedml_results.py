@@ -227,6 +227,7 @@ def write_report(out: Path, plan: Plan, output, values: Mapping[str, np.ndarray]
         atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
         written.append(path)
     h5 = out / H5_NAME
+    out.mkdir(parents=True, exist_ok=True)
     with h5py.File(h5, "a") as fh:
         if rel in fh:
             del fh[rel]
