@@ -60,6 +60,27 @@ def compiler_text(backend: str) -> str:
     return "none (NumPy reference engine)"
 
 
+def input_files(config: Any, limit: int = 100) -> list[Path]:
+    """Files a run config names by absolute path (an SBML or CellML model, a recording)."""
+    found: list[Path] = []
+
+    def walk(value: Any) -> None:
+        if len(found) >= limit:
+            return
+        if isinstance(value, Mapping):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and value.startswith("/") and len(value) < 4096:
+            path = Path(value)
+            if path.is_file() and path not in found:
+                found.append(path)
+    walk(config)
+    return found
+
+
 def iso(timestamp: float) -> str:
     return _dt.datetime.fromtimestamp(timestamp, _dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -78,12 +99,15 @@ def _files(folder: Path) -> list[Path]:
 
 def write_crate(folder: str | Path, *, name: str, started: float, ended: float,
                 summary: Mapping[str, Any] | None = None, inputs: Iterable[str] = INPUT_NAMES,
-                files: Iterable[str] | None = None, description: str = "") -> Path:
+                files: Iterable[str] | None = None, external: Iterable[str | Path] = (),
+                description: str = "") -> Path:
     """Write ``folder/ro-crate-metadata.json`` describing every file now in ``folder``.
 
     ``summary`` supplies the backend, device and seed where the run recorded them; files named
     in ``inputs`` (relative to the folder) are the action's object, all others its result.
-    ``files`` limits the crate to those names (default: every file under ``folder``).
+    ``files`` limits the crate to those names (default: every file under ``folder``);
+    ``external`` are input files outside the folder (a model the config names), listed by their
+    ``file://`` URI with their hash.
     """
     from rocrate.model.contextentity import ContextEntity
     from rocrate.rocrate import ROCrate
@@ -113,6 +137,12 @@ def write_crate(folder: str | Path, *, name: str, started: float, ended: float,
             "name": rel, "contentSize": str(path.stat().st_size), "sha256": sha256(path),
             "encodingFormat": _FORMATS.get(path.suffix.lower(), "application/octet-stream")})
         (objects if rel in inputs else results).append(entity)
+    for path in external:
+        path = Path(path).resolve()
+        objects.append(crate.add_file(path.as_uri(), fetch_remote=False, properties={
+            "name": path.name, "contentSize": str(path.stat().st_size), "sha256": sha256(path),
+            "encodingFormat": _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
+            "description": "an input file the run config names (outside the run folder)"}))
     commit = git_commit()
     app = crate.add(ContextEntity(crate, "#biogpu-studio", properties={
         "@type": "SoftwareApplication", "name": "BioGPU Studio",

@@ -20,8 +20,9 @@ import numpy as np
 
 from app.compute.device import backend_context
 from app.sims.common.checkpoint import check_target, read_checkpoint, write_checkpoint
-from app.sims.common.config import dump_yaml
+from app.sims.common.config import dump_yaml, to_plain
 from app.sims.common.output import RunFolder
+from app.sims.common.provenance import input_files
 from app.sims.common.simulation import Domain, Frame, Simulation
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,8 @@ def write_run_outputs(out_dir: str | Path, cfg: Any, arrays: Mapping[str, np.nda
     the folder it is given) into ``out_dir`` as one unit, with its RO-Crate (``started``: when
     the run began, epoch seconds): see :class:`RunFolder`."""
     with RunFolder(out_dir) as folder:
-        folder.provenance = {"summary": summary, **({"started": started} if started else {})}
+        folder.provenance = {"summary": summary, "external": input_files(to_plain(cfg)),
+                             **({"started": started} if started else {})}
         folder.save_text("config.yaml", dump_yaml(cfg))
         folder.save_npz("results.npz", arrays)
         folder.save_json("summary.json", summary)

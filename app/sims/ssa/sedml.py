@@ -458,7 +458,11 @@ class _Reader:
         length = len(ranges[master])
         if length < 1 or any(len(v) < length for v in ranges.values()):
             raise self.refuse("repeatedTask", tid, "a range is shorter than the master range")
-        return task.getSubTask(0).getTask(), length, {k: v[:length] for k, v in ranges.items()}
+        sub = task.getSubTask(0)
+        if sub.getNumTaskChanges():
+            raise self.refuse("subTask", sub.getTask(), f"changes inside a subTask of repeatedTask '{tid}' are not "
+                              "supported (put them on the repeatedTask)")
+        return sub.getTask(), length, {k: v[:length] for k, v in ranges.items()}
 
     def model_ref(self, task) -> str:
         mid = task.getModelReference()

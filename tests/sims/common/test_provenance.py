@@ -63,3 +63,16 @@ def test_manifest_lists_the_crate_and_a_rerun_replaces_it(tmp_path):
     graph = _graph(out)
     assert graph["results.npz"]["sha256"] == sha256(out / "results.npz") != first
     assert graph["#seed"]["value"] == "2"
+
+
+def test_input_files_named_by_the_config_are_listed_with_their_hash(tmp_path, monkeypatch):
+    model = tmp_path / "model.xml"
+    model.write_text("<sbml/>")
+    out = tmp_path / "run"
+    write_run_outputs(out, {"sbml": str(model), "ensemble": {"seed": 3}}, {"a": np.zeros(2)},
+                      {"backend": "cpu", "seed": 3})
+    graph = _graph(out)
+    entity = graph[model.resolve().as_uri()]
+    assert entity["sha256"] == sha256(model) and entity["@type"] == "File"
+    assert {"@id": model.resolve().as_uri()} in graph["#run"]["object"]
+    assert validate_crate(out, monkeypatch) == []
