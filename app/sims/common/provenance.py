@@ -137,8 +137,8 @@ def write_crate(folder: str | Path, *, name: str, started: float, ended: float,
             "name": rel, "contentSize": str(path.stat().st_size), "sha256": sha256(path),
             "encodingFormat": _FORMATS.get(path.suffix.lower(), "application/octet-stream")})
         (objects if rel in inputs else results).append(entity)
-    for path in external:
-        path = Path(path).resolve()
+    for named in external:
+        path = Path(named).resolve()
         objects.append(crate.add_file(path.as_uri(), fetch_remote=False, properties={
             "name": path.name, "contentSize": str(path.stat().st_size), "sha256": sha256(path),
             "encodingFormat": _FORMATS.get(path.suffix.lower(), "application/octet-stream"),
