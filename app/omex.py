@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from app.sims.common.config import ConfigError, Document
+from app.sims.ssa.sedml_results import H5_NAME
 
 log = logging.getLogger(__name__)
 DEFAULT_SEED = 2024
@@ -47,8 +48,12 @@ def run_archive(archive: str | Path, out: str | Path, backend: str = "auto", *, 
     started = time.time()
     out = check_output_dir(out)
     folder = out / "archive"
-    if folder.exists():
-        shutil.rmtree(folder)
+    if folder.exists() or (out / H5_NAME).exists():
+        if not (out / "log.txt").is_file():      # only what an earlier 'biogpu omex' wrote is replaced
+            raise ConfigError(f"{out} holds archive/ or {H5_NAME} that 'biogpu omex' did not write; "
+                              "choose another output folder", str(archive))
+        shutil.rmtree(folder, ignore_errors=True)
+        (out / H5_NAME).unlink(missing_ok=True)
     opened = open_archive(archive, folder)
     docs = opened.sedml()
     if not docs:
