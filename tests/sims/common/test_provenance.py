@@ -20,8 +20,10 @@ def _graph(folder):
 
 
 def test_run_folder_is_a_valid_process_run_crate(tmp_path, monkeypatch):
+    model = tmp_path / "model.xml"          # an input the config names, outside the run folder
+    model.write_text("<sbml/>")
     out = tmp_path / "run"
-    write_run_outputs(out, {"domain": "x", "n": 1}, {"a": np.arange(4.0)},
+    write_run_outputs(out, {"domain": "x", "n": 1, "sbml": str(model)}, {"a": np.arange(4.0)},
                       {"backend": "cpu", "device": "test CPU", "seed": 42, "finished": True},
                       started=1_700_000_000.0)
     graph = _graph(out)
@@ -31,7 +33,9 @@ def test_run_folder_is_a_valid_process_run_crate(tmp_path, monkeypatch):
     assert action["endTime"] >= action["startTime"]
     assert action["instrument"] == {"@id": "#biogpu-studio"}
     ids = {o["@id"] for o in action["object"]}
-    assert {"config.yaml", "#seed", "#backend", "#device", "#kernel-compiler", "#git-commit"} <= ids
+    assert {"config.yaml", "#seed", "#backend", "#device", "#kernel-compiler", "#git-commit",
+            model.resolve().as_uri()} <= ids
+    assert graph[model.resolve().as_uri()]["sha256"] == sha256(model)
     assert graph["#seed"]["value"] == "42" and graph["#device"]["value"] == "test CPU"
     results = {r["@id"] for r in action["result"]}
     assert results == {"results.npz", "summary.json"}
@@ -64,15 +68,3 @@ def test_manifest_lists_the_crate_and_a_rerun_replaces_it(tmp_path):
     assert graph["results.npz"]["sha256"] == sha256(out / "results.npz") != first
     assert graph["#seed"]["value"] == "2"
 
-
-def test_input_files_named_by_the_config_are_listed_with_their_hash(tmp_path, monkeypatch):
-    model = tmp_path / "model.xml"
-    model.write_text("<sbml/>")
-    out = tmp_path / "run"
-    write_run_outputs(out, {"sbml": str(model), "ensemble": {"seed": 3}}, {"a": np.zeros(2)},
-                      {"backend": "cpu", "seed": 3})
-    graph = _graph(out)
-    entity = graph[model.resolve().as_uri()]
-    assert entity["sha256"] == sha256(model) and entity["@type"] == "File"
-    assert {"@id": model.resolve().as_uri()} in graph["#run"]["object"]
-    assert validate_crate(out, monkeypatch) == []
