@@ -30,12 +30,13 @@ MODEL = {"species": {"X": 30, "Y": 0}, "parameters": {"k": 1.3},
                        {"rate": 0.7, "reactants": {"Y": 1}, "products": {"X": 1}}]}
 
 
-def ssa_run(tmp_path: Path, realizations=64, seed=7, algorithm="direct", name="run") -> tuple[Path, dict]:
+def ssa_run(tmp_path: Path, realizations=64, seed=7, algorithm="direct", name="run",
+            backend="cpu") -> tuple[Path, dict]:
     data = {"domain": "ssa", "name": "bd", "model": MODEL,
             "ensemble": {"realizations": realizations, "t_end": 2.0, "samples": 9, "seed": seed,
                          "algorithm": algorithm}}
     cfg = SSA.load().load_config(Document(data, {}, "<test>"))
-    session = run_headless(SSA, cfg, "cpu", tmp_path / name)
+    session = run_headless(SSA, cfg, backend, tmp_path / name)
     return tmp_path / name, session.arrays
 
 
@@ -286,3 +287,21 @@ def validate_sweep_crate(folder: Path) -> bool:
     doc = json.loads((folder / "ro-crate-metadata.json").read_text())
     ids = {e["@id"] for e in doc["@graph"]}
     return {"sweep.csv", "summary.json", "points/p00000-r00/results.npz"} <= ids
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ["direct", "tau-leap"])
+def test_export_then_import_on_cuda(tmp_path, algorithm):
+    """A CUDA ensemble (4096 realizations) exported and re-run on CUDA: identical mean and SD; and
+    against the same archive run on the CPU, the means agree within 5 standard errors."""
+    folder, arrays = ssa_run(tmp_path, realizations=4096, algorithm=algorithm, backend="cuda")
+    archive = export_folder(folder, tmp_path / "run.omex")
+    run_archive(archive, tmp_path / "gpu", "cuda", say=lambda s: None, png=False)
+    got = report(tmp_path / "gpu")
+    for j, s in enumerate(("X", "Y")):
+        np.testing.assert_array_equal(got[f"{s} mean"], arrays["mean"][:, j])
+        np.testing.assert_array_equal(got[f"{s} sd"], arrays["std"][:, j])
+    run_archive(archive, tmp_path / "cpu", "cpu", say=lambda s: None, png=False)
+    cpu = report(tmp_path / "cpu")
+    se = np.sqrt((got["X sd"] ** 2 + cpu["X sd"] ** 2) / 4096)[1:]
+    assert (np.abs(got["X mean"] - cpu["X mean"])[1:] < 5 * se).all()
