@@ -172,7 +172,7 @@ def _manifest(archive: Path, folder: Path) -> tuple[Entry, ...]:
     if "<!DOCTYPE" in text or "<!ENTITY" in text:
         raise ArchiveError(archive, "manifest.xml", "declares a DTD or entities; refused")
     lc = _libcombine()
-    omex = lc.CaReader().readOMEXFromString(text)
+    omex = lc.CaReader().readOMEXFromString(_normalized(archive, text))
     if omex is None or omex.getNumErrors(lc.LIBCOMBINE_SEV_ERROR) + omex.getNumErrors(lc.LIBCOMBINE_SEV_FATAL):
         log = omex.getErrorLog().toString() if omex is not None else ""
         raise ArchiveError(archive, "manifest.xml", f"not a valid OMEX manifest {log.strip()[:500]}")
@@ -195,6 +195,27 @@ def _manifest(archive: Path, folder: Path) -> tuple[Entry, ...]:
             raise ArchiveError(archive, location, "listed in the manifest but not in the archive")
         entries.append(Entry(rel.as_posix(), content.getFormat(), bool(content.getMaster()), target))
     return tuple(entries)
+
+
+def _normalized(archive: Path, text: str) -> str:
+    """The manifest with its namespace and lower-case ``master`` flags: archives in the wild
+    (the SED-ML specification's examples among them) omit the one and capitalise the other."""
+    from xml.sax.saxutils import quoteattr
+
+    from lxml import etree
+
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+    try:
+        root = etree.fromstring(text.encode(), parser)
+    except etree.XMLSyntaxError as exc:
+        raise ArchiveError(archive, "manifest.xml", f"not XML ({exc})") from None
+    rows = []
+    for el in root.iter("{*}content"):
+        master = str(el.get("master", "false")).strip().lower()
+        rows.append(f"<content location={quoteattr(el.get('location', ''))} "
+                    f"format={quoteattr(el.get('format', ''))} master={quoteattr(master)}/>")
+    return (f'<?xml version="1.0" encoding="UTF-8"?><omexManifest xmlns="{FORMATS["manifest"]}">'
+            + "".join(rows) + "</omexManifest>")
 
 
 def write_archive(path: str | Path, members: list[tuple[Path, str, str, bool]]) -> Path:

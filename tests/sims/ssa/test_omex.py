@@ -136,3 +136,11 @@ def test_not_a_zip(tmp_path):
     path = tmp_path / "text.omex"
     path.write_text("not a zip")
     refused(tmp_path, path, None, "not a ZIP")
+
+
+def test_a_manifest_without_namespace_and_capitalised_flags_is_read(tmp_path):
+    """As the SED-ML specification's own example archives write it."""
+    text = ('<omexManifest><content location="." format="http://identifiers.org/combine.specifications/omex" '
+            f'master="False"/><content location="sim.sedml" format="{SEDML_FMT}" master="True"/></omexManifest>')
+    arc = open_archive(build(tmp_path / "loose.omex", {**GOOD, "manifest.xml": text}), tmp_path / "x")
+    assert [(e.location, e.master) for e in arc.entries] == [("sim.sedml", True)]
