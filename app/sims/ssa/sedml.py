@@ -239,8 +239,6 @@ def read_sedml(path: str | Path, root: str | Path, location: str | None = None) 
         first = [log.getError(i).getMessage().strip() for i in range(log.getNumErrors())
                  if log.getError(i).getSeverity() >= sd.LIBSEDML_SEV_ERROR][:3]
         raise SedmlError(label, "sedML", "", "not valid SED-ML: " + " | ".join(first))
-    if (doc.getLevel(), doc.getVersion()) < (1, 3):
-        pass                          # L1V1/V2 documents use the same elements we read
     reader = _Reader(sd, doc, label, path.parent, root)
     return reader.plan(location or path.name)
 

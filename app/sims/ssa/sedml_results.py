@@ -50,6 +50,8 @@ def apply_changes(plan: Plan, mid: str, extra: tuple[tuple[str, str, float], ...
         tree = etree.parse(str(path), _parser()).getroot()
     except etree.XMLSyntaxError as exc:
         raise SedmlError(plan.source, "model", mid, f"{path.name} is not XML ({exc})") from None
+    if tree.getroottree().docinfo.doctype:
+        raise SedmlError(plan.source, "model", mid, f"{path.name} declares a DTD; refused (entities)")
     ns = {"sbml": tree.nsmap.get(None, "")}
     ns.update(plan.namespaces)
     for change in changes + tuple(ModelChange("attribute", xp, repr(float(v))) for _, xp, v in extra):

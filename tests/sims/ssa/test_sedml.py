@@ -305,3 +305,12 @@ def test_export_then_import_on_cuda(tmp_path, algorithm):
     cpu = report(tmp_path / "cpu")
     se = np.sqrt((got["X sd"] ** 2 + cpu["X sd"] ** 2) / 4096)[1:]
     assert (np.abs(got["X mean"] - cpu["X mean"])[1:] < 5 * se).all()
+
+
+def test_a_model_with_a_dtd_is_refused(tmp_path):
+    bomb = ('<?xml version="1.0"?><!DOCTYPE sbml [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;">]>'
+            '<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" version="2"><model id="m">'
+            '<notes>&b;</notes></model></sbml>')
+    text = sedml('<task id="t" modelReference="m" simulationReference="sim"/>', dg("x", "t", "X"), report_xml("x"))
+    with pytest.raises(SedmlError, match="model 'm': model.xml declares a DTD"):
+        run_archive(pack(tmp_path, text, model=bomb), tmp_path / "out", "cpu", say=lambda s: None)
