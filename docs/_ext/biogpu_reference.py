@@ -137,8 +137,14 @@ def _allowed(meta: typing.Mapping) -> str:
     return "; ".join(parts)
 
 
-def config_rows(cls: type, prefix: str = "", seen: tuple = ()) -> Iterator[tuple[str, list[tuple]]]:
-    """(section key, table rows) for ``cls`` and, depth first, every dataclass it holds."""
+def _class_doc(cls: type) -> str:
+    """The class's own docstring (not the signature dataclasses make up without one)."""
+    doc = inspect.getdoc(cls) or ""
+    return "" if doc.startswith(f"{cls.__name__}(") else doc
+
+
+def config_rows(cls: type, prefix: str = "", seen: tuple = ()) -> Iterator[tuple[str, type, list[tuple]]]:
+    """(section key, class, table rows) for ``cls`` and, depth first, every dataclass it holds."""
     hints = typing.get_type_hints(cls)
     comments = _comments(cls)
     rows, children = [], []
@@ -152,7 +158,7 @@ def config_rows(cls: type, prefix: str = "", seen: tuple = ()) -> Iterator[tuple
         for suffix, child in _nested(hints[f.name]):
             if child not in seen:
                 children.append((f"{prefix}{f.name}{suffix}", child))
-    yield prefix.rstrip(".") or "(top level)", rows
+    yield prefix.rstrip(".") or "(top level)", cls, rows
     for key, child in children:
         yield from config_rows(child, key + ".", seen + (cls,))
 
@@ -172,13 +178,12 @@ def config_reference() -> str:
         domain = DOMAINS[name]
         cls = domain.config_class
         out += [f"## {domain.label} (`domain: {name}`)", "", domain.description, ""]
-        doc = inspect.getdoc(cls)
-        if doc and doc != inspect.getdoc(dataclasses.dataclass):
-            out += [doc, ""]
-        for section, rows in config_rows(cls):
+        for section, section_cls, rows in config_rows(cls):
             if not rows:
                 continue
             out += [f"### `{section}`" if section != "(top level)" else "### Top-level keys", ""]
+            if _class_doc(section_cls):
+                out += [_class_doc(section_cls), ""]
             out += ["| key | type | default | allowed | unit | meaning |",
                     "| --- | --- | --- | --- | --- | --- |"]
             out += ["| " + " | ".join([f"`{r[0]}`"] + [_cell(c) for c in r[1:]]) + " |" for r in rows]

@@ -90,3 +90,9 @@ def test_cli_reference_lists_every_command_and_option(reference):
                 if option not in ("-h", "--help"):
                     assert f"`{option}`" in text, (name, option)
     assert "Exit codes" in text and app.cli.main is not None
+
+
+def test_no_development_history_in_the_generated_references(reference):
+    for name, text in (("config", reference.config_reference()), ("cli", reference.cli_reference())):
+        match = HISTORY.search(text)
+        assert match is None, f"reference/{name}.md: {match.group(0)!r} (from a docstring or help text)"
