@@ -173,7 +173,8 @@ def config_reference() -> str:
            "and the loader checks, so it matches the installed version. An unknown key, a "
            "value of the wrong type or one outside its range is refused with the file, line "
            "and key named. Any key can be overridden on the command line with "
-           "`--set key.sub=value`.", ""]
+           "`--set key.sub=value`. The `sweep:` block any config may add is described in "
+           "[Parameter sweeps](../user-guide/sweeps.md).", ""]
     for name in DOMAINS:
         domain = DOMAINS[name]
         cls = domain.config_class
