@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.compute.kernels import load_module
-from app.sims.channel import ga
+from app.sims.channel import ga, schedule
 from app.sims.channel.codegen import kernel_source
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.protocol import Protocol
@@ -19,6 +19,7 @@ from app.sims.common.engine import EngineBase
 BLOCK = 128
 MAX_SWEEPS = 128
 MAX_OPS = 512
+MIN_BLOCKS = 1          # ch_evaluate's launch bounds: resident blocks the registers must allow
 
 
 def device_bytes(size: int, n_params: int, n_points: int) -> int:
@@ -45,7 +46,8 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
             raise MemoryError(f"a population of {size:,} needs {need / 2**20:.0f} MiB of GPU memory; "
                               f"{free / 2**20:.0f} MiB of {total / 2**20:.0f} MiB are free")
         self.module = load_module(kernel_source(model), "channel.cu",
-                                  {"CH_MAX_SWEEPS": MAX_SWEEPS, "CH_MAX_OPS": MAX_OPS, "CH_BLOCK": BLOCK},
+                                  {"CH_MAX_SWEEPS": MAX_SWEEPS, "CH_MAX_OPS": MAX_OPS, "CH_BLOCK": BLOCK,
+                                   "CH_MIN_BLOCKS": MIN_BLOCKS},
                                   fast_math=False)
         self._constants(protocol)
         self._evaluate = self.module.get_function("ch_evaluate")
@@ -69,25 +71,19 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
         init(self.pop, np.int32(size), np.uint64(seed), block=(BLOCK, 1, 1), grid=(self._blocks(size), 1))
 
     def _constants(self, protocol: Protocol) -> None:
-        sweep_op = np.zeros(MAX_SWEEPS + 1, np.int32)
-        hold = np.zeros(MAX_SWEEPS, np.float64)
-        op_v, op_vend, op_tau = (np.zeros(MAX_OPS, np.float64) for _ in range(3))
-        op_n, op_record = (np.zeros(MAX_OPS, np.int32) for _ in range(2))
-        k = 0
-        for s, sweep in enumerate(protocol.sweeps):
-            hold[s] = sweep.holding
-            sweep_op[s] = k
-            for op in sweep.ops:
-                op_v[k], op_vend[k], op_tau[k], op_n[k], op_record[k] = op.v, op.v_end, op.tau, op.n, op.record
-                k += 1
-        sweep_op[len(protocol.sweeps):] = k
-        for name, values in (("c_sweep_hold", hold), ("c_sweep_op", sweep_op), ("c_op_v", op_v),
-                             ("c_op_vend", op_vend), ("c_op_tau", op_tau), ("c_op_n", op_n),
-                             ("c_op_record", op_record),
+        program = schedule.schedule(protocol)
+        self.n_prog = len(program)
+        code = np.array([i.kind | i.src << 8 | i.dst << 16 for i in program], np.int32)
+        for name, values in (("c_prog_v", np.array([i.v for i in program], np.float64)),
+                             ("c_prog_vend", np.array([i.v_end for i in program], np.float64)),
+                             ("c_prog_tau", np.array([i.tau for i in program], np.float64)),
+                             ("c_prog_code", code),
+                             ("c_prog_n", np.array([i.n for i in program], np.int32)),
+                             ("c_prog_rec", np.array([i.record for i in program], np.int32)),
                              ("c_lower", self.model.lower.astype(np.float32)),
                              ("c_upper", self.model.upper.astype(np.float32))):
             ptr, _ = self.module.get_global(name)
-            self.cuda.memcpy_htod(ptr, values)
+            self.cuda.memcpy_htod(ptr, np.ascontiguousarray(values))
 
     @staticmethod
     def _blocks(n: int) -> int:
@@ -98,7 +94,7 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
             (self._blocks(count), 1), (BLOCK, 1, 1), self.stream, (self.pop if pop is None else pop).gpudata,
             np.int32(stride or self.size), np.int32(first), np.int32(count), self.target.gpudata,
             self.weights.gpudata if self.weights is not None else np.intp(0),
-            np.int32(self.n_sweeps), np.int32(self.n_points), np.float64(self.norm), scores, traces)
+            np.int32(self.n_prog), np.int32(self.n_points), np.float64(self.norm), scores, traces)
 
     def _batch(self, params: np.ndarray, traces: bool):
         """Scores (and currents) of parameter rows (k, P) held in a scratch population."""
