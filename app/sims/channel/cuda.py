@@ -67,6 +67,7 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
         self.scores = cuda.pagelocked_empty(size, np.float32)
         self.traces_gpu = gpuarray.empty(protocol.n_points, np.float32)
         self.hist = gpuarray.empty(256, np.uint32)
+        self.row, self.row_score = gpuarray.empty(model.n_params, np.float32), gpuarray.empty(1, np.float32)
         self.stream = cuda.Stream()
         init(self.pop, np.int32(size), np.uint64(seed), block=(BLOCK, 1, 1), grid=(self._blocks(size), 1))
 
@@ -100,15 +101,21 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
         """Scores (and currents) of parameter rows (k, P) held in a scratch population."""
         params = np.atleast_2d(np.asarray(params, np.float32))
         k = len(params)
-        pop = self.gpuarray.to_gpu(np.ascontiguousarray(params.T).ravel())
-        scores = self.gpuarray.empty(k, np.float32)
-        out = self.gpuarray.empty(k * self.n_points, np.float32) if traces else None
+        one = k == 1        # one row (the best fit, every improving generation): kept buffers,
+        #                     since freeing device memory waits for the whole device
+        rows = np.ascontiguousarray(params.T).ravel()
+        if one:
+            self.row.set(rows)
+        pop = self.row if one else self.gpuarray.to_gpu(rows)
+        scores = self.row_score if one else self.gpuarray.empty(k, np.float32)
+        out = (self.traces_gpu if one else self.gpuarray.empty(k * self.n_points, np.float32)) if traces else None
         self._launch_evaluate(0, k, scores.gpudata, out.gpudata if traces else np.intp(0), pop, k)
         result = (scores.get(stream=self.stream).astype(np.float64),
                   out.get(stream=self.stream).reshape(k, self.n_points).astype(np.float64) if traces else None)
-        for buf in (pop, scores, out):
-            if buf is not None:
-                buf.gpudata.free()
+        if not one:
+            for buf in (pop, scores, out):
+                if buf is not None:
+                    buf.gpudata.free()
         return result
 
     def evaluate_params(self, params: np.ndarray) -> np.ndarray:
@@ -135,16 +142,25 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
     def median(self) -> float:
         """Median of the last scores by radix selection on the device (as numpy.median)."""
         n = self.size
-        lower = self._select((n - 1) // 2)
-        upper = lower if n % 2 else self._select(n // 2)
+        lower, counts, digit, rank = self._select((n - 1) // 2)
+        if n % 2:
+            upper = lower
+        elif rank + 1 < counts[digit]:      # the next score ties with the lower median
+            upper = lower
+        else:                               # the next larger key, from the last histogram if there
+            above = np.flatnonzero(counts[digit + 1:])
+            key = int(lower.view(np.uint32))
+            upper = (np.array([(key & ~255) | (digit + 1 + int(above[0]))], np.uint32).view(np.float32)[0]
+                     if len(above) else self._select(n // 2)[0])
         return 0.5 * (float(lower) + float(upper))
 
-    def _select(self, rank: int) -> np.float32:
-        """The rank-th smallest score (0-based), byte by byte from the top."""
+    def _select(self, rank: int) -> tuple[np.float32, np.ndarray, int, int]:
+        """The rank-th smallest score (0-based), byte by byte from the top; with the last byte's
+        histogram, the key's bin and its rank among that bin's keys."""
         prefix, mask = 0, 0
         grid = (min(self._blocks(self.size), 1024), 1)
         for shift in (24, 16, 8, 0):
-            self.hist.fill(0, stream=self.stream)
+            self.cuda.memset_d32_async(self.hist.gpudata, 0, 256, self.stream)
             self._radix.prepared_async_call(grid, (256, 1, 1), self.stream, self.scores_gpu.gpudata,
                                             np.int32(self.size), np.uint32(prefix), np.uint32(mask),
                                             np.int32(shift), self.hist.gpudata)
@@ -154,7 +170,7 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
             rank -= int(below[digit - 1]) if digit else 0
             prefix |= digit << shift
             mask |= 255 << shift
-        return np.array([prefix], np.uint32).view(np.float32)[0]
+        return np.array([prefix], np.uint32).view(np.float32)[0], counts, digit, rank
 
     def advance(self, generation: int, best: int, crossover: float, mutation: float,
                 creep: float = 0.0, creep_fraction: float = 0.0) -> None:
@@ -186,6 +202,6 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
 
     def close(self) -> None:
         for buf in (self.target, self.weights, self.pop, self.spare, self.scores_gpu, self.traces_gpu,
-                    self.hist):
+                    self.hist, self.row, self.row_score):
             if buf is not None:
                 buf.gpudata.free()

@@ -193,3 +193,19 @@ def test_ramps_and_weights_match_cpu():
     scale = np.abs(reference).max()
     assert np.abs(traces - reference).max() <= 200 * 4 * 2.0**-24 * scale
     np.testing.assert_allclose(scores, cpu.chi2(reference, target, weights), rtol=1e-4)
+
+
+def test_device_median_with_ties_and_far_neighbours():
+    cfg = preset("00-model-b-surrogate", dt=1.0)
+    m, protocol = cfg.model_(), cfg.protocol()
+    target = cfg.target(m, protocol)
+    size = 4096
+    engine = CudaGA(m, protocol, target, size, seed=5)
+    rng = np.random.default_rng()
+    cases = [rng.integers(0, 7, size).astype(np.float32),                      # ties at the median
+             np.concatenate([np.full(size // 2, 1.0), np.full(size // 2, 3.0e5)]),   # bins apart
+             rng.uniform(0, 1, size).astype(np.float32)]
+    for scores in cases:
+        engine.set_scores(scores)
+        assert engine.median() == np.median(np.asarray(scores, np.float32).astype(np.float64))
+    engine.close()
