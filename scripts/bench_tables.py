@@ -121,15 +121,16 @@ def readme_block(records: dict[str, list[dict]]) -> str:
     """The headline figures of every device with a committed comparison: this commit's medians."""
     columns, cases, units = [], {}, {}
     for folder, docs in records.items():
-        doc = next((d for d in docs if d["benchmark"] == "compare"), None)
-        if doc is None:
+        compared = [d for d in docs if d["benchmark"] == "compare"]
+        if not compared:
             continue
-        device = doc["environment"].get("device") or folder
+        device = compared[0]["environment"].get("device") or folder
         columns.append(device)
-        for c in doc["results"].get("cases", []):
-            if c["current_seconds"]:
-                cases.setdefault(c["case"], {})[device] = statistics.median(c["current_seconds"])
-                units[c["case"]] = c["unit"]
+        for doc in compared:
+            for c in doc["results"].get("cases", []):
+                if c["current_seconds"]:
+                    cases.setdefault(c["case"], {})[device] = statistics.median(c["current_seconds"])
+                    units[c["case"]] = c["unit"]
     if not columns:
         return "\n".join([BEGIN, "No benchmark results are committed yet (see docs/benchmarks.md).", END])
     rows = [[name, units[name], *[vals.get(d) for d in columns]] for name, vals in cases.items()]
