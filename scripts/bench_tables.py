@@ -93,7 +93,7 @@ def _environment(env: dict) -> str:
     if env.get("driver"):
         parts.append(f"driver {env['driver']}")
     if env.get("compiler"):
-        parts.append(env["compiler"])
+        parts.append(env["compiler"].split(" (")[0])
     parts.append(env.get("cpu", ""))
     return "; ".join(p for p in parts if p)
 
@@ -118,10 +118,12 @@ def page(records: dict[str, list[dict]]) -> str:
 
 
 def readme_block(records: dict[str, list[dict]]) -> str:
-    """The headline figures of every device with a committed comparison: this commit's medians."""
+    """The headline figures of every device with a committed comparison: the compared tree's
+    medians (the newest comparison of a case)."""
     columns, cases, units = [], {}, {}
     for folder, docs in records.items():
-        compared = [d for d in docs if d["benchmark"] == "compare"]
+        # oldest first: a case measured again by a later comparison shows its later figure
+        compared = sorted((d for d in docs if d["benchmark"] == "compare"), key=lambda d: d["environment"]["date"])
         if not compared:
             continue
         device = compared[0]["environment"].get("device") or folder
