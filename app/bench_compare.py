@@ -108,17 +108,17 @@ def measure(reps):
         finally:
             eng.close()
 """),
-    Case("ssa-cpu-2^14", "ssa", "cpu", "s per run (2^14 realizations, t = 10)", """
+    Case("ssa-cpu-2^10", "ssa", "cpu", "s per run (2^10 realizations, t = 10)", """
 from app.sims.ssa import bench
 def measure(reps):
-    bench.run_case("cpu", 1 << 10)
-    return [bench.run_case("cpu", 1 << 14)[1]["wall_seconds"] for _ in range(reps)]
+    bench.run_case("cpu", 1 << 6, t_end=1.0)
+    return [bench.run_case("cpu", 1 << 10)[1]["wall_seconds"] for _ in range(reps)]
 """),
-    Case("channel-cpu-2048", "channel", "cpu", "s per generation (2,048 x 12,500 points)", """
+    Case("channel-cpu-512", "channel", "cpu", "s per generation (512 x 12,500 points)", """
 from app.sims.channel import bench
 def measure(reps):
     bench.time_generations("cpu", 64, 1)
-    return [bench.time_generations("cpu", 2048, 2)["seconds_per_generation"] for _ in range(reps)]
+    return [bench.time_generations("cpu", 512, 2)["seconds_per_generation"] for _ in range(reps)]
 """),
     Case("cardiac-cpu-level4", "cardiac", "cpu", "s per run (level-4 sphere, 20 ms, RLFE 0.05)", """
 from app.sims.cardiac import bench
@@ -129,11 +129,11 @@ def measure(reps):
     bench.run_once(bench.make_cfg(base, 4, 1.0, method="rlfe", dt=0.05), "cpu")
     return [bench.run_once(cfg, "cpu")[1]["wall_seconds"] for _ in range(reps)]
 """),
-    Case("network-cpu-20x20", "network", "cpu", "s per 5 s of activity + growth (20 x 20)", """
+    Case("network-cpu-20x20", "network", "cpu", "s per 2 s of activity + growth (20 x 20)", """
 from app.sims.network import bench
 def measure(reps):
-    bench.engine_case("cpu", 20, 2.001, 0.5)
-    rows = [bench.engine_case("cpu", 20, 2.001, 5.0, grow=True) for _ in range(reps)]
+    bench.engine_case("cpu", 20, 2.001, 0.2)
+    rows = [bench.engine_case("cpu", 20, 2.001, 2.0, grow=True) for _ in range(reps)]
     return [r["run_wall_seconds"] + r["grow_wall_seconds"] for r in rows]
 """),
     Case("epidermis-cpu-1000x200", "epidermis", "cpu", "s per 200 steps (1,000 cells)", """
