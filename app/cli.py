@@ -3,6 +3,7 @@
     python -m app                                  # the GUI
     python -m app run CONFIG.yaml [--backend auto|cpu|cpu-reference|cuda] [--set key=value ...] [--out DIR]
     python -m app bench NAME [--backend ...] [--out DIR]
+    python -m app bench compare --against REF | --against-tree PATH [--cases ...]
     python -m app devices
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear]               # the compiled-kernel cache
@@ -51,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--out", default="bench-results", help="folder for the JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
+    bench.add_argument("--against", help="compare: the reference commit (this repository's git)")
+    bench.add_argument("--against-tree", help="compare: an extracted reference source tree")
+    bench.add_argument("--cases", help="compare: comma-separated parts of case names")
+    bench.add_argument("--rounds", type=int, default=2, help="compare: runs per tree and case")
+    bench.add_argument("--reps", type=int, default=2, help="compare: timings per run")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -213,6 +219,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
         return sweep_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    if args.name == "compare":          # not a domain: the headline cases against a reference tree
+        from app import bench_compare
+        return bench_compare.main(args.against, args.against_tree, Path(args.out), args.rounds, args.reps,
+                                  args.cases)
     if args.name == "gui":              # not a domain: each panel in the GUI against headless
         from app.gui import bench as gui_bench
         return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
