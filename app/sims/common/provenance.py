@@ -50,14 +50,21 @@ def git_commit() -> str:
 
 
 def compiler_text(backend: str) -> str:
-    """What turned the engine into machine code: the CUDA kernel compiler, or Numba's JIT."""
-    if backend == "cuda":
-        from app.compute import compilers
-        return compilers.choose()[1]
-    if backend == "cpu":
-        import numba
-        return f"Numba {numba.__version__} (LLVM JIT)"
-    return "none (NumPy reference engine)"
+    """What turned the engine into machine code: the CUDA kernel compiler, Numba's JIT, or none
+    (the NumPy reference); ``backend`` may list several, comma-separated (a sweep's points)."""
+    texts = []
+    for name in [b for b in backend.split(",") if b]:
+        if name == "cuda":
+            from app.compute import compilers
+            texts.append(compilers.choose()[1])
+        elif name == "cpu":
+            import numba
+            texts.append(f"Numba {numba.__version__} (LLVM JIT)")
+        elif name == "cpu-reference":
+            texts.append("none (NumPy reference engine)")
+        else:
+            texts.append(f"unknown (backend {name})")
+    return "; ".join(texts) or "unknown"
 
 
 def input_files(config: Any, limit: int = 100) -> list[Path]:
@@ -152,8 +159,8 @@ def write_crate(folder: str | Path, *, name: str, started: float, ended: float,
     settings = {
         "seed": summary.get("seed"), "backend": backend or "unknown",
         "device": str(summary.get("device", "")) or "unknown",
-        "cuda driver": (driver_version() or "unknown") if backend == "cuda" else "not used",
-        "kernel compiler": compiler_text(backend) if backend else "unknown",
+        "cuda driver": (driver_version() or "unknown") if "cuda" in backend.split(",") else "not used",
+        "kernel compiler": compiler_text(backend),
         "git commit": commit or "unknown (not run from a git checkout)",
     }
     for key, value in settings.items():
