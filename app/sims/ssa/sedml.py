@@ -49,6 +49,8 @@ AGGREGATIONS = {"KISAO_0000841": "mean", "KISAO_0000825": "mean", "KISAO_0000842
                 "KISAO_0000829": "min"}
 TIME_SYMBOLS = ("urn:sedml:symbol:time", "KISAO:0000832", "KISAO_0000832")
 MAX_POINTS = 100_000          # sweep points of one repeated task
+MAX_SEDML_BYTES = 16 << 20    # a SED-ML file (they are kilobytes)
+MAX_MODEL_BYTES = 64 << 20    # an SBML model
 _SPECIES = re.compile(r"^/sbml:sbml/sbml:model/sbml:listOfSpecies/sbml:species\[@id=(['\"])([A-Za-z_]\w*)\1\]$")
 
 
@@ -230,6 +232,8 @@ def read_sedml(path: str | Path, root: str | Path, location: str | None = None) 
     sd = _libsedml()
     path, root = Path(path), Path(root).resolve()
     label = str(location or path.name)
+    if path.stat().st_size > MAX_SEDML_BYTES:
+        raise SedmlError(label, "sedML", "", f"{path.stat().st_size:,} bytes; at most {MAX_SEDML_BYTES:,} are read")
     text = path.read_text(encoding="utf-8", errors="replace")
     if "<!DOCTYPE" in text or "<!ENTITY" in text:
         raise SedmlError(label, "sedML", "", "declares a DTD or entities; refused")
@@ -294,6 +298,9 @@ class _Reader:
             raise self.refuse("model", mid, f"source '{source}' leaves the archive")
         if not target.is_file():
             raise self.refuse("model", mid, f"source '{source}' is not in the archive")
+        if target.stat().st_size > MAX_MODEL_BYTES:
+            raise self.refuse("model", mid, f"source '{source}' has {target.stat().st_size:,} bytes; at most "
+                              f"{MAX_MODEL_BYTES:,} are read")
         return target, changes
 
     def change(self, c, mid: str) -> ModelChange:
