@@ -1,0 +1,170 @@
+"""The cardiac lesson and the CPU spiral preset do what their descriptions say.
+
+"Make a spiral wave yourself" (lesson-spiral-by-hand.yaml) runs at its own size (a 40 x 40 mm
+sheet, 100 x 100 cells, RLFE dt = 0.1 ms) on the compiled engine the GUI uses on the CPU. The
+user's gestures are the GUI's own requests: pausing and dragging issues one
+:class:`StimulusRequest` (a 1-mm disc, -40 pA/pF for 2 ms) per millimetre of the drag, all at
+the paused time; a click is one request. Each scenario branches from the same state at
+t = 135 ms (the front two thirds of the way across, inside the lesson's 120-150 ms window).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from app.sims.cardiac.compiled import CompiledTissue
+from app.sims.cardiac.engine import Problem
+from app.sims.cardiac.metrics import phase_singularities
+from app.sims.cardiac.stimulate import StimulusRequest
+from app.sims.common.simulation import find_preset, load_run_config
+
+PAUSE, TAU = 135.0, 10.0          # ms: when the user drags; the phase embedding's delay
+
+
+def lesson_config():
+    _, cfg = load_run_config(find_preset("cardiac/lesson-spiral-by-hand"))
+    return cfg
+
+
+class Sheet:
+    """The lesson's tissue on the compiled engine, with the GUI's stimulus requests."""
+
+    def __init__(self, cfg, state=None):
+        self.cfg = cfg
+        self.problem = Problem.from_config(cfg)
+        self.engine = CompiledTissue(self.problem)
+        self.nx, self.ny, self.dx = cfg.mesh.nx, cfg.mesh.ny, cfg.mesh.dx_mm
+        if state is not None:
+            self.engine.restore(state)
+
+    def run_to(self, t: float) -> None:
+        self.engine.advance(int(round(t / self.cfg.solver.dt)) - self.engine.step_index)
+        assert np.isclose(self.engine.t, t)
+
+    def cell(self, x_mm: float, y_mm: float) -> int:
+        col = min(self.nx - 1, int(round(x_mm / self.dx)))
+        return min(self.ny - 1, int(round(y_mm / self.dx))) * self.nx + col
+
+    def drag(self, x0: float, x1: float, y: float) -> None:
+        """A drag along y from x0 to x1 (mm): a request every millimetre, as the GUI sends."""
+        sim = SimpleNamespace(problem=self.problem, engine=self.engine)
+        for x in np.arange(x0, x1 + 1e-9, 1.0):
+            StimulusRequest(self.cell(x, y))(sim)
+
+    def v(self) -> np.ndarray:
+        return self.engine.voltage().reshape(self.ny, self.nx)
+
+    def singularities(self, t: float) -> np.ndarray:
+        """Phase-singularity charges at t (needs V at t - TAU as well)."""
+        self.run_to(t - TAU)
+        before = self.v()
+        self.run_to(t)
+        return phase_singularities(self.v(), before)
+
+
+@pytest.fixture(scope="module")
+def paused():
+    """The lesson run up to the pause: S1's plane wave two thirds of the way across."""
+    sheet = Sheet(lesson_config())
+    sheet.run_to(PAUSE)
+    return sheet.cfg, {k: np.array(v, copy=True) for k, v in sheet.engine.state().items()}
+
+
+def branch(paused) -> Sheet:
+    cfg, state = paused
+    return Sheet(cfg, state)
+
+
+def front_x(sheet: Sheet) -> np.ndarray:
+    """Per row, the x (mm) of the rightmost excited cell (V > -20 mV)."""
+    excited = sheet.v() > -20.0
+    return np.array([np.flatnonzero(r).max() if r.any() else -1 for r in excited]) * sheet.dx
+
+
+@pytest.mark.slow
+def test_without_you_s1_crosses_by_185_ms_and_the_sheet_rests_from_325_ms(paused):
+    sheet = branch(paused)
+    x = front_x(sheet)
+    assert 26.0 <= np.median(x) <= 33.0                   # "the front at x = 26-33 mm" at 135 ms
+    sheet.run_to(190.0)
+    act = sheet.engine.activation()["activation_time"]
+    assert np.isfinite(act).all() and 170.0 < act.max() <= 190.0   # "crosses the sheet by about 185 ms"
+    t_rest = None
+    for t in np.arange(300.0, 1500.0 + 1e-9, 5.0):
+        sheet.run_to(t)
+        at_rest = sheet.v().max() < -80.0
+        if at_rest and t_rest is None:
+            t_rest = t
+        assert at_rest or t_rest is None, f"excited again at {t} ms"
+    assert t_rest is not None and 300.0 <= t_rest <= 350.0      # "from about 325 ms to the end"
+    acts = sheet.engine.activation()
+    np.testing.assert_array_equal(acts["activation_last"], acts["activation_time"])  # fired once
+
+
+@pytest.mark.slow
+def test_dragging_along_the_bottom_edge_starts_a_spiral_that_turns_to_the_end(paused):
+    sheet = branch(paused)
+    sheet.drag(0.0, 20.0, 0.0)
+    charges = [sheet.singularities(t) for t in (500.0, 1000.0, 1500.0)]
+    for c in charges:                                            # a rotor's tip to the end
+        assert 1 <= np.count_nonzero(c) <= 3 and abs(c.sum()) >= 1
+    act = sheet.engine.activation()["activation_last"]
+    assert (act > 1400.0).mean() > 0.2                           # still re-exciting the sheet
+    probe = list(sheet.problem.probes).index(sheet.cell(4.0, 4.0))   # a preset probe, 4 mm in
+    t, vp = sheet.engine.recordings()
+    up = (vp[:-1, probe] < -20.0) & (vp[1:, probe] >= -20.0)
+    assert up[t[1:] > PAUSE + 5.0].sum() >= 5                    # the corner keeps firing
+
+
+@pytest.mark.slow
+def test_dragging_across_the_middle_makes_a_pair_of_opposite_spirals(paused):
+    sheet = branch(paused)
+    sheet.drag(0.0, 20.0, 20.0)
+    charge = sheet.singularities(400.0)
+    assert (charge > 0).sum() >= 1 and (charge < 0).sum() >= 1      # opposite directions
+
+
+@pytest.mark.slow
+def test_a_single_click_sends_a_wave_that_leaves_the_sheet(paused):
+    sheet = branch(paused)
+    sim = SimpleNamespace(problem=sheet.problem, engine=sheet.engine)
+    StimulusRequest(sheet.cell(4.0, 20.0))(sim)
+    sheet.run_to(PAUSE + 30.0)
+    fired = sheet.engine.activation()["activation_last"] > PAUSE
+    assert fired[sheet.cell(4.0, 20.0)] and fired.sum() > 50        # the click sent a wave
+    assert not sheet.singularities(700.0).any()
+    sheet.run_to(1500.0)
+    assert sheet.v().max() < -80.0
+
+
+@pytest.mark.slow
+def test_cpu_spiral_preset_turns_about_ten_times_on_its_own_sheet():
+    """03-sheet-spiral-s1s2-ach-small as shipped (40 x 40 mm, 1,500 ms): S1's plane wave at
+    about 0.22 mm/ms crosses by 185 ms; S2 at 135 ms leaves a free end that curls into a
+    spiral turning every 105-135 ms; the probes fire 9-10 more times; the tip stays on the
+    sheet to the end."""
+    _, cfg = load_run_config(find_preset("cardiac/03-sheet-spiral-s1s2-ach-small"))
+    s2 = cfg.protocol.stimuli[1]
+    sheet = Sheet(cfg)
+    sheet.run_to(s2.start - 1.0)
+    act = sheet.engine.activation()["activation_time"].reshape(sheet.ny, sheet.nx)
+    x = np.arange(sheet.nx) * sheet.dx
+    mid = (x > 10.0) & (x < 30.0)
+    cv = np.polyfit(act[sheet.ny // 2, mid], x[mid], 1)[0]
+    assert 0.19 < cv < 0.25                                        # "0.22 mm/ms"
+    sheet.run_to(190.0)
+    assert np.isfinite(sheet.engine.activation()["activation_time"]).all()   # crossed by 185 ms
+    for t in (500.0, 1000.0, 1500.0):
+        c = sheet.singularities(t)
+        assert 1 <= np.count_nonzero(c) <= 3 and abs(c.sum()) >= 1, t    # a tip on the sheet
+    t, v = sheet.engine.recordings()
+    up = (v[:-1] < -20.0) & (v[1:] >= -20.0)
+    after = t[1:] > s2.start + 5.0
+    counts = up[after].sum(axis=0)
+    assert counts.min() >= 9 and counts.max() <= 10, counts        # "9-10 more times"
+    periods = np.concatenate([np.diff(t[1:][after & up[:, k]]) for k in range(v.shape[1])])
+    assert 105.0 <= np.median(periods) <= 135.0, np.median(periods)  # "every 105-135 ms"

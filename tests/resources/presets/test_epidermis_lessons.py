@@ -1,0 +1,95 @@
+"""The epidermis lesson and CPU presets do what their descriptions say (CPU engine, as shipped).
+
+Both run at their own size (16 cells growing to 160 and 80; about 15 s and 5 s on a quiet
+2-core machine), so every count in their texts is checked on the run the GUI shows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.sims.common.simulation import find_preset, load_run_config
+from app.sims.epidermis.simulation import EpidermisSimulation
+
+
+def run(name: str, overrides: list[str] | None = None):
+    _, cfg = load_run_config(find_preset(name), overrides=overrides or [])
+    sim = EpidermisSimulation.from_config(cfg, "cpu")
+    while not sim.finished:
+        sim.advance()
+    frame = sim.frame()
+    sim.close()
+    return cfg, {k: np.asarray(v) for k, v in sim.history.items()}, frame
+
+
+def at(h, key: str, step: int):
+    i = np.flatnonzero(h["step"] == step)
+    assert i.size == 1, f"no history entry at step {step}"
+    return h[key][i[0]]
+
+
+def first_step(h, key: str, value) -> int:
+    return int(h["step"][np.argmax(h[key] >= value)])
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return run("epidermis/lesson-first-divisions")
+
+
+@pytest.mark.slow
+def test_lesson_division_rounds_every_4000_steps(lesson):
+    """"32 cells in 2 layers at step 4,000, 48 in 3 at 8,000, ... 160 cells at step 38,000",
+    one round of 16 divisions every 4,000 steps, only the basal cells growing."""
+    _, h, f = lesson
+    cells = h["cells"]
+    assert cells[0] == 16 and (np.diff(cells) >= 0).all()                # no cell is shed
+    rounds = h["step"][1:][np.diff(cells) > 0]
+    assert (np.diff(cells)[np.diff(cells) > 0] == 16).all()              # every basal cell divides
+    np.testing.assert_allclose(rounds, 4000 * np.arange(1, rounds.size + 1), atol=400)
+    assert h["cells"][h["step"] < 3800].max() == 16                     # swell until about 4,000
+    assert (at(h, "cells", 4000), at(h, "layers", 4000)) == (32, 2)
+    assert (at(h, "cells", 8000), at(h, "layers", 8000)) == (48, 3)
+    for layers, step in ((4, 12400), (5, 17400), (6, 23200), (7, 29600), (8, 36000)):
+        assert abs(first_step(h, "layers", layers) - step) <= 400, (layers, first_step(h, "layers", layers))
+    assert f.cells == 160 and f.step == 38000
+
+
+@pytest.mark.slow
+def test_lesson_daughters_leave_the_membrane_and_turn_suprabasal(lesson):
+    """The free daughter loses the membrane within about 200 steps and switches on Ovol1; the
+    suprabasal fraction dips at each round and climbs to 1 - 16/cells."""
+    _, h, f = lesson
+    supra, cells = h["suprabasal_fraction"], h["cells"]
+    new_round = np.flatnonzero(np.diff(cells) > 0) + 1
+    for i in new_round:
+        assert supra[i] < supra[i + 1]                                   # the dip, then the climb
+        assert supra[i + 1] == pytest.approx(1 - 16 / cells[i + 1])     # within 200 steps
+    settled = supra[new_round + 1]
+    expected = [0.50, 0.67, 0.75, 0.80, 0.83, 0.86, 0.88, 0.89, 0.90]
+    np.testing.assert_allclose(settled, expected, atol=0.005)
+    assert f.suprabasal.sum() == f.cells - 16
+
+
+@pytest.mark.slow
+def test_lesson_try_growth_every_400_steps():
+    """"growth every 400 steps (divisions come every 8,000 steps: 80 cells in 5 layers at step
+    38,000)"."""
+    _, h, f = run("epidermis/lesson-first-divisions", ["growth.interval=400"])
+    rounds = h["step"][1:][np.diff(h["cells"]) > 0]
+    np.testing.assert_allclose(rounds, 8000 * np.arange(1, rounds.size + 1), atol=800)
+    assert (f.cells, f.layers) == (80, 5)
+
+
+def test_small_cpu_demo_stratifies_as_described():
+    """small-cpu-demo: "16 -> 32 cells and 2 layers by step 5,000, 48 cells in 3 layers by
+    8,000, 80 cells in 4 layers with 60% suprabasal at step 16,000"; the first divisions at
+    about step 4,000 (history every 200 steps)."""
+    _, h, f = run("epidermis/small-cpu-demo")
+    first = int(h["step"][np.argmax(h["cells"] > 16)])
+    assert 3800 <= first <= 4200
+    assert (at(h, "cells", 5000), at(h, "layers", 5000)) == (32, 2)
+    assert (at(h, "cells", 8000), at(h, "layers", 8000)) == (48, 3)
+    assert (f.cells, f.layers, f.step) == (80, 4, 16000)
+    assert f.suprabasal.mean() == pytest.approx(0.60, abs=0.05)
