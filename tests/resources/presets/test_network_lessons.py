@@ -1,7 +1,8 @@
 """The network presets do what their descriptions say (CPU engine, the presets as shipped).
 
 The lesson (lesson-bursts-appear.yaml) runs at its own size: 100 neurons, 100 epochs of 5 s
-(500 s simulated), about 10 s on 2 cores. Every number asserted is one its text states.
+(500 s simulated), about 10 s on 2 cores. Every number asserted is one its text states. On a
+GPU machine the same checks run on the CUDA engine (its spike trains are the CPU engine's).
 """
 
 from __future__ import annotations
@@ -9,29 +10,31 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.compute.device import backend_context
 from app.sims.common.simulation import find_preset, load_run_config
 from app.sims.network.model import detect_bursts
 from app.sims.network.simulation import NetworkSimulation
 
 
-def run(name: str, overrides: list[str] | None = None):
+def run(name: str, overrides: list[str] | None = None, backend: str = "cpu"):
     _, cfg = load_run_config(find_preset(name), overrides=overrides or [])
-    sim = NetworkSimulation.from_config(cfg, "cpu")
-    while not sim.finished:
-        sim.advance()
-    arrays, _ = sim.results()
-    sim.close()
+    with backend_context(backend):
+        sim = NetworkSimulation.from_config(cfg, backend)
+        while not sim.finished:
+            sim.advance()
+        arrays, _ = sim.results()
+        sim.close()
     h = {k: np.asarray(v, float) for k, v in sim.history.items()}
     return cfg, sim.culture, h, arrays
 
 
-@pytest.fixture(scope="module")
-def lesson():
-    return run("network/lesson-bursts-appear")
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def lesson(request):
+    return run("network/lesson-bursts-appear", backend=request.param) + (request.param,)
 
 
 def test_lesson_silence_then_synapses_at_epoch_6(lesson):
-    cfg, culture, h, _ = lesson
+    cfg, culture, h, _, _ = lesson
     syn = h["epoch_synapses"]
     assert cfg.growth.start_radius == 0.4 and cfg.run.epoch_seconds == 5.0
     assert (syn[:5] == 0).all() and syn[5] > 0                # the circles overlap at epoch 6
@@ -41,7 +44,7 @@ def test_lesson_silence_then_synapses_at_epoch_6(lesson):
 
 
 def test_lesson_bursts_appear_once_the_radius_passes_about_1_4(lesson):
-    cfg, _, h, _ = lesson
+    cfg, _, h, _, _ = lesson
     bursting = h["epoch_bursts_per_minute"] > 0
     first = int(np.argmax(bursting))
     assert bursting.any() and 45 <= first <= 65, first           # "for about 55 epochs"
@@ -54,7 +57,7 @@ def test_lesson_bursts_appear_once_the_radius_passes_about_1_4(lesson):
 
 def test_lesson_bursts_recruit_most_neurons_within_tens_of_ms(lesson):
     """Every detected burst: most of the 100 neurons spike within 50 ms of its start."""
-    cfg, culture, h, arrays = lesson
+    cfg, culture, h, arrays, _ = lesson
     t, who = arrays["spike_times"], arrays["spike_neurons"]
     counts = np.bincount((t / cfg.analysis.burst_bin).astype(np.int64))
     starts = detect_bursts(counts, cfg.analysis.burst_fraction * culture.n) * cfg.analysis.burst_bin
@@ -64,7 +67,7 @@ def test_lesson_bursts_recruit_most_neurons_within_tens_of_ms(lesson):
 
 
 def test_lesson_rate_overshoots_and_radii_shrink_back(lesson):
-    cfg, _, h, _ = lesson
+    cfg, _, h, _, _ = lesson
     rate, bpm = h["epoch_mean_rate"], h["epoch_bursts_per_minute"]
     dr = np.diff(np.concatenate([[cfg.growth.start_radius], h["epoch_mean_radius"]]))
     burst, quiet = bpm > 0, bpm == 0
@@ -87,7 +90,7 @@ def test_lesson_rate_overshoots_and_radii_shrink_back(lesson):
 
 
 def test_lesson_most_starters_circles_vanish(lesson):
-    _, culture, _, arrays = lesson
+    _, culture, _, arrays, _ = lesson
     r = arrays["final_radius"]
     assert (r[culture.starter] == 0).sum() >= 7
     assert (r[~culture.starter] > 1.0).all()
@@ -97,8 +100,8 @@ def test_lesson_most_starters_circles_vanish(lesson):
 def test_lesson_try_target_2_hz_grows_bigger_circles(lesson):
     """The lesson's "Try": at a 2 Hz target an epoch with one burst (about 1.1 Hz) falls short
     and still grows the circles, only two bursts shrink them: bigger circles, more synapses."""
-    cfg, _, h1, _ = lesson
-    _, _, h2, _ = run("network/lesson-bursts-appear", ["growth.target_rate=2.0"])
+    cfg, _, h1, _, backend = lesson
+    _, _, h2, _ = run("network/lesson-bursts-appear", ["growth.target_rate=2.0"], backend)
     r = h2["epoch_mean_radius"]
     dr = np.diff(np.concatenate([[cfg.growth.start_radius], r]))
     bpm = h2["epoch_bursts_per_minute"]

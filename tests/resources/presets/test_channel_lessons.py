@@ -1,0 +1,81 @@
+"""The channel lesson and the recorded-data preset do what their descriptions say (CPU engine).
+
+The lesson (lesson-model-a-small.yaml) runs as shipped: Model A fitted to its surrogate with
+1 pA noise by a population of 400 for 400 generations (160,400 model evaluations). The noise
+sets the floor: the mean squared residual at the true rates is the noise variance, 1 pA^2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.sims.channel.simulation import ChannelSimulation
+from app.sims.common.simulation import find_preset, load_run_config
+
+
+def run(name: str, overrides: list[str] | None = None) -> ChannelSimulation:
+    _, cfg = load_run_config(find_preset(name), overrides=overrides or [])
+    sim = ChannelSimulation.from_config(cfg, "cpu")
+    while not sim.finished:
+        sim.advance()
+    return sim
+
+
+def floor(sim: ChannelSimulation) -> float:
+    """chi^2 (mean squared residual) of the true parameters: the noise in the data."""
+    truth = sim.model.true_values
+    return float(sim.engine.evaluate_params(truth[None, :])[0])
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return run("channel/lesson-model-a-small")
+
+
+@pytest.mark.slow
+def test_lesson_best_chi2_falls_in_steps_and_the_median_follows(lesson):
+    best, median = np.array(lesson.best_history), np.array(lesson.median_history)
+    assert best.size == lesson.cfg.ga.generations + 1
+    assert (np.diff(best) <= 0).all()                              # elitism: never worse
+    drops = np.diff(best) < 0
+    assert 0.1 < drops.mean() < 0.9                                # steps: drops and plateaus
+    assert median[-1] < 1.5 * best[-1] and median[0] > 4 * best[0]  # the median comes down with it
+    assert median[-1] / median[0] < 1e-3
+
+
+@pytest.mark.slow
+def test_lesson_levels_off_above_zero_at_the_noise_floor(lesson):
+    """"With noise the best chi2 levels off above zero": at the noise variance (1 pA^2), no
+    lower, and flat over the last 50 generations; the fitted traces lie on the data."""
+    best = np.array(lesson.best_history)
+    noise = floor(lesson)
+    assert noise == pytest.approx(lesson.cfg.data.noise_sd ** 2, rel=0.05)
+    assert noise * 0.99 < best[-1] < noise * 1.05
+    assert best[-51] - best[-1] < 0.05 * best[-1]
+    residual = lesson.best_traces - lesson.target
+    assert np.sqrt(np.mean(residual ** 2)) == pytest.approx(lesson.cfg.data.noise_sd, rel=0.03)
+
+
+@pytest.mark.slow
+def test_lesson_parameter_history_settles_on_the_true_rates(lesson):
+    p = np.array(lesson.param_history)                              # normalised to the ranges
+    assert np.abs(p[-50:] - p[-1]).max() < 0.01                     # settled for 50 generations
+    np.testing.assert_allclose(lesson.best_params, lesson.model.true_values, rtol=0.02)
+
+
+@pytest.mark.slow
+def test_lesson_try_noise_free_chi2_keeps_falling(lesson):
+    """"noise_sd 0 (chi2 keeps falling)": far below the noisy run's floor, still falling."""
+    sim = run("channel/lesson-model-a-small", ["data.noise_sd=0.0"])
+    best = np.array(sim.best_history)
+    assert best[-1] < 0.1 * lesson.best_history[-1]
+    assert best[-1] < 0.5 * best[-51]
+
+
+@pytest.mark.slow
+def test_lesson_try_population_20_converges_slower(lesson):
+    """"a population of 20 (fewer chances: slower, noisier convergence)"."""
+    sim = run("channel/lesson-model-a-small", ["ga.population=20"])
+    best = np.array(sim.best_history)
+    assert best[-1] > 2 * lesson.best_history[-1]
