@@ -10,7 +10,6 @@ t = 135 ms (the front two thirds of the way across, inside the lesson's 120-150 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -33,10 +32,10 @@ def lesson_config():
 class Sheet:
     """The lesson's tissue on the compiled engine, with the GUI's stimulus requests."""
 
-    def __init__(self, cfg, state=None):
+    def __init__(self, cfg, state=None, engine=CompiledTissue):
         self.cfg = cfg
         self.problem = Problem.from_config(cfg)
-        self.engine = CompiledTissue(self.problem)
+        self.engine = engine(self.problem)
         self.nx, self.ny, self.dx = cfg.mesh.nx, cfg.mesh.ny, cfg.mesh.dx_mm
         if state is not None:
             self.engine.restore(state)
@@ -168,3 +167,32 @@ def test_cpu_spiral_preset_turns_about_ten_times_on_its_own_sheet():
     assert counts.min() >= 9 and counts.max() <= 10, counts        # "9-10 more times"
     periods = np.concatenate([np.diff(t[1:][after & up[:, k]]) for k in range(v.shape[1])])
     assert 105.0 <= np.median(periods) <= 135.0, np.median(periods)  # "every 105-135 ms"
+
+
+@pytest.mark.gpu
+def test_gpu_spiral_preset_forms_a_spiral(cuda_context):
+    """02-sheet-spiral-s1s2 as shipped on the CUDA engine (100 x 100 mm, 400 x 400 cells,
+    1,000 ms; about 40 minutes on the CPU engine): S1 crosses at about 0.31 mm/ms, done by
+    320 ms; S2 at 410 ms leaves a free end that becomes a spiral (one phase singularity long
+    after a wave that does not turn back would have left the sheet); the cells where S2 fired
+    fire again at about 800 ms."""
+    from app.sims.cardiac.cuda import CudaTissue
+
+    _, cfg = load_run_config(find_preset("cardiac/02-sheet-spiral-s1s2"))
+    s2 = cfg.protocol.stimuli[1]
+    sheet = Sheet(cfg, engine=CudaTissue)
+    sheet.run_to(330.0)
+    act = sheet.engine.activation()["activation_time"].reshape(sheet.ny, sheet.nx)
+    assert np.isfinite(act).all() and act.max() <= 320.0           # "done by 320 ms"
+    x = np.arange(sheet.nx) * sheet.dx
+    mid = (x > 20.0) & (x < 80.0)
+    cv = np.polyfit(act[sheet.ny // 2, mid], x[mid], 1)[0]
+    assert 0.29 < cv < 0.33                                        # "0.31 mm/ms"
+    for t in (800.0, 1000.0):                                      # S2's wave alone is gone by ~730 ms
+        c = sheet.singularities(t)
+        assert np.count_nonzero(c) == 1, (t, np.count_nonzero(c))  # "one phase singularity"
+    t, v = sheet.engine.recordings()
+    corner = list(sheet.problem.probes).index(sheet.cell(10.0, 10.0))
+    up = t[1:][(v[:-1, corner] < -20.0) & (v[1:, corner] >= -20.0)]
+    again = up[up > s2.start + 100.0]
+    assert again.size >= 1 and abs(again[0] - 800.0) <= 50.0, up  # "fire again at ~800 ms"
