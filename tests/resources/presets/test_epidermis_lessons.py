@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.sims.common.simulation import find_preset, load_run_config
+from app.sims.epidermis.model import D_, O1_, O2_
 from app.sims.epidermis.simulation import EpidermisSimulation
 
 
@@ -93,3 +94,23 @@ def test_small_cpu_demo_stratifies_as_described():
     assert (at(h, "cells", 8000), at(h, "layers", 8000)) == (48, 3)
     assert (f.cells, f.layers, f.step) == (80, 4, 16000)
     assert f.suprabasal.mean() == pytest.approx(0.60, abs=0.05)
+
+
+def test_gene_network_preset_attached_cells_settle_basal():
+    """genes-128-periodic: "Attached cells settle into the basal state (Ovol2 high, Delta
+    low)": every cell on the membrane ends with Ovol2 above Ovol1 and Delta below the
+    low-Delta threshold growth uses, and stays there over the last 1,000 steps."""
+    _, cfg = load_run_config(find_preset("epidermis/genes-128-periodic"))
+    sim = EpidermisSimulation.from_config(cfg, "cpu")
+    genes = []
+    while not sim.finished:
+        f = sim.advance()
+        if f.step >= cfg.run.steps - 1000:
+            genes.append(np.asarray(f.genes))
+    sim.close()
+    attached = np.zeros(f.cells, bool)
+    attached[np.unique(f.element_cell[f.element_type == 1])] = True
+    assert f.cells == 128 and attached.all()
+    for g in genes:
+        assert (g[:, O2_] > g[:, O1_]).all() and not f.suprabasal.any()
+        assert (g[:, D_] < cfg.growth.delta_low).all()
