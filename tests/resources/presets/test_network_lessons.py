@@ -12,7 +12,7 @@ import pytest
 
 from app.compute.device import backend_context
 from app.sims.common.simulation import find_preset, load_run_config
-from app.sims.network.model import detect_bursts
+from app.sims.network.model import build_culture, connectivity, detect_bursts
 from app.sims.network.simulation import NetworkSimulation
 
 
@@ -115,3 +115,13 @@ def test_development_fast_circles_touch_after_11_epochs():
     """00-development-10x10-fast: "the circles touch after 11 epochs" (its first 11 epochs)."""
     _, _, h, _ = run("network/00-development-10x10-fast", ["run.epochs=11"])
     assert (h["epoch_synapses"][:10] == 0).all() and h["epoch_synapses"][10] > 0
+
+
+def test_equilibrium_preset_has_the_papers_synapse_count():
+    """equilibrium-100x100: "every radius 2.0 (about 464,000 synapses)", its start radius
+    2.001 giving the paper's 464,108 (1 : 46.4 neurons to synapses)."""
+    _, cfg = load_run_config(find_preset("network/equilibrium-100x100"))
+    culture = build_culture(cfg)
+    radius = np.full(culture.n, cfg.growth.start_radius)
+    conn = connectivity(culture.width, culture.height, radius, culture.inhibitory, cfg.growth.weight_scale)
+    assert conn.size == 464_108 and conn.size / culture.n == pytest.approx(46.4, abs=0.05)
