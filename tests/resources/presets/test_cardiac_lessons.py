@@ -65,6 +65,15 @@ class Sheet:
         return phase_singularities(self.v(), before)
 
 
+def upstrokes(t: np.ndarray, v: np.ndarray, after: float) -> np.ndarray:
+    """Times after ``after`` at which ``v`` crosses -20 mV upwards; a crossing within 30 ms of
+    the previous one is the same upstroke (V can dither at -20 mV near a spiral's tip; the
+    action potential here lasts ~58 ms and the tissue cannot fire again within it)."""
+    up = t[1:][(v[:-1] < -20.0) & (v[1:] >= -20.0)]
+    up = up[np.concatenate([[True], np.diff(up) > 30.0])] if up.size else up
+    return up[up > after]
+
+
 @pytest.fixture(scope="module")
 def paused():
     """The lesson run up to the pause: S1's plane wave two thirds of the way across."""
@@ -115,8 +124,7 @@ def test_dragging_along_the_bottom_edge_starts_a_spiral_that_turns_to_the_end(pa
     assert (act > 1400.0).mean() > 0.2                           # still re-exciting the sheet
     probe = list(sheet.problem.probes).index(sheet.cell(4.0, 4.0))   # a preset probe, 4 mm in
     t, vp = sheet.engine.recordings()
-    up = (vp[:-1, probe] < -20.0) & (vp[1:, probe] >= -20.0)
-    assert up[t[1:] > PAUSE + 5.0].sum() >= 5                    # the corner keeps firing
+    assert upstrokes(t, vp[:, probe], PAUSE + 5.0).size >= 5        # the corner keeps firing
 
 
 @pytest.mark.slow
@@ -161,11 +169,10 @@ def test_cpu_spiral_preset_turns_about_ten_times_on_its_own_sheet():
         c = sheet.singularities(t)
         assert 1 <= np.count_nonzero(c) <= 3 and abs(c.sum()) >= 1, t    # a tip on the sheet
     t, v = sheet.engine.recordings()
-    up = (v[:-1] < -20.0) & (v[1:] >= -20.0)
-    after = t[1:] > s2.start + 5.0
-    counts = up[after].sum(axis=0)
-    assert counts.min() >= 9 and counts.max() <= 10, counts        # "9-10 more times"
-    periods = np.concatenate([np.diff(t[1:][after & up[:, k]]) for k in range(v.shape[1])])
+    fired = [upstrokes(t, v[:, k], s2.start + 5.0) for k in range(v.shape[1])]
+    counts = [f.size for f in fired]
+    assert min(counts) >= 9 and max(counts) <= 10, counts          # "9-10 more times"
+    periods = np.concatenate([np.diff(f) for f in fired])
     assert 105.0 <= np.median(periods) <= 135.0, np.median(periods)  # "every 105-135 ms"
 
 
@@ -193,6 +200,5 @@ def test_gpu_spiral_preset_forms_a_spiral(cuda_context):
         assert np.count_nonzero(c) == 1, (t, np.count_nonzero(c))  # "one phase singularity"
     t, v = sheet.engine.recordings()
     corner = list(sheet.problem.probes).index(sheet.cell(10.0, 10.0))
-    up = t[1:][(v[:-1, corner] < -20.0) & (v[1:, corner] >= -20.0)]
-    again = up[up > s2.start + 100.0]
-    assert again.size >= 1 and abs(again[0] - 800.0) <= 50.0, up  # "fire again at ~800 ms"
+    again = upstrokes(t, v[:, corner], s2.start + 100.0)
+    assert again.size >= 1 and abs(again[0] - 800.0) <= 50.0, again   # "fire again at ~800 ms"
