@@ -6,6 +6,8 @@ Both run at their own size (16 cells growing to 160 and 80; about 15 s and 5 s o
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -114,3 +116,37 @@ def test_gene_network_preset_attached_cells_settle_basal():
     for g in genes:
         assert (g[:, O2_] > g[:, O1_]).all() and not f.suprabasal.any()
         assert (g[:, D_] < cfg.growth.delta_low).all()
+
+
+def check_full_model(h, f, cells: int, suprabasal: float) -> None:
+    """00-full-100-cells: about three division rounds from 100 cells, free daughters stacked
+    into 5 layers, "expect about 400" cells; ``cells`` and ``suprabasal`` are the run's own
+    figures from the description (seed 2010)."""
+    assert h["cells"][0] == 100 and (np.diff(h["cells"]) >= 0).all()
+    assert abs(f.cells - cells) <= 0.02 * cells                     # the engines differ by 1 %
+    assert f.layers == 5
+    assert f.suprabasal.mean() == pytest.approx(suprabasal, abs=0.02)
+    assert f.cells < 535                                            # below the paper's 535
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("BIOGPU_LONG_TESTS"),
+                    reason="about 2 minutes on 2 cores: set BIOGPU_LONG_TESTS=1 to run")
+def test_full_model_preset_on_the_cpu():
+    """"The compiled CPU engine runs it in about 2 min on 2 cores (112 s: 100 -> 383 cells,
+    5 layers, 77% suprabasal)"."""
+    _, h, f = run("epidermis/00-full-100-cells")
+    check_full_model(h, f, 383, 0.77)
+
+
+@pytest.mark.gpu
+def test_full_model_preset_on_cuda(cuda_context):
+    """"CUDA on an H100, seed 2010: 100 -> 387 cells, 5 layers of 6 um, 76% suprabasal"."""
+    _, cfg = load_run_config(find_preset("epidermis/00-full-100-cells"))
+    sim = EpidermisSimulation.from_config(cfg, "cuda")
+    while not sim.finished:
+        sim.advance()
+    f = sim.frame()
+    sim.close()
+    assert cfg.run.layer_thickness == 6.0
+    check_full_model({k: np.asarray(v) for k, v in sim.history.items()}, f, 387, 0.76)
