@@ -10,6 +10,7 @@ t = 135 ms (the front two thirds of the way across, inside the lesson's 120-150 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -202,3 +203,21 @@ def test_gpu_spiral_preset_forms_a_spiral(cuda_context):
     corner = list(sheet.problem.probes).index(sheet.cell(10.0, 10.0))
     again = upstrokes(t, v[:, corner], s2.start + 100.0)
     assert again.size >= 1 and abs(again[0] - 800.0) <= 50.0, again   # "fire again at ~800 ms"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("s2_start, spiral", [(80.0, True), (165.0, True), (170.0, False)])
+def test_cpu_spiral_preset_s2_window(s2_start, spiral):
+    """"On this sheet S2 at 80-165 ms starts a spiral; at 170 ms or later everything under S2
+    has recovered and the S2 wave just leaves": at 700 ms, long after a wave that does not
+    turn back would have left (S2 + the sheet's diagonal at 0.22 mm/ms: < 430 ms), a phase
+    singularity is on the sheet at both ends of the window and none just after it."""
+    _, cfg = load_run_config(find_preset("cardiac/03-sheet-spiral-s1s2-ach-small"))
+    s1, s2 = cfg.protocol.stimuli
+    cfg = replace(cfg, protocol=replace(cfg.protocol, t_end=700.0, stimuli=[s1, replace(s2, start=s2_start)]))
+    sheet = Sheet(cfg)
+    charge = sheet.singularities(700.0)
+    if spiral:
+        assert 1 <= np.count_nonzero(charge) <= 3 and abs(charge.sum()) >= 1
+    else:
+        assert not charge.any() and sheet.v().max() < -70.0

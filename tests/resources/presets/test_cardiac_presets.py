@@ -26,8 +26,8 @@ def run(name: str):
 @pytest.mark.slow
 def test_crn_s1s2_restitution_curve_with_both_definitions():
     """20-restitution-crn-s1s2: one row per coupling interval, 600 down to 310 ms, each with
-    APD90 and DI by both definitions, the S1-referenced one shown; every S2 captures, and
-    APD90 shortens as the diastolic interval does (restitution)."""
+    APD90 and DI by both definitions, the S1-referenced one shown; every S2 captures (even at
+    310 ms, a 13-ms DI: peak -6 mV, APD90 200 ms), and APD90 shortens with the DI."""
     cfg, arrays, summary = run("cardiac/20-restitution-crn-s1s2")
     res = summary["restitution"]
     assert res["apd_shown"] == "s1"
@@ -35,7 +35,7 @@ def test_crn_s1s2_restitution_curve_with_both_definitions():
     assert [r["interval_ms"] for r in rows] == [600.0, 450.0, 400.0, 350.0, 330.0, 310.0]
     for key in ("apd90_per_beat_ms", "di_per_beat_ms", "apd90_s1_ms", "di_s1_ms"):
         assert np.isfinite(arrays[f"restitution_{key}"]).all() and arrays[f"restitution_{key}"].size == 6
-    assert all(r["peak_mV"] > 0 for r in rows)                     # every S2 fired an action potential
+    assert (arrays["restitution_apd90_s1_ms"] > 150.0).all()       # every S2 gave an action potential
     di, apd = arrays["restitution_di_s1_ms"], arrays["restitution_apd90_s1_ms"]
     assert (np.diff(di) < 0).all() and (np.diff(apd) < 0).all()    # shorter DI, shorter APD
 
