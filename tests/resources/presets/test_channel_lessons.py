@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.sims.channel.simulation import ChannelSimulation
+from app.sims.channel.simulation import PHASES, ChannelSimulation
 from app.sims.common.simulation import find_preset, load_run_config
 
 
@@ -79,3 +79,19 @@ def test_lesson_try_population_20_converges_slower(lesson):
     sim = run("channel/lesson-model-a-small", ["ga.population=20"])
     best = np.array(sim.best_history)
     assert best[-1] > 2 * lesson.best_history[-1]
+
+
+def test_recordings_preset_fits_by_cmaes_then_lm_with_intervals():
+    """recordings-two-state-k: "Per-family recordings at 0.1 and 0.02 ms (49,932 points)
+    fitted by CMA-ES and Levenberg-Marquardt, with confidence intervals"; the recordings are
+    Model A's true values integrated by another method (Radau), so the best chi2 is small but
+    not zero, and the fit lands on the true values."""
+    sim = run("channel/recordings-two-state-k")
+    assert sim.target.size == 49_932
+    phases = {PHASES[i] for i in sim.phase_history}
+    assert phases == {"cmaes", "lm"}
+    assert 0.0 < sim.best_chi2 < 1e-3                                # pA^2: integrator differences only
+    np.testing.assert_allclose(sim.best_params, sim.model.true_values, rtol=1e-3)
+    iv = sim.intervals
+    assert iv is not None and not iv.warnings
+    assert (iv.sd > 0).all() and ((iv.lower <= iv.best) & (iv.best <= iv.upper)).all()

@@ -150,3 +150,28 @@ def test_full_model_preset_on_cuda(cuda_context):
     sim.close()
     assert cfg.run.layer_thickness == 6.0
     check_full_model({k: np.asarray(v) for k, v in sim.history.items()}, f, 387, 0.76)
+
+
+def test_movement_preset_cells_stay_compact_and_pressed_together_on_the_membrane():
+    """movement-128-periodic: "The cells relax into compact bodies pressed against each other
+    on the membrane": after 3000 steps every cell still touches the membrane (one layer), its
+    elements lie within one cell radius of its centre on average, and each cell's nearest
+    neighbour is closer than two cell radii (the bodies press into each other)."""
+    _, cfg = load_run_config(find_preset("epidermis/movement-128-periodic"))
+    _, _, f = run("epidermis/movement-128-periodic")
+    radius = cfg.tissue.cell_radius
+    attached = np.zeros(f.cells, bool)
+    attached[np.unique(f.element_cell[f.element_type == 1])] = True
+    assert f.cells == 128 and attached.all() and f.layers == 1
+
+    def nearest_image(d):                            # periodic in x and y
+        d = d.copy()
+        d[..., :2] -= f.box * np.round(d[..., :2] / f.box)
+        return d
+
+    offsets = nearest_image(f.positions - f.centres[f.element_cell])
+    rg = np.sqrt(np.bincount(f.element_cell, (offsets ** 2).sum(1)) / np.bincount(f.element_cell))
+    assert rg.max() < radius
+    gaps = np.linalg.norm(nearest_image(f.centres[:, None] - f.centres[None]), axis=2)
+    np.fill_diagonal(gaps, np.inf)
+    assert gaps.min(axis=1).max() < 2 * radius
