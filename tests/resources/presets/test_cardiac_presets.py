@@ -6,11 +6,13 @@ dynamic protocol (5 periods x 10 beats), so both are `slow`.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from app.sims.cardiac.simulation import CardiacSimulation
-from app.sims.common.simulation import find_preset, load_run_config
+from app.sims.common.simulation import PRESETS, find_preset, load_run_config
 
 
 def run(name: str):
@@ -54,3 +56,17 @@ def test_ord_dynamic_restitution_last_beat_of_each_period():
     apd = arrays["restitution_apd90_per_beat_ms"]
     assert np.isfinite(arrays["restitution_apd90_s1_ms"]).all()
     assert (np.diff(apd) < 0).all() and (apd < np.array([1000, 800, 600, 500, 400])).all()
+
+
+def test_noble_preset_beats_on_its_own_about_every_564_ms():
+    """12-noble-1962-single-cell: no stimulus, "the model beats on its own, about every 564
+    ms"; its second beat's upstroke is where the CVODE reference puts it (769.3 ms)."""
+    cfg, arrays, _ = run("cardiac/12-noble-1962-single-cell")
+    assert not cfg.protocol.stimuli
+    t, v = arrays["probe_t"], arrays["probe_V"][:, 0]
+    up = t[1:][(v[:-1] < 0.0) & (v[1:] >= 0.0)]
+    assert up.size == 3                                            # 1.5 s: three spontaneous beats
+    np.testing.assert_allclose(np.diff(up), 564.0, atol=5.0)
+    assert up[2] + 400.0 > cfg.protocol.t_end > up[1] + 400.0      # the second: the last followed by 400 ms
+    ref = json.loads((PRESETS.parent / "reference" / "cardiac" / "noble_model_1962.json").read_text())
+    assert up[1] == pytest.approx(ref["last"]["t_upstroke_ms"], abs=5.0)
