@@ -92,7 +92,7 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
 
     doc = read_run_document(config_path, overrides=overrides)
     if "sweep" not in doc.data:
-        raise doc.error("this config has no 'sweep:' block; see the README's Sweeps section")
+        raise doc.error("this config has no 'sweep:' block; see 'Parameter sweeps' in the user guide")
     spec = parse_sweep(doc.data["sweep"], doc)
     data = {k: v for k, v in doc.data.items() if k != "sweep"}
     name = data.get("domain")
