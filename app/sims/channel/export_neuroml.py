@@ -1,0 +1,146 @@
+"""A fitted channel as a NeuroML2 ``ionChannelKS`` (through libNeuroML).
+
+One ``gateKS`` (``instances="1"``) holds every state of the scheme (``openState`` for the open
+states, ``closedState`` for the others), so the gate's ``fcond`` is the summed occupancy of the
+open states, as in our engines. Each transition ``kIJ`` is a ``forwardTransition`` from state I
+to state J; its rate is a LEMS ``ComponentType`` extending ``baseHHRate`` whose ``r`` is the
+fitted rate expression with the helper rates inlined and the parameters written as numbers:
+``r = rate * f(V)`` with ``V = (v - midpoint) / scale``, written with ``rate = 1per_ms``,
+``midpoint = 0mV``, ``scale = 1mV`` (so ``V`` is v in mV and ``f`` is in 1/ms, our units).
+The channel's ``conductance`` is the fitted maximal conductance (nS); the reversal potential,
+which NeuroML puts on the ``channelDensity`` or ``channelPopulation`` using the channel, is a
+``property`` (``erev``) and in the notes.
+
+Not written: our engines' clamp of every rate to [0, 1e4] 1/ms and their evaluation beside a
+removable singularity (the exported rates are evaluated as written), and the start from the
+steady state at the holding potential (a simulator initialises the gate). Refused, by name:
+rates using ``min``, ``max``, ``where``, a comparison or ``log`` (this exporter writes plain
+LEMS expressions), a scheme without a closed state, names that are not NeuroML ids.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from app.compute.codegen import Binary, Call, Compare, Name, Node, Num, Unary
+from app.sims.channel.model import IDENTIFIER, ChannelModel
+from app.sims.common.config import ConfigError
+
+LEMS_FUNCTIONS = {"exp": "exp", "sqrt": "sqrt", "abs": "abs"}   # ours -> LEMS (same meaning)
+
+
+def _refuse(message: str) -> ConfigError:
+    return ConfigError(f"cannot export to NeuroML2 ionChannelKS: {message}")
+
+
+def _number(x: float) -> str:
+    if not np.isfinite(x):
+        raise _refuse(f"the number {x} is not finite")
+    return repr(float(x)) if x >= 0 else f"(0 - {float(-x)!r})"    # no '- -' for LEMS parsers
+
+
+def to_lems_expr(node: Node, env: dict[str, str], rate: str) -> str:
+    """LEMS text of ``node`` with each name replaced by ``env[name]`` (already LEMS text)."""
+    def p(n: Node) -> str:
+        return to_lems_expr(n, env, rate)
+    if isinstance(node, Num):
+        return _number(node.value)
+    if isinstance(node, Name):
+        return env[node.name]
+    if isinstance(node, Unary):
+        return f"(0 - {p(node.arg)})"
+    if isinstance(node, Binary):
+        return f"({p(node.left)} {'^' if node.op == '**' else node.op} {p(node.right)})"
+    if isinstance(node, Compare):
+        raise _refuse(f"rate {rate} uses a comparison ('{node.op}'), which these plain expressions do not carry")
+    assert isinstance(node, Call)
+    args = [p(a) for a in node.args]
+    if node.func == "pow":
+        return f"({args[0]} ^ {args[1]})"
+    if node.func == "expm1":
+        return f"(exp({args[0]}) - 1)"
+    if node.func not in LEMS_FUNCTIONS:
+        raise _refuse(f"rate {rate} uses '{node.func}', which these plain LEMS expressions do not carry")
+    return f"{LEMS_FUNCTIONS[node.func]}({args[0]})"
+
+
+def transition_expressions(model: ChannelModel, values: np.ndarray) -> dict[str, str]:
+    """LEMS expression of each transition rate in ``V`` (v in mV), 1/ms: helper rates
+    inlined, parameters as the fitted numbers."""
+    env = {n: _number(x) for n, x in zip(model.param_names, np.asarray(values, float))}
+    env["v"] = "V"
+    out: dict[str, str] = {}
+    for name, tree in model.rate_defs:
+        env[name] = to_lems_expr(tree, env, name)
+        out[name] = env[name]
+    return {name: out[name] for _, _, name in model.transitions}
+
+
+def _check_ids(model: ChannelModel, channel_id: str) -> None:
+    for what, names in (("channel id", [channel_id]), ("state", model.states)):
+        bad = [n for n in names if not IDENTIFIER.fullmatch(n)]
+        if bad:
+            raise _refuse(f"the {what} name {bad[0][:40]!r} is not a NeuroML id (letters, digits, '_')")
+    if model.open_mask.all():
+        raise _refuse("every state is open; a gateKS needs at least one closed state")
+
+
+def to_neuroml(model: ChannelModel, values: np.ndarray, channel_id: str = "fitted_channel",
+               notes: str = "") -> str:
+    """The NeuroML2 document (XML text) holding the fitted channel ``channel_id``."""
+    import neuroml
+    from neuroml.writers import NeuroMLWriter
+
+    _check_ids(model, channel_id)
+    values = np.asarray(values, float)
+    rates = transition_expressions(model, values)
+    gmax = float(values[model.conductance])
+    doc = neuroml.NeuroMLDocument(id=channel_id, notes="Ion channel fitted by BioGPU Studio.")
+    text = (f"Markov scheme fitted by BioGPU Studio: states {', '.join(model.states)}; open "
+            f"{', '.join(s for s, o in zip(model.states, model.open_mask) if o)}. Reversal potential "
+            f"{float(model.e_rev)!r} mV (set erev on the channelDensity or channelPopulation). "
+            "Each sweep of the fit started from the steady state at its holding potential.")
+    channel = neuroml.IonChannelKS(id=channel_id, conductance=f"{gmax!r}nS",
+                                   notes=text + (" " + notes if notes else ""),
+                                   properties=[neuroml.Property(tag="erev", value=f"{float(model.e_rev)!r}mV")])
+    gate = neuroml.GateKS(id="gate", instances=1)
+    for state, is_open in zip(model.states, model.open_mask):
+        (gate.open_states if is_open else gate.closed_states).append(
+            (neuroml.OpenState if is_open else neuroml.ClosedState)(id=state))
+    for i, j, name in model.transitions:
+        type_name = f"{channel_id}_{name}_rate"
+        rate = neuroml.HHRate(type=type_name, rate="1per_ms", midpoint="0mV", scale="1mV")
+        rate.original_tagname_ = "rate"          # the element is <rate type=...>
+        transition = neuroml.ForwardTransition(id=name, from_=model.states[i], to=model.states[j])
+        transition.anytypeobjs_ = [rate]
+        gate.forward_transition.append(transition)
+        component = neuroml.ComponentType(name=type_name, extends="baseHHRate",
+                                          description=f"transition {name}: {model.states[i]} -> {model.states[j]}")
+        component.Dynamics.append(neuroml.Dynamics(DerivedVariable=[
+            neuroml.DerivedVariable(name="V", dimension="none", value="(v - midpoint) / scale"),
+            neuroml.DerivedVariable(name="r", dimension="per_time", exposure="r",
+                                    value=f"rate * {rates[name]}")]))
+        doc.ComponentType.append(component)
+    channel.gate_kses.append(gate)
+    doc.ion_channel_kses.append(channel)
+    buf = _Buffer()
+    NeuroMLWriter.write(doc, buf)
+    return buf.getvalue()
+
+
+class _Buffer(io.StringIO):
+    """A StringIO the writer may close (it does) and that we still read."""
+
+    def close(self) -> None:
+        pass
+
+
+def validate(path: str) -> None:
+    """Validate a written file against the NeuroML2 schema (libNeuroML); ConfigError if not."""
+    from neuroml.utils import validate_neuroml2
+    try:
+        validate_neuroml2(str(path))
+    except Exception as exc:          # lxml's DocumentInvalid or an assertion, by version
+        raise ConfigError(f"{path}: not valid NeuroML2: {exc}") from None
