@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
+    export = sub.add_parser("export", help="a run's model or data as NeuroML2, NWB or CellML")
+    export.add_argument("run_folder")
+    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
+    export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
     sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -100,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "export":
+            from app.sims.common.export import export_run
+            for path in export_run(args.run_folder, args.to, args.out):
+                print(f"wrote {path}")
+            return 0
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ LEMS expressions), a scheme without a closed state, names that are not NeuroML i
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 
@@ -144,3 +145,16 @@ def validate(path: str) -> None:
         validate_neuroml2(str(path))
     except Exception as exc:          # lxml's DocumentInvalid or an assertion, by version
         raise ConfigError(f"{path}: not valid NeuroML2: {exc}") from None
+
+
+def export_run(folder: Path, out: Path) -> list[Path]:
+    """``biogpu export RUN --to neuroml``: the run's best parameters as an ionChannelKS."""
+    from app.sims.channel.export import _safe_name
+    from app.sims.common.export import load_results, load_run
+    from app.sims.common.output import save_text
+    cfg = load_run(folder)
+    model, results = cfg.model_(), load_results(folder)
+    channel_id = _safe_name(cfg.name or model.name, "fitted_channel")
+    save_text(out, to_neuroml(model, results["best_params"], channel_id, notes=f"Run: {folder.name}."))
+    validate(str(out))
+    return [out]

@@ -95,7 +95,38 @@ def write_fit_nwb(path: str | Path, protocol: Protocol, target: np.ndarray, fitt
     columns = [VectorData(name=k, description=descriptions[k], data=list(np.asarray(v).tolist()))
                for k, v in parameters.items()]
     fit.add(DynamicTable(name="parameters", description="the fitted parameters (model units)", columns=columns))
-    path = Path(path)
-    with pynwb.NWBHDF5IO(str(path), "w") as io:
-        io.write(nwb)
+    return write_atomic(nwb, Path(path))
+
+
+def write_atomic(nwb, path: Path) -> Path:
+    """Write ``nwb`` beside ``path`` and rename: an existing file is replaced whole or kept."""
+    import os
+
+    import pynwb
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with pynwb.NWBHDF5IO(str(partial), "w") as io:
+            io.write(nwb)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
+
+
+def export_run(folder: Path, out: Path) -> list[Path]:
+    """``biogpu export RUN --to nwb``: the fit's data, protocol, best parameters and traces."""
+    from app.sims.channel.export import to_yaml
+    from app.sims.common.config import dump_yaml
+    from app.sims.common.export import load_results, load_run
+    cfg = load_run(folder)
+    model, results = cfg.model_(), load_results(folder)
+    protocol = cfg.fit_data(model).protocol
+    table: dict[str, np.ndarray | list] = {"name": list(model.param_names), "value": results["best_params"],
+                                           "lower": model.lower, "upper": model.upper}
+    if "ci_lower" in results:
+        table.update(ci_lower=results["ci_lower"], ci_upper=results["ci_upper"])
+    proto_text = dump_yaml({"protocols": cfg.protocols}) if cfg.protocols else "protocols from the recording files"
+    write_fit_nwb(out, protocol, results["target"], results["best_traces"], table,
+                  f"{cfg.name or 'channel fit'} ({folder.name})", proto_text,
+                  to_yaml(cfg.model, results["best_params"]))
+    return [out]
