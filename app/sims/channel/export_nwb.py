@@ -95,22 +95,9 @@ def write_fit_nwb(path: str | Path, protocol: Protocol, target: np.ndarray, fitt
     columns = [VectorData(name=k, description=descriptions[k], data=list(np.asarray(v).tolist()))
                for k, v in parameters.items()]
     fit.add(DynamicTable(name="parameters", description="the fitted parameters (model units)", columns=columns))
-    return write_atomic(nwb, Path(path))
+    from app.sims.common.export import write_nwb
+    return write_nwb(nwb, Path(path))
 
-
-def write_atomic(nwb, path: Path) -> Path:
-    """Write ``nwb`` beside ``path`` and rename: an existing file is replaced whole or kept."""
-    import os
-
-    import pynwb
-    partial = path.with_name(path.name + ".partial")
-    try:
-        with pynwb.NWBHDF5IO(str(partial), "w") as io:
-            io.write(nwb)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return path
 
 
 def export_run(folder: Path, out: Path) -> list[Path]:

@@ -8,6 +8,7 @@ the construct, what the format cannot carry.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -64,3 +65,16 @@ def load_results(folder: Path) -> dict[str, np.ndarray]:
         raise ConfigError(f"{folder}: the run has no results.npz (did it finish?)")
     with np.load(path, allow_pickle=False) as data:
         return {k: data[k] for k in data.files}
+
+
+def write_nwb(nwb, path: Path) -> Path:
+    """Write ``nwb`` beside ``path`` and rename: an existing file is replaced whole or kept."""
+    import pynwb
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with pynwb.NWBHDF5IO(str(partial), "w") as io:
+            io.write(nwb)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path

@@ -17,4 +17,5 @@ DOMAIN = Domain(
     panel="app.gui.panels.network:NetworkPanel",
     main_plot="app.gui.main_plots:network",
     bench="app.sims.network.bench",
+    exports={"nwb": "app.sims.network.export_nwb:export_run"},
 )

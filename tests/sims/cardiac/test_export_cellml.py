@@ -38,6 +38,19 @@ def test_exported_model_imports_back_to_the_same_trace(tmp_path):
     assert np.abs(unchanged - v0[:, 0]).max() > 1.0
 
 
+def test_exported_model_is_valid_cellml_2_for_libcellml(tmp_path):
+    """libCellML (the CellML project's library): strict 2.0 parse, validator and analyser."""
+    libcellml = pytest.importorskip("libcellml")
+    out = write_cellml(MODEL, CHANGED, tmp_path / "hh.cellml")
+    parser = libcellml.Parser(True)
+    model = parser.parseModel(out.read_text())
+    checks = [parser, libcellml.Validator(), libcellml.Analyser()]
+    checks[1].validateModel(model)
+    checks[2].analyseModel(model)
+    issues = [c.issue(i).description() for c in checks for i in range(c.issueCount())]
+    assert not issues, issues
+
+
 def test_a_parameter_that_is_not_a_constant_is_refused_by_name(tmp_path):
     with pytest.raises(ConfigError, match="membrane.V is not a constant"):
         write_cellml(MODEL, {"membrane.V": 1.0}, tmp_path / "x.cellml")
