@@ -63,13 +63,12 @@ def annotated_names(file: str) -> dict[str, str]:
     return {k: found[k] for k in ("membrane_voltage", "membrane_stimulus_current") if k in found}
 
 
-def export_run(folder: Path, out: Path) -> list[Path]:
-    """``biogpu export RUN --to cellml``: the model as run (and one file per parameter region)."""
+def write_model_as_run(settings, out: str | Path) -> list[Path]:
+    """``settings`` (a run's ``model`` block) as CellML 2.0: ``out``, one file per parameter
+    region, and ``<name>-model.yaml`` (the model block of a run config importing ``out``)."""
     from app.sims.common.config import dump_yaml
-    from app.sims.common.export import load_run
     from app.sims.common.output import save_text
-    cfg = load_run(folder)
-    settings = cfg.model
+    out = Path(out)
     written = [write_cellml(settings.file, settings.parameters, out)]
     for k, region in enumerate(settings.regions):
         target = out.with_name(f"{out.stem}-region-{k}{out.suffix}")
@@ -82,3 +81,9 @@ def export_run(folder: Path, out: Path) -> list[Path]:
                              "# the model block of a run config importing the exported file\n"
                              + dump_yaml({"model": block})))
     return written
+
+
+def export_run(folder: Path, out: Path) -> list[Path]:
+    """``biogpu export RUN --to cellml``: the model as run (and one file per parameter region)."""
+    from app.sims.common.export import load_run
+    return write_model_as_run(load_run(folder).model, out)

@@ -140,9 +140,12 @@ class _Buffer(io.StringIO):
 
 def validate(path: str) -> None:
     """Validate a written file against the NeuroML2 schema (libNeuroML); ConfigError if not."""
+    import contextlib
+
     from neuroml.utils import validate_neuroml2
     try:
-        validate_neuroml2(str(path))
+        with contextlib.redirect_stdout(io.StringIO()):      # it prints "It's valid!"
+            validate_neuroml2(str(path))
     except Exception as exc:          # lxml's DocumentInvalid or an assertion, by version
         raise ConfigError(f"{path}: not valid NeuroML2: {exc}") from None
 

@@ -100,20 +100,27 @@ def write_fit_nwb(path: str | Path, protocol: Protocol, target: np.ndarray, fitt
 
 
 
-def export_run(folder: Path, out: Path) -> list[Path]:
-    """``biogpu export RUN --to nwb``: the fit's data, protocol, best parameters and traces."""
+def write_fit(cfg, best: np.ndarray, target: np.ndarray, fitted: np.ndarray, out: str | Path,
+              ci: tuple[np.ndarray, np.ndarray] | None = None, label: str = "") -> Path:
+    """A fit of run config ``cfg`` (best parameters, data, fitted currents, optional 95%
+    interval) as NWB at ``out``."""
     from app.sims.channel.export import to_yaml
     from app.sims.common.config import dump_yaml
-    from app.sims.common.export import load_results, load_run
-    cfg = load_run(folder)
-    model, results = cfg.model_(), load_results(folder)
+    model = cfg.model_()
     protocol = cfg.fit_data(model).protocol
-    table: dict[str, np.ndarray | list] = {"name": list(model.param_names), "value": results["best_params"],
-                                           "lower": model.lower, "upper": model.upper}
-    if "ci_lower" in results:
-        table.update(ci_lower=results["ci_lower"], ci_upper=results["ci_upper"])
+    table: dict = {"name": list(model.param_names), "value": np.asarray(best, float),
+                   "lower": model.lower, "upper": model.upper}
+    if ci is not None:
+        table.update(ci_lower=ci[0], ci_upper=ci[1])
     proto_text = dump_yaml({"protocols": cfg.protocols}) if cfg.protocols else "protocols from the recording files"
-    write_fit_nwb(out, protocol, results["target"], results["best_traces"], table,
-                  f"{cfg.name or 'channel fit'} ({folder.name})", proto_text,
-                  to_yaml(cfg.model, results["best_params"]))
-    return [out]
+    return write_fit_nwb(out, protocol, target, fitted, table, f"{cfg.name or 'channel fit'}{label}",
+                         proto_text, to_yaml(cfg.model, np.asarray(best, float)))
+
+
+def export_run(folder: Path, out: Path) -> list[Path]:
+    """``biogpu export RUN --to nwb``: the fit's data, protocol, best parameters and traces."""
+    from app.sims.common.export import load_results, load_run
+    r = load_results(folder)
+    ci = (r["ci_lower"], r["ci_upper"]) if "ci_lower" in r else None
+    return [write_fit(load_run(folder), r["best_params"], r["target"], r["best_traces"], out, ci,
+                      f" ({folder.name})")]

@@ -105,10 +105,16 @@ def write_network_nwb(path: str | Path, arrays: Mapping[str, np.ndarray], width:
     return write_nwb(nwb, Path(path))
 
 
+def write_run(cfg, arrays: Mapping[str, np.ndarray], out: str | Path, label: str = "") -> Path:
+    """A finished run of config ``cfg`` (its results arrays) as NWB at ``out``."""
+    if "spike_times" not in arrays or "inhibitory" not in arrays:
+        raise ConfigError("no finished run to export (its spikes and culture are written at the end)")
+    return write_network_nwb(out, arrays, cfg.culture.width, cfg.run.dt, cfg.analysis.burst_bin,
+                             cfg.analysis.burst_fraction, cfg.run.epoch_seconds,
+                             f"{cfg.name or 'cultured network'}{label}")
+
+
 def export_run(folder: Path, out: Path) -> list[Path]:
     """``biogpu export RUN --to nwb``: spikes, positions, population rate and bursts."""
     from app.sims.common.export import load_results, load_run
-    cfg = load_run(folder)
-    return [write_network_nwb(out, load_results(folder), cfg.culture.width, cfg.run.dt, cfg.analysis.burst_bin,
-                              cfg.analysis.burst_fraction, cfg.run.epoch_seconds,
-                              f"{cfg.name or 'cultured network'} ({folder.name})")]
+    return [write_run(load_run(folder), load_results(folder), out, f" ({folder.name})")]
