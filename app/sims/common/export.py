@@ -27,7 +27,7 @@ def run_domain(folder: Path) -> Domain:
         raise ConfigError(f"{folder}: not a run folder (no config.yaml)")
     data = load_yaml(config).data
     name = data.get("domain") if isinstance(data, dict) else None
-    if name not in DOMAINS:
+    if not isinstance(name, str) or name not in DOMAINS:
         raise ConfigError(f"{config}: unknown domain {name!r}")
     return DOMAINS[name]
 
