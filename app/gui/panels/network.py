@@ -37,7 +37,9 @@ EXPORTS = (("Spikes (NPZ)…", "spikes", "NPZ (*.npz)", "every recorded spike (o
            ("Connectivity (NPZ)…", "connectivity", "NPZ (*.npz)", "the final synapses and radii"),
            ("Views (PNG)…", "png", "PNG (*.png)", "the views"),
            ("Spikes and bursts (NWB)…", "nwb", "NWB (*.nwb)",
-            "a finished run: spike times, positions, population rate and bursts"))
+            "a finished run: spike times, positions, population rate and bursts"),
+           ("Culture (NeuroML2)…", "neuroml", "NeuroML2 (*.nml)",
+            "a finished run: cells, positions, Tsodyks-Markram synapses, final connections"))
 HISTORY_KEYS = ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute")
 
 
@@ -222,6 +224,9 @@ class NetworkPanel(Panel):
         elif kind == "nwb":
             from app.sims.network.export_nwb import write_run
             out = write_run(self.current_config(), self.arrays or {}, path)
+        elif kind == "neuroml":
+            from app.sims.network import export_neuroml
+            out = export_neuroml.write_run(self.current_config(), self.arrays or {}, path)
         else:
             out = export_connectivity_npz(path, self.arrays)
         log.info("exported %s", out)
