@@ -77,7 +77,8 @@ def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture
         index_in_group[members] = np.arange(members.size)
         pop = neuroml.Population(id=f"pop_{g}", component=cell_id, size=int(members.size), type="populationList")
         for k, i in enumerate(members):
-            pop.instances.append(neuroml.Instance(id=k, location=neuroml.Location(x=float(x[i]), y=float(y[i]), z=0.0)))
+            where = neuroml.Location(x=float(x[i]), y=float(y[i]), z=0.0)
+            pop.instances.append(neuroml.Instance(id=k, location=where))
         net.populations.append(pop)
     duration = cfg.run.epochs * cfg.run.epoch_seconds
     doc.pulse_generators.append(neuroml.PulseGenerator(id="inject", delay="0s", duration=_q(duration, "s"),
@@ -90,7 +91,7 @@ def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture
         net.input_lists.append(inputs)
     gbase = 1e-9
     delays = cfg.delay_steps()
-    for c, (name, syn) in enumerate(zip(CLASSES, cfg.synapses.types())):
+    for name, syn in zip(CLASSES, cfg.synapses.types()):
         erev = nr.Vrest - DRIVE if name[0] == "I" else nr.Vrest + DRIVE
         doc.blocking_plastic_synapses.append(neuroml.BlockingPlasticSynapse(
             id=f"syn_{name}", gbase=_q(gbase, "S"), erev=_q(erev, "V"), tau_decay=_q(syn.tau, "s"),
@@ -104,8 +105,9 @@ def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture
         key = (int(group_of[pre[s]]), int(group_of[post[s]]), int(kind[s]))
         proj = projections.get(key)
         if proj is None:
-            proj = neuroml.Projection(id=f"proj_{key[0]}_{key[1]}_{CLASSES[key[2]]}", presynaptic_population=f"pop_{key[0]}",
-                                      postsynaptic_population=f"pop_{key[1]}", synapse=f"syn_{CLASSES[key[2]]}")
+            proj = neuroml.Projection(id=f"proj_{key[0]}_{key[1]}_{CLASSES[key[2]]}",
+                                      presynaptic_population=f"pop_{key[0]}", postsynaptic_population=f"pop_{key[1]}",
+                                      synapse=f"syn_{CLASSES[key[2]]}")
             projections[key] = proj
             net.projections.append(proj)
         proj.connection_wds.append(neuroml.ConnectionWD(

@@ -9,7 +9,6 @@ from app.sims.common.simulation import PRESETS, load_run_config
 from app.sims.network.model import build_culture
 
 neuroml = pytest.importorskip("neuroml")
-UNIT = {"s": 1.0, "V": 1.0, "F": 1.0, "S": 1.0}
 
 
 def _si(text: str) -> float:
