@@ -60,3 +60,11 @@ def test_a_public_icephys_nwb_file_reads():
     rec = recordings.read_nwb(path)
     assert rec.currents.ndim == 2 and rec.currents.shape[1] == rec.times.size > 1
     assert np.isfinite(rec.currents).all()
+
+
+def test_a_file_that_is_not_hdf5_is_refused_naming_it(tmp_path):
+    from app.sims.common.config import ConfigError
+    bad = tmp_path / "fake.nwb"
+    bad.write_bytes(b"\x1f\x8b\x08\x00 gzip, not HDF5")
+    with pytest.raises(ConfigError, match="fake.nwb: not a readable NWB"):
+        recordings.read_nwb(bad)
