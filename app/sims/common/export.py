@@ -78,3 +78,28 @@ def write_nwb(nwb, path: Path) -> Path:
     finally:
         partial.unlink(missing_ok=True)
     return path
+
+
+def validate_neuroml(path: str | Path) -> None:
+    """Check a written NeuroML2 file against the NeuroML2 XML schema (the newest that
+    libNeuroML ships) and libNeuroML's own checks; ConfigError naming the file and the first
+    problem if not."""
+    import contextlib
+    import io
+
+    import neuroml
+    from lxml import etree
+    from neuroml.utils import validate_neuroml2
+
+    schemas = sorted((Path(neuroml.__file__).parent / "nml").glob("NeuroML_v2.[0-9]*.xsd"),
+                     key=lambda p: [int(x) for x in p.stem.split("_v")[1].split(".")])
+    schema = etree.XMLSchema(etree.parse(str(schemas[-1])))
+    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    document = etree.parse(str(path), parser)
+    if not schema.validate(document):
+        raise ConfigError(f"{path}: not valid against {schemas[-1].name}: {schema.error_log.last_error}")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):      # it prints "It's valid!"
+            validate_neuroml2(str(path))
+    except Exception as exc:          # lxml's DocumentInvalid or a ValueError, by version
+        raise ConfigError(f"{path}: not valid NeuroML2: {exc}") from None

@@ -130,19 +130,12 @@ class _Buffer(io.StringIO):
 
 def write_run(cfg, arrays: Mapping[str, np.ndarray], out: str | Path) -> Path:
     """A finished run of ``cfg`` (its results ``arrays``) as a validated NeuroML2 file."""
-    import contextlib
-
-    from neuroml.utils import validate_neuroml2
-
+    from app.sims.common.export import validate_neuroml
     from app.sims.common.output import save_text
     if "final_W" not in arrays or "inhibitory" not in arrays:
         raise ConfigError("no finished run to export (its connectivity is written at the end)")
     out = save_text(out, to_neuroml(cfg, arrays))
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            validate_neuroml2(str(out))
-    except Exception as exc:
-        raise ConfigError(f"{out}: not valid NeuroML2: {exc}") from None
+    validate_neuroml(out)
     return out
 
 

@@ -42,7 +42,7 @@ def read_channel(path):
     is_open = np.array([False] * len(gate.closed_states) + [True] * len(gate.open_states))
     types = {ct.name: ct for ct in doc.ComponentType}
     transitions = []
-    for t in gate.forward_transition:
+    for t, forward in [(t, True) for t in gate.forward_transition] + [(t, False) for t in gate.reverse_transition]:
         element = etree.fromstring(t.anytypeobjs_[0].encode() if isinstance(t.anytypeobjs_[0], str)
                                    else etree.tostring(t.anytypeobjs_[0]))
         ct = types[element.get("type")]
@@ -50,8 +50,9 @@ def read_channel(path):
         params = {k: _quantity(element.get(k)) for k in ("rate", "midpoint", "scale")}
         v_of = _lems_function(derived["V"], params)
         r_of = _lems_function(derived["r"], params)
-        transitions.append((states.index(t.from_), states.index(t.to),
-                            lambda v, r_of=r_of, v_of=v_of: r_of(V=v_of(v=v))))
+        a, b = states.index(t.from_), states.index(t.to)     # reverse: the rate moves to -> from
+        transitions.append((a, b, r_of, v_of) if forward else (b, a, r_of, v_of))
+    transitions = [(i, j, lambda v, r_of=r_of, v_of=v_of: r_of(V=v_of(v=v))) for i, j, r_of, v_of in transitions]
     erev = _quantity(next(p.value for p in channel.properties if p.tag == "erev"))
     return states, is_open, transitions, _quantity(channel.conductance), erev
 
