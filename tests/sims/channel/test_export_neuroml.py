@@ -125,3 +125,19 @@ def test_constructs_ionchannelks_cannot_carry_are_refused_by_name():
                                     rates=["k12 = a", "k21 = a"]))
     with pytest.raises(ConfigError, match="at least one closed state"):
         to_neuroml(bad, bad.true_values)
+
+
+def test_jneuroml_validates_the_written_channel(tmp_path):
+    """BIOGPU_JNML_JAR: a jNeuroML jar (pyNeuroML ships one; needs java). Skipped without."""
+    import os
+    import shutil
+    import subprocess
+    jar = os.environ.get("BIOGPU_JNML_JAR")
+    if not jar or shutil.which("java") is None:
+        pytest.skip("BIOGPU_JNML_JAR is not set or java is missing")
+    m = model("hh-potassium")
+    path = tmp_path / "hhk.nml"
+    path.write_text(to_neuroml(m, m.true_values * 1.01, "hhk"))
+    done = subprocess.run(["java", "-Xmx400m", "-jar", jar, "-validate", str(path)], capture_output=True,
+                          text=True, timeout=300)
+    assert "All valid and no warnings" in done.stdout, done.stdout[-2000:]
