@@ -10,8 +10,8 @@ fitted rate expression with the helper rates inlined and the parameters written 
 ``r = rate * f(V)`` with ``V = (v - midpoint) / scale``, written with ``rate = 1per_ms``,
 ``midpoint = 0mV``, ``scale = 1mV`` (so ``V`` is v in mV and ``f`` is in 1/ms, our units).
 The channel's ``conductance`` is the fitted maximal conductance (nS); the reversal potential,
-which NeuroML puts on the ``channelDensity`` or ``channelPopulation`` using the channel, is a
-``property`` (``erev``) and in the notes.
+which NeuroML puts on the ``channelDensity`` or ``channelPopulation`` using the channel, is in
+the notes (``Reversal potential X mV``; jLEMS refuses a ``property`` inside a channel).
 
 Not written: our engines' clamp of every rate to [0, 1e4] 1/ms and their evaluation beside a
 removable singularity (the exported rates are evaluated as written), and the start from the
@@ -105,9 +105,9 @@ def to_neuroml(model: ChannelModel, values: np.ndarray, channel_id: str = "fitte
             f"{', '.join(s for s, o in zip(model.states, model.open_mask) if o)}. Reversal potential "
             f"{float(model.e_rev)!r} mV (set erev on the channelDensity or channelPopulation). "
             "Each sweep of the fit started from the steady state at its holding potential.")
+    # no <property> for erev: jLEMS's ionChannelKS has no such child and refuses to load the file
     channel = neuroml.IonChannelKS(id=channel_id, conductance=f"{gmax!r}nS",
-                                   notes=text + (" " + notes if notes else ""),
-                                   properties=[neuroml.Property(tag="erev", value=f"{float(model.e_rev)!r}mV")])
+                                   notes=text + (" " + notes if notes else ""))
     gate = neuroml.GateKS(id="gate", instances=1)
     for state, is_open in zip(model.states, model.open_mask):
         (gate.open_states if is_open else gate.closed_states).append(
