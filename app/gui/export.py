@@ -67,9 +67,7 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
 
 
 def _save_view(view, path: str | Path) -> Path:
-    out = save_png(view.grab(), path)
-    print(f"plot in {path}")
-    return out
+    return save_png(view.grab(), path)
 
 
 def render_sweep_plot(rows, keys, path: str | Path, metric: str | None = None) -> Path | None:
@@ -90,5 +88,4 @@ def render_sweep_plot(rows, keys, path: str | Path, metric: str | None = None) -
     view.close()
     import shiboken6
     shiboken6.delete(view)           # now, not at interpreter exit (Qt may be gone by then)
-    print(f"plot in {path}")
     return out
