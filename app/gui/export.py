@@ -40,7 +40,7 @@ def save_png(image, path: str | Path) -> Path:
 def save_figure(widget, path: str | Path) -> Path:
     """``widget`` as a figure by the suffix of ``path``: PNG (pixels), SVG or PDF (vectors: the
     plots' lines, points and text stay sharp at any size), written atomically."""
-    from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRect, QSize
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPoint, QRect, QSizeF
     from PySide6.QtGui import QPageSize, QPainter, QPdfWriter
 
     from app.sims.common.output import atomic_write_bytes
@@ -65,12 +65,12 @@ def save_figure(widget, path: str | Path) -> Path:
     else:
         device = QPdfWriter(buffer)
         device.setResolution(96)            # one widget pixel = one PDF point at 96 dpi
-        device.setPageSize(QPageSize(QSize(size.width() * 72 // 96, size.height() * 72 // 96),
+        device.setPageSize(QPageSize(QSizeF(size.width() * 0.75, size.height() * 0.75),
                                      QPageSize.Unit.Point))
         device.setPageMargins(device.pageLayout().margins() * 0)
     painter = QPainter(device)
     try:
-        widget.render(painter)
+        widget.render(painter, QPoint(0, 0))
     finally:
         painter.end()
     buffer.close()
