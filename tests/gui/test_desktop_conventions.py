@@ -228,3 +228,68 @@ def test_a_recorded_network_run_draws_every_epoch(window, qtbot):
     with qtbot.waitSignal(network.worker.run_finished, timeout=60000):
         pass
     assert sorted(set(epochs)) == list(range(1, 13)) and epochs == sorted(epochs)
+
+
+def test_a_long_sbml_path_does_not_widen_the_controls(ssa, tmp_path, qtbot):
+    pytest.importorskip("libsbml")
+    source = Path(__file__).parents[1] / "sims" / "ssa" / "data" / "hill-events.xml"
+    deep = tmp_path.joinpath(*["a-rather-long-folder-name-for-a-model"] * 4)
+    deep.mkdir(parents=True)
+    long = deep / ("a-model-file-with-a-very-long-descriptive-name-" * 2 + "v2.xml")
+    long.write_text(source.read_text())
+    before = ssa.controls_width()
+    ssa.load_config(long)
+    assert ssa.controls_width() <= before + 2
+    assert ssa.description.toolTip() == str(long.resolve()) or str(long) in ssa.description.toolTip()
+    assert ssa.preset_combo.itemData(ssa.preset_combo.currentIndex(),
+                                     Qt.ItemDataRole.ToolTipRole) == str(long.resolve())
+    assert "…" in ssa.preset_combo.currentText()
+
+
+def test_corner_plot_tick_values_do_not_overlap(qtbot):
+    import numpy as np
+    from PySide6.QtGui import QFontMetrics
+
+    from app.gui.views.intervals import CornerPlot
+
+    corner = CornerPlot()
+    qtbot.addWidget(corner)
+    corner.resize(420, 420)
+    best = np.array([1.234e-3, 0.5, 12.0, 300.0])
+    samples = best + np.random.default_rng(1).standard_normal((2000, 4)) * best * 0.05
+    corner.show_samples(["gmax", "k1", "k2", "k3"], samples)
+    corner.show()
+    qtbot.waitExposed(corner)
+    for (i, j), cell in corner.panels.items():
+        if i != 3:
+            continue
+        axis = cell.axes["bottom"]
+        lo, hi = cell.vb.viewRange()[0]
+        width = axis.geometry().width()
+        levels = axis.tickValues(lo, hi, width)
+        values = [v for _, vs in levels for v in vs if lo <= v <= hi]
+        assert values, j                                               # at least one value shown
+        metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
+        texts = axis.tickStrings(values, 1.0, 1.0)
+        xs = [(v - lo) / (hi - lo) * width for v in values]
+        for k in range(len(values) - 1):
+            room = xs[k + 1] - xs[k]
+            need = (metrics.horizontalAdvance(texts[k]) + metrics.horizontalAdvance(texts[k + 1])) / 2
+            assert room > need, (j, texts)
+
+
+def test_colour_bar_title_clears_its_tick_values(qtbot):
+    from PySide6.QtGui import QFontMetrics
+
+    from app.gui.views.cardiac import ColourBar
+
+    bar = ColourBar()
+    qtbot.addWidget(bar)
+    bar.set_range(0.0, 2500.0, "last activation (ms)")
+    bar.show()
+    qtbot.waitExposed(bar)
+    axis = bar.bar.axis
+    metrics = QFontMetrics(axis.style.get("tickFont") or axis.font())
+    needed = metrics.horizontalAdvance("2500") + abs(axis.style["tickLength"]) + metrics.height()
+    qtbot.waitUntil(lambda: axis.width() >= needed, timeout=3000)       # laid out
+    assert bar.width() >= axis.width() + 14

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpi
 
 from app.gui.forms import ConfigForm
 
+from app.gui.labels import short_path
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
@@ -296,7 +297,7 @@ class CardiacPanel(Panel):
                               "The cell model from this file on the mesh, solver and protocol set "
                               "below (from the previous preset); its parameters are in the table.")
         self.config_path = None
-        self.mark_loaded(name, f"CellML: {name}", str(Path(path).resolve()))
+        self.mark_loaded(name, f"CellML: {short_path(name)}", str(Path(path).resolve()))
 
     def method_note(self) -> str:
         model = self.model_group.picker.currentText()
