@@ -293,3 +293,33 @@ def test_colour_bar_title_clears_its_tick_values(qtbot):
     needed = metrics.horizontalAdvance("2500") + abs(axis.style["tickLength"]) + metrics.height()
     qtbot.waitUntil(lambda: axis.width() >= needed, timeout=3000)       # laid out
     assert bar.width() >= axis.width() + 14
+
+
+def test_sweep_plots_write_values_in_full(qtbot):
+    from app.gui.views.sweep import SweepView
+
+    view = SweepView()
+    qtbot.addWidget(view)
+    rows = [{"name": f"p{i}", "point": i, "status": "ok", "model.parameters.g": 0.001 * (i + 1),
+             "mean_X": float(i)} for i in range(5)]
+    for keys in (["model.parameters.g"],):
+        view.set_rows(rows, keys)
+        plot = view.plots.getItem(0, 0)
+        for name in ("bottom", "left"):
+            axis = plot.getAxis(name)
+            assert not axis.autoSIPrefix and "x0.001" not in axis.labelString()
+
+
+def test_sweep_dialog_columns_fit_their_widgets(window, qtbot):
+    pytest.importorskip("distributed", reason="the sweep extra is not installed")
+    window.select_panel("ssa").load_config(BIRTH_DEATH)
+    dialog = window.open_sweep()
+    qtbot.addWidget(dialog)
+    dialog.add_axis()
+    header = dialog.axes.horizontalHeader()
+    for col in range(1, dialog.axes.columnCount()):
+        for row in range(dialog.axes.rowCount()):
+            assert header.sectionSize(col) >= dialog.axes.cellWidget(row, col).sizeHint().width(), col
+        assert header.sectionSize(col) >= header.sectionSizeHint(col)
+    assert dialog.axes.minimumWidth() >= sum(header.sectionSize(c) for c in range(1, 5))
+    dialog.close()
