@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QGridLayout, QGro
 
 from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
-from app.gui.labels import short_path
 from app.gui.presets import (default_for_engine, engine_kind, estimate_seconds, format_duration,
                              preset_config, preset_for, work)
 from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
@@ -203,7 +202,7 @@ class Panel(QWidget):
             raise ConfigError(f"this is a {domain.label} config, not {self.domain.label}", str(path))
         self.apply_config(cfg)
         self.config_path = Path(path)
-        self.mark_loaded(Path(path).name, f"file: {short_path(path)}", str(Path(path).resolve()))
+        self.mark_loaded(Path(path).name, f"file: {Path(path).name}", str(Path(path).resolve()))
         if not self.running:                   # the last run's numbers belong to another config
             self.run_controls.set_state(RunState.IDLE)
             self.status_changed.emit("")
@@ -219,6 +218,8 @@ class Panel(QWidget):
             key = data if data is not None else item
             index = self.preset_combo.findData(key)
             if index < 0:
+                item = self.preset_combo.fontMetrics().elidedText(
+                    item, Qt.TextElideMode.ElideMiddle, getattr(self, "_combo_text_px", 200))
                 self.preset_combo.addItem(item, key)
                 index = self.preset_combo.count() - 1
                 self.preset_combo.setItemData(index, key, Qt.ItemDataRole.ToolTipRole)
@@ -432,10 +433,10 @@ class Panel(QWidget):
         combo = QComboBox()
         for path in presets(self.domain.name) if files is None else files:
             combo.addItem(path.stem, str(path.resolve()))
-        # as wide as the presets' names, never as a long opened file's (it shows "…" instead)
-        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        combo.setMinimumContentsLength(max([len(path.stem) for path in (
-            presets(self.domain.name) if files is None else files)] + [12]))
+        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # an opened file's entry is elided to the presets' width: a long name never widens the column
+        self._combo_text_px = max([combo.fontMetrics().horizontalAdvance(combo.itemText(i))
+                                   for i in range(combo.count())] + [140])
         button = QPushButton(self.open_label)
         description = QLabel()
         description.setWordWrap(True)
