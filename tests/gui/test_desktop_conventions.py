@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("PySide6", reason="the GUI extra is not installed")
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from app.gui import errors
