@@ -56,9 +56,10 @@ def test_reopened_session_shows_what_is_loaded_in_the_preset_box(window, tmp_pat
     other = MainWindow()
     qtbot.addWidget(other)
     assert other.open_session(path)
-    box = other.pages["ssa"].preset_combo.currentText()
+    combo = other.pages["ssa"].preset_combo
+    box = combo.currentText()
     assert box.startswith("session: ") and "00-decay" not in box
-    assert ssa.base_cfg.name in box
+    assert ssa.base_cfg.name in combo.itemData(combo.currentIndex(), Qt.ItemDataRole.ToolTipRole)
     other.select_panel("ssa")
     assert path.name in other.windowTitle()
     other.close()
@@ -79,13 +80,8 @@ def test_results_of_a_previous_model_are_marked_stale(ssa, qtbot, set_ensemble, 
 @pytest.mark.parametrize("name", ["cardiac", "network", "epidermis"])
 def test_models_are_drawn_at_rest(window, qtbot, name):
     panel = window.select_panel(name)
-    preview = panel._previews[-1] if panel._previews else None
-    if preview is not None:
-        with qtbot.waitSignal(preview.finished, timeout=60000):
-            pass
-    else:
-        pytest.fail("no picture at rest was asked for")
-    qtbot.waitUntil(lambda: not panel._previews, timeout=5000)
+    assert not panel._rest_pending                   # asked for when the panel was shown
+    qtbot.waitUntil(lambda: not panel._previews, timeout=60000)      # the thread has finished
     assert panel.last_frame is None                   # a picture, not a result to export
     if name == "cardiac":
         assert panel.tissue.V is not None and panel.tissue.image.image is not None

@@ -225,6 +225,8 @@ class Panel(QWidget):
                 self.preset_combo.setItemData(index, key, Qt.ItemDataRole.ToolTipRole)
             self.preset_combo.setCurrentIndex(index)
         if not self.running:
+            if self.last_frame is None:        # only a picture at rest of the previous config
+                self.clear_views()
             self.set_stale(self.last_frame is not None)
             self.show_rest()
         self.loaded_changed.emit(text)
