@@ -30,11 +30,13 @@ setup: $(VENV)/.installed
 run: setup
 	$(PY) -m app
 
-# The layer rules (pyproject's [tool.importlinter]), ruff and a type check of the shared core
+# The layer rules (pyproject's [tool.importlinter]), ruff, a type check of the shared core and
+# the generated benchmark tables
 lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(PY) scripts/bench_tables.py --check    # docs/benchmarks.md and README's table from benchmarks/
 
 test: setup lint
 	$(XVFB) $(PY) -m pytest -q
