@@ -257,7 +257,7 @@ def _save_png(domain: str, session, path: Path) -> None:
 def _bench(args: argparse.Namespace) -> int:
     from app.sims.common.simulation import DOMAINS
 
-    if args.name in ("sweep", "gui"):
+    if args.name in ("sweep", "gui", "compare"):
         print(f"results go to {Path(args.out).resolve()}/ (--out changes it)")
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
