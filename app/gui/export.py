@@ -42,6 +42,7 @@ def save_figure(widget, path: str | Path) -> Path:
     plots' lines, points and text stay sharp at any size), written atomically."""
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPoint, QRect, QSizeF
     from PySide6.QtGui import QPageSize, QPainter, QPdfWriter
+    from PySide6.QtWidgets import QWidget
 
     from app.sims.common.output import atomic_write_bytes
 
@@ -70,7 +71,7 @@ def save_figure(widget, path: str | Path) -> Path:
         device.setPageMargins(device.pageLayout().margins() * 0)
     painter = QPainter(device)
     try:
-        widget.render(painter, QPoint(0, 0))
+        QWidget.render(widget, painter, QPoint(0, 0))      # a QGraphicsView's own render differs
     finally:
         painter.end()
     buffer.close()

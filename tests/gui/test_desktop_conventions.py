@@ -242,7 +242,7 @@ def test_a_long_sbml_path_does_not_widen_the_controls(ssa, tmp_path, qtbot):
     assert "…" in ssa.preset_combo.currentText()
 
 
-def test_corner_plot_tick_values_do_not_overlap(qtbot):
+def test_corner_plot_tick_values_do_not_overlap(qtbot, tmp_path):
     import numpy as np
     from PySide6.QtGui import QFontMetrics
 
@@ -272,6 +272,8 @@ def test_corner_plot_tick_values_do_not_overlap(qtbot):
             room = xs[k + 1] - xs[k]
             need = (metrics.horizontalAdvance(texts[k]) + metrics.horizontalAdvance(texts[k + 1])) / 2
             assert room > need, (j, texts)
+    from app.gui.export import save_figure                           # a graphics view alone, too
+    assert save_figure(corner, tmp_path / "corner.svg").read_bytes().count(b"<path") > 10
 
 
 def test_colour_bar_title_clears_its_tick_values(qtbot):
