@@ -113,6 +113,7 @@ class SSAPanel(Panel):
         for note in notes:
             log.info("%s: %s", Path(path).name, note)
         self.show_description(cfg.name, f"from {Path(path).name}: {cfg.description}")
+        self.mark_loaded(Path(path).name, f"archive: {Path(path).name}", str(Path(path).resolve()))
         log.info("opened %s (model in %s)", path, folder)
 
     def export_omex(self, path: str | Path) -> Path:
