@@ -40,8 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     gui.add_argument("config", nargs="?", help="run config to open")
     gui.add_argument("--quit-after", type=float, default=None, metavar="SECONDS",
                      help="close the window after this long (a smoke test of an install)")
-    run = sub.add_parser("run", help="run a config headless and write its results")
-    run.add_argument("config")
+    run = sub.add_parser("run", help="run a config headless and write its results",
+                         description="Run a config headless and write config.yaml, results.npz, "
+                         "summary.json and plot.png into the output folder.",
+                         epilog=_preset_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("config", help="a run config (YAML) or an SBML model file, or the name of a "
+                     "shipped preset (see below; 'ssa/birth-death' where a name is in several panels)")
     run.add_argument("--backend", default="auto", choices=BACKENDS)
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--out", default=None, help="output folder (default runs/<name>-<time>)")
@@ -49,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="run a domain's benchmark; prints a table, writes JSON")
     bench.add_argument("name")
     bench.add_argument("--backend", default="auto", choices=BACKENDS)
-    bench.add_argument("--out", default="bench-results", help="folder for the JSON")
+    bench.add_argument("--out", default="bench-results",
+                       help="folder for the JSON (default: bench-results in the current folder)")
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
     bench.add_argument("--against", help="compare: the reference commit (this repository's git)")
@@ -97,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         from app.sims.ssa.dsmts import main as dsmts_main
         return dsmts_main(argv[1:])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # warnings and errors only: the commands print their own progress (INFO is internal detail)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command in (None, "gui"):
             from app.gui import main as gui_main
@@ -179,6 +185,7 @@ def _run(args: argparse.Namespace) -> int:
     from app.sims.common.session import run_headless
     from app.sims.common.simulation import load_run_config
 
+    _check_preset_name(args.config)
     domain, cfg = load_run_config(args.config, overrides=args.overrides)
     backend, reason = resolve_backend(args.backend)
     print(reason)
@@ -204,11 +211,45 @@ def _run(args: argparse.Namespace) -> int:
         raise
     print(json.dumps(session.summary, indent=2))
     print(f"results in {out}/")
+    if (out / "plot.png").is_file():
+        print(f"plot in {out / 'plot.png'}")
     stopped = session.summary.get("stopped")
     if stopped and not session.stopped:
         print(f"error: the run stopped before its end: {stopped}", file=sys.stderr)
         return 3
     return 0
+
+
+def _preset_epilog() -> str:
+    """The shipped presets, by panel, for ``run --help``."""
+    from app.sims.common.simulation import DOMAINS, presets
+
+    lines = ["shipped presets (give the name instead of a path):"]
+    for name in DOMAINS:
+        stems = [p.stem for p in presets(name)]
+        if stems:
+            lines.append(f"  {name}: {', '.join(stems)}")
+    return "\n".join(lines)
+
+
+def _check_preset_name(config: str) -> None:
+    """Refuse a config that is neither a file nor a shipped preset, naming the close presets."""
+    import difflib
+
+    from app.sims.common.simulation import DOMAINS, find_preset, presets
+
+    path = Path(config)
+    if path.exists() or path.suffix.lower() not in ("", ".yaml") or find_preset(config):
+        return
+    full = {f"{d}/{p.stem}": p.stem for d in DOMAINS for p in presets(d)}
+    stem = config[:-5] if config.endswith(".yaml") else config
+    key = stem.rpartition("/")[2] if stem.rpartition("/")[0] not in DOMAINS else stem
+    pool = {name: (name if "/" in key else short) for name, short in full.items()}
+    close = difflib.get_close_matches(key, list(set(pool.values())), n=4, cutoff=0.6)
+    matches = [name for c in close for name, v in pool.items() if v == c]
+    hint = f"did you mean {', '.join(matches[:4])}?" if matches \
+        else "see 'biogpu run --help' for the shipped presets"
+    raise ConfigError(f"no such file, and no shipped preset of that name; {hint}", config)
 
 
 def _save_png(domain: str, session, path: Path) -> None:
@@ -225,6 +266,8 @@ def _save_png(domain: str, session, path: Path) -> None:
 def _bench(args: argparse.Namespace) -> int:
     from app.sims.common.simulation import DOMAINS
 
+    if args.name in ("sweep", "gui", "compare"):
+        print(f"results go to {Path(args.out).resolve()}/ (--out changes it)")
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
         return sweep_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
@@ -243,6 +286,7 @@ def _bench(args: argparse.Namespace) -> int:
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")
+    print(f"results go to {Path(args.out).resolve()}/ (--out changes it)")
     start = time.perf_counter()
     code = module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick, **extra)
     _print_compile_stats(time.perf_counter() - start)
@@ -288,8 +332,12 @@ def _sweep(args: argparse.Namespace) -> int:
 
     def show(row: dict, done: int, total: int) -> None:
         state = row.get("status", "ok")
-        extra = f"  {row.get('wall_seconds', 0):.2f} s on {row.get('worker', '?')}" if state == "ok" \
-            else f"  {row.get('error', '')}"
+        if row.get("reused"):
+            state, extra = "reused", "  (finished in an earlier run of this sweep folder)"
+        elif state == "ok":
+            extra = f"  {row.get('wall_seconds', 0):.2f} s on {row.get('worker', '?')}"
+        else:
+            extra = f"  {row.get('error', '')}"
         print(f"  [{done}/{total}] {row['name']} {state}{extra}", flush=True)
 
     result = run_sweep(args.config, out, backend=args.backend, workers=args.workers,
@@ -302,7 +350,8 @@ def _sweep(args: argparse.Namespace) -> int:
     if not args.no_png and s["finished"]:
         try:
             from app.gui.export import render_sweep_plot
-            render_sweep_plot(result.rows, s["keys"], out / "plot.png", args.plot)
+            if render_sweep_plot(result.rows, s["keys"], out / "plot.png", args.plot):
+                print(f"plot: {out / 'plot.png'}")
         except ImportError as exc:
             print(f"PNG skipped: the GUI packages are not installed ({exc.name})")
     if s["stopped"]:

@@ -45,9 +45,11 @@ METHODS: dict[str, tuple[str, str]] = {
         "parallel genetic algorithm on graphical processors, J. Neurosci. Methods 206(2):183–194 "
         "(2012)."),
     "cardiac": (
-        "The monodomain reaction-diffusion equation on a sheet or a sphere with the Courtemanche "
-        "human atrial cell model; Rush–Larsen forward Euler (RLFE) or adaptive Bogacki–Shampine "
-        "3(2) time stepping, operator splitting of diffusion and reaction.",
+        "The monodomain reaction-diffusion equation on a sheet or a sphere with the cell model "
+        "the run config names (any CellML model; Courtemanche human atrial, Beeler–Reuter, "
+        "ten Tusscher and others ship with the app); Rush–Larsen forward Euler (RLFE) or "
+        "adaptive Bogacki–Shampine 3(2) time stepping, operator splitting of diffusion and "
+        "reaction.",
         "V. M. García-Mollá et al., Adaptive step ODE algorithms for the 3D simulation of electric "
         "heart activity with graphics processing units, Comput. Biol. Med. 44:15–26 (2014); "
         "M. Courtemanche, R. J. Ramirez and S. Nattel, Am. J. Physiol. 275:H301 (1998)."),
@@ -98,9 +100,11 @@ def shortcuts_html() -> str:
     return f"<table cellspacing='4'>{rows}</table>"
 
 
-def method_html(domain: str, label: str) -> str:
+def method_html(domain: str, label: str, loaded: str = "") -> str:
+    """The method page; ``loaded`` (plain text) names what the panel holds now, e.g. its cell model."""
     method, reference = METHODS.get(domain, ("", ""))
-    return f"<h3>{label}</h3><p>{method}</p><p><b>Reference.</b> {reference}</p>"
+    now = f"<p><b>Loaded now.</b> {html.escape(loaded)}</p>" if loaded else ""
+    return f"<h3>{label}</h3><p>{method}</p>{now}<p><b>Reference.</b> {reference}</p>"
 
 
 def docs_candidates() -> list[Path]:

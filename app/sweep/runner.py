@@ -254,9 +254,17 @@ class Cluster:
     pin_by_worker_name: bool = True
 
     def close(self) -> None:
-        self.client.close()
-        if self.local is not None:
-            self.local.close()
+        # A worker process busy in numba or CUDA teardown outlives the nanny's 4-s wait and is
+        # killed, which Dask reports as a warning at every sweep's end: expected, not news.
+        nanny = logging.getLogger("distributed.nanny")
+        level = nanny.level
+        nanny.setLevel(logging.ERROR)
+        try:
+            self.client.close()
+            if self.local is not None:
+                self.local.close()
+        finally:
+            nanny.setLevel(level)
 
 
 def quiet_dask_logs() -> None:
@@ -336,8 +344,8 @@ class SweepRun:
                 rows.append(row)
                 reused += 1
         total = len(self.plan.tasks)
-        for row in rows:
-            self.on_row(row, len(rows), total)
+        for row in rows:                      # told apart from the points run now
+            self.on_row(dict(row, reused=True), len(rows), total)
         client = self.cluster.client
         groups = self.plan.groups(todo, max(1, self.cluster.workers))
         keys = [f"points-{g[0].point.name}-{len(g)}-{g[0].point.fingerprint()}" for g in groups]

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpi
 
 from app.gui.forms import ConfigForm
 
+from app.gui.labels import short_path
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
@@ -59,6 +60,7 @@ class CardiacPanel(Panel):
     """Controls and live views of a cardiac tissue run."""
 
     MOVIE_VIEW = "tissue"
+    REST_PREVIEW = True
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
@@ -71,7 +73,7 @@ class CardiacPanel(Panel):
         self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self.model_group = ModelGroup()
         self.model_group.open_button.clicked.connect(
-            lambda: self.ask_file("Open CellML model", "CellML (*.cellml *.xml)", self.model_group.add_file))
+            lambda: self.ask_file("Open CellML model", "CellML (*.cellml *.xml)", self.open_cellml))
         self.controls_layout.addWidget(self.model_group)
         self._build_mesh_group()
         self._build_solver_group()
@@ -287,6 +289,31 @@ class CardiacPanel(Panel):
         self.traces.set_frame(frame)
         self.steps.set_frame(frame)
         self._show_restitution(frame)
+
+    def open_cellml(self, path: str | Path) -> None:
+        """Use the cell model of a CellML file with the current mesh, solver and protocol; the
+        preset box and description then say so (they no longer describe the preset's model)."""
+        self.model_group.add_file(str(path))
+        name = Path(path).name
+        self.show_description(f"CellML model: {name}",
+                              "The cell model from this file on the mesh, solver and protocol set "
+                              "below (from the previous preset); its parameters are in the table.")
+        self.config_path = None
+        self.mark_loaded(name, f"CellML: {short_path(name)}", str(Path(path).resolve()))
+
+    def method_note(self) -> str:
+        model = self.model_group.picker.currentText()
+        return f"cell model {model}" + (f" ({self.loaded})" if self.loaded else "")
+
+    def draw_rest(self, frame) -> None:
+        """The tissue at rest (coloured by its resting V), before Run."""
+        self.mesh = frame.mesh
+        self.tissue.set_mesh(frame.mesh)
+        self.tissue.set_frame(frame)
+
+    def rest_preview_wanted(self, cfg: CardiacConfig) -> bool:
+        """Sheets and spheres up to level 5 (a level-7 sphere takes ~20 s to build on 2 cores)."""
+        return cfg.mesh.kind != "sphere" or cfg.mesh.level <= 5
 
     def _show_restitution(self, frame) -> None:
         """The restitution curve from the first probe's trace so far (live)."""

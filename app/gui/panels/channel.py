@@ -139,6 +139,7 @@ class ChannelPanel(Panel):
         layout.addWidget(self._build_data_group())
         layout.addWidget(self._build_ga_group())
         layout.addWidget(self._build_fit_group())
+        self._optimizer_changed()
         layout.addWidget(self._build_export_group())
         layout.addStretch(1)
         return page
@@ -212,7 +213,28 @@ class ChannelPanel(Panel):
         self.ga_note.setWordWrap(True)
         self.ga_note.setStyleSheet("color: #555")
         box.layout().addRow(self.ga_note)
+        self.ga_box = box
         return box
+
+    GA_ONLY = ("crossover", "mutation", "creep", "creep_fraction")
+    CMA_ONLY = ("sigma", "stall")
+
+    def _optimizer_changed(self, *_: Any) -> None:
+        """Show the settings of the chosen search only: with CMA-ES the GA's crossover, mutation
+        and creep rows are hidden and the group says it holds the search settings both share."""
+        cma = self.fit_form["optimizer"].currentText().lower().startswith("cma")
+        self.ga_box.setTitle("Search (CMA-ES): population, generations, stop, seed" if cma
+                             else "Genetic algorithm")
+        for form, names, shown in ((self.ga_form, self.GA_ONLY, not cma),
+                                   (self.fit_form, self.CMA_ONLY, cma)):
+            layout = (self.ga_box if form is self.ga_form else self.fit_box).layout()
+            for name in names:
+                widget = form[name]
+                widget.setVisible(shown)
+                label = layout.labelForField(widget)
+                if label is not None:
+                    label.setVisible(shown)
+        self.ga_note.setVisible(not cma)
 
     def _build_fit_group(self) -> QGroupBox:
         self.fit_form = ConfigForm(FitSettings)
@@ -227,6 +249,8 @@ class ChannelPanel(Panel):
         note.setWordWrap(True)
         note.setStyleSheet("color: #555")
         box.layout().addRow(note)
+        self.fit_box = box
+        self.fit_form["optimizer"].currentTextChanged.connect(self._optimizer_changed)
         return box
 
     def _build_export_group(self) -> QGroupBox:
@@ -556,6 +580,13 @@ class ChannelPanel(Panel):
         path, _ = QFileDialog.getOpenFileName(self, "Target data", "", pattern)
         if path:
             self.data_path.setText(path)
+
+    def open_recording(self, path: str | Path) -> None:
+        """Fit to a recording (an ABF file): the Fit tab's target data becomes this file."""
+        self.data_source.setCurrentIndex(self.data_source.findData("abf"))
+        self.data_path.setText(str(path))
+        self.mark_loaded(f"{self.loaded.split(' + ')[0]} + {Path(path).name}" if self.loaded
+                         else Path(path).name)
 
     def _ask_family_file(self) -> None:
         row = self.families.currentRow()

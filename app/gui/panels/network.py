@@ -72,6 +72,7 @@ class NetworkPanel(Panel):
     """Controls and live views of a developing culture."""
 
     MOVIE_VIEW = "views"
+    REST_PREVIEW = True
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
@@ -159,6 +160,8 @@ class NetworkPanel(Panel):
         worker = super().make_worker(cfg, backend, index)
         self.raster.window = cfg.analysis.raster_seconds
         self._pause_at_epoch_toggled(self.pause_at_epoch.isChecked(), worker)
+        if self.record_next_movie:               # the movie shows every epoch, not the few drawn
+            worker.keep_frames = epoch_end
         return worker
 
     def _pause_at_epoch_toggled(self, on: bool, worker: SimulationWorker | None = None) -> None:
@@ -181,6 +184,10 @@ class NetworkPanel(Panel):
         if self.worker is not None and self.worker.paused and self.run_controls.state is RunState.RUNNING:
             self.run_controls.set_state(RunState.PAUSED)
             self.status_changed.emit(f"paused after epoch {frame.epoch}")
+
+    def draw_rest(self, frame) -> None:
+        """The culture before its first epoch (positions, starting radii), before Run."""
+        self.culture.set_frame(frame)
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         self.arrays = arrays or None

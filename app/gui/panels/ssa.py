@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QSpli
 
 from app.gui import errors
 from app.gui.forms import ConfigForm
+from app.gui.labels import short_path
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.ssa_data import EnsembleHistograms, export_csv, export_npz
 from app.gui.panels.ssa_params import ParameterTable
@@ -112,6 +113,7 @@ class SSAPanel(Panel):
         for note in notes:
             log.info("%s: %s", Path(path).name, note)
         self.show_description(cfg.name, f"from {Path(path).name}: {cfg.description}")
+        self.mark_loaded(Path(path).name, f"archive: {Path(path).name}", str(Path(path).resolve()))
         log.info("opened %s (model in %s)", path, folder)
 
     def export_omex(self, path: str | Path) -> Path:
@@ -197,14 +199,16 @@ class SSAPanel(Panel):
     def apply_config(self, cfg: SSAConfig) -> None:
         self.base_cfg = cfg
         self.show_description(cfg.name, cfg.description)
+        self.description.setToolTip("")
         if cfg.grid is not None:
             self.table.set_grid(cfg.grid)
         elif cfg.sbml is not None:
             from app.sims.ssa.sbml import read_sbml
             model = read_sbml(cfg.sbml)
             self.table.set_sbml(model)
-            self.show_description(cfg.name, f"SBML: {cfg.sbml}",
+            self.show_description(cfg.name, f"SBML: {short_path(cfg.sbml)}",
                                   f"{len(model.imported)} elements imported")
+            self.description.setToolTip(str(cfg.sbml))      # the whole path: never wider controls
         else:
             self.table.set_model(cfg.model)
         self.form.show(cfg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
                                QVBoxLayout, QWidget)
@@ -128,11 +129,23 @@ class ColourBar(pg.GraphicsLayoutWidget):
         self.bar = pg.ColorBarItem(values=V_RANGE, colorMap=cmap, interactive=False, width=14)
         self.bar.axis.setLabel("V (mV)")
         self.addItem(self.bar)
-        self.setFixedWidth(86)
+        self._fit_axis(*V_RANGE)
 
     def set_range(self, lo: float, hi: float, label: str) -> None:
         self.bar.setLevels((lo, hi))
         self.bar.axis.setLabel(label)
+        self._fit_axis(lo, hi)
+
+    def _fit_axis(self, lo: float, hi: float) -> None:
+        """Room for the widest tick label beside the bar and the title beside them: with a
+        fixed width "last activation (ms)" was drawn over ticks like "1500"."""
+        axis = self.bar.axis
+        metrics = QFontMetrics(axis.style.get("tickFont") or self.font())
+        ticks = max(metrics.horizontalAdvance(f"{v:g}") for v in (lo, hi, -abs(hi - lo), (lo + hi) / 2))
+        title = QFontMetrics(self.font()).height() + 4
+        width = int(ticks + max(axis.style["tickLength"], 0) + axis.style["tickTextOffset"][0] + title + 6)
+        axis.setWidth(width)
+        self.setFixedWidth(width + 14 + 28)      # the bar and the layout's margins
 
 
 class TissueView(QWidget):
