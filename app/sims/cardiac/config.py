@@ -9,7 +9,7 @@ import numpy as np
 from app.sims.cardiac.solvers import ADAPTIVE, METHODS
 from app.sims.common.config import Document, build, spec
 
-MESH_KINDS = ("sphere", "sheet", "single")
+MESH_KINDS = ("sphere", "sheet", "single", "file")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
 REGION_KINDS = ("all", "cap", "rect", "cells")
 PRECISIONS = ("float32", "float64", "mixed")
@@ -17,7 +17,22 @@ MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 
 
 @dataclass(frozen=True)
+class Conductivity:
+    """Monodomain conductivities of a mesh from a file (mS/mm = S/m): along the fibres, across
+    them in the sheet, and normal to the sheet (0 = as across)."""
+
+    along: float = field(default=0.34, metadata=spec(range=(0.0, 1e3), unit="mS/mm"))
+    across: float = field(default=0.06, metadata=spec(range=(0.0, 1e3), unit="mS/mm"))
+    sheet: float = field(default=0.0, metadata=spec(range=(0.0, 1e3), unit="mS/mm",
+                         doc="normal to the sheet; 0 = as across"))
+
+
+@dataclass(frozen=True)
 class MeshSettings:
+    """The tissue's mesh. ``file``: a triangle surface or tetrahedral volume (openCARP
+    .pts/.elem/.lon or any format meshio reads), relative paths from the config's folder;
+    diffusion by linear finite elements with D = σ/(χ Cm) per direction (``D`` is not used)."""
+
     kind: str = field(default="sphere", metadata=spec(choices=MESH_KINDS))
     level: int = field(default=7, metadata=spec(range=(0, 9), doc="sphere subdivisions; 7 = 163,842 cells"))
     radius_mm: float = field(default=0.0, metadata=spec(range=(0.0, 1e4),
@@ -25,6 +40,14 @@ class MeshSettings:
     nx: int = field(default=100, metadata=spec(range=(1, 8192)))
     ny: int = field(default=100, metadata=spec(range=(1, 8192)))
     dx_mm: float = field(default=0.2, metadata=spec(range=(1e-4, 100.0)))
+    path: str = field(default="", metadata=spec(doc="mesh file (kind file)"))
+    unit_mm: float = field(default=0.0, metadata=spec(range=(0.0, 1e6),
+                           doc="mm per file unit; 0 = the format's (openCARP µm, others mm)"))
+    conductivity: Conductivity = field(default_factory=Conductivity)
+    chi: float = field(default=140.0, metadata=spec(range=(1e-6, 1e6), unit="1/mm",
+                       doc="membrane surface-to-volume ratio"))
+    cm: float = field(default=0.01, metadata=spec(range=(1e-9, 1e3), unit="µF/mm²",
+                      doc="membrane capacitance"))
 
 
 @dataclass(frozen=True)
@@ -210,8 +233,36 @@ def _check_fixed_step(doc: Document, st: Stimulus, dt: float, where: tuple) -> N
                             "the pulse edge (choose dt dividing it, or an adaptive method)", where + (key,))
 
 
+def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
+    """Resolve the mesh path against the config's folder, then read and check the mesh (the
+    refusals name the file and element)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from app.sims.cardiac.mesh_io import MeshFileError
+    if not cfg.mesh.path:
+        raise doc.error("mesh.kind file needs mesh.path", ("mesh", "path"))
+    path = Path(cfg.mesh.path).expanduser()
+    if not path.is_absolute() and doc.source and not doc.source.startswith("<"):
+        path = Path(doc.source).parent / path
+    cfg = replace(cfg, mesh=replace(cfg.mesh, path=str(path)))
+    from app.sims.cardiac.fem import settings_report
+    try:
+        report = settings_report(cfg.mesh)[1]
+    except MeshFileError as exc:
+        raise doc.error(str(exc), ("mesh", "path")) from None
+    s = cfg.solver
+    if s.method not in ADAPTIVE and s.dt > report["stable_dt_ms"]:
+        raise doc.error(f"solver.dt = {s.dt:g} ms exceeds the stable diffusion step "
+                        f"{report['stable_dt_ms']:.4g} ms of {path} (min edge "
+                        f"{report['min_edge_mm']:.4g} mm): lower dt", ("solver", "dt"))
+    return cfg
+
+
 def load_config(doc: Document) -> CardiacConfig:
     cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
+    if cfg.mesh.kind == "file":
+        cfg = _load_file_mesh(doc, cfg)
     r = cfg.restitution
     if r.kind != "none":
         values = r.s2_intervals if r.kind == "s1s2" else r.periods
@@ -271,6 +322,9 @@ def n_cells(mesh: MeshSettings) -> int:
     """Cells of the mesh the settings describe (the geodesic sphere: 10·4^level + 2)."""
     if mesh.kind == "sphere":
         return 10 * 4 ** mesh.level + 2
+    if mesh.kind == "file":
+        from app.sims.cardiac.fem import settings_mesh
+        return settings_mesh(mesh).n_cells
     return mesh.nx * mesh.ny if mesh.kind == "sheet" else 1
 
 

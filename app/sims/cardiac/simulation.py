@@ -187,6 +187,9 @@ class CardiacSimulation(Simulation):
             "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
         }
+        if self.cfg.mesh.kind == "file":
+            from app.sims.cardiac.fem import settings_report
+            summary["mesh_quality"] = settings_report(self.cfg.mesh)[1]
         if self.stopped is not None:
             summary["stopped"] = {"t_ms": self.stopped.t, "cell": self.stopped.cell,
                                   "reason": self.stopped.reason}
