@@ -2,7 +2,8 @@
 the engines' padded neighbour lists.
 
 With P1 stiffness K (each element's conductivity tensor σ = σ_t I + (σ_l − σ_t) f fᵀ
-+ (σ_n − σ_t) s sᵀ, f the fibre, s the sheet direction) and lumped mass m_k (a (d+1)-th of
++ (σ_n − σ_t) n nᵀ, f the fibre, s the sheet direction (in the sheet, across the fibres),
+n = f × s the sheet normal) and lumped mass m_k (a (d+1)-th of
 each element's measure at its nodes), the semi-discrete monodomain equation
 
     χ Cm dV_k/dt = −(K V)_k / m_k − χ I_ion
@@ -32,8 +33,8 @@ ZERO_WEIGHT = 1e-12        # |w| below this times the row's largest is structura
 
 @dataclass(frozen=True)
 class Tissue:
-    """Conductivities along fibres, across them (in the sheet) and normal to the sheet
-    (mS/mm), surface-to-volume ratio χ (1/mm) and membrane capacitance Cm (µF/mm²)."""
+    """Conductivities along fibres, across them in the sheet (along the sheet direction) and
+    normal to the sheet (mS/mm), surface-to-volume ratio χ (1/mm) and membrane capacitance Cm (µF/mm²)."""
 
     sigma_l: float = 0.34
     sigma_t: float = 0.06
@@ -61,13 +62,16 @@ def conductivity(raw: RawMesh, tissue: Tissue) -> np.ndarray:
         f = raw.fibres
         sig += (tissue.sigma_l - tissue.sigma_t) * f[:, :, None] * f[:, None, :]
     if raw.dim == 3 and tissue.sigma_n != tissue.sigma_t:
-        if raw.sheets is None:
-            raise MeshFileError(f"{raw.path}: conductivity normal to sheets ({tissue.sigma_n:g}) differs "
+        if raw.sheets is None or raw.fibres is None:
+            raise MeshFileError(f"{raw.path}: conductivity normal to the sheets ({tissue.sigma_n:g}) differs "
                                 f"from across fibres ({tissue.sigma_t:g}) but the file has no sheet directions")
-        s = raw.sheets - np.einsum("ij,ij->i", raw.sheets, raw.fibres)[:, None] * raw.fibres \
-            if raw.fibres is not None else raw.sheets
-        s = s / np.maximum(np.linalg.norm(s, axis=1, keepdims=True), 1e-30)
-        sig += (tissue.sigma_n - tissue.sigma_t) * s[:, :, None] * s[:, None, :]
+        n = np.cross(raw.fibres, raw.sheets)
+        norm = np.linalg.norm(n, axis=1)
+        if (norm < 0.1).any():
+            k = int(np.flatnonzero(norm < 0.1)[0])
+            raise MeshFileError(f"{raw.path}: element {k}: the sheet direction is (nearly) parallel to the fibre")
+        n /= norm[:, None]
+        sig += (tissue.sigma_n - tissue.sigma_t) * n[:, :, None] * n[:, None, :]
     return sig
 
 
@@ -84,49 +88,48 @@ def shape_gradients(points: np.ndarray, elements: np.ndarray) -> tuple[np.ndarra
     return grads, measure
 
 
-def assemble(raw: RawMesh, tissue: Tissue):
-    """Stiffness (scipy CSR, mS·mm) and lumped mass (N,) (mm² or mm³)."""
-    from scipy.sparse import coo_matrix
-
+def assemble(raw: RawMesh, tissue: Tissue) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Off-diagonal stiffness entries summed per node pair: rows, columns, values K_kj (mS·mm),
+    sorted by row then column; and the lumped mass (N,) (mm² or mm³)."""
     grads, measure = shape_gradients(raw.points, raw.elements)
     sig = conductivity(raw, tissue)
     ke = measure[:, None, None] * np.einsum("eai,eij,ebj->eab", grads, sig, grads)
     el = raw.elements
     k = el.shape[1]
-    rows = np.repeat(el, k, axis=1).ravel()
-    cols = np.tile(el, (1, k)).ravel()
+    off = ~np.eye(k, dtype=bool)
+    rows = np.repeat(el[:, :, None], k, axis=2)[:, off].ravel()
+    cols = np.repeat(el[:, None, :], k, axis=1)[:, off].ravel()
+    vals = ke[:, off].ravel()
     n = len(raw.points)
-    stiff = coo_matrix((ke.ravel(), (rows, cols)), shape=(n, n)).tocsr()
+    key = rows * n + cols
+    order = np.argsort(key, kind="stable")
+    key, vals = key[order], vals[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    summed = np.add.reduceat(vals, first)
+    r, c = np.divmod(key[first], n)
     mass = np.bincount(el.ravel(), weights=np.repeat(measure / k, k), minlength=n)
-    return stiff, mass
-
-
-def weights_matrix(raw: RawMesh, tissue: Tissue):
-    """W (CSR, off-diagonal, 1/ms): (L V)_k = Σ_j W_kj (V_j − V_k)."""
-    stiff, mass = assemble(raw, tissue)
-    from scipy.sparse import diags
-    w = -(diags(1.0 / (tissue.chi * tissue.cm * mass)) @ stiff)
-    w.setdiag(0.0)
-    w = w.tocsr()
-    w.eliminate_zeros()
-    return w
+    return r, c, summed, mass
 
 
 def fem_mesh(raw: RawMesh, tissue: Tissue, faces: np.ndarray | None = None) -> Mesh:
-    """The P1 mass-lumped operator as a :class:`Mesh` (kind ``file``), weights carrying D."""
-    w = weights_matrix(raw, tissue)
-    n = w.shape[0]
-    big = np.abs(w).max(axis=1).toarray().ravel()
-    w.data[np.abs(w.data) <= ZERO_WEIGHT * np.repeat(big, np.diff(w.indptr))] = 0.0
-    w.eliminate_zeros()
-    counts = np.diff(w.indptr)
+    """The P1 mass-lumped operator as a :class:`Mesh` (kind ``file``), weights carrying D:
+    w_kj = −K_kj / (χ Cm m_k); weights below ZERO_WEIGHT of their row's largest are dropped
+    (the diagonals of right triangles with isotropic σ)."""
+    r, c, kval, mass = assemble(raw, tissue)
+    w = -kval / (tissue.chi * tissue.cm * mass[r])
+    n = len(raw.points)
+    big = np.zeros(n)
+    np.maximum.at(big, r, np.abs(w))
+    keep = np.abs(w) > ZERO_WEIGHT * big[r]
+    r, c, w = r[keep], c[keep], w[keep]
+    counts = np.bincount(r, minlength=n)
     width = max(int(counts.max()), 1)
-    row = np.repeat(np.arange(n), counts)
-    slot = np.arange(len(row)) - w.indptr[row]
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slot = np.arange(len(r)) - start[r]
     nbr = np.repeat(np.arange(n, dtype=np.int32)[:, None], width, axis=1)
     weights = np.zeros((n, width))
-    nbr[row, slot] = w.indices
-    weights[row, slot] = w.data
+    nbr[r, slot] = c
+    weights[r, slot] = w
     if faces is None:
         faces = raw.elements if raw.dim == 2 else boundary_faces(raw.elements)
     return Mesh("file", raw.points, nbr, weights, faces=faces.astype(np.int32), weights_carry_D=True)
