@@ -336,6 +336,10 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
 
     n, states = float(n_cells(cfg.mesh)), float(config_model(cfg.model).n_states)
     width = 4.0 if cfg.solver.precision == "float32" else 8.0
+    row = 7 * 12                                  # neighbour index + weight per slot (sphere: 6)
+    if cfg.mesh.kind == "file":
+        from app.sims.cardiac.fem import settings_report
+        row = int(settings_report(cfg.mesh)[1]["neighbour_width"] + 1) * 12
     stages = 8.0                                  # stages, error and accepted copies (at most)
     out, t_end = cfg.output, cfg.protocol.t_end
     step = out.dt_save if out.dt_save > 0 else cfg.solver.dt
@@ -343,7 +347,7 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
     saves = t_end / step + 2
     host = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
             n * states * stages * max(width, 8.0 if backend != "cuda" else 0.0),
-            "mesh, activation maps and voltage copies": n * (7 * 12 + 6 * 8),
+            "mesh, activation maps and voltage copies": n * (row + 6 * 8),
             f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B": probes * saves * 8}
     if n == 1:
         host["single-cell history: every step's states"] = (t_end / cfg.solver.dt + 2) * states * 8 * 2
@@ -352,8 +356,8 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
         host[f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies"] = n * states * 8
         gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
                n * states * stages * width,
-               "mesh and activation maps": n * (7 * 12 + 6 * 8)}
-    key = ("mesh", "level") if cfg.mesh.kind == "sphere" else ("mesh", "nx")
+               "mesh and activation maps": n * (row + 6 * 8)}
+    key = {"sphere": ("mesh", "level"), "file": ("mesh", "path")}.get(cfg.mesh.kind, ("mesh", "nx"))
     recordings = f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B"
     single = "single-cell history: every step's states"
     return estimate(host, gpu, key, {recordings: ("output", "dt_save"), single: ("solver", "dt")})
