@@ -48,6 +48,8 @@ class MeshSettings:
                        doc="membrane surface-to-volume ratio"))
     cm: float = field(default=0.01, metadata=spec(range=(1e-9, 1e3), unit="µF/mm²",
                       doc="membrane capacitance"))
+    tag_conductivity: dict[str, float] = field(default_factory=dict, metadata=spec(
+        doc="element tag -> factor on the conductivities of its elements (0: a non-conducting scar)"))
 
 
 @dataclass(frozen=True)
@@ -135,9 +137,10 @@ class RunSettings:
 class ParameterRegion:
     """Cells of a sheet or sphere where the model's parameters take other values (a scar, an
     ACh-affected region): ``rect`` (x0..x1, y0..y1 mm), ``circle`` (center, radius mm; on a
-    sphere the 3-D distance) or ``cap``/``cells`` as for stimuli."""
+    sphere the 3-D distance), ``cap``/``cells`` as for stimuli, or ``tag`` (the nodes of a mesh
+    file's elements carrying one of ``tags``)."""
 
-    kind: str = field(default="rect", metadata=spec(choices=("rect", "circle", "cap", "cells")))
+    kind: str = field(default="rect", metadata=spec(choices=("rect", "circle", "cap", "cells", "tag")))
     x0: float = -1e9
     x1: float = 1e9
     y0: float = -1e9
@@ -146,6 +149,7 @@ class ParameterRegion:
     radius_mm: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
     angle_deg: float = field(default=10.0, metadata=spec(range=(0.0, 180.0)))
     cells: list[int] = field(default_factory=list)
+    tags: list[int] = field(default_factory=list)
     parameters: dict[str, float] = field(default_factory=dict)
 
 
@@ -242,6 +246,10 @@ def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
     from app.sims.cardiac.mesh_io import MeshFileError
     if not cfg.mesh.path:
         raise doc.error("mesh.kind file needs mesh.path", ("mesh", "path"))
+    for key, value in cfg.mesh.tag_conductivity.items():
+        if not key.lstrip("-").isdigit() or not (np.isfinite(value) and value >= 0):
+            raise doc.error(f"mesh.tag_conductivity: '{key}: {value}' must map an integer element tag "
+                            "to a factor >= 0", ("mesh", "tag_conductivity", key))
     path = Path(cfg.mesh.path).expanduser()
     if not path.is_absolute() and doc.source and not doc.source.startswith("<"):
         path = Path(doc.source).parent / path

@@ -56,6 +56,12 @@ def region_mask(mesh: Mesh, region: Region | ParameterRegion) -> np.ndarray:
         return np.linalg.norm(mesh.positions - c[:mesh.positions.shape[1]], axis=1) <= region.radius_mm
     if region.kind == "all":
         return np.ones(n, bool)
+    if region.kind == "tag":
+        if mesh.element_tags is None:
+            raise ValueError(f"a tag region needs a mesh file with element tags; this {mesh.kind} has none")
+        mask = np.zeros(n, bool)
+        mask[mesh.elements[np.isin(mesh.element_tags, region.tags)].ravel()] = True
+        return mask
     if region.kind == "cells":
         mask = np.zeros(n, bool)
         idx = np.asarray(region.cells, int)

@@ -41,6 +41,7 @@ class Tissue:
     sigma_n: float = 0.06
     chi: float = 140.0
     cm: float = 0.01
+    tag_scale: tuple[tuple[int, float], ...] = ()   # (element tag, factor on σ), e.g. a scar at 0
 
     @property
     def isotropic(self) -> bool:
@@ -72,6 +73,15 @@ def conductivity(raw: RawMesh, tissue: Tissue) -> np.ndarray:
             raise MeshFileError(f"{raw.path}: element {k}: the sheet direction is (nearly) parallel to the fibre")
         n /= norm[:, None]
         sig += (tissue.sigma_n - tissue.sigma_t) * n[:, :, None] * n[:, None, :]
+    for tag, factor in tissue.tag_scale:
+        if raw.tags is None:
+            raise MeshFileError(f"{raw.path}: mesh.tag_conductivity names tag {tag} but the file has no "
+                                "element tags")
+        hit = raw.tags == tag
+        if not hit.any():
+            raise MeshFileError(f"{raw.path}: mesh.tag_conductivity names tag {tag}, which no element "
+                                f"carries (tags {sorted(set(raw.tags.tolist()))[:20]})")
+        sig[hit] *= factor
     return sig
 
 
@@ -132,7 +142,8 @@ def fem_mesh(raw: RawMesh, tissue: Tissue, faces: np.ndarray | None = None) -> M
     weights[r, slot] = w
     if faces is None:
         faces = raw.elements if raw.dim == 2 else boundary_faces(raw.elements)
-    return Mesh("file", raw.points, nbr, weights, faces=faces.astype(np.int32), weights_carry_D=True)
+    return Mesh("file", raw.points, nbr, weights, faces=faces.astype(np.int32), weights_carry_D=True,
+                elements=raw.elements, element_tags=raw.tags)
 
 
 def boundary_faces(tets: np.ndarray) -> np.ndarray:
@@ -185,7 +196,8 @@ def structured_sheet(nx: int, ny: int, dx: float, fibre=(1.0, 0.0, 0.0)) -> RawM
 def tissue_of(settings) -> Tissue:
     """The :class:`Tissue` of a config's ``mesh`` section."""
     c = settings.conductivity
-    return Tissue(c.along, c.across, c.sheet or c.across, settings.chi, settings.cm)
+    scale = tuple(sorted((int(k), float(v)) for k, v in settings.tag_conductivity.items()))
+    return Tissue(c.along, c.across, c.sheet or c.across, settings.chi, settings.cm, scale)
 
 
 @lru_cache(maxsize=4)

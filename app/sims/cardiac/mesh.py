@@ -33,6 +33,8 @@ class Mesh:
     faces: np.ndarray | None = None      # (F, 3) triangles for drawing (sphere)
     shape: tuple[int, int] | None = None  # (ny, nx) for sheets
     weights_carry_D: bool = False         # FE meshes: inv_d2 holds the full weights (1/ms), D = 1
+    elements: np.ndarray | None = None    # FE meshes: (E, 3|4) triangles or tetrahedra
+    element_tags: np.ndarray | None = None  # (E,) region tags from the file
 
     @property
     def n_cells(self) -> int:

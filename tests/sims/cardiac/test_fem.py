@@ -139,3 +139,46 @@ def _strip(nx, ny, dx, dy):
     tris = np.concatenate([np.stack([a, b, d], 1), np.stack([a, d, c], 1)])
     iy, ix = np.divmod(np.arange(nx * ny), nx)
     return np.stack([ix * dx, iy * dy, np.zeros(nx * ny)], 1), tris
+
+
+def _tagged_strip(tmp_path):
+    """A 3 mm strip, dx 0.1: elements with centroid x in [1.2, 1.8] mm carry tag 2, others 1."""
+    import meshio
+    raw = fem.structured_sheet(31, 4, 0.1)
+    cx = raw.points[raw.elements][:, :, 0].mean(axis=1)
+    tags = np.where((cx > 1.2) & (cx < 1.8), 2, 1)
+    path = tmp_path / "strip.vtu"
+    meshio.write(path, meshio.Mesh(raw.points, [("triangle", raw.elements)], cell_data={"tag": [tags]}))
+    return path
+
+
+def test_a_scar_tag_cuts_the_operator_and_tag_regions_pick_its_nodes(tmp_path):
+    from app.sims.cardiac.config import ParameterRegion
+    from app.sims.cardiac.engine import region_mask
+    from app.sims.cardiac.mesh_io import MeshFileError, read_mesh
+    raw = read_mesh(_tagged_strip(tmp_path))
+    scar = fem.fem_mesh(raw, fem.Tissue(0.1, 0.1, 0.1, tag_scale=((2, 0.0),)))
+    x = raw.points[:, 0]
+    inside = (x > 1.25) & (x < 1.75)
+    assert np.all(scar.inv_d2[inside] == 0)            # no conduction within the scar
+    left, right = x < 1.25, x > 1.75
+    a = scar.matrix(1.0)
+    assert np.all(a[np.ix_(left, ~left)] == 0) and np.all(a[np.ix_(right, ~right)] == 0)
+    mask = region_mask(scar, ParameterRegion(kind="tag", tags=[2]))
+    np.testing.assert_array_equal(mask, (x > 1.15) & (x < 1.85))    # nodes of tag-2 elements
+    with pytest.raises(MeshFileError, match="strip.vtu: mesh.tag_conductivity names tag 7, which no element"):
+        fem.fem_mesh(raw, fem.Tissue(0.1, 0.1, 0.1, tag_scale=((7, 0.0),)))
+
+
+@pytest.mark.slow
+def test_a_wave_stops_at_a_scar_tag(tmp_path):
+    from .helpers import run
+    path = _tagged_strip(tmp_path)
+    base = (f"mesh: {{kind: file, path: {path}, conductivity: {{along: 0.1, across: 0.1}}TAGS}}\n"
+            "protocol: {t_end: 25, stimuli: [{start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.35}}]}\n"
+            "solver: {method: rlfe, dt: 0.02, precision: float64}\noutput: {random_probes: 0, probe_cells: [0]}\n")
+    healthy = run(base.replace("TAGS", ""))[0]["activation_time"]
+    scarred = run(base.replace("TAGS", ", tag_conductivity: {2: 0.0}"))[0]["activation_time"]
+    x = np.tile(np.arange(31) * 0.1, 4)
+    assert np.isfinite(healthy).all()
+    assert np.isfinite(scarred[x < 1.1]).all() and np.isnan(scarred[x > 1.9]).all()
