@@ -48,6 +48,8 @@ class MeshSettings:
                        doc="membrane surface-to-volume ratio"))
     cm: float = field(default=0.01, metadata=spec(range=(1e-9, 1e3), unit="µF/mm²",
                       doc="membrane capacitance"))
+    electrodes: list[list[float]] = field(default_factory=list, metadata=spec(
+        doc="pseudo-ECG electrode positions (mm, the mesh's frame), recorded every live view"))
     tag_conductivity: dict[str, float] = field(default_factory=dict, metadata=spec(
         doc="element tag -> factor on the conductivities of its elements (0: a non-conducting scar)"))
 
@@ -246,6 +248,10 @@ def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
     from app.sims.cardiac.mesh_io import MeshFileError
     if not cfg.mesh.path:
         raise doc.error("mesh.kind file needs mesh.path", ("mesh", "path"))
+    for i, e in enumerate(cfg.mesh.electrodes):
+        if len(e) != 3 or not np.all(np.isfinite(e)):
+            raise doc.error("mesh.electrodes: each electrode is a finite [x, y, z] in mm",
+                            ("mesh", "electrodes", i))
     for key, value in cfg.mesh.tag_conductivity.items():
         if not key.lstrip("-").isdigit() or not (np.isfinite(value) and value >= 0):
             raise doc.error(f"mesh.tag_conductivity: '{key}: {value}' must map an integer element tag "
