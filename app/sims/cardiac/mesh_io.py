@@ -115,6 +115,24 @@ def read_opencarp(base: str | Path, unit_mm: float = 1e-3) -> RawMesh:
     return RawMesh(str(stem) + ".elem", points, elements, fibres, sheets, tags)
 
 
+def write_opencarp(base: str | Path, raw: RawMesh) -> Path:
+    """Write ``base.pts`` (µm), ``base.elem`` (with tags, 0 without) and, with fibres,
+    ``base.lon`` (header 1 or 2); returns the ``.elem`` path."""
+    base = Path(base)
+    np.savetxt(base.with_suffix(".pts"), raw.points * 1000.0, fmt="%.6f", header=str(len(raw.points)),
+               comments="")
+    kind = "Tt" if raw.dim == 3 else "Tr"
+    tags = raw.tags if raw.tags is not None else np.zeros(len(raw.elements), np.int64)
+    table = np.column_stack([raw.elements, tags]).astype(np.int64)
+    np.savetxt(base.with_suffix(".elem"), table, fmt=f"{kind}" + " %d" * table.shape[1],
+               header=str(len(table)), comments="")
+    if raw.fibres is not None:
+        lon = raw.fibres if raw.sheets is None else np.hstack([raw.fibres, raw.sheets])
+        np.savetxt(base.with_suffix(".lon"), lon, fmt="%.8f", header="1" if raw.sheets is None else "2",
+                   comments="")
+    return base.with_suffix(".elem")
+
+
 def _cell_field(mesh, names, cell_type: str, block: int):
     for name in names:
         if name in mesh.cell_data:

@@ -10,8 +10,8 @@ supplementary tables) are numbered by distance from the stimulus corner: P1 the 
 far end of the 20 mm edge, P3 of the 3 mm edge, P5 of the 7 mm edge, P9 the centre, P8 the
 opposite corner.
 
-The slab is written as a VTU file (fibres and sheets as cell data) and run through the
-``mesh: {kind: file}`` path like any user mesh.
+The slab is written in openCARP's text format (fibres and sheets per element) and run through
+the ``mesh: {kind: file}`` path like any user mesh.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from app.sims.cardiac.fem import structured_slab
+from app.sims.cardiac.mesh_io import write_opencarp
 
 SIZE_MM = (20.0, 7.0, 3.0)
 POINTS = {"P1": (0, 0, 0), "P2": (20, 0, 0), "P3": (0, 0, 3), "P4": (20, 0, 3), "P5": (0, 7, 0),
@@ -45,14 +46,10 @@ STIM_AMPLITUDE = -50000.0 / (140.0 * 10 * 1.0)
 
 
 def write_slab(folder: str | Path, dx: float) -> tuple[Path, np.ndarray]:
-    """The slab at spacing ``dx`` as ``slab_<dx>.vtu``; returns the path and the nodes (mm)."""
-    import meshio
-
+    """The slab at spacing ``dx`` in openCARP's format (``slab_<dx>.pts/.elem/.lon``, fibres and
+    sheets per element); returns the ``.elem`` path and the nodes (mm)."""
     raw = structured_slab(*SIZE_MM, dx)
-    path = Path(folder) / f"slab_{dx:g}.vtu"
-    meshio.write(path, meshio.Mesh(raw.points, [("tetra", raw.elements)],
-                                   cell_data={"fibres": [raw.fibres], "sheets": [raw.sheets]}))
-    return path, raw.points
+    return write_opencarp(Path(folder) / f"slab_{dx:g}", raw), raw.points
 
 
 def stimulus_cells(points: np.ndarray) -> list[int]:

@@ -140,3 +140,13 @@ def test_file_mesh_config_resolves_the_path_and_refuses_an_unstable_step(tmp_pat
     cfg_path.write_text("domain: cardiac\nmesh: {kind: file, path: sheet.vtu}\n")
     with pytest.raises(ConfigError, match=r"sheet.vtu: conductivity along fibres"):
         load_config(load_yaml(cfg_path))
+
+
+def test_write_opencarp_round_trips(tmp_path):
+    raw = _slab()
+    back = read_mesh(mesh_io.write_opencarp(tmp_path / "w", raw))
+    np.testing.assert_allclose(back.points, raw.points, atol=1e-9)
+    np.testing.assert_array_equal(back.elements, raw.elements)
+    np.testing.assert_array_equal(back.tags, raw.tags)
+    np.testing.assert_allclose(back.fibres, raw.fibres)
+    np.testing.assert_allclose(back.sheets, raw.sheets)

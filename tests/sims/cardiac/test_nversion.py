@@ -8,8 +8,6 @@ import pytest
 
 from app.sims.cardiac import nversion
 
-pytest.importorskip("meshio")
-
 
 def _within_consensus(result, dx, sds=2.0):
     """Every point within ``sds`` standard deviations of the codes' spread at this dx."""
