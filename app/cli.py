@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     omex.add_argument("--workers", type=int, default=None, help="Dask workers for repeated tasks that sweep")
     omex.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
     omex.add_argument("--no-png", action="store_true", help="skip the plots")
+    export = sub.add_parser("export", help="a run's model or data as NeuroML2, NWB or CellML")
+    export.add_argument("run_folder")
+    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
+    export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
     sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -113,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
             return _sweep(args)
         if args.command == "omex":
             return _omex(args)
+        if args.command == "export":
+            from app.sims.common.export import export_run
+            for path in export_run(args.run_folder, args.to, args.out):
+                print(f"wrote {path}")
+            return 0
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
