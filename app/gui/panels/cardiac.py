@@ -153,6 +153,9 @@ class CardiacPanel(Panel):
             w.setEnabled(kind == "sphere")
         for w in (self.nx, self.ny, self.dx):
             w.setEnabled(kind == "sheet")
+        if kind == "file":               # a mesh file the config names: its nodes are the cells
+            self.cells_label.setText("cells: the mesh file's nodes")
+            return
         n = {"sphere": 10 * 4 ** self.level.value() + 2, "sheet": self.nx.value() * self.ny.value(),
              "single": 1}[kind]
         self.cells_label.setText(f"{n:,} cell{'' if n == 1 else 's'}")
