@@ -3,11 +3,14 @@
     python -m app                                  # the GUI
     python -m app run CONFIG.yaml [--backend auto|cpu|cpu-reference|cuda] [--set key=value ...] [--out DIR]
     python -m app bench NAME [--backend ...] [--out DIR]
+    python -m app bench compare --against REF | --against-tree PATH [--cases ...]
     python -m app devices
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--out table.md]
+    python -m app omex -i ARCHIVE.omex -o OUTDIR [--backend ...]   # run a COMBINE/OMEX archive's SED-ML
+    python -m app omex --export RUN_OR_SWEEP_FOLDER -o OUT.omex    # a run or sweep as an OMEX archive
 
 Exit codes: 0 done; 1 a failure while running (message printed; what the run had is written
 where it could be); 2 bad input (a config, a file, an option: the message names it; nothing
@@ -37,8 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     gui.add_argument("config", nargs="?", help="run config to open")
     gui.add_argument("--quit-after", type=float, default=None, metavar="SECONDS",
                      help="close the window after this long (a smoke test of an install)")
-    run = sub.add_parser("run", help="run a config headless and write its results")
-    run.add_argument("config")
+    run = sub.add_parser("run", help="run a config headless and write its results",
+                         description="Run a config headless and write config.yaml, results.npz, "
+                         "summary.json and plot.png into the output folder.",
+                         epilog=_preset_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("config", help="a run config (YAML) or an SBML model file, or the name of a "
+                     "shipped preset (see below; 'ssa/birth-death' where a name is in several panels)")
     run.add_argument("--backend", default="auto", choices=BACKENDS)
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     run.add_argument("--out", default=None, help="output folder (default runs/<name>-<time>)")
@@ -46,9 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="run a domain's benchmark; prints a table, writes JSON")
     bench.add_argument("name")
     bench.add_argument("--backend", default="auto", choices=BACKENDS)
-    bench.add_argument("--out", default="bench-results", help="folder for the JSON")
+    bench.add_argument("--out", default="bench-results",
+                       help="folder for the JSON (default: bench-results in the current folder)")
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
+    bench.add_argument("--against", help="compare: the reference commit (this repository's git)")
+    bench.add_argument("--against-tree", help="compare: an extracted reference source tree")
+    bench.add_argument("--cases", help="compare: comma-separated parts of case names")
+    bench.add_argument("--rounds", type=int, default=2, help="compare: runs per tree and case")
+    bench.add_argument("--reps", type=int, default=2, help="compare: timings per run")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -69,6 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
+    omex = sub.add_parser("omex", help="SSA: run a COMBINE/OMEX archive's SED-ML, or export a run as one")
+    omex.add_argument("-i", "--archive", default=None, help="the archive to run")
+    omex.add_argument("--export", default=None, metavar="FOLDER", help="a run or sweep folder to export")
+    omex.add_argument("-o", "--out", required=True, help="output folder (run) or .omex file (export)")
+    omex.add_argument("--backend", default="auto", choices=BACKENDS)
+    omex.add_argument("--seed", type=int, default=2024, help="seed where the SED-ML gives none")
+    omex.add_argument("--workers", type=int, default=None, help="Dask workers for repeated tasks that sweep")
+    omex.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    omex.add_argument("--no-png", action="store_true", help="skip the plots")
+    export = sub.add_parser("export", help="a run's model or data as NeuroML2, NWB or CellML")
+    export.add_argument("run_folder")
+    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
+    export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
     sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -76,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         from app.sims.ssa.dsmts import main as dsmts_main
         return dsmts_main(argv[1:])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # warnings and errors only: the commands print their own progress (INFO is internal detail)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         from app.sims.common.environment import check_environment
         check_environment()              # a bad NUMBA_NUM_THREADS or memory limit, named as such
@@ -96,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "omex":
+            return _omex(args)
+        if args.command == "export":
+            from app.sims.common.export import export_run
+            for path in export_run(args.run_folder, args.to, args.out):
+                print(f"wrote {path}")
+            return 0
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -153,6 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     from app.sims.common.session import run_headless
     from app.sims.common.simulation import load_run_config
 
+    _check_preset_name(args.config)
     domain, cfg = load_run_config(args.config, overrides=args.overrides)
     backend, reason = resolve_backend(args.backend)
     print(reason)
@@ -178,11 +213,45 @@ def _run(args: argparse.Namespace) -> int:
         raise
     print(json.dumps(session.summary, indent=2))
     print(f"results in {out}/")
+    if (out / "plot.png").is_file():
+        print(f"plot in {out / 'plot.png'}")
     stopped = session.summary.get("stopped")
     if stopped and not session.stopped:
         print(f"error: the run stopped before its end: {stopped}", file=sys.stderr)
         return 3
     return 0
+
+
+def _preset_epilog() -> str:
+    """The shipped presets, by panel, for ``run --help``."""
+    from app.sims.common.simulation import DOMAINS, presets
+
+    lines = ["shipped presets (give the name instead of a path):"]
+    for name in DOMAINS:
+        stems = [p.stem for p in presets(name)]
+        if stems:
+            lines.append(f"  {name}: {', '.join(stems)}")
+    return "\n".join(lines)
+
+
+def _check_preset_name(config: str) -> None:
+    """Refuse a config that is neither a file nor a shipped preset, naming the close presets."""
+    import difflib
+
+    from app.sims.common.simulation import DOMAINS, find_preset, presets
+
+    path = Path(config)
+    if path.exists() or path.suffix.lower() not in ("", ".yaml") or find_preset(config):
+        return
+    full = {f"{d}/{p.stem}": p.stem for d in DOMAINS for p in presets(d)}
+    stem = config[:-5] if config.endswith(".yaml") else config
+    key = stem.rpartition("/")[2] if stem.rpartition("/")[0] not in DOMAINS else stem
+    pool = {name: (name if "/" in key else short) for name, short in full.items()}
+    close = difflib.get_close_matches(key, list(set(pool.values())), n=4, cutoff=0.6)
+    matches = [name for c in close for name, v in pool.items() if v == c]
+    hint = f"did you mean {', '.join(matches[:4])}?" if matches \
+        else "see 'biogpu run --help' for the shipped presets"
+    raise ConfigError(f"no such file, and no shipped preset of that name; {hint}", config)
 
 
 def _save_png(domain: str, session, path: Path) -> None:
@@ -199,9 +268,15 @@ def _save_png(domain: str, session, path: Path) -> None:
 def _bench(args: argparse.Namespace) -> int:
     from app.sims.common.simulation import DOMAINS
 
+    if args.name in ("sweep", "gui", "compare"):
+        print(f"results go to {Path(args.out).resolve()}/ (--out changes it)")
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
         return sweep_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    if args.name == "compare":          # not a domain: the headline cases against a reference tree
+        from app import bench_compare
+        return bench_compare.main(args.against, args.against_tree, Path(args.out), args.rounds, args.reps,
+                                  args.cases)
     if args.name == "gui":              # not a domain: each panel in the GUI against headless
         from app.gui import bench as gui_bench
         return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
@@ -213,6 +288,7 @@ def _bench(args: argparse.Namespace) -> int:
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")
+    print(f"results go to {Path(args.out).resolve()}/ (--out changes it)")
     start = time.perf_counter()
     code = module.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick, **extra)
     _print_compile_stats(time.perf_counter() - start)
@@ -258,8 +334,12 @@ def _sweep(args: argparse.Namespace) -> int:
 
     def show(row: dict, done: int, total: int) -> None:
         state = row.get("status", "ok")
-        extra = f"  {row.get('wall_seconds', 0):.2f} s on {row.get('worker', '?')}" if state == "ok" \
-            else f"  {row.get('error', '')}"
+        if row.get("reused"):
+            state, extra = "reused", "  (finished in an earlier run of this sweep folder)"
+        elif state == "ok":
+            extra = f"  {row.get('wall_seconds', 0):.2f} s on {row.get('worker', '?')}"
+        else:
+            extra = f"  {row.get('error', '')}"
         print(f"  [{done}/{total}] {row['name']} {state}{extra}", flush=True)
 
     result = run_sweep(args.config, out, backend=args.backend, workers=args.workers,
@@ -272,9 +352,28 @@ def _sweep(args: argparse.Namespace) -> int:
     if not args.no_png and s["finished"]:
         try:
             from app.gui.export import render_sweep_plot
-            render_sweep_plot(result.rows, s["keys"], out / "plot.png", args.plot)
+            if render_sweep_plot(result.rows, s["keys"], out / "plot.png", args.plot):
+                print(f"plot: {out / 'plot.png'}")
         except ImportError as exc:
             print(f"PNG skipped: the GUI packages are not installed ({exc.name})")
     if s["stopped"]:
         return 130
     return 1 if s["failed"] else 0
+
+
+def _omex(args: argparse.Namespace) -> int:
+    """Run an archive into a folder (BioSimulators' -i/-o), or export a run folder as an archive."""
+    if (args.archive is None) == (args.export is None):
+        raise ConfigError("give either -i ARCHIVE (run it) or --export FOLDER (write one)")
+    if args.export is not None:
+        from app.sims.ssa.sedml_export import export_folder
+        print(f"archive: {export_folder(args.export, args.out)}")
+        return 0
+    from app.omex import run_archive
+
+    result = run_archive(args.archive, args.out, args.backend, seed=args.seed, workers=args.workers,
+                         scheduler=args.scheduler, png=not args.no_png)
+    for path in result.reports + result.plots:
+        print(f"  {path}")
+    print(f"results in {args.out}/")
+    return 0

@@ -76,3 +76,43 @@ def test_cpu_and_cpu_reference_backends_give_the_same_counts(tmp_path):
     assert np.array_equal(finals["cpu"], finals["cpu-reference"])
     with pytest.raises(SystemExit):   # argparse names the allowed backends
         main(["run", BIRTH_DEATH, "--backend", "numpy", "--out", str(tmp_path / "x")])
+
+
+def test_run_help_explains_config_and_lists_presets(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "name of a shipped preset" in out and "birth-death" in out
+    assert "00-decay-dimerization" in out
+
+
+def test_mistyped_preset_suggests_close_names(tmp_path, capsys):
+    assert main(["run", "birth-deth", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean ssa/birth-death" in err and "cannot read file" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_names_only_files_that_exist_and_no_internal_info(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["run", BIRTH_DEATH, "--backend", "cpu-reference", "--set", "ensemble.realizations=20",
+               "--set", "ensemble.samples=3", "--out", str(out)])
+    assert rc == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert ".tmp" not in text and "INFO" not in text
+    assert f"plot in {out / 'plot.png'}" in text and (out / "plot.png").is_file()
+
+
+def test_bench_announces_where_it_writes(tmp_path, capsys, monkeypatch):
+    import types
+
+    from app.sims.common import simulation
+
+    seen = {}
+    module = types.SimpleNamespace(main=lambda **kw: seen.update(kw) or 0)
+    monkeypatch.setattr("importlib.import_module", lambda name: module)
+    name = next(d.name for d in simulation.DOMAINS.values() if d.bench)
+    assert main(["bench", name, "--quick", "--out", str(tmp_path / "b")]) == 0
+    assert f"results go to {(tmp_path / 'b').resolve()}/" in capsys.readouterr().out
+    assert seen["out_dir"] == tmp_path / "b"

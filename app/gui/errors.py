@@ -27,8 +27,9 @@ def show_error(parent: QWidget | None, title: str, text: str, detail: str = "") 
     box.open()
 
 
-def describe(exc: BaseException) -> tuple[str, str]:
-    """(one-line message, detail) for an exception; detail holds nvcc logs or a traceback."""
+def describe(exc: BaseException, bug: bool = False) -> tuple[str, str]:
+    """(one-line message, detail) for an exception; detail holds nvcc logs or, for a bug (an
+    exception the app does not raise on purpose, or any uncaught one: ``bug``), a traceback."""
     from app.compute.kernels import KernelCompileError
     from app.sims.common.config import ConfigError
 
@@ -37,7 +38,19 @@ def describe(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, KernelCompileError):
         return str(exc).splitlines()[0] if str(exc) else "kernel compile error", getattr(exc, "log", "")
     detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return f"{type(exc).__name__}: {exc}", detail
+    if bug:
+        return f"Something went wrong inside BioGPU Studio ({exc or type(exc).__name__}).", detail
+    if isinstance(exc, OSError) and exc.strerror:
+        where = exc.filename if exc.filename is not None else ""
+        return (f"{where}: {exc.strerror}" if where else exc.strerror), ""
+    if isinstance(exc, EXPECTED) and str(exc):
+        return str(exc), ""                  # a message for the user, not a bug: no traceback
+    # a bug: a plain sentence, the traceback collapsed under "Show Details…" (and in the log)
+    return f"Something went wrong inside BioGPU Studio ({exc or type(exc).__name__}).", detail
+
+
+# What the app raises on purpose, with a message written for users (a bug raises anything else).
+EXPECTED = (RuntimeError, ValueError, OSError, MemoryError)
 
 
 def report_error(parent: QWidget | None, title: str, text: str, detail: str = "") -> None:
@@ -49,9 +62,11 @@ def report_error(parent: QWidget | None, title: str, text: str, detail: str = ""
     sys.modules[__name__].show_error(parent, title, text, detail)
 
 
-def report_exception(parent: QWidget | None, title: str, exc: BaseException) -> None:
+def report_exception(parent: QWidget | None, title: str, exc: BaseException, bug: bool = False) -> None:
     """:func:`report_error` for an exception."""
-    text, detail = describe(exc)
+    text, detail = describe(exc, bug)
+    if not detail:
+        log.debug("%s", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
     report_error(parent, title, text, detail)
 
 
@@ -63,7 +78,7 @@ def install_excepthook(parent_getter=lambda: None) -> None:
             sys.__excepthook__(kind, exc, tb)
             return
         try:
-            report_exception(parent_getter(), "Unexpected error", exc.with_traceback(tb))
+            report_exception(parent_getter(), "Unexpected error", exc.with_traceback(tb), bug=True)
         except Exception:  # never let the hook itself take the app down
             sys.__excepthook__(kind, exc, tb)
 

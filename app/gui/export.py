@@ -37,6 +37,47 @@ def save_png(image, path: str | Path) -> Path:
     return atomic_write_bytes(path, bytes(buffer.data()))
 
 
+def save_figure(widget, path: str | Path) -> Path:
+    """``widget`` as a figure by the suffix of ``path``: PNG (pixels), SVG or PDF (vectors: the
+    plots' lines, points and text stay sharp at any size), written atomically."""
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPoint, QRect, QSizeF
+    from PySide6.QtGui import QPageSize, QPainter, QPdfWriter
+    from PySide6.QtWidgets import QWidget
+
+    from app.sims.common.output import atomic_write_bytes
+
+    suffix = Path(path).suffix.lower()
+    if suffix == ".png":
+        return save_png(widget.grab(), path)
+    if suffix not in (".svg", ".pdf"):
+        raise ValueError(f"{Path(path).name}: a figure is saved as .png, .svg or .pdf")
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    size = widget.size()
+    if suffix == ".svg":
+        from PySide6.QtSvg import QSvgGenerator
+
+        device = QSvgGenerator()
+        device.setOutputDevice(buffer)
+        device.setSize(size)
+        device.setViewBox(QRect(0, 0, size.width(), size.height()))
+        device.setTitle("BioGPU Studio figure")
+    else:
+        device = QPdfWriter(buffer)
+        device.setResolution(96)            # one widget pixel = one PDF point at 96 dpi
+        device.setPageSize(QPageSize(QSizeF(size.width() * 0.75, size.height() * 0.75),
+                                     QPageSize.Unit.Point))
+        device.setPageMargins(device.pageLayout().margins() * 0)
+    painter = QPainter(device)
+    try:
+        QWidget.render(widget, painter, QPoint(0, 0))      # a QGraphicsView's own render differs
+    finally:
+        painter.end()
+    buffer.close()
+    return atomic_write_bytes(path, bytes(data))
+
+
 def save_rgba_png(rgba, path: str | Path) -> Path:
     """An (H, W, 4) uint8 RGBA array (a vispy render) as PNG, written atomically."""
     import numpy as np
@@ -67,9 +108,7 @@ def render_main_plot(domain: str, frame, path: str | Path) -> Path | None:
 
 
 def _save_view(view, path: str | Path) -> Path:
-    out = save_png(view.grab(), path)
-    print(f"plot in {path}")
-    return out
+    return save_png(view.grab(), path)
 
 
 def render_sweep_plot(rows, keys, path: str | Path, metric: str | None = None) -> Path | None:
@@ -90,5 +129,4 @@ def render_sweep_plot(rows, keys, path: str | Path, metric: str | None = None) -
     view.close()
     import shiboken6
     shiboken6.delete(view)           # now, not at interpreter exit (Qt may be gone by then)
-    print(f"plot in {path}")
     return out

@@ -231,6 +231,9 @@ class ConfigForm:
                 layout.addRow(widget)
             else:
                 layout.addRow(label, widget)
+                name_label = layout.labelForField(widget)
+                if name_label is not None:          # the label explains itself too
+                    name_label.setToolTip(widget.toolTip())
         return layout
 
     def group(self, title: str, items: Iterable[Item]) -> QGroupBox:

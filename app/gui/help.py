@@ -1,9 +1,15 @@
-"""The Help menu's texts: About (versions, device), keyboard shortcuts, each panel's method."""
+"""The Help menu's texts: About (versions, device), keyboard shortcuts, each panel's method,
+and where the offline HTML documentation is."""
 
 from __future__ import annotations
 
+import html
+import os
 import platform
-from importlib import metadata
+from importlib import metadata, resources
+from pathlib import Path
+
+DOCS_ENV = "BIOGPU_DOCS_DIR"      # a folder holding the built HTML (its index.html)
 
 # (keys, what they do) in the order the Help menu lists them.
 SHORTCUTS = (
@@ -39,9 +45,11 @@ METHODS: dict[str, tuple[str, str]] = {
         "parallel genetic algorithm on graphical processors, J. Neurosci. Methods 206(2):183–194 "
         "(2012)."),
     "cardiac": (
-        "The monodomain reaction-diffusion equation on a sheet or a sphere with the Courtemanche "
-        "human atrial cell model; Rush–Larsen forward Euler (RLFE) or adaptive Bogacki–Shampine "
-        "3(2) time stepping, operator splitting of diffusion and reaction.",
+        "The monodomain reaction-diffusion equation on a sheet or a sphere with the cell model "
+        "the run config names (any CellML model; Courtemanche human atrial, Beeler–Reuter, "
+        "ten Tusscher and others ship with the app); Rush–Larsen forward Euler (RLFE) or "
+        "adaptive Bogacki–Shampine 3(2) time stepping, operator splitting of diffusion and "
+        "reaction.",
         "V. M. García-Mollá et al., Adaptive step ODE algorithms for the 3D simulation of electric "
         "heart activity with graphics processing units, Comput. Biol. Med. 44:15–26 (2014); "
         "M. Courtemanche, R. J. Ramirez and S. Nattel, Am. J. Physiol. 275:H301 (1998)."),
@@ -92,6 +100,37 @@ def shortcuts_html() -> str:
     return f"<table cellspacing='4'>{rows}</table>"
 
 
-def method_html(domain: str, label: str) -> str:
+def method_html(domain: str, label: str, loaded: str = "") -> str:
+    """The method page; ``loaded`` (plain text) names what the panel holds now, e.g. its cell model."""
     method, reference = METHODS.get(domain, ("", ""))
-    return f"<h3>{label}</h3><p>{method}</p><p><b>Reference.</b> {reference}</p>"
+    now = f"<p><b>Loaded now.</b> {html.escape(loaded)}</p>" if loaded else ""
+    return f"<h3>{label}</h3><p>{method}</p>{now}<p><b>Reference.</b> {reference}</p>"
+
+
+def docs_candidates() -> list[Path]:
+    """Where the built HTML documentation's ``index.html`` may be, in the order looked at: the
+    folder ``$BIOGPU_DOCS_DIR``, the copy inside the installed package (``app/_data/docs``, put
+    there by the wheel and bundle builds after ``make docs``), a checkout's ``docs/_build/html``."""
+    found = []
+    if os.environ.get(DOCS_ENV):
+        found.append(Path(os.environ[DOCS_ENV]).expanduser() / "index.html")
+    package = Path(str(resources.files("app")))
+    found.append(package / "_data" / "docs" / "index.html")
+    found.append(package.resolve().parent / "docs" / "_build" / "html" / "index.html")
+    return found
+
+
+def docs_index() -> Path | None:
+    """The offline documentation's ``index.html``, or None where it has not been built."""
+    return next((p for p in docs_candidates() if p.is_file()), None)
+
+
+def docs_missing_html() -> str:
+    """What to do when no built documentation is found (shown instead of opening it)."""
+    looked = "".join(f"<li><code>{html.escape(str(p))}</code></li>" for p in docs_candidates())
+    return ("<p>The documentation has not been built on this machine.</p>"
+            "<p>In a copy of the source tree, run <code>make docs</code> (it installs Sphinx, "
+            "MyST-Parser and the Furo theme into <code>.venv</code> and writes "
+            "<code>docs/_build/html</code>), then choose Help › Documentation again. "
+            f"Or set <code>{DOCS_ENV}</code> to a folder with the built HTML.</p>"
+            f"<p>Looked for:</p><ul>{looked}</ul>")

@@ -44,3 +44,15 @@ class ElidedLabel(QLabel):
         painter = QPainter(self)
         self.style().drawItemText(painter, self.contentsRect(), int(self.alignment()), self.palette(),
                                   self.isEnabled(), self.shown_text(), self.foregroundRole())
+
+
+def short_path(path, limit: int = 36) -> str:
+    """A file's name for a label or a list, at most ``limit`` characters ("…" in the middle):
+    a long path or name must not widen the controls (the whole path goes in a tooltip)."""
+    from pathlib import Path
+
+    name = Path(str(path)).name
+    if len(name) <= limit:
+        return name
+    keep = limit - 1
+    return name[:(keep + 1) // 2] + "…" + name[len(name) - keep // 2:]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtCore import QByteArray, QSize, Qt, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QLabel, QListWidget, QMainWindow,
                                QMessageBox, QSplitter, QStackedWidget, QToolBar, QWidget)
 
@@ -28,6 +28,17 @@ from app.sims.common.simulation import DOMAINS, load_run_config
 log = logging.getLogger(__name__)
 
 FIRST_PANEL = "ssa"        # the page the window opens on (where its default preset belongs)
+RECENT_MAX = 10            # File › Open Recent holds this many files
+# dropped or recent files by suffix: what opens them
+CONFIG_SUFFIXES = (".yaml", ".yml")
+SUFFIX_PANEL = {".xml": "ssa", ".sbml": "ssa", ".omex": "ssa", ".cellml": "cardiac",
+                ".abf": "channel"}
+
+
+def panel_order(names) -> list[str]:
+    """The panel list's order: the page the window opens on first (Ctrl+1), then the registry's."""
+    names = list(names)
+    return ([FIRST_PANEL] if FIRST_PANEL in names else []) + [n for n in names if n != FIRST_PANEL]
 
 
 class MainWindow(QMainWindow):
@@ -37,6 +48,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         configure_pyqtgraph()
         self.setWindowTitle("BioGPU Studio")
+        self.setAcceptDrops(True)
+        self.session_name = ""          # the session file the panels came from, if any
         self.resize(self.default_size())
         self.log_dock = LogDock(self)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
@@ -83,13 +96,15 @@ class MainWindow(QMainWindow):
         self.panel_list.setObjectName("panelList")
         self.stack = QStackedWidget()
         self.pages: dict[str, QWidget] = {}
-        for name, domain in DOMAINS.items():         # the registry's order
+        for name in panel_order(DOMAINS):
+            domain = DOMAINS[name]
             cls = panel_class(domain)
             if cls is None:
                 continue
             self.panel_list.addItem(domain.label)
             page = cls(domain, self.selected_device)
             page.status_changed.connect(self._panel_status)
+            page.loaded_changed.connect(lambda _text, p=page: self._loaded_changed(p))
             self.pages[name] = page
             self.stack.addWidget(page)
         self.panel_list.setMaximumWidth(190)
@@ -115,6 +130,7 @@ class MainWindow(QMainWindow):
         self.include_results.setChecked(True)
         for text, slot, key, needs_panel in (
                 ("&Open run config…", self._ask_open, QKeySequence.StandardKey.Open, False),
+                ("recent", None, None, False),
                 ("&Save run config…", self._ask_save, QKeySequence.StandardKey.Save, True),
                 (None, None, None, False),
                 ("Open sessio&n…", self._ask_open_session, "Ctrl+Shift+O", False),
@@ -123,12 +139,17 @@ class MainWindow(QMainWindow):
                 (None, None, None, False),
                 ("&Export data…", self._ask_export, "Ctrl+E", True),
                 ("Export &movie (MP4)…", self._ask_movie, None, True),
-                ("Save screens&hot…", self._ask_screenshot, None, True)):
+                ("Save screens&hot / figure (PNG, SVG, PDF)…", self._ask_screenshot, None, True)):
             if text is None:
                 menu.addSeparator()
                 continue
             if isinstance(text, QAction):
                 menu.addAction(text)
+                continue
+            if text == "recent":
+                self.recent_menu = menu.addMenu("Open &Recent")
+                self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+                self._fill_recent_menu()
                 continue
             action = menu.addAction(text)
             action.triggered.connect(slot)
@@ -136,6 +157,8 @@ class MainWindow(QMainWindow):
                 action.setShortcut(key)
             if needs_panel:
                 self.panel_actions.append(action)
+            if slot == self._ask_movie:
+                self.movie_action = action
         menu.addSeparator()
         menu.addAction("&Quit", QKeySequence.StandardKey.Quit, self.close)
         self._build_run_menu()
@@ -162,6 +185,7 @@ class MainWindow(QMainWindow):
         self.record_movie.setCheckable(True)
         self.record_movie.setToolTip("Cardiac, network and epidermis: the live view as MP4 "
                                      "(File › Export movie)")
+        self.record_movie.setStatusTip(self.record_movie.toolTip())
         self.record_movie.toggled.connect(self.set_movie_recording)
         menu.addSeparator()
         for row, name in enumerate(self.pages):
@@ -171,6 +195,7 @@ class MainWindow(QMainWindow):
 
     def _build_help_menu(self) -> None:
         menu = self.menuBar().addMenu("&Help")
+        menu.addAction("&Documentation").triggered.connect(lambda: self.open_documentation())
         method = menu.addAction("This panel's &method and reference")
         method.setShortcut(QKeySequence.StandardKey.HelpContents)
         method.triggered.connect(lambda: self.show_method())
@@ -236,10 +261,23 @@ class MainWindow(QMainWindow):
     def show_shortcuts(self) -> QMessageBox:
         return self._message("Keyboard shortcuts", help_text.shortcuts_html())
 
+    def open_documentation(self) -> QMessageBox | None:
+        """Open the built HTML documentation in the web browser (offline, local files); where it
+        is not built, a message saying how to build it (returned)."""
+        index = help_text.docs_index()
+        if index is not None and QDesktopServices.openUrl(QUrl.fromLocalFile(str(index))):
+            return None
+        if index is not None:
+            return self._message("Documentation", f"<p>No web browser opened "
+                                 f"<code>{index}</code>; open it by hand.</p>")
+        return self._message("Documentation", help_text.docs_missing_html())
+
     def show_method(self, name: str | None = None) -> QMessageBox:
         name = name or self.current_panel_name()
+        page = self.pages.get(name)
+        loaded = page.method_note() if isinstance(page, Panel) else ""
         return self._message(f"Method: {DOMAINS[name].label}",
-                             help_text.method_html(name, DOMAINS[name].label))
+                             help_text.method_html(name, DOMAINS[name].label, loaded))
 
     def open_sweep(self):
         """The Sweep dialog for the current panel (non-modal; returns it, or None)."""
@@ -272,8 +310,16 @@ class MainWindow(QMainWindow):
     def _device_changed(self) -> None:
         backend, index, reason = self.selected_device()
         name = f"CUDA {index}" if backend == "cuda" else "CPU"
-        self.device_label.setText(f"{name} — {reason}")
-        log.info("device: %s (%s)", name, reason)
+        if self.device_combo.currentData()[0] == "auto" and backend != "cuda":
+            # no usable NVIDIA GPU: a fact about this machine, not a task for the user
+            self.device_label.setText(f"{name} — compiled CPU engines (no usable NVIDIA GPU)")
+            if not getattr(self, "_told_cpu", False):
+                self._told_cpu = True
+                log.info("No usable NVIDIA GPU here (%s): every panel runs on the CPU engines; "
+                         "Help › About says more.", reason.removeprefix("auto: "))
+        else:
+            self.device_label.setText(f"{name} — {reason}")
+            log.info("device: %s (%s)", name, reason)
         for page in getattr(self, "pages", {}).values():
             if isinstance(page, Panel):
                 page.refresh_estimates()
@@ -296,9 +342,28 @@ class MainWindow(QMainWindow):
 
     def _page_changed(self, row: int) -> None:
         self.stack.setCurrentIndex(row)
+        panel = self.current_panel()
         for action in self.panel_actions:
-            action.setEnabled(self.current_panel() is not None)
+            action.setEnabled(panel is not None)
+        if hasattr(self, "movie_action"):         # only panels with a moving picture record one
+            self.movie_action.setEnabled(panel is not None and panel.supports_movie())
         self.throughput_label.setText("")
+        self.update_title()
+
+    def update_title(self) -> None:
+        """"BioGPU Studio — <panel> — <what it holds>" for the panel shown."""
+        page = self.current_page()
+        if page is None:
+            return
+        parts = ["BioGPU Studio", DOMAINS[self.current_panel_name()].label]
+        loaded = getattr(page, "loaded", "")
+        if loaded:
+            parts.append(loaded)
+        self.setWindowTitle(" — ".join(parts))
+
+    def _loaded_changed(self, page) -> None:
+        if page is self.current_page():
+            self.update_title()
 
     def _panel_status(self, text: str) -> None:
         if self.sender() is self.current_page():
@@ -313,8 +378,82 @@ class MainWindow(QMainWindow):
         except Exception as exc:
             errors.report_exception(self, "Cannot open the run config", exc)
             return False
-        self.setWindowTitle(f"BioGPU Studio — {Path(path).name}")
+        self.add_recent(path)
+        self.update_title()
         return True
+
+    # ---- recent files and dropped files ----------------------------------------------------
+    def recent_files(self) -> list[str]:
+        """Files opened lately, newest first (remembered across starts in QSettings)."""
+        value = settings().value("recent/files") or []
+        files = [value] if isinstance(value, str) else list(value)
+        return [str(f) for f in files if f][:RECENT_MAX]
+
+    def add_recent(self, path: str | Path) -> None:
+        text = str(Path(path).expanduser().resolve()) if Path(path).exists() else str(path)
+        files = [text] + [f for f in self.recent_files() if f != text]
+        store = settings()
+        store.setValue("recent/files", files[:RECENT_MAX])
+        store.sync()
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        files = self.recent_files()
+        for k, path in enumerate(files):
+            action = self.recent_menu.addAction(f"&{k + 1 if k < 9 else 0} {Path(path).name}")
+            action.setToolTip(path)
+            action.setStatusTip(path)
+            action.triggered.connect(lambda _=False, p=path: self.open_file(p))
+        if not files:
+            self.recent_menu.addAction("(no recent files)").setEnabled(False)
+            return
+        self.recent_menu.addSeparator()
+        self.recent_menu.addAction("Clear the list").triggered.connect(self._clear_recent)
+
+    def _clear_recent(self) -> None:
+        settings().setValue("recent/files", [])
+
+    def open_file(self, path: str | Path) -> bool:
+        """Open any file the app knows by its suffix: a run config or session, or a model or
+        data file in its panel (SBML and OMEX: SSA, CellML: cardiac, ABF: channel)."""
+        suffix = Path(path).suffix.lower()
+        if suffix == SUFFIX:
+            return self.open_session(path)
+        if suffix in CONFIG_SUFFIXES or suffix in (".xml", ".sbml"):
+            return self.open_config(path)
+        name = SUFFIX_PANEL.get(suffix, "")
+        opener = {"cardiac": "open_cellml", "channel": "open_recording", "ssa": "load_config"}.get(name, "")
+        page = self.pages.get(name)
+        supported = page is not None and hasattr(page, opener) and (
+            suffix != ".omex" or "omex" in getattr(page, "open_filter", ""))
+        if not supported:
+            known = [*CONFIG_SUFFIXES, SUFFIX] + [s for s in SUFFIX_PANEL if s != ".omex"]
+            why = ("this version's SSA panel does not open COMBINE archives: unzip it and open "
+                   "its SBML model" if suffix == ".omex" else f"the files opened here are {', '.join(known)}")
+            errors.report_error(self, "Cannot open the file", f"{Path(path).name}: {why}")
+            return False
+        self.select_panel(name)
+        try:
+            getattr(page, opener)(str(path))
+        except Exception as exc:
+            errors.report_exception(self, "Cannot open the file", exc)
+            return False
+        self.add_recent(path)
+        self.update_title()
+        return True
+
+    def dragEnterEvent(self, event) -> None:
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        if urls and all(u.isLocalFile() for u in urls):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event) -> None:
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_file(url.toLocalFile())
+        event.acceptProposedAction()
 
     def _delegate(self, title: str, method: str, path: str | Path) -> bool:
         panel = self.current_panel()
@@ -338,9 +477,11 @@ class MainWindow(QMainWindow):
         return self._delegate("Cannot save the screenshot", "save_screenshot", path)
 
     def _ask_open(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open run config", "", "YAML (*.yaml *.yml)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open run config", "",
+            "Run configs and models (*.yaml *.yml *.xml *.sbml *.cellml *.abf *.omex);;YAML (*.yaml *.yml)")
         if path:
-            self.open_config(path)
+            self.open_file(path)
 
     def _ask_save(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save run config", "run.yaml", "YAML (*.yaml)")
@@ -356,8 +497,12 @@ class MainWindow(QMainWindow):
             self.export_data(path)
 
     def _ask_screenshot(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save screenshot", "views.png", "PNG (*.png)")
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Save screenshot or figure", "views.png",
+            "PNG picture (*.png);;SVG figure (*.svg);;PDF figure (*.pdf)")
         if path:
+            if not Path(path).suffix:
+                path += "." + chosen.split("*.")[1].rstrip(")") if "*." in chosen else ".png"
             self.save_screenshot(path)
 
     # ---- workbench sessions -------------------------------------------------------------
@@ -408,6 +553,8 @@ class MainWindow(QMainWindow):
                 page.apply_config(cfg)
                 page.config_path = None
                 page.reset()
+                page.mark_loaded(f"{getattr(cfg, 'name', '') or name} (session {Path(path).name})",
+                                 f"session: {getattr(cfg, 'name', '') or name}")
                 frame = loaded.panels[name].frame
                 if frame is not None:
                     page.show_frame(frame)
@@ -416,7 +563,8 @@ class MainWindow(QMainWindow):
                                               f"the session {path}", exc)
         if loaded.current in self.pages:
             self.select_panel(loaded.current)
-        self.setWindowTitle(f"BioGPU Studio — {Path(path).name}")
+        self.add_recent(path)
+        self.update_title()
         return True
 
     def _ask_open_session(self) -> None:
@@ -472,6 +620,8 @@ class MainWindow(QMainWindow):
                     _, cfg = load_run_config(str(text), text=True)
                     page.apply_config(cfg)
                     page.config_path = None
+                    page.mark_loaded(f"{getattr(cfg, 'name', '') or name} (last session)",
+                                     f"last session: {getattr(cfg, 'name', '') or name}")
                     page.refresh_estimates()
                 except Exception as exc:   # a config of an older version: the preset stays
                     log.warning("%s panel: remembered config not restored: %s", name, exc)

@@ -26,6 +26,9 @@ def _cardiac_cells(cfg: Any) -> int:
         return mesh.nx * mesh.ny
     if mesh.kind == "sphere":
         return 10 * 4 ** mesh.level + 2       # geodesic sphere vertices
+    if mesh.kind == "file":
+        from app.sims.cardiac.config import n_cells
+        return n_cells(mesh)
     return 1
 
 

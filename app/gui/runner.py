@@ -43,6 +43,7 @@ FIRST_FRAME_AFTER = 1.0
 # While the first frame waits, the progress bar moves this often (seconds): QProgressBar.setValue
 # repaints at once, holding the GIL for 2-3 ms (Xvfb), each time the shown percentage changes.
 PROGRESS_EVERY = 0.25
+MAX_KEPT = 10_000        # frames kept for publication at most (SimulationWorker.keep_frames)
 
 
 def flush_paints() -> None:
@@ -92,6 +93,10 @@ class SimulationWorker(QThread):
         self.session = Session(domain, cfg, backend, device_index, on_frame=self._store)
         self._lock = threading.Lock()
         self._newest: Frame | None = None
+        # frames for which keep_frames(frame) holds are all published, in order, never dropped
+        # (a recorded movie's epochs); None: only the newest frame counts
+        self.keep_frames = None
+        self._kept: list[Frame] = []
         self._error: tuple[str, str] | None = None
         self.frames_published = 0
         self.run_seconds = 0.0            # the simulation's own time in its thread, once done
@@ -122,7 +127,11 @@ class SimulationWorker(QThread):
 
     def _store(self, frame: Frame) -> None:
         with self._lock:
-            self._newest = frame
+            if self.keep_frames is not None and self.keep_frames(frame) and len(self._kept) < MAX_KEPT:
+                self._kept.append(frame)
+                self._newest = None             # older than the kept one
+            else:
+                self._newest = frame
 
     # ---- GUI thread ---------------------------------------------------------------------
     def _take(self) -> Frame | None:
@@ -131,6 +140,13 @@ class SimulationWorker(QThread):
         return frame
 
     def _publish(self, force: bool = False) -> None:
+        with self._lock:
+            kept, self._kept = self._kept, []
+        for frame in kept:                      # frames that must each be drawn (and recorded)
+            self.last_frame = frame
+            self.frames_published += 1
+            self._result_shown = True
+            self.frame_ready.emit(frame)
         now = time.perf_counter()
         if not force:
             if (not self.frames_published and now - self._started_at < FIRST_FRAME_AFTER

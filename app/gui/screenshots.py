@@ -86,6 +86,8 @@ def run(out: Path, panels: list[str], timeout: float, scale: float,
         panel = window.select_panel(name)
         panel.open_default_preset()
         settle(0.5)
+        wait_until(lambda p=panel: not getattr(p, "_previews", None), 60)   # the model at rest
+        settle(0.3)
         written += shoot(window, name, "rest", out, scale)
         if rest_only:
             continue

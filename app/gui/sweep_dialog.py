@@ -97,8 +97,9 @@ class SweepDialog(QDialog):
         self.axes = QTableWidget(0, len(COLUMNS))
         self.axes.setHorizontalHeaderLabels(["key", "start", "stop", "values", "scale"])
         header = self.axes.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)   # the key takes what is left
+        header.setStretchLastSection(False)
         self.axes.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         add, remove = QPushButton("Add key"), QPushButton("Remove key")
         add.clicked.connect(lambda: self.add_axis())
@@ -200,6 +201,25 @@ class SweepDialog(QDialog):
         fill(key)
         for col, widget in enumerate((combo, start, stop, num, scale)):
             self.axes.setCellWidget(row, col, widget)
+        self._fit_axis_columns()
+
+    def _fit_axis_columns(self) -> None:
+        """Each column as wide as its header and its widgets ask (ResizeToContents sees no cell
+        widgets: the "scale" column and the spin boxes were cut); the table asks for the sum."""
+        header = self.axes.horizontalHeader()
+        total = 0
+        for col in range(self.axes.columnCount()):
+            need = header.sectionSizeHint(col)
+            for r in range(self.axes.rowCount()):
+                widget = self.axes.cellWidget(r, col)
+                if widget is not None:
+                    need = max(need, widget.sizeHint().width() + 4)
+            if col > 0:
+                header.resizeSection(col, need)
+            total += need
+        bar = self.axes.verticalScrollBar().sizeHint().width()
+        self.axes.setMinimumWidth(total + self.axes.verticalHeader().sizeHint().width() + bar
+                                  + 2 * self.axes.frameWidth())
 
     def remove_axis(self) -> None:
         rows = sorted({i.row() for i in self.axes.selectedIndexes()} or {self.axes.rowCount() - 1})

@@ -92,7 +92,7 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
 
     doc = read_run_document(config_path, overrides=overrides)
     if "sweep" not in doc.data:
-        raise doc.error("this config has no 'sweep:' block; see the README's Sweeps section")
+        raise doc.error("this config has no 'sweep:' block; see 'Parameter sweeps' in the user guide")
     spec = parse_sweep(doc.data["sweep"], doc)
     data = {k: v for k, v in doc.data.items() if k != "sweep"}
     name = data.get("domain")
@@ -292,7 +292,7 @@ def _finish_point(task: PointTask, cfg: Any, arrays: Mapping[str, Any], summary:
     from app.sims.common.simulation import DOMAINS
 
     out = point_dir(task)
-    write_run_outputs(out, cfg, arrays, summary)
+    write_run_outputs(out, cfg, arrays, summary, started=time.time() - wall)
     mmod = sweep_metrics.domain_metrics(DOMAINS[task.domain].module)
     options = {**task.metric_options, "config": cfg}
     row: dict[str, Any] = {"point": task.point.index, "replicate": task.point.replicate,
@@ -334,9 +334,17 @@ class Cluster:
     pin_by_worker_name: bool = True
 
     def close(self) -> None:
-        self.client.close()
-        if self.local is not None:
-            self.local.close()
+        # A worker process busy in numba or CUDA teardown outlives the nanny's 4-s wait and is
+        # killed, which Dask reports as a warning at every sweep's end: expected, not news.
+        nanny = logging.getLogger("distributed.nanny")
+        level = nanny.level
+        nanny.setLevel(logging.ERROR)
+        try:
+            self.client.close()
+            if self.local is not None:
+                self.local.close()
+        finally:
+            nanny.setLevel(level)
 
 
 def quiet_dask_logs() -> None:
@@ -416,8 +424,8 @@ class SweepRun:
                 rows.append(row)
                 reused += 1
         total = len(self.plan.tasks)
-        for row in rows:
-            self.on_row(row, len(rows), total)
+        for row in rows:                      # told apart from the points run now
+            self.on_row(dict(row, reused=True), len(rows), total)
         client = self.cluster.client
         groups = self.plan.groups(todo, max(1, self.cluster.workers))
         keys = [f"points-{g[0].point.name}-{len(g)}-{g[0].point.fingerprint()}" for g in groups]
@@ -456,6 +464,12 @@ class SweepRun:
             "tables": [p.name for p in files],
         }
         save_json(out / "summary.json", summary)
+        from app.sims.common.provenance import write_crate
+        backend = {r.get("backend") for r in rows if r.get("backend")}
+        write_crate(out, name=out.name, started=time.time() - summary["wall_seconds"], ended=time.time(),
+                    summary={**summary, "backend": ",".join(sorted(backend)),
+                             "device": ", ".join(summary["devices"]), "finished": not summary["failed"]},
+                    description=f"{out.name}: a parameter sweep of BioGPU Studio (every point's folder inside)")
         return SweepResult(rows, summary)
 
 

@@ -72,11 +72,12 @@ def test_sheet_run_to_end_views_and_exports(cardiac, window, run_to_end, tmp_pat
     assert np.isfinite(act[0]) and np.isfinite(act).sum() > 12   # the left edge fired and spread
     assert "sim ms/s" in window.throughput_label.text()
 
-    csv, npz, vtk, ply, png = (tmp_path / n for n in ("t.csv", "m.npz", "m.vtk", "m.ply", "v.png"))
-    for kind, path in (("traces", csv), ("maps", npz), ("vtk", vtk), ("ply", ply), ("png", png)):
+    csv, npz, vtk, ply, png, cellml = (tmp_path / n for n in ("t.csv", "m.npz", "m.vtk", "m.ply", "v.png", "m.cellml"))
+    for kind, path in (("traces", csv), ("maps", npz), ("vtk", vtk), ("ply", ply), ("png", png), ("cellml", cellml)):
         cardiac.export(kind, path)
         assert path.stat().st_size > 0
     assert open(csv).readline().startswith("t_ms,V_cell_0")
+    assert b"http://www.cellml.org/cellml/2.0#" in cellml.read_bytes()
     with np.load(npz) as data:
         assert data["activation_time"].shape == data["V"].shape == (96,)
     text = vtk.read_text()
@@ -275,3 +276,28 @@ def test_reset_shows_the_next_runs_mesh_not_the_last_runs_tissue(cardiac, run_to
     cardiac.reset()
     assert tissue.V is None
     assert tissue.stack.currentWidget() is tissue.note and "sphere" in tissue.note.text()
+
+
+def test_a_mesh_file_config_runs_and_draws_the_surface(cardiac, run_to_end, tmp_path):
+    """A triangle surface from a VTU file: the panel runs it, the tissue view draws its
+    triangles coloured by activation (a gradient from the stimulated end)."""
+    meshio = pytest.importorskip("meshio")
+    from app.sims.cardiac.fem import structured_sheet
+    raw = structured_sheet(16, 4, 0.1)
+    meshio.write(tmp_path / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
+    (tmp_path / "strip.yaml").write_text(
+        "domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
+        "protocol: {t_end: 12, stimuli: [{start: 1, duration: 2, amplitude: -60, "
+        "region: {kind: rect, x1: 0.25}}]}\nsolver: {method: rlfe, dt: 0.02}\n"
+        "output: {random_probes: 2, dt_save: 0.5}\n")
+    cardiac.load_config(tmp_path / "strip.yaml")
+    assert "file" in cardiac.cells_label.text() or "mesh" in cardiac.cells_label.text()
+    run_to_end(cardiac, 60000)
+    sphere = cardiac.tissue.sphere
+    assert cardiac.tissue.stack.currentWidget() is sphere and len(sphere.positions) == 64
+    act = cardiac.arrays["activation_time"]
+    assert np.isfinite(act).all() and act[15] > act[0] + 1.0      # the far end later
+    cardiac.tissue.show_activation(act)
+    image = sphere.render()
+    assert len(np.unique(image[..., :3].reshape(-1, 3), axis=0)) > 10
+    cardiac.shutdown()

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gui
 
 def test_window_lists_the_five_panels_and_opens_ssa(window):
     labels = [window.panel_list.item(i).text() for i in range(window.panel_list.count())]
-    assert labels == [DOMAINS[n].label for n in ("channel", "cardiac", "network", "epidermis", "ssa")]
+    assert labels == [DOMAINS[n].label for n in ("ssa", "channel", "cardiac", "network", "epidermis")]
     assert isinstance(window.current_page(), Panel)
     assert window.current_page().domain.name == "ssa"
     assert window.current_page().base_cfg.name == "Decay-dimerization"
@@ -64,8 +64,8 @@ def test_excepthook_logs_and_shows_instead_of_aborting(window, qtbot, shown_erro
     except ValueError:
         sys.excepthook(*sys.exc_info())
     assert shown_errors[-1][0] == "Unexpected error"
-    assert "ValueError: boom" in shown_errors[-1][1]
-    assert "Traceback" in shown_errors[-1][2]
+    assert "boom" in shown_errors[-1][1] and "ValueError:" not in shown_errors[-1][1]
+    assert "Traceback" in shown_errors[-1][2]            # collapsed under "Show Details…"
     qtbot.waitUntil(lambda: "ValueError: boom" in window.log_dock.text(), timeout=2000)
 
 
@@ -129,10 +129,26 @@ def test_status_bar_texts_end_in_an_ellipsis_not_off_the_window(window, qtbot):
         right = label.mapTo(window, label.rect().topRight()).x()
         assert 0 < right <= window.width(), (label.text(), right)
     shown = [label.shown_text() for label in labels]
-    assert any(text.endswith("…") for text in shown)              # less room than the texts need
     assert window.throughput_label.shown_text().startswith("7.63e+03 steps/s")
+    if "no usable NVIDIA GPU" in window.device_label.text():    # the short CPU line: room for all
+        assert window.throughput_label.shown_text() == status
+    window.throughput_label.setText(status * 3)
+    assert window.throughput_label.shown_text().endswith("…")     # less room than the text needs
+    window.throughput_label.setText(status)
     for label, text in zip(labels, shown):
         assert label.toolTip() == (label.text() if text != label.text() else "")
     panel.status_changed.emit("2 steps/s")
     qtbot.wait(50)
     assert window.throughput_label.shown_text() == "2 steps/s" and not window.throughput_label.toolTip()
+
+
+def test_without_cuda_the_status_bar_states_the_cpu_engines_calmly(window, caplog):
+    window.device_combo.setCurrentIndex(0)                              # auto
+    if window.selected_device()[0] == "cuda":
+        pytest.skip("CUDA works here")
+    text = window.device_label.text()
+    assert "install" not in text and "extra" not in text and "CPU engines" in text
+    with caplog.at_level(logging.INFO):
+        window._device_changed()
+        window._device_changed()
+    assert "No usable NVIDIA GPU" not in caplog.text                    # said once, at the start

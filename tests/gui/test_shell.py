@@ -13,10 +13,10 @@ pytest.importorskip("PySide6", reason="the GUI extra is not installed")
 from PySide6.QtCore import Qt
 
 from app import __version__
-from app.gui.main_window import MainWindow, open_default
+from app.gui.main_window import MainWindow, open_default, panel_order
 from app.sims.common.registry import DOMAINS
 
-PANEL_ORDER = [name for name, domain in DOMAINS.items() if domain.panel]   # the built-in panels
+PANEL_ORDER = panel_order(name for name, domain in DOMAINS.items() if domain.panel)   # as listed
 from app.gui.presets import (
     MEASURED_RATES,
     ROLES,

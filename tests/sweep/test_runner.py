@@ -145,7 +145,31 @@ def test_cli_sweep_writes_the_table(tmp_path, capsys):
     assert main(["sweep", str(cfg), "--backend", "cpu", "--workers", "1", "--out", str(tmp_path / "o")]) == 0
     text = capsys.readouterr().out
     assert "4 of 4 points finished" in text
+    assert main(["sweep", str(cfg), "--backend", "cpu", "--workers", "1", "--out", str(tmp_path / "o")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  [")]
+    assert len(lines) == 4 and all(" reused " in line and " ok " not in line for line in lines)
     assert main(["sweep", str(cfg), "--workers", "0", "--out", str(tmp_path / "o")]) == 2
+
+
+def test_closing_the_cluster_does_not_report_the_nanny_killing_a_slow_worker(caplog):
+    import logging
+
+    from app.sweep.runner import Cluster
+
+    class SlowLocal:
+        def close(self):
+            logging.getLogger("distributed.nanny").warning(
+                "Worker process still alive after 4.0 seconds, killing")
+
+    class Client:
+        def close(self):
+            pass
+
+    before = logging.getLogger("distributed.nanny").level
+    with caplog.at_level(logging.INFO):
+        Cluster(Client(), SlowLocal()).close()
+    assert "still alive" not in caplog.text
+    assert logging.getLogger("distributed.nanny").level == before
 
 
 @pytest.mark.gpu

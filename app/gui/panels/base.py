@@ -47,6 +47,8 @@ class Panel(QWidget):
     """
 
     status_changed = Signal(str)
+    loaded_changed = Signal(str)  # what the controls now hold (file, preset, session), for the title
+    REST_PREVIEW = False          # draw a loaded config's initial state before Run (app.gui.preview)
     CONTROLS_WIDTH = 330          # the controls column's least starting width (it grows to fit)
     MOVIE_VIEW = ""               # attribute naming the widget an MP4 of the run shows ("": none)
     MOVIE_FPS = 10.0
@@ -65,6 +67,8 @@ class Panel(QWidget):
         self.record_next_movie = False
         self.live_movie = None        # a MovieRecorder while (and after) a recorded run
         self.estimate_label: QLabel | None = None
+        self.loaded = ""              # what the controls hold, in words (the window title shows it)
+        self._previews: list = []     # RestPreview threads still running (the newest counts)
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
         self.views = QSplitter(Qt.Orientation.Vertical)
@@ -96,8 +100,18 @@ class Panel(QWidget):
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.setObjectName("panelSplitter")
         self.splitter.setChildrenCollapsible(False)
+        self.stale_label = QLabel()
+        self.stale_label.setObjectName("staleLabel")
+        self.stale_label.setWordWrap(True)
+        self.stale_label.setStyleSheet("background: #fff3cd; color: #664d03; padding: 3px;")
+        self.stale_label.hide()
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addWidget(self.stale_label)
+        right_layout.addWidget(self.views, 1)
         self.splitter.addWidget(left)
-        self.splitter.addWidget(self.views)
+        self.splitter.addWidget(right)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         layout = QHBoxLayout(self)
@@ -122,6 +136,8 @@ class Panel(QWidget):
             self._fitted = True
             self.fit_controls()
         super().showEvent(event)
+        if getattr(self, "_rest_pending", False) and not self.running:
+            self.show_rest()
 
     # ---- to implement -------------------------------------------------------------------
     def apply_config(self, cfg: Any) -> None:
@@ -186,18 +202,83 @@ class Panel(QWidget):
             raise ConfigError(f"this is a {domain.label} config, not {self.domain.label}", str(path))
         self.apply_config(cfg)
         self.config_path = Path(path)
-        if self.preset_combo is not None:      # show the file among the presets
-            resolved = str(Path(path).resolve())
-            index = self.preset_combo.findData(resolved)
-            if index < 0:
-                self.preset_combo.addItem(f"file: {Path(path).name}", resolved)
-                index = self.preset_combo.count() - 1
-            self.preset_combo.setCurrentIndex(index)
+        self.mark_loaded(Path(path).name, f"file: {Path(path).name}", str(Path(path).resolve()))
         if not self.running:                   # the last run's numbers belong to another config
             self.run_controls.set_state(RunState.IDLE)
             self.status_changed.emit("")
         self.refresh_estimates()
         log.info("loaded %s", path)
+
+    def mark_loaded(self, text: str, item: str = "", data: str | None = None) -> None:
+        """Say what the controls now hold: ``text`` for the window title, ``item`` shown in the
+        preset box (a preset's own entry when ``data`` names its file); the last run's views
+        are marked as belonging to the previous model, and the model at rest is drawn."""
+        self.loaded = text
+        if self.preset_combo is not None and item:
+            key = data if data is not None else item
+            index = self.preset_combo.findData(key)
+            if index < 0:
+                item = self.preset_combo.fontMetrics().elidedText(
+                    item, Qt.TextElideMode.ElideMiddle, getattr(self, "_combo_text_px", 200))
+                self.preset_combo.addItem(item, key)
+                index = self.preset_combo.count() - 1
+                self.preset_combo.setItemData(index, key, Qt.ItemDataRole.ToolTipRole)
+            self.preset_combo.setCurrentIndex(index)
+        if not self.running:
+            if self.last_frame is None:        # only a picture at rest of the previous config
+                self.clear_views()
+            self.set_stale(self.last_frame is not None)
+            self.show_rest()
+        self.loaded_changed.emit(text)
+
+    def method_note(self) -> str:
+        """What the Help method page says is loaded now (plain text; "" for nothing)."""
+        return self.loaded
+
+    def set_stale(self, on: bool) -> None:
+        """Mark (or unmark) the views as results of a previous model."""
+        self.stale_label.setText("Stale: these results belong to the previous model; "
+                                 "Run to replace them (Reset clears them).")
+        self.stale_label.setVisible(on)
+
+    def show_rest(self) -> None:
+        """Draw the model's initial state (panels with :attr:`REST_PREVIEW`), off the GUI thread."""
+        if not self.REST_PREVIEW:
+            return
+        if not self.isVisible():               # built when the panel is first shown
+            self._rest_pending = True
+            return
+        self._rest_pending = False
+        try:
+            cfg = self.current_config()
+        except Exception as exc:  # noqa: BLE001  (an invalid form has no picture; Run says why)
+            log.debug("no picture at rest: %s", exc)
+            return
+        if not self.rest_preview_wanted(cfg):
+            return
+        from app.gui.preview import RestPreview
+
+        preview = RestPreview(self.domain, cfg, self)
+        preview.ready.connect(lambda frame, p=preview: self._rest_ready(p, frame))
+        preview.finished.connect(lambda p=preview: self._previews.remove(p) if p in self._previews else None)
+        self._previews.append(preview)
+        preview.start()
+
+    def rest_preview_wanted(self, cfg: Any) -> bool:
+        """Whether ``cfg`` is small enough to build a second time just for its picture."""
+        return True
+
+    def _rest_ready(self, preview, frame: Frame) -> None:
+        if self.running or not self._previews or preview is not self._previews[-1]:
+            return                             # a run, or a newer config, came first
+        self.last_frame = None
+        self.clear_views()
+        self.set_stale(False)
+        self.draw_rest(frame)
+
+    def draw_rest(self, frame: Frame) -> None:
+        """Draw the initial frame of a loaded config (not a result: exports still refuse)."""
+        self.on_frame(frame)
 
     def validate(self, cfg: Any) -> Any:
         """``cfg`` checked by the domain's loader: the same checks as a file (no YAML text)."""
@@ -209,10 +290,10 @@ class Panel(QWidget):
         return out
 
     def save_screenshot(self, path: str | Path) -> Path:
-        """A PNG of the views area, written atomically."""
-        from app.gui.export import save_png
+        """The views area as PNG, or as a vector figure (SVG, PDF), by suffix; atomic."""
+        from app.gui.export import save_figure
 
-        out = save_png(self.views.grab(), path)
+        out = save_figure(self.views, path)
         log.info("saved screenshot to %s", out)
         return out
 
@@ -240,6 +321,7 @@ class Panel(QWidget):
             errors.report_exception(self, "Cannot start the run", exc)
             return False
         self.clear_views()
+        self.set_stale(False)
         self.last_frame = None
         log.info("%s run on %s (%s)", self.domain.name, backend, reason)
         if self.worker is not None:
@@ -294,8 +376,10 @@ class Panel(QWidget):
             return
         self.last_frame = None
         self.clear_views()
+        self.set_stale(False)
         self.run_controls.set_state(RunState.IDLE)
         self.status_changed.emit("")
+        self.show_rest()
 
     # ---- shared GUI actions (errors reported, never raised) ----------------------------
     def attempt(self, title: str, action: Callable[..., Any], *args: Any) -> Any:
@@ -352,6 +436,9 @@ class Panel(QWidget):
         for path in presets(self.domain.name) if files is None else files:
             combo.addItem(path.stem, str(path.resolve()))
         combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # an opened file's entry is elided to the presets' width: a long name never widens the column
+        self._combo_text_px = max([combo.fontMetrics().horizontalAdvance(combo.itemText(i))
+                                   for i in range(combo.count())] + [140])
         button = QPushButton(self.open_label)
         description = QLabel()
         description.setWordWrap(True)
@@ -435,6 +522,8 @@ class Panel(QWidget):
 
     def shutdown(self) -> None:
         """Stop any running worker and wait for it (the window is closing)."""
+        for preview in list(self._previews):
+            preview.wait()
         for worker in self.findChildren(SimulationWorker):
             if worker.isRunning():
                 worker.stop_and_wait()
@@ -492,6 +581,7 @@ class Panel(QWidget):
 
     def _frame_ready(self, frame: Frame) -> None:
         self.last_frame = frame
+        self.set_stale(False)
         self.run_controls.set_progress(frame.progress)
         self.status_changed.emit(self.status_text(frame))
         self.on_frame(frame)

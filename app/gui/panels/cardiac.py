@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpi
 
 from app.gui.forms import ConfigForm
 
+from app.gui.labels import short_path
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
@@ -38,7 +39,9 @@ EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
            ("Maps (NPZ)…", "maps", "NPZ (*.npz)", "per-cell maps (V, activation, APD90), probes and steps"),
            ("Mesh (VTK)…", "vtk", "VTK (*.vtk)", "the mesh with its maps, for ParaView"),
            ("Mesh (PLY)…", "ply", "PLY (*.ply)", "the mesh with its maps"),
-           ("Screenshot (PNG)…", "png", "PNG (*.png)", "the views"))
+           ("Screenshot (PNG)…", "png", "PNG (*.png)", "the views"),
+           ("Model (CellML 2.0)…", "cellml", "CellML (*.cellml)",
+            "the cell model as run, with its parameter changes (one file per parameter region)"))
 
 
 def region_for(kind: str, region: Region, dx: float) -> Region:
@@ -57,6 +60,7 @@ class CardiacPanel(Panel):
     """Controls and live views of a cardiac tissue run."""
 
     MOVIE_VIEW = "tissue"
+    REST_PREVIEW = True
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
@@ -69,7 +73,7 @@ class CardiacPanel(Panel):
         self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self.model_group = ModelGroup()
         self.model_group.open_button.clicked.connect(
-            lambda: self.ask_file("Open CellML model", "CellML (*.cellml *.xml)", self.model_group.add_file))
+            lambda: self.ask_file("Open CellML model", "CellML (*.cellml *.xml)", self.open_cellml))
         self.controls_layout.addWidget(self.model_group)
         self._build_mesh_group()
         self._build_solver_group()
@@ -149,6 +153,9 @@ class CardiacPanel(Panel):
             w.setEnabled(kind == "sphere")
         for w in (self.nx, self.ny, self.dx):
             w.setEnabled(kind == "sheet")
+        if kind == "file":               # a mesh file the config names: its nodes are the cells
+            self.cells_label.setText("cells: the mesh file's nodes")
+            return
         n = {"sphere": 10 * 4 ** self.level.value() + 2, "sheet": self.nx.value() * self.ny.value(),
              "single": 1}[kind]
         self.cells_label.setText(f"{n:,} cell{'' if n == 1 else 's'}")
@@ -286,6 +293,31 @@ class CardiacPanel(Panel):
         self.steps.set_frame(frame)
         self._show_restitution(frame)
 
+    def open_cellml(self, path: str | Path) -> None:
+        """Use the cell model of a CellML file with the current mesh, solver and protocol; the
+        preset box and description then say so (they no longer describe the preset's model)."""
+        self.model_group.add_file(str(path))
+        name = Path(path).name
+        self.show_description(f"CellML model: {name}",
+                              "The cell model from this file on the mesh, solver and protocol set "
+                              "below (from the previous preset); its parameters are in the table.")
+        self.config_path = None
+        self.mark_loaded(name, f"CellML: {short_path(name)}", str(Path(path).resolve()))
+
+    def method_note(self) -> str:
+        model = self.model_group.picker.currentText()
+        return f"cell model {model}" + (f" ({self.loaded})" if self.loaded else "")
+
+    def draw_rest(self, frame) -> None:
+        """The tissue at rest (coloured by its resting V), before Run."""
+        self.mesh = frame.mesh
+        self.tissue.set_mesh(frame.mesh)
+        self.tissue.set_frame(frame)
+
+    def rest_preview_wanted(self, cfg: CardiacConfig) -> bool:
+        """Sheets and spheres up to level 5 (a level-7 sphere takes ~20 s to build on 2 cores)."""
+        return cfg.mesh.kind != "sphere" or cfg.mesh.level <= 5
+
     def _show_restitution(self, frame) -> None:
         """The restitution curve from the first probe's trace so far (live)."""
         cfg = self.running_cfg
@@ -343,6 +375,11 @@ class CardiacPanel(Panel):
             return self.save_screenshot(path)
         if kind in ("traces", "maps"):
             return self.export_data(path)
+        if kind == "cellml":
+            from app.sims.cardiac.export_cellml import write_model_as_run
+            written = write_model_as_run(self.current_config().model, path)
+            log.info("exported %s", ", ".join(map(str, written)))
+            return written[0]
         if self.mesh is None or self.mesh.kind == "single":
             raise RuntimeError("no tissue to export: run a sphere or a sheet first")
         values = self.maps()

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QGroupBox, QInputDialog, 
 
 from app.gui.tables import fit_columns
 
+from app.gui.labels import short_path
 from app.sims.cardiac.cellml import CellMLImportError
 from app.sims.cardiac.config import ModelSettings, ParameterRegion
 from app.sims.cardiac.model import CellModel, load_model, shipped_models
@@ -81,8 +82,9 @@ class ModelGroup(QGroupBox):
         """Pick a CellML file (also what the 'CellML file…' button does)."""
         index = self.picker.findData(path)
         if index < 0:
-            self.picker.addItem(path.rsplit("/", 1)[-1], path)
+            self.picker.addItem(short_path(path), path)
             index = self.picker.count() - 1
+            self.picker.setItemData(index, path, Qt.ItemDataRole.ToolTipRole)
         self.picker.setCurrentIndex(index)
 
     def reload(self) -> CellModel | None:

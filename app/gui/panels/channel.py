@@ -139,6 +139,7 @@ class ChannelPanel(Panel):
         layout.addWidget(self._build_data_group())
         layout.addWidget(self._build_ga_group())
         layout.addWidget(self._build_fit_group())
+        self._optimizer_changed()
         layout.addWidget(self._build_export_group())
         layout.addStretch(1)
         return page
@@ -212,7 +213,28 @@ class ChannelPanel(Panel):
         self.ga_note.setWordWrap(True)
         self.ga_note.setStyleSheet("color: #555")
         box.layout().addRow(self.ga_note)
+        self.ga_box = box
         return box
+
+    GA_ONLY = ("crossover", "mutation", "creep", "creep_fraction")
+    CMA_ONLY = ("sigma", "stall")
+
+    def _optimizer_changed(self, *_: Any) -> None:
+        """Show the settings of the chosen search only: with CMA-ES the GA's crossover, mutation
+        and creep rows are hidden and the group says it holds the search settings both share."""
+        cma = self.fit_form["optimizer"].currentText().lower().startswith("cma")
+        self.ga_box.setTitle("Search (CMA-ES): population, generations, stop, seed" if cma
+                             else "Genetic algorithm")
+        for form, names, shown in ((self.ga_form, self.GA_ONLY, not cma),
+                                   (self.fit_form, self.CMA_ONLY, cma)):
+            layout = (self.ga_box if form is self.ga_form else self.fit_box).layout()
+            for name in names:
+                widget = form[name]
+                widget.setVisible(shown)
+                label = layout.labelForField(widget)
+                if label is not None:
+                    label.setVisible(shown)
+        self.ga_note.setVisible(not cma)
 
     def _build_fit_group(self) -> QGroupBox:
         self.fit_form = ConfigForm(FitSettings)
@@ -227,6 +249,8 @@ class ChannelPanel(Panel):
         note.setWordWrap(True)
         note.setStyleSheet("color: #555")
         box.layout().addRow(note)
+        self.fit_box = box
+        self.fit_form["optimizer"].currentTextChanged.connect(self._optimizer_changed)
         return box
 
     def _build_export_group(self) -> QGroupBox:
@@ -248,6 +272,13 @@ class ChannelPanel(Panel):
         layout.addLayout(grid)
         grid = QHBoxLayout()
         for key, text in (("model", "Model (YAML)…"), ("myokit", "Myokit .mmt…"), ("nmodl", "NEURON .mod…")):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, k=key: self._ask_export(k))
+            self.export_buttons[key] = button
+            grid.addWidget(button)
+        layout.addLayout(grid)
+        grid = QHBoxLayout()
+        for key, text in (("neuroml", "NeuroML2 channel…"), ("nwb", "Fit as NWB…")):
             button = QPushButton(text)
             button.clicked.connect(lambda _=False, k=key: self._ask_export(k))
             self.export_buttons[key] = button
@@ -450,10 +481,24 @@ class ChannelPanel(Panel):
         model = self.run_cfg.model_() if self.run_cfg is not None else self.current_config().model_()
         values = np.asarray(frame.best_params, float)
         name = Path(path).stem
+        if kind == "neuroml":
+            from app.sims.channel.export_neuroml import to_neuroml, validate
+            out = save_text(path, to_neuroml(model, values, export._safe_name(name, "fitted_channel")))
+            validate(str(out))
+            return out
         text = {"model": lambda: export.to_yaml(spec, values, frame.best_chi2),
                 "myokit": lambda: export.to_myokit(model, values, name),
                 "nmodl": lambda: export.to_nmodl(model, values, name)}[kind]()
         return save_text(path, text)
+
+    def export_nwb(self, path: str | Path) -> Path:
+        """The fit as NWB: data, protocol, best parameters, fitted traces, intervals."""
+        from app.sims.channel.export_nwb import write_fit
+        frame = self._frame()
+        cfg = self.run_cfg if self.run_cfg is not None else self.current_config()
+        iv = frame.intervals
+        ci = (iv.lower, iv.upper) if iv is not None else None
+        return write_fit(cfg, frame.best_params, frame.target, frame.best_traces, path, ci)
 
     def export_data(self, path: str | Path) -> Path:
         """By suffix: .yaml best parameters, .npz all arrays, .csv the fitted traces (or the
@@ -536,6 +581,13 @@ class ChannelPanel(Panel):
         if path:
             self.data_path.setText(path)
 
+    def open_recording(self, path: str | Path) -> None:
+        """Fit to a recording (an ABF file): the Fit tab's target data becomes this file."""
+        self.data_source.setCurrentIndex(self.data_source.findData("abf"))
+        self.data_path.setText(str(path))
+        self.mark_loaded(f"{self.loaded.split(' + ')[0]} + {Path(path).name}" if self.loaded
+                         else Path(path).name)
+
     def _ask_family_file(self) -> None:
         row = self.families.currentRow()
         if row < 0:
@@ -553,7 +605,9 @@ class ChannelPanel(Panel):
                  "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame())),
                  "model": ("fitted-model.yaml", "YAML (*.yaml)", lambda p: self.export_model(p, "model")),
                  "myokit": ("fitted_channel.mmt", "Myokit (*.mmt)", lambda p: self.export_model(p, "myokit")),
-                 "nmodl": ("fitted_channel.mod", "NMODL (*.mod)", lambda p: self.export_model(p, "nmodl"))}
+                 "nmodl": ("fitted_channel.mod", "NMODL (*.mod)", lambda p: self.export_model(p, "nmodl")),
+                 "neuroml": ("fitted_channel.nml", "NeuroML2 (*.nml)", lambda p: self.export_model(p, "neuroml")),
+                 "nwb": ("channel-fit.nwb", "NWB (*.nwb)", self.export_nwb)}
         default, pattern, write = names[kind]
         out = self.ask_file("Export", pattern, write, save=True, directory=default,
                             default_suffix=Path(default).suffix)

@@ -65,6 +65,8 @@ EXPORTS = (("Frames (NPZ)…", "npz", "NPZ (*.npz)", "recorded frames (or the cu
 class EpidermisPanel(Panel):
     """Controls and live views of an epidermis run."""
 
+    REST_PREVIEW = True
+
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: EpidermisConfig | None = None
@@ -250,6 +252,11 @@ class EpidermisPanel(Panel):
         self.tissue.set_frame(frame)
         self.history.set_frame(frame)
         self._update_record_label()
+
+    def draw_rest(self, frame) -> None:
+        """The initial tissue (its cells on the membrane), before Run."""
+        self.tissue.readout.setText(self.readout_text(frame))
+        self.tissue.set_frame(frame)
 
     @staticmethod
     def readout_text(frame) -> str:

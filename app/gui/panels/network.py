@@ -35,7 +35,11 @@ log = logging.getLogger(__name__)
 EXPORTS = (("Spikes (NPZ)…", "spikes", "NPZ (*.npz)", "every recorded spike (or the raster window shown)"),
            ("History (CSV)…", "history", "CSV (*.csv)", "per-epoch radius, rate, synapses and bursts"),
            ("Connectivity (NPZ)…", "connectivity", "NPZ (*.npz)", "the final synapses and radii"),
-           ("Views (PNG)…", "png", "PNG (*.png)", "the views"))
+           ("Views (PNG)…", "png", "PNG (*.png)", "the views"),
+           ("Spikes and bursts (NWB)…", "nwb", "NWB (*.nwb)",
+            "a finished run: spike times, positions, population rate and bursts"),
+           ("Culture (NeuroML2)…", "neuroml", "NeuroML2 (*.nml)",
+            "a finished run: cells, positions, Tsodyks-Markram synapses, final connections"))
 HISTORY_KEYS = ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute")
 
 
@@ -68,6 +72,7 @@ class NetworkPanel(Panel):
     """Controls and live views of a developing culture."""
 
     MOVIE_VIEW = "views"
+    REST_PREVIEW = True
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
@@ -159,6 +164,8 @@ class NetworkPanel(Panel):
         worker = super().make_worker(cfg, backend, index)
         self.raster.window = cfg.analysis.raster_seconds
         self._pause_at_epoch_toggled(self.pause_at_epoch.isChecked(), worker)
+        if self.record_next_movie:               # the movie shows every epoch, not the few drawn
+            worker.keep_frames = epoch_end
         return worker
 
     def _pause_at_epoch_toggled(self, on: bool, worker: SimulationWorker | None = None) -> None:
@@ -181,6 +188,10 @@ class NetworkPanel(Panel):
         if self.worker is not None and self.worker.paused and self.run_controls.state is RunState.RUNNING:
             self.run_controls.set_state(RunState.PAUSED)
             self.status_changed.emit(f"paused after epoch {frame.epoch}")
+
+    def draw_rest(self, frame) -> None:
+        """The culture before its first epoch (positions, starting radii), before Run."""
+        self.culture.set_frame(frame)
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         self.arrays = arrays or None
@@ -221,6 +232,12 @@ class NetworkPanel(Panel):
             out = export_spikes_npz(path, self.arrays, self.last_frame)
         elif kind == "history":
             out = export_history_csv(path, self.last_frame)
+        elif kind == "nwb":
+            from app.sims.network.export_nwb import write_run
+            out = write_run(self.current_config(), self.arrays or {}, path)
+        elif kind == "neuroml":
+            from app.sims.network import export_neuroml
+            out = export_neuroml.write_run(self.current_config(), self.arrays or {}, path)
         else:
             out = export_connectivity_npz(path, self.arrays)
         log.info("exported %s", out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
                                QVBoxLayout, QWidget)
@@ -18,7 +19,8 @@ MAP_COLOURS = np.array([[0.1, 0.1, 0.6], [0.1, 0.8, 0.9], [1.0, 0.9, 0.1], [0.85
 MODES = (("V", "V (mV)"), ("first", "first activation (ms)"), ("last", "last activation (ms)"))
 # what the tissue area says before a run's mesh arrives (a sheet shows its empty axes)
 WAITING_NOTES = {"single": "single cell: see the probe trace",
-                 "sphere": "the sphere is drawn when the run starts"}
+                 "sphere": "the sphere is drawn when the run starts",
+                 "file": "the mesh is drawn when the run starts"}
 REPLAY_BYTES = 64 << 20           # V maps kept for stepping through a finished run
 MAX_TRACES = 12
 BACKGROUND = (0.12, 0.12, 0.14, 1.0)
@@ -78,8 +80,10 @@ class SphereCanvas(QWidget):
         colours = np.tile(np.array([[0.6, 0.6, 0.6, 1.0]], np.float32), (len(self.positions), 1))
         self.mesh.set_data(vertices=self.positions, faces=np.asarray(faces, np.uint32),
                            vertex_colors=colours)
-        r = float(np.abs(self.positions).max()) if self.positions.size else 1.0
-        self.view.camera.set_range(x=(-r, r), y=(-r, r), z=(-r, r))
+        lo, hi = (self.positions.min(axis=0), self.positions.max(axis=0)) if self.positions.size \
+            else (-np.ones(3), np.ones(3))
+        c, r = (lo + hi) / 2, float((hi - lo).max()) / 2 or 1.0      # a cube around the mesh
+        self.view.camera.set_range(x=(c[0] - r, c[0] + r), y=(c[1] - r, c[1] + r), z=(c[2] - r, c[2] + r))
         self.canvas.update()
 
     def set_colours(self, rgba: np.ndarray) -> None:
@@ -128,11 +132,23 @@ class ColourBar(pg.GraphicsLayoutWidget):
         self.bar = pg.ColorBarItem(values=V_RANGE, colorMap=cmap, interactive=False, width=14)
         self.bar.axis.setLabel("V (mV)")
         self.addItem(self.bar)
-        self.setFixedWidth(86)
+        self._fit_axis(*V_RANGE)
 
     def set_range(self, lo: float, hi: float, label: str) -> None:
         self.bar.setLevels((lo, hi))
         self.bar.axis.setLabel(label)
+        self._fit_axis(lo, hi)
+
+    def _fit_axis(self, lo: float, hi: float) -> None:
+        """Room for the widest tick label beside the bar and the title beside them: with a
+        fixed width "last activation (ms)" was drawn over ticks like "1500"."""
+        axis = self.bar.axis
+        metrics = QFontMetrics(axis.style.get("tickFont") or self.font())
+        ticks = max(metrics.horizontalAdvance(f"{v:g}") for v in (lo, hi, -abs(hi - lo), (lo + hi) / 2))
+        title = QFontMetrics(self.font()).height() + 4
+        width = int(ticks + max(axis.style["tickLength"], 0) + axis.style["tickTextOffset"][0] + title + 6)
+        axis.setWidth(width)
+        self.setFixedWidth(width + 14 + 28)      # the bar and the layout's margins
 
 
 class TissueView(QWidget):
@@ -247,7 +263,7 @@ class TissueView(QWidget):
         self.replay_row.hide()
         n = len(mesh.positions)
         self._history_limit = max(2, min(600, REPLAY_BYTES // max(2 * n, 1)))
-        if mesh.kind == "sphere":
+        if mesh.kind in ("sphere", "file"):     # a surface of triangles (a volume: its boundary)
             if self.sphere is None:
                 self.sphere = SphereCanvas()
                 self.sphere.cell_clicked.connect(self.cell_clicked)
@@ -323,7 +339,7 @@ class TissueView(QWidget):
         key = self.mode.currentData()
         self.colour_bar.set_range(lo, hi, self.mode.currentText() if key in self.maps else "V (mV)")
         rgba = colormap_rgba(values, lo, hi)
-        if self.kind == "sphere" and self.sphere is not None:
+        if self.kind in ("sphere", "file") and self.sphere is not None:
             self.sphere.set_colours(rgba)
         elif self.kind == "sheet" and self.shape is not None:
             self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False,

@@ -21,6 +21,33 @@ MARK_BRUSH = pg.mkBrush(50, 50, 150)      # pyqtgraph's default symbol brush, as
 LINE = {"stepMode": None, "fillLevel": None, "brush": None}   # a plain line (a reused item may have been a histogram)
 
 
+class SparseAxis(pg.AxisItem):
+    """An axis with as many tick values as fit its length side by side (a bottom axis of a
+    64-px corner panel drew four values like "0.000123" over each other)."""
+
+    def tickValues(self, minVal, maxVal, size):
+        levels = super().tickValues(minVal, maxVal, size)
+        if self.orientation not in ("bottom", "top") or not levels or maxVal <= minVal:
+            return levels
+        spacing, values = levels[0]
+        if not len(values):
+            return levels[:1]
+        widest = max(self.fontMetrics_width(v) for v in values)
+        room = max(1, int(size // (widest + 8)))           # values that fit without touching
+        step = -(-len(values) // room)
+        start = (len(values) // 2) % step        # keep the middle value (edge ones may be cut)
+        return [(spacing * step, list(values[start::step]))]
+
+    def fontMetrics_width(self, value: float) -> float:
+        from PySide6.QtGui import QFontMetrics
+
+        font = self.style.get("tickFont") or self.font()
+        return QFontMetrics(font).horizontalAdvance(self.tickStrings([value], 1.0, abs(value) / 10 or 1)[0])
+
+    def tickStrings(self, values, scale, spacing):
+        return [f"{v * scale:.3g}" for v in values]
+
+
 class CornerCell(pg.GraphicsWidget):
     """One panel of the corner plot: a view box with a left and a bottom axis.
 
@@ -32,8 +59,8 @@ class CornerCell(pg.GraphicsWidget):
                  bottom_values: bool = False):
         super().__init__()
         self.vb = pg.ViewBox(enableMenu=False)
-        self.axes = {"left": pg.AxisItem("left", linkView=self.vb),
-                     "bottom": pg.AxisItem("bottom", linkView=self.vb)}
+        self.axes = {"left": SparseAxis("left", linkView=self.vb),
+                     "bottom": SparseAxis("bottom", linkView=self.vb)}
         for axis, label, values in zip(self.axes.values(), (left_label, bottom_label),
                                        (left_values, bottom_values)):
             axis.enableAutoSIPrefix(False)

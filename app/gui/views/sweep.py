@@ -109,7 +109,7 @@ class SweepView(QWidget):
         order = np.argsort(x)
         x, mean, sd = x[order], mean[order], sd[order]
         names = [names[i] for i in order]
-        plot = self.plots.addPlot(row=0, col=0)
+        plot = self._add_plot(row=0, col=0)
         log_x = bool(np.all(x > 0) and x.max() / x.min() >= 10)
         xs = np.log10(x) if log_x else x        # items added by hand ignore pyqtgraph's log mode
         plot.addItem(pg.ErrorBarItem(x=xs, y=mean, height=2 * sd, beam=0.0, pen=pg.mkPen("#555")))
@@ -130,7 +130,7 @@ class SweepView(QWidget):
         image = np.full((ux.size, uy.size), np.nan)
         for (a, b), m in zip(x, mean):
             image[np.searchsorted(ux, a), np.searchsorted(uy, b)] = m
-        plot = self.plots.addPlot(row=0, col=0)
+        plot = self._add_plot(row=0, col=0)
         item = pg.ImageItem(image)
         plot.addItem(item)
         finite = image[np.isfinite(image)]
@@ -154,7 +154,7 @@ class SweepView(QWidget):
         k = len(self.keys)
         for i in range(k):
             for j in range(k):
-                plot = self.plots.addPlot(row=i, col=j)
+                plot = self._add_plot(row=i, col=j)
                 if i == j:
                     self._clickable(plot, x[:, j], mean, names, brushes)
                     plot.setLabel("left", metric if j == 0 else "")
@@ -166,6 +166,14 @@ class SweepView(QWidget):
                     plot.setLabel("bottom", _short(self.keys[j]))
         self.note.setText(self.note.text() + f"; colour: {metric} from {mean.min():.3g} (purple) "
                           f"to {mean.max():.3g} (yellow); diagonal: {metric} against each key")
+
+    def _add_plot(self, row: int, col: int):
+        """A plot whose axes write values in full: pyqtgraph's "(x0.001)" scale suffix made a
+        key such as a rate read as something else."""
+        plot = self.plots.addPlot(row=row, col=col)
+        for name in ("bottom", "left"):
+            plot.getAxis(name).enableAutoSIPrefix(False)
+        return plot
 
     def _clickable(self, plot, x, y, names, brushes) -> None:
         scatter = pg.ScatterPlotItem(x=np.asarray(x, float), y=np.asarray(y, float), data=names, size=9,

@@ -272,8 +272,8 @@ class CompiledTissue(CpuTissue):
         dng, a, b = (np.empty_like(o) for o in self._out)
         stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t).astype(y.dtype), (y.shape[1],)))
         self._rates(np.ascontiguousarray(y), stim, dng, a, b)
-        if p.mesh.n_cells > 1 and p.cfg.D > 0:
-            dng[0] = dng[0] + p.mesh.laplacian(y[0], p.cfg.D).astype(y.dtype)
+        if p.mesh.n_cells > 1 and p.D > 0:
+            dng[0] = dng[0] + p.mesh.laplacian(y[0], p.D).astype(y.dtype)
         return dng, a, b
 
     def advance(self, max_steps: int) -> None:
@@ -283,7 +283,7 @@ class CompiledTissue(CpuTissue):
             super().advance(max_steps)
             return
         p, dt = self.p, self.p.cfg.solver.dt
-        D = p.cfg.D if p.mesh.n_cells > 1 and p.cfg.D > 0 else 0.0
+        D = p.D if p.mesh.n_cells > 1 and p.D > 0 else 0.0
         module = self._module(True)
         for _ in range(max_steps):
             if self.finished:

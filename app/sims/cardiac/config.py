@@ -9,7 +9,7 @@ import numpy as np
 from app.sims.cardiac.solvers import ADAPTIVE, METHODS
 from app.sims.common.config import Document, build, spec
 
-MESH_KINDS = ("sphere", "sheet", "single")
+MESH_KINDS = ("sphere", "sheet", "single", "file")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
 REGION_KINDS = ("all", "cap", "rect", "cells")
 PRECISIONS = ("float32", "float64", "mixed")
@@ -17,7 +17,22 @@ MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 
 
 @dataclass(frozen=True)
+class Conductivity:
+    """Monodomain conductivities of a mesh from a file (mS/mm = S/m): along the fibres, across
+    them in the sheet, and normal to the sheet (0 = as across)."""
+
+    along: float = field(default=0.34, metadata=spec(range=(0.0, 1e3), unit="mS/mm"))
+    across: float = field(default=0.06, metadata=spec(range=(0.0, 1e3), unit="mS/mm"))
+    sheet: float = field(default=0.0, metadata=spec(range=(0.0, 1e3), unit="mS/mm",
+                         doc="normal to the sheet; 0 = as across"))
+
+
+@dataclass(frozen=True)
 class MeshSettings:
+    """The tissue's mesh. ``file``: a triangle surface or tetrahedral volume (openCARP
+    .pts/.elem/.lon or any format meshio reads), relative paths from the config's folder;
+    diffusion by linear finite elements with D = σ/(χ Cm) per direction (``D`` is not used)."""
+
     kind: str = field(default="sphere", metadata=spec(choices=MESH_KINDS))
     level: int = field(default=7, metadata=spec(range=(0, 9), doc="sphere subdivisions; 7 = 163,842 cells"))
     radius_mm: float = field(default=0.0, metadata=spec(range=(0.0, 1e4),
@@ -25,6 +40,18 @@ class MeshSettings:
     nx: int = field(default=100, metadata=spec(range=(1, 8192)))
     ny: int = field(default=100, metadata=spec(range=(1, 8192)))
     dx_mm: float = field(default=0.2, metadata=spec(range=(1e-4, 100.0)))
+    path: str = field(default="", metadata=spec(doc="mesh file (kind file)"))
+    unit_mm: float = field(default=0.0, metadata=spec(range=(0.0, 1e6),
+                           doc="mm per file unit; 0 = the format's (openCARP µm, others mm)"))
+    conductivity: Conductivity = field(default_factory=Conductivity)
+    chi: float = field(default=140.0, metadata=spec(range=(1e-6, 1e6), unit="1/mm",
+                       doc="membrane surface-to-volume ratio"))
+    cm: float = field(default=0.01, metadata=spec(range=(1e-9, 1e3), unit="µF/mm²",
+                      doc="membrane capacitance"))
+    electrodes: list[list[float]] = field(default_factory=list, metadata=spec(
+        doc="pseudo-ECG electrode positions (mm, the mesh's frame), recorded every live view"))
+    tag_conductivity: dict[str, float] = field(default_factory=dict, metadata=spec(
+        doc="element tag -> factor on the conductivities of its elements (0: a non-conducting scar)"))
 
 
 @dataclass(frozen=True)
@@ -112,9 +139,10 @@ class RunSettings:
 class ParameterRegion:
     """Cells of a sheet or sphere where the model's parameters take other values (a scar, an
     ACh-affected region): ``rect`` (x0..x1, y0..y1 mm), ``circle`` (center, radius mm; on a
-    sphere the 3-D distance) or ``cap``/``cells`` as for stimuli."""
+    sphere the 3-D distance), ``cap``/``cells`` as for stimuli, or ``tag`` (the nodes of a mesh
+    file's elements carrying one of ``tags``)."""
 
-    kind: str = field(default="rect", metadata=spec(choices=("rect", "circle", "cap", "cells")))
+    kind: str = field(default="rect", metadata=spec(choices=("rect", "circle", "cap", "cells", "tag")))
     x0: float = -1e9
     x1: float = 1e9
     y0: float = -1e9
@@ -123,6 +151,7 @@ class ParameterRegion:
     radius_mm: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
     angle_deg: float = field(default=10.0, metadata=spec(range=(0.0, 180.0)))
     cells: list[int] = field(default_factory=list)
+    tags: list[int] = field(default_factory=list)
     parameters: dict[str, float] = field(default_factory=dict)
 
 
@@ -210,8 +239,44 @@ def _check_fixed_step(doc: Document, st: Stimulus, dt: float, where: tuple) -> N
                             "the pulse edge (choose dt dividing it, or an adaptive method)", where + (key,))
 
 
+def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
+    """Resolve the mesh path against the config's folder, then read and check the mesh (the
+    refusals name the file and element)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from app.sims.cardiac.mesh_io import MeshFileError
+    if not cfg.mesh.path:
+        raise doc.error("mesh.kind file needs mesh.path", ("mesh", "path"))
+    for i, e in enumerate(cfg.mesh.electrodes):
+        if len(e) != 3 or not np.all(np.isfinite(e)):
+            raise doc.error("mesh.electrodes: each electrode is a finite [x, y, z] in mm",
+                            ("mesh", "electrodes", i))
+    for key, value in cfg.mesh.tag_conductivity.items():
+        if not key.lstrip("-").isdigit() or not (np.isfinite(value) and value >= 0):
+            raise doc.error(f"mesh.tag_conductivity: '{key}: {value}' must map an integer element tag "
+                            "to a factor >= 0", ("mesh", "tag_conductivity", key))
+    path = Path(cfg.mesh.path).expanduser()
+    if not path.is_absolute() and doc.source and not doc.source.startswith("<"):
+        path = Path(doc.source).parent / path
+    cfg = replace(cfg, mesh=replace(cfg.mesh, path=str(path)))
+    from app.sims.cardiac.fem import settings_report
+    try:
+        report = settings_report(cfg.mesh)[1]
+    except MeshFileError as exc:
+        raise doc.error(str(exc), ("mesh", "path")) from None
+    s = cfg.solver
+    if s.method not in ADAPTIVE and s.dt > report["stable_dt_ms"]:
+        raise doc.error(f"solver.dt = {s.dt:g} ms exceeds the stable diffusion step "
+                        f"{report['stable_dt_ms']:.4g} ms of {path} (min edge "
+                        f"{report['min_edge_mm']:.4g} mm): lower dt", ("solver", "dt"))
+    return cfg
+
+
 def load_config(doc: Document) -> CardiacConfig:
     cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
+    if cfg.mesh.kind == "file":
+        cfg = _load_file_mesh(doc, cfg)
     r = cfg.restitution
     if r.kind != "none":
         values = r.s2_intervals if r.kind == "s1s2" else r.periods
@@ -271,6 +336,9 @@ def n_cells(mesh: MeshSettings) -> int:
     """Cells of the mesh the settings describe (the geodesic sphere: 10·4^level + 2)."""
     if mesh.kind == "sphere":
         return 10 * 4 ** mesh.level + 2
+    if mesh.kind == "file":
+        from app.sims.cardiac.fem import settings_mesh
+        return settings_mesh(mesh).n_cells
     return mesh.nx * mesh.ny if mesh.kind == "sheet" else 1
 
 
@@ -282,6 +350,10 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
 
     n, states = float(n_cells(cfg.mesh)), float(config_model(cfg.model).n_states)
     width = 4.0 if cfg.solver.precision == "float32" else 8.0
+    row = 7 * 12                                  # neighbour index + weight per slot (sphere: 6)
+    if cfg.mesh.kind == "file":
+        from app.sims.cardiac.fem import settings_report
+        row = int(settings_report(cfg.mesh)[1]["neighbour_width"] + 1) * 12
     stages = 8.0                                  # stages, error and accepted copies (at most)
     out, t_end = cfg.output, cfg.protocol.t_end
     step = out.dt_save if out.dt_save > 0 else cfg.solver.dt
@@ -289,7 +361,7 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
     saves = t_end / step + 2
     host = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
             n * states * stages * max(width, 8.0 if backend != "cuda" else 0.0),
-            "mesh, activation maps and voltage copies": n * (7 * 12 + 6 * 8),
+            "mesh, activation maps and voltage copies": n * (row + 6 * 8),
             f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B": probes * saves * 8}
     if n == 1:
         host["single-cell history: every step's states"] = (t_end / cfg.solver.dt + 2) * states * 8 * 2
@@ -298,8 +370,8 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
         host[f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies"] = n * states * 8
         gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
                n * states * stages * width,
-               "mesh and activation maps": n * (7 * 12 + 6 * 8)}
-    key = ("mesh", "level") if cfg.mesh.kind == "sphere" else ("mesh", "nx")
+               "mesh and activation maps": n * (row + 6 * 8)}
+    key = {"sphere": ("mesh", "level"), "file": ("mesh", "path")}.get(cfg.mesh.kind, ("mesh", "nx"))
     recordings = f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B"
     single = "single-cell history: every step's states"
     return estimate(host, gpu, key, {recordings: ("output", "dt_save"), single: ("solver", "dt")})

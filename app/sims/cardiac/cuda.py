@@ -138,7 +138,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._set_const("c_stim", stim)
         s, out = problem.cfg.solver, problem.cfg.output
         solver = [s.at, s.rt, s.dt_min, s.dt_max, s.safety, s.fac_min, s.fac_max, problem.t_end,
-                  problem.cfg.D, out.dt_save, out.activation_threshold, s.dt]
+                  problem.D, out.dt_save, out.activation_threshold, s.dt]
         self._set_const("c_solver", np.array(solver, np.float64))
         # state
         y = np.zeros((self.ns, npad), self.real)

@@ -42,6 +42,9 @@ def build_mesh(cfg: CardiacConfig) -> Mesh:
         return icosphere(m.level, m.radius_mm or None)
     if m.kind == "sheet":
         return sheet(m.nx, m.ny, m.dx_mm)
+    if m.kind == "file":
+        from app.sims.cardiac.fem import settings_mesh
+        return settings_mesh(m)
     return single_cell()
 
 
@@ -53,6 +56,12 @@ def region_mask(mesh: Mesh, region: Region | ParameterRegion) -> np.ndarray:
         return np.linalg.norm(mesh.positions - c[:mesh.positions.shape[1]], axis=1) <= region.radius_mm
     if region.kind == "all":
         return np.ones(n, bool)
+    if region.kind == "tag":
+        if mesh.element_tags is None:
+            raise ValueError(f"a tag region needs a mesh file with element tags; this {mesh.kind} has none")
+        mask = np.zeros(n, bool)
+        mask[mesh.elements[np.isin(mesh.element_tags, region.tags)].ravel()] = True
+        return mask
     if region.kind == "cells":
         mask = np.zeros(n, bool)
         idx = np.asarray(region.cells, int)
@@ -182,6 +191,11 @@ class Problem:
         return self.params if self.param_field is None else self.param_field
 
     @property
+    def D(self) -> float:
+        """The factor of the mesh weights: cfg.D, or 1 where the weights carry it (FE meshes)."""
+        return 1.0 if self.mesh.weights_carry_D else self.cfg.D
+
+    @property
     def n_nongating(self) -> int:
         return self.model.n_nongating
 
@@ -290,8 +304,8 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     def f(self, t: float, y: np.ndarray):
         p = self.p
         dng, a, b = p.model.rates(y, p.stim_current(t).astype(y.dtype), p.cell_params)
-        if p.mesh.n_cells > 1 and p.cfg.D > 0:
-            dng[0] = dng[0] + p.mesh.laplacian(y[0], p.cfg.D).astype(y.dtype)
+        if p.mesh.n_cells > 1 and p.D > 0:
+            dng[0] = dng[0] + p.mesh.laplacian(y[0], p.D).astype(y.dtype)
         return dng, a, b
 
     @property

@@ -4,7 +4,8 @@ and a single cell. The diffusion operator is the paper's Eq. 7,
     (L V)_k = D · Σ_j (V_j − V_k) / d_jk²
 
 over the mesh neighbours j of cell k, with neighbours and weights D/d² in fixed-width padded
-arrays (padding points at the cell itself with weight 0, so it adds nothing).
+arrays (padding points at the cell itself with weight 0, so it adds nothing). Meshes from
+files (:mod:`app.sims.cardiac.fem`) store linear finite-element weights in the same arrays.
 
 On a mesh of hexagons (the sphere) the sum equals 1.5·d²·∇²V for smooth V, so the sphere's
 effective diffusivity is 1.5·D; on the square sheet it is D. Both follow Eq. 7 as written.
@@ -31,6 +32,9 @@ class Mesh:
     inv_d2: np.ndarray           # (N, K) 1/d² in mm⁻², 0 in padding
     faces: np.ndarray | None = None      # (F, 3) triangles for drawing (sphere)
     shape: tuple[int, int] | None = None  # (ny, nx) for sheets
+    weights_carry_D: bool = False         # FE meshes: inv_d2 holds the full weights (1/ms), D = 1
+    elements: np.ndarray | None = None    # FE meshes: (E, 3|4) triangles or tetrahedra
+    element_tags: np.ndarray | None = None  # (E,) region tags from the file
 
     @property
     def n_cells(self) -> int:

@@ -67,6 +67,14 @@ class CardiacSimulation(Simulation):
         m = self.problem.mesh            # one read-only copy for the frames (the views draw it)
         self.frame_mesh = replace(m, positions=freeze(m.positions), neighbours=freeze(m.neighbours),
                                   inv_d2=freeze(m.inv_d2), faces=None if m.faces is None else freeze(m.faces))
+        self._ecg, self._ecg_rows = None, []
+        if cfg.mesh.kind == "file" and cfg.mesh.electrodes:
+            from app.sims.cardiac.ecg import Electrodes
+            try:
+                self._ecg = Electrodes(m, np.asarray(cfg.mesh.electrodes, float))
+            except ValueError as exc:
+                raise ConfigError(f"mesh.electrodes: {exc}") from None
+            self._ecg_rows = [(self.engine.t, self._ecg(self.engine.voltage()))]
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
@@ -95,6 +103,8 @@ class CardiacSimulation(Simulation):
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
+            if self._ecg is not None:
+                self._ecg_rows.append((self.engine.t, self._ecg(self.engine.voltage())))
             run = self.cfg.run
             if run.checkpoint and self.stopped is None and (
                     self.engine.finished or self.engine.t >= self._last_checkpoint + run.checkpoint_every):
@@ -164,6 +174,8 @@ class CardiacSimulation(Simulation):
             sim.engine.restore(engine_part(state))
         except (KeyError, ValueError) as exc:
             raise CheckpointError(path or "<state>", f"cannot resume it on this engine: {exc}") from None
+        if sim._ecg is not None:
+            sim._ecg_rows = [(sim.engine.t, sim._ecg(sim.engine.voltage()))]
         if "h_history" in state and hasattr(sim.engine, "h_history"):
             sim.engine.h_history = [(float(t), float(h)) for t, h in np.asarray(state["h_history"])]
         sim.wall = float(state["wall"])
@@ -191,6 +203,13 @@ class CardiacSimulation(Simulation):
             "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
         }
+        if self._ecg is not None:       # sampled at the live views (the history restarts on resume)
+            arrays["ecg_t"] = np.array([r[0] for r in self._ecg_rows])
+            arrays["ecg"] = np.array([r[1] for r in self._ecg_rows])
+            arrays["ecg_electrodes"] = self._ecg.positions
+        if self.cfg.mesh.kind == "file":
+            from app.sims.cardiac.fem import settings_report
+            summary["mesh_quality"] = settings_report(self.cfg.mesh)[1]
         if self.stopped is not None:
             summary["stopped"] = {"t_ms": self.stopped.t, "cell": self.stopped.cell,
                                   "reason": self.stopped.reason}

@@ -1,0 +1,228 @@
+"""Anisotropic monodomain diffusion by linear finite elements with a lumped mass, written into
+the engines' padded neighbour lists.
+
+With P1 stiffness K (each element's conductivity tensor σ = σ_t I + (σ_l − σ_t) f fᵀ
++ (σ_n − σ_t) n nᵀ, f the fibre, s the sheet direction (in the sheet, across the fibres),
+n = f × s the sheet normal) and lumped mass m_k (a (d+1)-th of
+each element's measure at its nodes), the semi-discrete monodomain equation
+
+    χ Cm dV_k/dt = −(K V)_k / m_k − χ I_ion
+
+gives, since every row of K sums to zero, (L V)_k = Σ_j w_kj (V_j − V_k) with
+w_kj = −K_kj / (χ Cm m_k): the form :class:`~app.sims.cardiac.mesh.Mesh` stores. Units: σ in
+mS/mm, χ in mm⁻¹, Cm in µF/mm², so σ/(χ Cm) is in mm²/ms and w in 1/ms. The weights carry the
+whole diffusivity: the engines multiply them by D = 1 (``Mesh.weights_carry_D``).
+
+On a surface (triangles in 3-D) gradients are taken in each triangle's plane; σ acts on them
+and sheets, normal to the surface, play no part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from app.sims.cardiac.mesh import Mesh
+from app.sims.cardiac.mesh_io import MeshFileError, RawMesh, check_mesh, quality, read_mesh, signed_measure
+
+ZERO_WEIGHT = 1e-12        # |w| below this times the row's largest is structural zero (dropped)
+
+
+@dataclass(frozen=True)
+class Tissue:
+    """Conductivities along fibres, across them in the sheet (along the sheet direction) and
+    normal to the sheet (mS/mm), surface-to-volume ratio χ (1/mm) and membrane capacitance Cm (µF/mm²)."""
+
+    sigma_l: float = 0.34
+    sigma_t: float = 0.06
+    sigma_n: float = 0.06
+    chi: float = 140.0
+    cm: float = 0.01
+    tag_scale: tuple[tuple[int, float], ...] = ()   # (element tag, factor on σ), e.g. a scar at 0
+
+    @property
+    def isotropic(self) -> bool:
+        return self.sigma_l == self.sigma_t == self.sigma_n
+
+    def diffusivity(self, sigma: float) -> float:
+        """σ/(χ Cm), mm²/ms."""
+        return sigma / (self.chi * self.cm)
+
+
+def conductivity(raw: RawMesh, tissue: Tissue) -> np.ndarray:
+    """Per-element σ tensors (E, 3, 3), mS/mm."""
+    e = len(raw.elements)
+    sig = np.repeat(np.eye(3)[None] * tissue.sigma_t, e, axis=0)
+    if tissue.sigma_l != tissue.sigma_t:
+        if raw.fibres is None:
+            raise MeshFileError(f"{raw.path}: conductivity along fibres ({tissue.sigma_l:g}) differs from "
+                                f"across ({tissue.sigma_t:g}) but the file has no fibre directions")
+        f = raw.fibres
+        sig += (tissue.sigma_l - tissue.sigma_t) * f[:, :, None] * f[:, None, :]
+    if raw.dim == 3 and tissue.sigma_n != tissue.sigma_t:
+        if raw.sheets is None or raw.fibres is None:
+            raise MeshFileError(f"{raw.path}: conductivity normal to the sheets ({tissue.sigma_n:g}) differs "
+                                f"from across fibres ({tissue.sigma_t:g}) but the file has no sheet directions")
+        n = np.cross(raw.fibres, raw.sheets)
+        norm = np.linalg.norm(n, axis=1)
+        if (norm < 0.1).any():
+            k = int(np.flatnonzero(norm < 0.1)[0])
+            raise MeshFileError(f"{raw.path}: element {k}: the sheet direction is (nearly) parallel to the fibre")
+        n /= norm[:, None]
+        sig += (tissue.sigma_n - tissue.sigma_t) * n[:, :, None] * n[:, None, :]
+    for tag, factor in tissue.tag_scale:
+        if raw.tags is None:
+            raise MeshFileError(f"{raw.path}: mesh.tag_conductivity names tag {tag} but the file has no "
+                                "element tags")
+        hit = raw.tags == tag
+        if not hit.any():
+            raise MeshFileError(f"{raw.path}: mesh.tag_conductivity names tag {tag}, which no element "
+                                f"carries (tags {sorted(set(raw.tags.tolist()))[:20]})")
+        sig[hit] *= factor
+    return sig
+
+
+def shape_gradients(points: np.ndarray, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gradients of the P1 basis functions (E, d+1, 3) and element measures (E,). On triangles
+    in 3-D the gradients lie in the triangle's plane (the pseudo-inverse of its edge matrix)."""
+    x = points[elements]
+    edges = np.transpose(x[:, 1:] - x[:, :1], (0, 2, 1))          # (E, 3, d)
+    gram = np.einsum("eki,ekj->eij", edges, edges)                # (E, d, d)
+    g = np.linalg.solve(gram, np.transpose(edges, (0, 2, 1)))     # (E, d, 3): grads of λ1..λd
+    grads = np.concatenate([-g.sum(axis=1, keepdims=True), g], axis=1)
+    d = elements.shape[1] - 1
+    measure = np.sqrt(np.abs(np.linalg.det(gram))) / (2.0 if d == 2 else 6.0)
+    return grads, measure
+
+
+def assemble(raw: RawMesh, tissue: Tissue) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Off-diagonal stiffness entries summed per node pair: rows, columns, values K_kj (mS·mm),
+    sorted by row then column; and the lumped mass (N,) (mm² or mm³)."""
+    grads, measure = shape_gradients(raw.points, raw.elements)
+    sig = conductivity(raw, tissue)
+    ke = measure[:, None, None] * np.einsum("eai,eij,ebj->eab", grads, sig, grads)
+    el = raw.elements
+    k = el.shape[1]
+    off = ~np.eye(k, dtype=bool)
+    rows = np.repeat(el[:, :, None], k, axis=2)[:, off].ravel()
+    cols = np.repeat(el[:, None, :], k, axis=1)[:, off].ravel()
+    vals = ke[:, off].ravel()
+    n = len(raw.points)
+    key = rows * n + cols
+    order = np.argsort(key, kind="stable")
+    key, vals = key[order], vals[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    summed = np.add.reduceat(vals, first)
+    r, c = np.divmod(key[first], n)
+    mass = np.bincount(el.ravel(), weights=np.repeat(measure / k, k), minlength=n)
+    return r, c, summed, mass
+
+
+def fem_mesh(raw: RawMesh, tissue: Tissue, faces: np.ndarray | None = None) -> Mesh:
+    """The P1 mass-lumped operator as a :class:`Mesh` (kind ``file``), weights carrying D:
+    w_kj = −K_kj / (χ Cm m_k); weights below ZERO_WEIGHT of their row's largest are dropped
+    (the diagonals of right triangles with isotropic σ)."""
+    r, c, kval, mass = assemble(raw, tissue)
+    w = -kval / (tissue.chi * tissue.cm * mass[r])
+    n = len(raw.points)
+    big = np.zeros(n)
+    np.maximum.at(big, r, np.abs(w))
+    keep = np.abs(w) > ZERO_WEIGHT * big[r]
+    r, c, w = r[keep], c[keep], w[keep]
+    counts = np.bincount(r, minlength=n)
+    width = max(int(counts.max()), 1)
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slot = np.arange(len(r)) - start[r]
+    nbr = np.repeat(np.arange(n, dtype=np.int32)[:, None], width, axis=1)
+    weights = np.zeros((n, width))
+    nbr[r, slot] = c
+    weights[r, slot] = w
+    if faces is None:
+        faces = raw.elements if raw.dim == 2 else boundary_faces(raw.elements)
+    return Mesh("file", raw.points, nbr, weights, faces=faces.astype(np.int32), weights_carry_D=True,
+                elements=raw.elements, element_tags=raw.tags)
+
+
+def boundary_faces(tets: np.ndarray) -> np.ndarray:
+    """Triangles of a tetrahedral mesh's boundary (faces that belong to one tetrahedron)."""
+    f = np.concatenate([tets[:, [1, 2, 3]], tets[:, [0, 3, 2]], tets[:, [0, 1, 3]], tets[:, [0, 2, 1]]])
+    key = np.sort(f, axis=1)
+    _, idx, counts = np.unique(key, axis=0, return_index=True, return_counts=True)
+    return f[idx[counts == 1]]
+
+
+def stable_dt(mesh: Mesh) -> float:
+    """Largest forward-Euler diffusion step (ms) Gershgorin's bound guarantees: the operator's
+    eigenvalues lie within 2·max_k Σ_j |w_kj| of 0, and dt·|λ| ≤ 2 is stable. For an M-matrix
+    (all weights ≥ 0, e.g. the 5-point sheet) the bound is sharp."""
+    row = np.abs(mesh.inv_d2).sum(axis=1).max()
+    return float(np.inf if row == 0 else 1.0 / row)
+
+
+def structured_slab(lx: float, ly: float, lz: float, dx: float) -> RawMesh:
+    """A box [0, lx] × [0, ly] × [0, lz] (mm) of nodes every ``dx`` (rounded to whole cells),
+    each cube cut into six tetrahedra (Kuhn), fibres along x, sheets along y."""
+    nx, ny, nz = (max(1, int(round(v / dx))) for v in (lx, ly, lz))
+    xs, ys, zs = np.linspace(0, lx, nx + 1), np.linspace(0, ly, ny + 1), np.linspace(0, lz, nz + 1)
+    gx, gy, gz = np.meshgrid(xs, ys, zs, indexing="ij")
+    pts = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], 1)
+    idx = np.arange(len(pts)).reshape(nx + 1, ny + 1, nz + 1)
+    corner = [idx[i:i + nx, j:j + ny, k:k + nz].ravel() for i in (0, 1) for j in (0, 1) for k in (0, 1)]
+    c = np.stack(corner, 1)          # corner index = 4i + 2j + k
+    paths = [(1, 3, 7), (1, 5, 7), (2, 3, 7), (2, 6, 7), (4, 5, 7), (4, 6, 7)]
+    tets = np.concatenate([c[:, [0, a, b, d]] for a, b, d in paths])
+    neg = signed_measure(pts, tets) < 0          # half of Kuhn's paths have the other orientation
+    tets[neg] = tets[neg][:, [0, 2, 1, 3]]
+    e = len(tets)
+    raw = RawMesh("<slab>", pts, tets, np.tile([1.0, 0, 0], (e, 1)), np.tile([0, 1.0, 0], (e, 1)))
+    return check_mesh(raw)
+
+
+def structured_sheet(nx: int, ny: int, dx: float, fibre=(1.0, 0.0, 0.0)) -> RawMesh:
+    """nx × ny nodes every ``dx`` (mm) in the plane z = 0, each square cut into two right
+    triangles; node (ix, iy) has index iy·nx + ix, as in :func:`~app.sims.cardiac.mesh.sheet`."""
+    idx = np.arange(nx * ny).reshape(ny, nx)
+    a, b = idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel()
+    c, d = idx[1:, :-1].ravel(), idx[1:, 1:].ravel()
+    tris = np.concatenate([np.stack([a, b, d], 1), np.stack([a, d, c], 1)])
+    iy, ix = np.divmod(np.arange(nx * ny), nx)
+    pts = np.stack([ix * dx, iy * dx, np.zeros(nx * ny)], 1).astype(float)
+    return RawMesh("<sheet>", pts, tris, np.tile(np.asarray(fibre, float), (len(tris), 1)))
+
+
+def tissue_of(settings) -> Tissue:
+    """The :class:`Tissue` of a config's ``mesh`` section."""
+    c = settings.conductivity
+    scale = tuple(sorted((int(k), float(v)) for k, v in settings.tag_conductivity.items()))
+    return Tissue(c.along, c.across, c.sheet or c.across, settings.chi, settings.cm, scale)
+
+
+@lru_cache(maxsize=4)
+def _cached_mesh(path: str, stamp: tuple, unit_mm: float, tissue: Tissue) -> tuple[Mesh, dict]:
+    raw = read_mesh(path, unit_mm)
+    mesh = fem_mesh(raw, tissue)
+    report = quality(raw)
+    report["stable_dt_ms"] = stable_dt(mesh)
+    report["neighbour_width"] = float(mesh.width)
+    return mesh, report
+
+
+def settings_mesh(settings) -> Mesh:
+    """The FE mesh of a config's ``mesh`` section (kind ``file``), read once per file version."""
+    return settings_report(settings)[0]
+
+
+def settings_report(settings) -> tuple[Mesh, dict]:
+    """The mesh and its quality report (edges, aspect ratio, angles, stable step)."""
+    p = Path(settings.path)
+    stamp = []
+    for q in (p, p.with_suffix(".pts"), p.with_suffix(".elem"), p.with_suffix(".lon")):
+        try:
+            st = q.stat()
+            stamp.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamp.append(None)
+    return _cached_mesh(str(p), tuple(stamp), settings.unit_mm, tissue_of(settings))
