@@ -385,9 +385,20 @@ def start_cluster(backend: str, workers: int | None = None, scheduler: str | Non
         threads_each = max(1, (os.cpu_count() or 1) // n)
     # engines that use threads (numba, BLAS) get their share of the cores, not all of them
     environ = {"NUMBA_NUM_THREADS": str(threads_each), "OMP_NUM_THREADS": str(threads_each)}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                             dashboard_address=None)
+    # The nanny writes pre-spawn variables into this process's os.environ too; numba re-reads
+    # NUMBA_* at its next compile here and refuses a thread count changed after its threads
+    # started, so this process's values are put back once the workers are up.
+    saved = {name: os.environ.get(name) for name in environ}
+    try:
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                 dashboard_address=None)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     kind = "GPU" if resolved == "cuda" else "CPU"
     return Cluster(Client(local), local, f"LocalCluster, {n} {kind} workers", n, True)
 

@@ -194,3 +194,15 @@ def test_batched_plan_groups_compatible_points_one_batch_per_worker(tmp_path):
     groups = plan.groups(todo, workers=2)
     assert [len(g) for g in groups] == [4, 4]
     assert sorted(t.point.name for g in groups for t in g) == sorted(t.point.name for t in plan.tasks)
+
+
+def test_a_local_cluster_leaves_this_process_thread_settings_alone():
+    """Dask's nanny sets its workers' variables in the parent's os.environ as well; numba here
+    would then refuse its next compile ("Cannot set NUMBA_NUM_THREADS to a different value")."""
+    before = {name: os.environ.get(name) for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")}
+    cluster = start_cluster("cpu", workers=1)
+    try:
+        assert {name: os.environ.get(name) for name in before} == before
+        assert cluster.client.run(lambda: os.environ.get("NUMBA_NUM_THREADS"))
+    finally:
+        cluster.close()
