@@ -272,8 +272,10 @@ class CudaEnsemble(EnsembleEngine):
         return self.batch.point_states(self.point)
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"x": self.states(), "draws": self.batch.point_draws(self.point),
-                "t": np.float64(self.t), "rates": self.batch.point_rates(self.point),
+        x = self.states()
+        return {"x": x, "draws": self.batch.point_draws(self.point),
+                "t": np.full(len(x), self.t, np.float64),   # per realization, as the CPU engines keep it
+                "rates": self.batch.point_rates(self.point),
                 "events": self.batch.point_event_bits(self.point),
                 "reactions_fired": np.int64(self.reactions_fired)}
 
