@@ -269,7 +269,7 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
     v_name = names(V)
     state_names = [names(st) for st in states]
     inputs = set(state_names) | {I_ST, "__stimulus__"} | param_names
-    eqs = _fold_constants(equations, inputs, path, time_name)
+    eqs = _fold_constants(equations, inputs, path, time_name, keep=set(deriv.values()))
     # the stimulus: i_st * scale, with d(dV/dt)/d(i_st) = -1
     init = {names(st): float(st.initial_value(as_float=True)) for st in states}
     dv = deriv[V.qname()]
@@ -431,8 +431,11 @@ def _substitute(node: Node, values: dict[str, float]) -> Node:
     return node
 
 
-def _fold_constants(eqs: dict[str, Node], inputs: set[str], path, time_name: str) -> dict[str, Node]:
-    """Evaluate (float64) every equation that reads no state, parameter or input; inline them."""
+def _fold_constants(eqs: dict[str, Node], inputs: set[str], path, time_name: str,
+                    keep: set[str] = frozenset()) -> dict[str, Node]:
+    """Evaluate (float64) every equation that reads no state, parameter or input; inline them.
+    The equations in ``keep`` (the state derivatives) stay, as numbers where constant: a state
+    with dx/dt = 0 (a concentration held fixed) is a state all the same."""
     deps = {n: names_used(t) for n, t in eqs.items()}
     values: dict[str, float] = {}
     varying: set[str] = set(inputs)
@@ -457,7 +460,9 @@ def _fold_constants(eqs: dict[str, Node], inputs: set[str], path, time_name: str
             progress = True
         if not progress:
             raise CellMLImportError(f"{path}: the equations form a cycle: {sorted(pending)[:8]}")
-    return {n: _substitute(t, values) for n, t in eqs.items() if n in varying}
+    out = {n: _substitute(t, values) for n, t in eqs.items() if n in varying}
+    out.update({n: Num(values[n]) for n in keep if n in values})
+    return out
 
 
 def _evaluate_all(eqs: dict[str, Node], env: dict) -> dict:

@@ -1,0 +1,58 @@
+"""The importer on small CellML models written for these tests (tests/sims/cardiac/synthetic.py):
+constant derivatives, the annotated stimulus, and metrics of runs that stop early."""
+
+import numpy as np
+import pytest
+
+from app.sims.cardiac.cellml import import_cellml
+from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
+from app.sims.cardiac.model import CellModel
+from app.sims.cardiac.restitution import curve, pulses
+from tests.sims.cardiac.synthetic import write_model
+
+
+@pytest.mark.parametrize("dk", [0.0, 2.5e-3])
+def test_a_state_with_a_constant_derivative_is_a_state(tmp_path, dk):
+    """dK_i/dt = 0 (a concentration held fixed; 2.5e-3 mM/ms as well) folds to a number, not
+    away: the state stays and its output is the constant."""
+    m = CellModel(import_cellml(write_model(tmp_path, dk=dk)))
+    assert m.states == ("cell.V", "cell.K_i", "cell.n") and m.n_gates == 1
+    y = m.initial_state()[:, None]
+    d = m.derivative(y, np.zeros(1), m.parameter_vector())[:, 0]
+    assert d[1] == dk
+    v, n = -80.0, 0.1
+    assert d[0] == pytest.approx(-0.1 * n * (v + 80.0))
+    assert d[2] == pytest.approx((1 / (1 + np.exp((-40 - v) / 5)) - n) / 10, rel=1e-14)
+
+
+def test_annotated_stimulus_is_read(tmp_path):
+    m = import_cellml(write_model(tmp_path, amp=-25.0, dur=1.5, per=400.0, off=20.0))
+    assert m.stimulus_scale == 1.0
+    assert m.default_stimulus == {"amplitude": -25.0, "duration": 1.5, "period": 400.0, "start": 20.0}
+    assert [p.qname for p in m.parameters] == ["cell.g"]
+
+
+def test_metrics_of_an_empty_or_short_trace_are_nan_not_a_crash():
+    """A run that stopped before its analysed beat (t = 11 ms, the beat at 50 ms)."""
+    t = np.linspace(0.0, 11.0, 12)
+    v = np.full_like(t, -80.0)
+    for tt, vv in ((t, v), (t[:1], v[:1]), (t[:0], v[:0])):
+        m = beat_metrics(tt, vv, 50.0)
+        assert np.isnan(m["apd90_ms"]) and np.isnan(m["max_dvdt"]) and np.isnan(m["t_upstroke_ms"])
+        m = beat_metrics(tt, vv, 50.0, dvdt=np.zeros_like(tt))
+        assert np.isnan(m["apd90_ms"])
+        assert spontaneous_beat(tt, vv) is None
+        assert curve(tt, vv, pulses("s1s2", 1000.0, 2, [400.0], [], 5, 50.0)) == []
+    assert beat_metrics(t, v, 5.0)["rest_mV"] == -80.0
+
+
+def test_results_of_a_single_cell_run_stopped_before_its_beat():
+    """The run stops at the upstroke (step floor); its summary has the stop and no beat
+    metrics it cannot measure, and writing it does not fail."""
+    from tests.sims.cardiac.helpers import run
+    arrays, summary = run("mesh: {kind: single}\nprotocol: {t_end: 1000, stimuli: [{start: 50, duration: 2, "
+                          "amplitude: -20, count: 1}]}\nsolver: {method: bs32, dt: 0.5, dt_min: 0.4, "
+                          "dt_max: 1.0, at: 1.0e-6, rt: 1.0e-6, precision: float64}\n"
+                          "output: {random_probes: 0, probe_cells: [0], dt_save: 0}\n")
+    assert summary["stopped"]["t_ms"] < 50 and not summary["finished"]
+    assert "apd90_ms" not in summary or np.isnan(summary["apd90_ms"])
