@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.sims.cardiac.solvers import ADAPTIVE, METHODS
+from app.sims.cardiac.solvers import ADAPTIVE, IMPLICIT, METHODS
 from app.sims.common.config import Document, build, spec
 
 MESH_KINDS = ("sphere", "sheet", "single")
@@ -64,7 +64,7 @@ class Protocol:
 
 @dataclass(frozen=True)
 class SolverSettings:
-    method: str = field(default="rlfe", metadata=spec(choices=tuple(METHODS)))
+    method: str = field(default="rlfe", metadata=spec(choices=tuple(METHODS) + tuple(IMPLICIT)))
     dt: float = field(default=0.05, metadata=spec(range=(1e-7, 10.0),
                       doc="fixed step (ms); the first step of adaptive methods"))
     at: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
@@ -225,9 +225,13 @@ def load_config(doc: Document) -> CardiacConfig:
     from app.sims.cardiac.cellml import CellMLImportError
     from app.sims.cardiac.model import config_model
     try:
-        config_model(cfg.model)
+        model = config_model(cfg.model)
     except CellMLImportError as exc:
         raise doc.error(str(exc), ("model",)) from None
+    protocol = doc.data.get("protocol")
+    if r.kind == "none" and not (isinstance(protocol, dict) and "stimuli" in protocol):
+        from dataclasses import replace
+        cfg = replace(cfg, protocol=replace(cfg.protocol, stimuli=model_stimuli(model, cfg.protocol.t_end)))
     blocks = [(("model", "parameters"), cfg.model.parameters)]
     blocks += [(("model", "regions", i, "parameters"), r.parameters) for i, r in enumerate(cfg.model.regions)]
     for where, values in blocks:
@@ -235,8 +239,18 @@ def load_config(doc: Document) -> CardiacConfig:
             if not np.isfinite(value):
                 raise doc.error(f"parameter '{key}' must be a finite number", where + (key,))
     s = cfg.solver
-    if s.method in ADAPTIVE and s.at == 0 and s.rt == 0:
+    if s.method in ADAPTIVE + tuple(IMPLICIT) and s.at == 0 and s.rt == 0:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
+    if s.method in IMPLICIT:
+        from app.sims.cardiac.implicit import MAX_UNKNOWNS
+        unknowns = n_cells(cfg.mesh) * config_model(cfg.model).n_states
+        if unknowns > MAX_UNKNOWNS:
+            raise doc.error(f"solver.method {s.method} (dense Jacobian) takes at most {MAX_UNKNOWNS} unknowns; "
+                            f"this {cfg.mesh.kind} has {unknowns} (cells x states): use it for single cells, "
+                            "an explicit Rush-Larsen method for tissue", ("solver", "method"))
+        if s.lookup_tables:
+            raise doc.error(f"solver.method {s.method} evaluates the model itself: lookup_tables must be false",
+                            ("solver", "lookup_tables"))
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
     if s.lookup_tables:
@@ -257,7 +271,7 @@ def load_config(doc: Document) -> CardiacConfig:
             if not 0 <= c < cells:
                 raise doc.error(f"stimulus {st.name}: cell {c} is not a cell of this {cfg.mesh.kind} "
                                 f"(cells 0..{cells - 1})", where + ("cells", j))
-        if s.method not in ADAPTIVE:
+        if s.method not in ADAPTIVE and s.method not in IMPLICIT:
             _check_fixed_step(doc, st, s.dt, ("protocol", "stimuli", i))
         if r.kind == "cap" and (len(r.center) != 3 or not np.any(r.center)):
             raise doc.error("cap center is a nonzero 3-vector", where + ("center",))
@@ -265,6 +279,23 @@ def load_config(doc: Document) -> CardiacConfig:
             raise doc.error(f"stimulus {st.name}: rect needs x0 <= x1 and y0 <= y1 (mm), got "
                             f"x {r.x0:g}..{r.x1:g}, y {r.y0:g}..{r.y1:g}", where)
     return cfg
+
+
+def model_stimuli(model, t_end: float) -> list[Stimulus]:
+    """The stimulus a config without ``protocol.stimuli`` gets: the model's annotated one
+    (amplitude in µA/µF, duration, period, offset; converted at import), repeated every period
+    until ``t_end``, reaching every cell; what the file does not annotate takes
+    :class:`Stimulus`'s default (a model without any annotation: one -20 µA/µF pulse of 2 ms)."""
+    ann = model.imported.default_stimulus
+    base = Stimulus()
+    values = {"amplitude": ann.get("amplitude", base.amplitude), "duration": ann.get("duration", base.duration),
+              "period": ann.get("period", base.period), "start": ann.get("start", base.start)}
+    ok = (np.isfinite(list(values.values())).all() and values["duration"] > 0 and values["period"] > 0
+          and values["start"] >= 0 and values["amplitude"] != 0)
+    if not ok or "amplitude" not in ann:
+        return [base]
+    count = int(np.clip(np.ceil((t_end - values["start"]) / values["period"]), 1, 100000))
+    return [Stimulus(name="model", count=count, **values)]
 
 
 def n_cells(mesh: MeshSettings) -> int:

@@ -105,6 +105,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
 
+        if problem.tableau is None:
+            raise ValueError(f"solver.method {problem.cfg.solver.method} runs on the CPU engines only "
+                             "(an implicit method); choose an explicit one for CUDA")
         self.cuda, self.gpuarray = cuda, gpuarray
         self.p = problem
         tab = problem.tableau

@@ -15,6 +15,7 @@ Bookkeeping on accepted steps only (both engines):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,9 +96,9 @@ def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
     return values, varying
 
 
-def is_rl_euler(tab: Tableau) -> bool:
+def is_rl_euler(tab: Tableau | None) -> bool:
     """Whether the tableau is Rush–Larsen forward Euler (one stage, fixed step)."""
-    return not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
+    return tab is not None and not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
 
 
 def fused_model(problem: "Problem") -> CellModel:
@@ -124,7 +125,7 @@ class Problem:
     stim_table: np.ndarray         # (G, 5) start, duration, amplitude, period, count
     breakpoints: np.ndarray        # pulse edges inside (0, t_end]
     probes: np.ndarray             # (P,) int
-    tableau: Tableau
+    tableau: Tableau | None        # None: an implicit method (solvers.IMPLICIT)
     t_end: float
     dtype: type = np.float32
     param_field: np.ndarray | None = None   # (P, N) where model.regions set other values
@@ -164,8 +165,8 @@ class Problem:
         probes = np.array(list(dict.fromkeys([*picked, *np.sort(rand).tolist()])), np.int64)
         if len(probes) == 0:
             probes = np.array([0], np.int64)
-        tab = METHODS[cfg.solver.method]
-        if not cfg.solver.rush_larsen:
+        tab = METHODS.get(cfg.solver.method)
+        if tab is not None and not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
         dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
         params = model.parameter_vector(cfg.model.parameters)
@@ -296,13 +297,39 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
 
     @property
     def finished(self) -> bool:
-        if not self.p.tableau.adaptive:
+        if self.p.tableau is not None and not self.p.tableau.adaptive:
             return self.step_index >= self.p.fixed_steps
         return self.t >= self.p.t_end * (1 - 1e-12)
+
+    @functools.cached_property
+    def implicit(self):
+        """The implicit solver (:mod:`.implicit`) of a run whose method is one."""
+        from app.sims.cardiac.implicit import CvodeCell
+        p, s = self.p, self.p.cfg.solver
+        solver = CvodeCell(p.model, p.cell_params, self.y.astype(np.float64), p.stim_current, p.breakpoints,
+                           p.t_end, s.at, s.rt, s.dt_max, s.dt_min, p.mesh.neighbours, p.mesh.inv_d2, p.cfg.D)
+        self.compile_seconds = getattr(self, "compile_seconds", 0.0) + solver.compile_seconds
+        return solver
+
+    def _advance_implicit(self, max_steps: int) -> None:
+        solver = self.implicit
+        for _ in range(max_steps):
+            if self.finished:
+                return
+            t0 = self.t
+            try:
+                t, y = solver.step()
+            except RuntimeError as exc:
+                raise RunStopped(t0, 0, str(exc)) from None
+            self.h_history.append((t, t - t0))
+            self._accept(y.astype(self.p.dtype), t)
 
     def advance(self, max_steps: int) -> None:
         """Up to ``max_steps`` attempted steps, stopping at t_end."""
         tab, s = self.p.tableau, self.p.cfg.solver
+        if tab is None:
+            self._advance_implicit(max_steps)
+            return
         for _ in range(max_steps):
             if self.finished:
                 return
@@ -344,7 +371,7 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.steps_accepted += 1
         self.maps.observe(t0, v0.astype(np.float64), t_new, y_new[0].astype(np.float64))
         p = self.p
-        if not p.tableau.adaptive:
+        if p.tableau is not None and not p.tableau.adaptive:
             due = self.steps_accepted % p.save_every == 0 or self.finished
         else:
             due = p.cfg.output.dt_save == 0 or t_new >= self._next_save * (1 - 1e-9) or self.finished
@@ -398,3 +425,5 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         m = self.maps
         m.act_first, m.act_last = np.array(st["act_first"]), np.array(st["act_last"])
         m.vmax, m.t_rep = np.array(st["vmax"]), np.array(st["t_rep"])
+        if self.p.tableau is None:
+            self.implicit.reset(self.t, self.y.astype(np.float64))

@@ -56,3 +56,39 @@ def test_results_of_a_single_cell_run_stopped_before_its_beat():
                           "output: {random_probes: 0, probe_cells: [0], dt_save: 0}\n")
     assert summary["stopped"]["t_ms"] < 50 and not summary["finished"]
     assert "apd90_ms" not in summary or np.isnan(summary["apd90_ms"])
+
+
+def test_a_config_without_stimuli_paces_with_the_annotated_stimulus(tmp_path):
+    from tests.sims.cardiac.helpers import config
+    path = write_model(tmp_path, amp=-25.0, dur=1.5, per=400.0, off=20.0)
+    cfg = config(f"model: {{file: '{path}'}}\nmesh: {{kind: single}}\nprotocol: {{t_end: 1000}}\n")
+    (st,) = cfg.protocol.stimuli
+    assert (st.amplitude, st.duration, st.period, st.start, st.count) == (-25.0, 1.5, 400.0, 20.0, 3)
+    assert st.region.kind == "all"
+    cfg = config(f"model: {{file: '{path}'}}\nmesh: {{kind: single}}\nprotocol: {{t_end: 1000, stimuli: "
+                 "[{start: 5, amplitude: -30}]}\n")
+    (st,) = cfg.protocol.stimuli                 # listed stimuli are the config's, as written
+    assert (st.amplitude, st.duration, st.start, st.count) == (-30.0, 2.0, 5.0, 1)
+    assert config(f"model: {{file: '{path}'}}\nprotocol: {{stimuli: []}}\n").protocol.stimuli == []
+    bare = write_model(tmp_path, annotate=("V", "i_stim"))      # nothing about the pulse annotated
+    (st,) = config(f"model: {{file: '{bare}'}}\nmesh: {{kind: single}}\n").protocol.stimuli
+    assert (st.amplitude, st.duration, st.count) == (-20.0, 2.0, 1)
+
+
+def test_the_annotated_stimulus_drives_a_run(tmp_path):
+    """Paced by its annotations alone, the synthetic cell's V at the end of each 1.5 ms pulse of
+    25 mV/ms is the exact solution of dV/dt = -g·n·(V + 80) + 25 (n held by its slow gate)."""
+    from tests.sims.cardiac.helpers import run
+    path = write_model(tmp_path)
+    arrays, _ = run(f"model: {{file: '{path}'}}\nmesh: {{kind: single}}\nprotocol: {{t_end: 430}}\n"
+                    "solver: {method: cvode, at: 1.0e-9, rt: 1.0e-9, dt_max: 1.0, precision: float64}\n"
+                    "output: {random_probes: 0, dt_save: 0}\n")
+    t, y = arrays["cell_t"], arrays["cell_states"]
+    for onset in (20.0, 420.0):
+        i0, i1 = np.searchsorted(t, onset), np.searchsorted(t, onset + 1.5)
+        assert t[i1] == pytest.approx(onset + 1.5, abs=1e-9)        # CVODE stops on the pulse edges
+        v0, n = y[i0, 0], y[i0:i1 + 1, 2]
+        k = 0.1 * n.mean()
+        exact = -80.0 + (v0 + 80.0 - 25.0 / k) * np.exp(-k * 1.5) + 25.0 / k
+        assert y[i1, 0] == pytest.approx(exact, abs=2e-3 * 1.5 * 25.0)
+        assert y[i1, 0] - v0 > 30.0
