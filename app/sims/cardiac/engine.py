@@ -251,6 +251,33 @@ class Maps:
                 k = idx[down]
                 self.t_rep[k] = t0 + (a[down] - v90[down]) / (a[down] - b[down]) * (t1 - t0)
 
+    def observe_steps(self, t: np.ndarray, v: np.ndarray) -> None:
+        """:meth:`observe` on each step of a sequence: times ``t`` (K+1,) and V ``v`` (K+1, N),
+        row 0 the state before the first step (the same result, per cell over all steps at once)."""
+        thr = self.threshold
+        t0, t1, dt = t[:-1], t[1:], np.diff(t)
+        for c in range(v.shape[1]):
+            a, b = v[:-1, c], v[1:, c]
+            up = np.flatnonzero((a < thr) & (b >= thr))
+            start = 0
+            if len(up):
+                tc = t0[up] + (thr - a[up]) / (b[up] - a[up]) * dt[up]
+                if np.isnan(self.act_first[c]):
+                    self.act_first[c], start = tc[0], up[0]
+                self.act_last[c] = tc[-1]
+            if np.isnan(self.act_first[c]) or not np.isnan(self.t_rep[c]):
+                continue
+            vmax = np.maximum(self.vmax[c], np.maximum.accumulate(b[start:]))
+            v90 = vmax - 0.9 * (vmax - self.v_rest[c])
+            aa, bb = a[start:], b[start:]
+            down = np.flatnonzero((aa > v90) & (bb <= v90) & (vmax > thr))
+            if len(down):
+                k = down[0]
+                self.vmax[c] = vmax[k]
+                self.t_rep[c] = t0[start + k] + (aa[k] - v90[k]) / (aa[k] - bb[k]) * dt[start + k]
+            elif len(vmax):
+                self.vmax[c] = vmax[-1]
+
     @property
     def apd90(self) -> np.ndarray:
         return self.t_rep - self.act_first
@@ -262,6 +289,36 @@ def check_state(t: float, v: np.ndarray) -> None:
         k = int(np.flatnonzero(bad)[0])
         reason = "V is NaN" if np.isnan(v[k]) else f"|V| = {abs(v[k]):.4g} mV exceeds {V_LIMIT:g} mV"
         raise RunStopped(t, k, reason)
+
+
+class Rows:
+    """Rows appended one or many at a time into a growing array (a run's recordings): reading
+    them back copies one block, not a list of small arrays."""
+
+    def __init__(self, first):
+        first = np.asarray(first, np.float64)
+        self._data = np.empty((64,) + first.shape)
+        self._n = 0
+        self.append(first)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, row) -> None:
+        self.extend(np.asarray(row, np.float64)[None])
+
+    def extend(self, rows) -> None:
+        rows = np.asarray(rows, np.float64)
+        need = self._n + len(rows)
+        if need > len(self._data):
+            grown = np.empty((max(need, 2 * len(self._data)),) + self._data.shape[1:])
+            grown[:self._n] = self._data[:self._n]
+            self._data = grown
+        self._data[self._n:need] = rows
+        self._n = need
+
+    def array(self) -> np.ndarray:
+        return self._data[:self._n].copy()
 
 
 class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
@@ -280,12 +337,12 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.steps_rejected = 0
         self.h_history: list[tuple[float, float]] = []
         self.maps = Maps(problem.y0[0], problem.cfg.output.activation_threshold)
-        self._probe_t: list[float] = [0.0]
-        self._probe_v: list[np.ndarray] = [self.y[0, problem.probes].astype(np.float64)]
+        self._probe_t = Rows(0.0)
+        self._probe_v = Rows(self.y[0, problem.probes])
         self._next_save = problem.cfg.output.dt_save
         self.record_states = problem.n_cells == 1    # single cell: keep every state
-        self._states = [self.y[:, 0].astype(np.float64)] if self.record_states else []
-        self._state_t = [0.0] if self.record_states else []
+        self._states = Rows(self.y[:, 0]) if self.record_states else None
+        self._state_t = Rows(0.0) if self.record_states else None
 
     # ---- the right-hand side ------------------------------------------------------------
     def f(self, t: float, y: np.ndarray):
@@ -312,17 +369,45 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         return solver
 
     def _advance_implicit(self, max_steps: int) -> None:
-        solver = self.implicit
-        for _ in range(max_steps):
-            if self.finished:
-                return
-            t0 = self.t
-            try:
-                t, y = solver.step()
-            except RuntimeError as exc:
-                raise RunStopped(t0, 0, str(exc)) from None
-            self.h_history.append((t, t - t0))
-            self._accept(y.astype(self.p.dtype), t)
+        """Whole stretches between pulse edges (CVODE's steps in one call each) until at least
+        ``max_steps`` steps are done."""
+        solver, done = self.implicit, 0
+        while done < max_steps and not self.finished:
+            t, y, error = solver.segment()
+            if len(t):
+                self._accept_steps(t, y)
+                done += len(t)
+            if error:
+                raise RunStopped(self.t, 0, error)
+
+    def _accept_steps(self, t: np.ndarray, y: np.ndarray) -> None:
+        """Accept steps at times ``t`` (K,) with states ``y`` (K, S, N), each as :meth:`_accept`
+        would (maps, recordings, history); a bad state stops the run after the steps before it."""
+        v = y[:, 0, :]
+        bad = np.flatnonzero((~np.isfinite(v) | (np.abs(v) > V_LIMIT)).any(axis=1))
+        n_ok = int(bad[0]) if len(bad) else len(t)
+        if n_ok:
+            t_ok, y_ok, p = t[:n_ok], y[:n_ok], self.p
+            tt = np.concatenate([[self.t], t_ok])
+            self.maps.observe_steps(tt, np.concatenate([self.y[:1].astype(np.float64), y_ok[:, 0, :]]))
+            self.h_history.extend(zip(t_ok.tolist(), np.diff(tt).tolist()))
+            dt_save = p.cfg.output.dt_save
+            due = np.ones(n_ok, bool)
+            if dt_save > 0:
+                for k, tk in enumerate(t_ok.tolist()):
+                    due[k] = tk >= self._next_save * (1 - 1e-9)
+                    while due[k] and self._next_save <= tk * (1 + 1e-9):
+                        self._next_save += dt_save
+                due[-1] |= t_ok[-1] >= p.t_end * (1 - 1e-12)
+            self._probe_t.extend(t_ok[due])
+            self._probe_v.extend(y_ok[due][:, 0, p.probes])
+            if self._states is not None and self._state_t is not None:
+                self._states.extend(y_ok[:, :, 0])
+                self._state_t.extend(t_ok)
+            self.y, self.t = y_ok[-1].astype(p.dtype), float(t_ok[-1])
+            self.steps_accepted += n_ok
+        if len(bad):
+            check_state(float(t[n_ok]), v[n_ok])
 
     def advance(self, max_steps: int) -> None:
         """Up to ``max_steps`` attempted steps, stopping at t_end."""
@@ -380,9 +465,9 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
                     self._next_save += p.cfg.output.dt_save
         if due:
             self._probe_t.append(t_new)
-            self._probe_v.append(y_new[0, p.probes].astype(np.float64))
-        if self.record_states:
-            self._states.append(y_new[:, 0].astype(np.float64))
+            self._probe_v.append(y_new[0, p.probes])
+        if self._states is not None and self._state_t is not None:
+            self._states.append(y_new[:, 0])
             self._state_t.append(t_new)
 
     # ---- read-back -----------------------------------------------------------------------
@@ -393,12 +478,12 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         return self.y.astype(np.float64)
 
     def recordings(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.array(self._probe_t), np.array(self._probe_v)
+        return self._probe_t.array(), self._probe_v.array()
 
     def cell_history(self) -> tuple[np.ndarray, np.ndarray] | None:
-        if not self.record_states:
+        if self._states is None or self._state_t is None:
             return None
-        return np.array(self._state_t), np.array(self._states).T
+        return self._state_t.array(), self._states.array().T
 
     def activation(self) -> dict[str, np.ndarray]:
         return {"activation_time": self.maps.act_first, "activation_last": self.maps.act_last,
@@ -419,8 +504,10 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.y = np.asarray(st["y"]).astype(self.p.dtype)
         self.t, self.step_index, self.h = float(st["t"]), int(st["step_index"]), float(st["h"])
         self.steps_accepted, self.steps_rejected = int(st["accepted"]), int(st["rejected"])
-        self._probe_t = list(np.asarray(st["probe_t"]))
-        self._probe_v = list(np.asarray(st["probe_v"]))
+        pt, pv = np.asarray(st["probe_t"], np.float64), np.asarray(st["probe_v"], np.float64)
+        self._probe_t, self._probe_v = Rows(pt[0]), Rows(pv[0])
+        self._probe_t.extend(pt[1:])
+        self._probe_v.extend(pv[1:])
         self._next_save = float(st["next_save"])
         m = self.maps
         m.act_first, m.act_last = np.array(st["act_first"]), np.array(st["act_last"])

@@ -101,13 +101,17 @@ class CvodeCell:
         self._ycopy = np.empty(size)
         module, p, diff = self.module, self.params, float(D) if n > 1 else 0.0
 
+        # CVODE's y and fy are read-only arrays: copied, so numba compiles one (writable) variant
+        ycopy, fcopy = self._ycopy, np.empty(size)
+
         def rhs(t, y, yp):
-            module.derivative(y, self._stim, p, nbr, w, diff, yp)
+            ycopy[:] = y
+            module.derivative(ycopy, self._stim, p, nbr, w, diff, yp)
 
         def jac(t, y, fy, jj):
-            ycopy = self._ycopy
             ycopy[:] = y
-            module.jacobian(ycopy, self._stim, p, nbr, w, diff, fy, jj, self._work)
+            fcopy[:] = fy
+            module.jacobian(ycopy, self._stim, p, nbr, w, diff, fcopy, jj, self._work)
 
         self.solver = CVODE(rhs, method="BDF", rtol=rt, atol=at, linsolver="dense", jacfn=jac,
                             max_step=dt_max, min_step=dt_min, max_num_steps=100000)
@@ -119,20 +123,20 @@ class CvodeCell:
         i = np.searchsorted(self.edges, self.t * (1 + 1e-12) + 1e-12, side="right")
         self._tstop = float(self.edges[min(i, len(self.edges) - 1)])
         self._stim[:] = self.i_st(0.5 * (self.t + self._tstop))
-        self.solver.init_step(self.t, self.y.ravel())
 
     @property
     def finished(self) -> bool:
         return self.t >= self.t_end * (1 - 1e-12)
 
-    def step(self) -> tuple[float, np.ndarray]:
-        """One internal CVODE step (never past the next pulse edge): ``(t, y)`` with y (S, N);
-        RuntimeError with CVODE's message when it fails."""
-        res = self.solver.step(self._tstop, method="onestep", tstop=self._tstop)
+    def segment(self) -> tuple[np.ndarray, np.ndarray, str]:
+        """CVODE's steps from ``t`` to the next pulse edge (or as far as it got): times (K,),
+        states (K, S, N) and '' or CVODE's message where it failed; then restarts at the edge."""
+        res = self.solver.solve(np.array([self.t, self._tstop]), self.y.ravel())
+        t, y = np.asarray(res.t[1:], np.float64), np.asarray(res.y[1:], np.float64).reshape((-1,) + self.shape)
         if not res.success:
-            raise RuntimeError(f"CVODE failed: {res.message}")
-        t, y = float(res.t), np.array(res.y, np.float64).reshape(self.shape)
-        self.t, self.y = t, y
-        if t >= self._tstop * (1 - 1e-14) and not self.finished:
-            self.reset(self._tstop, y)
-        return self.t, y
+            return t, y, f"CVODE failed: {res.message}"
+        if len(t):
+            self.t, self.y = float(t[-1]), y[-1]
+            if not self.finished:
+                self.reset(self._tstop, y[-1])
+        return t, y, ""
