@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--out", default="bench-results", help="folder for the JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
+    bench.add_argument("--single-cell", action="store_true",
+                       help="cardiac: single cells (CVODE) against Myokit's CVODES, side by side")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -208,6 +210,10 @@ def _bench(args: argparse.Namespace) -> int:
         names = [d.name for d in DOMAINS.values() if d.bench]
         raise ConfigError(f"no benchmark named {args.name!r}; available: {', '.join(names)}")
     module = importlib.import_module(domain.bench)
+    if args.single_cell:
+        if args.name != "cardiac":
+            raise ConfigError("--single-cell belongs to the cardiac benchmark")
+        return module.single_cell(out_dir=Path(args.out), quick=args.quick)
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")
