@@ -89,9 +89,10 @@ def _worker(path: str, out: str, redo_ours: bool) -> None:
     Path(out).write_text(json.dumps(row, indent=1, default=float) + "\n")
 
 
-def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: bool = False) -> None:
+def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: bool = False,
+        reverse: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    files = sorted(corpus.glob("*.cellml"))
+    files = sorted(corpus.glob("*.cellml"), reverse=reverse)
     if models:
         files = [f for f in files if f.stem in models]
     ctx = mp.get_context("spawn")
@@ -139,12 +140,15 @@ def table(out: Path) -> str:
         err = _err(s.get("apd90_ms"), ref.get("apd90_ms"))
         sheet_err = _err(sheet.get("apd90_ms"), ref_first.get("apd90_ms")) if r.get("protocol") else math.nan
         note = ""
+
+        def short(text: str) -> str:           # a Markdown cell: the message's last line
+            return " ".join(text.strip().splitlines()[-1:]).replace("|", "/")[:160]
         if "error" in s or s.get("stopped"):
-            note = f" (single cell: {s.get('error') or s.get('stopped')})"
+            note = f" (single cell: {short(s.get('error') or s.get('stopped'))})"
         if "error" in sheet or sheet.get("stopped"):
-            note += f" (sheet: {sheet.get('error') or sheet.get('stopped')})"
+            note += f" (sheet: {short(sheet.get('error') or sheet.get('stopped'))})"
         if "reference_error" in r:
-            note += f" (Myokit: {r['reference_error']})"
+            note += f" (Myokit: {short(r['reference_error'])})"
         if r.get("protocol") is None:
             note += " (no annotated stimulus: last spontaneous beat)"
         if np.isfinite(err):
@@ -167,11 +171,12 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model")
     ap.add_argument("--table", action="store_true", help="print the Markdown table of the results in --out")
     ap.add_argument("--redo-ours", action="store_true", help="keep the references in --out, rerun ours")
+    ap.add_argument("--reverse", action="store_true", help="models in reverse order (a second runner)")
     args = ap.parse_args()
     if args.table:
         print(table(args.out))
         return
-    run(args.corpus, args.out, [m for m in args.models.split(",") if m], args.timeout, args.redo_ours)
+    run(args.corpus, args.out, [m for m in args.models.split(",") if m], args.timeout, args.redo_ours, args.reverse)
 
 
 if __name__ == "__main__":
