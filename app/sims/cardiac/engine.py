@@ -255,7 +255,7 @@ class Maps:
         """:meth:`observe` on each step of a sequence: times ``t`` (K+1,) and V ``v`` (K+1, N),
         row 0 the state before the first step (the same result, per cell over all steps at once)."""
         thr = self.threshold
-        t0, t1, dt = t[:-1], t[1:], np.diff(t)
+        t0, dt = t[:-1], np.diff(t)
         for c in range(v.shape[1]):
             a, b = v[:-1, c], v[1:, c]
             up = np.flatnonzero((a < thr) & (b >= thr))

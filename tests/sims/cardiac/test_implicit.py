@@ -25,7 +25,7 @@ def test_cvode_matches_scipy_radau_on_the_synthetic_cell(tmp_path):
     p = m.parameter_vector()
     y, t0, ts, ys = m.initial_state(), 0.0, [], []
     for t1, stim in ((20.0, 0.0), (21.5, -25.0), (420.0, 0.0), (421.5, -25.0), (440.0, 0.0)):
-        sol = solve_ivp(lambda t, x: m.derivative(x[:, None], np.full(1, stim), p)[:, 0], (t0, t1), y,
+        sol = solve_ivp(lambda t, x, s=stim: m.derivative(x[:, None], np.full(1, s), p)[:, 0], (t0, t1), y,
                         method="Radau", rtol=1e-11, atol=1e-11, dense_output=True)
         ct = arrays["cell_t"]
         grid = ct[((ct > t0) | ((ct == 0.0) & (t0 == 0.0))) & (ct <= t1)]
