@@ -116,7 +116,7 @@ def reference(path: Path, model, stim: dict | None, beats: int = BEATS) -> dict:
 
 
 def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "{kind: single}",
-         beats: int = BEATS) -> dict:
+         beats: int = BEATS, backend: str = "cpu") -> dict:
     """The app's run of ``path`` with ``stim`` (beats at 1 Hz), the ``solver`` block and ``mesh``:
     the analysed beat's metrics (a tissue: cell 0's last beat), steps, seconds."""
     from app.sims.cardiac.config import load_config
@@ -133,7 +133,7 @@ def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "
             f"protocol: {{t_end: {t_end!r}, {pulses}}}\nsolver: {solver}\n"
             "output: {random_probes: 0, probe_cells: [0], dt_save: 0}\n")
     cfg = load_config(parse_yaml(text, str(path)))
-    sim = CardiacSimulation(cfg, "cpu")
+    sim = CardiacSimulation(cfg, backend)
     try:
         while not sim.finished:
             sim.advance()
