@@ -303,6 +303,7 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         eqs[f"b_{s}"] = gates[s][1]
         outputs.append(f"b_{s}")
     ordered = _calculation_order(eqs, outputs, inputs - {"__stimulus__"}, path)
+    _check_finite(eqs, ordered, outputs, init, params, path, {names(st): st.qname() for st in states})
     all_states = nongating + gate_list
     qn = {names(st): st for st in states}
     return ImportedModel(
@@ -313,6 +314,23 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         equations=tuple(Equation(n, eqs[n]) for n in ordered), outputs=tuple(outputs),
         stimulus_scale=scale, default_stimulus=default_stim,
         annotations={t: f"{c}.{v}" for (c, v), t in annotated.items()})
+
+
+def _check_finite(eqs, ordered, outputs, init, params, path, qnames) -> None:
+    """Refuse a model whose right-hand side is not finite at its own initial state, stimulus off
+    (an exp that overflows, a division by zero in the file): no solver can start from there."""
+    env = {**init, **{p.name: p.default for p in params}, I_ST: 0.0}
+    with np.errstate(all="ignore"):
+        for n in ordered:
+            env[n] = evaluate(eqs[n], env)
+    bad = [o for o in outputs if not np.isfinite(env[o])]
+    if bad:
+        culprit = next((n for n in ordered if not np.isfinite(env[n])), bad[0])
+        state = bad[0][2:] if bad[0].startswith(("d_", "a_", "b_")) else bad[0]
+        raise CellMLImportError(
+            f"{path}: the derivative of {qnames.get(state, state)} is {env[bad[0]]} at the file's initial "
+            f"state (first non-finite value: '{culprit}', an overflow or a division by zero in the "
+            "file's equations): not simulable from its initial state")
 
 
 def _needed_variables(m, stim) -> set[str]:

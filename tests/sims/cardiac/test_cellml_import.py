@@ -92,3 +92,12 @@ def test_the_annotated_stimulus_drives_a_run(tmp_path):
         exact = -80.0 + (v0 + 80.0 - 25.0 / k) * np.exp(-k * 1.5) + 25.0 / k
         assert y[i1, 0] == pytest.approx(exact, abs=2e-3 * 1.5 * 25.0)
         assert y[i1, 0] - v0 > 30.0
+
+
+def test_a_model_not_finite_at_its_initial_state_is_refused_by_name(tmp_path):
+    """A time constant of 0 in the file (a division by zero): refused at import, naming the state."""
+    from app.sims.cardiac.cellml import CellMLImportError
+    path = write_model(tmp_path)
+    path.write_text(path.read_text().replace('<cn cellml:units="ms">10</cn>', '<cn cellml:units="ms">0</cn>'))
+    with pytest.raises(CellMLImportError, match=r"synthetic_cell.cellml: the derivative of cell.n is -?inf"):
+        import_cellml(path)
