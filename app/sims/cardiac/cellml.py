@@ -242,7 +242,8 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         if var.is_literal() and not var.is_state():
             literal[target] = float(rhs.eval())
     # parameters: annotated literal constants that are not about the stimulus or time
-    skip = set(STIMULUS_SETTINGS) | {"membrane_stimulus_current_end", "time", "membrane_voltage"}
+    skip = set(STIMULUS_SETTINGS) | {"membrane_stimulus_current", "membrane_stimulus_current_end", "time",
+                                     "membrane_voltage"}
     params = []
     for (comp, var_name), term in sorted(annotated.items(), key=lambda kv: kv[1]):
         qn = f"{comp}.{var_name}"
@@ -250,7 +251,8 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
             var = m.get(qn)
         except Exception:
             continue
-        if term in skip or var.is_state() or not var.is_literal() or names(var) not in equations:
+        if (term in skip or var.is_state() or not var.is_literal() or names(var) not in equations
+                or names(var) not in literal):        # a constant stimulus variable is replaced
             continue
         params.append(Parameter(names(var), qn, literal[names(var)], str(var.unit() or ""), term))
     for qn in extra:
