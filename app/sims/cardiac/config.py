@@ -303,8 +303,11 @@ def model_stimuli(model, t_end: float) -> list[Stimulus]:
     """The stimulus a config without ``protocol.stimuli`` gets: the model's annotated one
     (amplitude in µA/µF, duration, period, offset; converted at import), repeated every period
     until ``t_end``, reaching every cell; what the file does not annotate takes
-    :class:`Stimulus`'s default (a model without any annotation: one -20 µA/µF pulse of 2 ms)."""
+    :class:`Stimulus`'s default (a model without any annotation: one -20 µA/µF pulse of 2 ms); an
+    annotated amplitude of 0 means no stimulus."""
     ann = model.imported.default_stimulus
+    if ann.get("amplitude") == 0.0:            # the file's stimulus is off: none
+        return []
     base = Stimulus()
     values = {"amplitude": ann.get("amplitude", base.amplitude), "duration": ann.get("duration", base.duration),
               "period": ann.get("period", base.period), "start": ann.get("start", base.start)}

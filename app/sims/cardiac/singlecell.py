@@ -42,7 +42,7 @@ def protocol(model, beats: int = BEATS) -> dict | None:
     """The protocol from the model's annotations (None: no annotated stimulus): its amplitude,
     duration and offset, every :data:`PERIOD` ms, ``beats`` pulses."""
     ann = model.imported.default_stimulus
-    if "amplitude" not in ann:
+    if not ann.get("amplitude"):               # none annotated, or 0 (the file's stimulus is off)
         return None
     return {"amplitude": ann["amplitude"], "duration": ann.get("duration", 2.0),
             "start": ann.get("start", 0.0), "period": PERIOD, "count": beats}

@@ -101,3 +101,9 @@ def test_a_model_not_finite_at_its_initial_state_is_refused_by_name(tmp_path):
     path.write_text(path.read_text().replace('<cn cellml:units="ms">10</cn>', '<cn cellml:units="ms">0</cn>'))
     with pytest.raises(CellMLImportError, match=r"synthetic_cell.cellml: the derivative of cell.n is -?inf"):
         import_cellml(path)
+
+
+def test_an_annotated_amplitude_of_zero_means_no_stimulus(tmp_path):
+    from tests.sims.cardiac.helpers import config
+    path = write_model(tmp_path, amp=0.0)
+    assert config(f"model: {{file: '{path}'}}\nmesh: {{kind: single}}\n").protocol.stimuli == []
