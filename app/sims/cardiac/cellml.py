@@ -45,7 +45,8 @@ STIMULUS_SETTINGS = {"membrane_stimulus_current_amplitude": "amplitude",
                      "membrane_stimulus_current_period": "period",
                      "membrane_stimulus_current_offset": "start"}
 VOLTAGE_NAMES = ("V", "Vm", "v", "V_m", "E", "u")
-STIMULUS_NAMES = re.compile(r"^i_?stim(ulus)?$|^istim$|^i_st$", re.IGNORECASE)
+# not i_st: the sustained inward current of sinoatrial models (Kurata 2002, Maltsev 2009)
+STIMULUS_NAMES = re.compile(r"^i_?stim(ulus)?$|^istim$", re.IGNORECASE)
 MAX_FILE_BYTES = 20 * 1024 * 1024
 I_ST = "i_st"
 

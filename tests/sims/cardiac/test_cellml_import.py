@@ -107,3 +107,11 @@ def test_an_annotated_amplitude_of_zero_means_no_stimulus(tmp_path):
     from tests.sims.cardiac.helpers import config
     path = write_model(tmp_path, amp=0.0)
     assert config(f"model: {{file: '{path}'}}\nmesh: {{kind: single}}\n").protocol.stimuli == []
+
+
+def test_a_current_named_i_st_is_not_taken_for_the_stimulus():
+    """Sinoatrial models (Kurata 2002, Maltsev 2009) call their sustained inward current i_st:
+    only i_stim-like names are taken for an unannotated stimulus."""
+    from app.sims.cardiac.cellml import STIMULUS_NAMES
+    assert not STIMULUS_NAMES.match("i_st") and not STIMULUS_NAMES.match("Ist")
+    assert all(STIMULUS_NAMES.match(n) for n in ("i_stim", "I_stim", "istim", "i_stimulus", "IStim"))
