@@ -14,7 +14,7 @@ MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells
 REGION_KINDS = ("all", "cap", "rect", "cells")
 PRECISIONS = ("float32", "float64", "mixed")
 MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
-# CVODE where the config does not say: APD90 within 0.05 % of CVODES at 1e-8 on the Chaste
+# CVODE where the config does not say: APD90 within 0.1 % of CVODES at 1e-8 on the Chaste
 # corpus (docs/user-guide/cellml-corpus.md)
 CVODE_DEFAULTS = {"at": 1e-7, "rt": 1e-7, "precision": "float64", "dt_max": 1.0, "dt_min": 1e-12}
 
