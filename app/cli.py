@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--cases", help="compare: comma-separated parts of case names")
     bench.add_argument("--rounds", type=int, default=2, help="compare: runs per tree and case")
     bench.add_argument("--reps", type=int, default=2, help="compare: timings per run")
+    bench.add_argument("--single-cell", action="store_true",
+                       help="cardiac: single cells (CVODE) against Myokit's CVODES, side by side")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -285,6 +287,10 @@ def _bench(args: argparse.Namespace) -> int:
         names = [d.name for d in DOMAINS.values() if d.bench]
         raise ConfigError(f"no benchmark named {args.name!r}; available: {', '.join(names)}")
     module = importlib.import_module(domain.bench)
+    if args.single_cell:
+        if args.name != "cardiac":
+            raise ConfigError("--single-cell belongs to the cardiac benchmark")
+        return module.single_cell(out_dir=Path(args.out), quick=args.quick)
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")

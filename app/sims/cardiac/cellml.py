@@ -45,7 +45,8 @@ STIMULUS_SETTINGS = {"membrane_stimulus_current_amplitude": "amplitude",
                      "membrane_stimulus_current_period": "period",
                      "membrane_stimulus_current_offset": "start"}
 VOLTAGE_NAMES = ("V", "Vm", "v", "V_m", "E", "u")
-STIMULUS_NAMES = re.compile(r"^i_?stim(ulus)?$|^istim$|^i_st$", re.IGNORECASE)
+# not i_st: the sustained inward current of sinoatrial models (Kurata 2002, Maltsev 2009)
+STIMULUS_NAMES = re.compile(r"^i_?stim(ulus)?$|^istim$", re.IGNORECASE)
 MAX_FILE_BYTES = 20 * 1024 * 1024
 I_ST = "i_st"
 
@@ -250,7 +251,8 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
                                         "operation)")
             literal[target] = value
     # parameters: annotated literal constants that are not about the stimulus or time
-    skip = set(STIMULUS_SETTINGS) | {"membrane_stimulus_current_end", "time", "membrane_voltage"}
+    skip = set(STIMULUS_SETTINGS) | {"membrane_stimulus_current", "membrane_stimulus_current_end", "time",
+                                     "membrane_voltage"}
     params = []
     for (comp, var_name), term in sorted(annotated.items(), key=lambda kv: kv[1]):
         qn = f"{comp}.{var_name}"
@@ -258,7 +260,8 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
             var = m.get(qn)
         except Exception:
             continue
-        if term in skip or var.is_state() or not var.is_literal() or names(var) not in equations:
+        if (term in skip or var.is_state() or not var.is_literal() or names(var) not in equations
+                or names(var) not in literal):        # a constant stimulus variable is replaced
             continue
         params.append(Parameter(names(var), qn, literal[names(var)], str(var.unit() or ""), term))
     for qn in extra:
@@ -277,7 +280,7 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
     v_name = names(V)
     state_names = [names(st) for st in states]
     inputs = set(state_names) | {I_ST, "__stimulus__"} | param_names
-    eqs = _fold_constants(equations, inputs, path, time_name)
+    eqs = _fold_constants(equations, inputs, path, time_name, keep=set(deriv.values()))
     # the stimulus: i_st * scale, with d(dV/dt)/d(i_st) = -1
     init = {names(st): float(st.initial_value(as_float=True)) for st in states}
     dv = deriv[V.qname()]
@@ -317,6 +320,7 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         eqs[f"b_{s}"] = gates[s][1]
         outputs.append(f"b_{s}")
     ordered = _calculation_order(eqs, outputs, inputs - {"__stimulus__"}, path)
+    _check_finite(eqs, ordered, outputs, init, params, path, {names(st): st.qname() for st in states})
     all_states = nongating + gate_list
     qn = {names(st): st for st in states}
     return ImportedModel(
@@ -327,6 +331,23 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         equations=tuple(Equation(n, eqs[n]) for n in ordered), outputs=tuple(outputs),
         stimulus_scale=scale, default_stimulus=default_stim,
         annotations={t: f"{c}.{v}" for (c, v), t in annotated.items()})
+
+
+def _check_finite(eqs, ordered, outputs, init, params, path, qnames) -> None:
+    """Refuse a model whose right-hand side is not finite at its own initial state, stimulus off
+    (an exp that overflows, a division by zero in the file): no solver can start from there."""
+    env = {**init, **{p.name: p.default for p in params}, I_ST: 0.0}
+    with np.errstate(all="ignore"):
+        for n in ordered:
+            env[n] = evaluate(eqs[n], env)
+    bad = [o for o in outputs if not np.isfinite(env[o])]
+    if bad:
+        culprit = next((n for n in ordered if not np.isfinite(env[n])), bad[0])
+        state = bad[0][2:] if bad[0].startswith(("d_", "a_", "b_")) else bad[0]
+        raise CellMLImportError(
+            f"{path}: the derivative of {qnames.get(state, state)} is {env[bad[0]]} at the file's initial "
+            f"state (first non-finite value: '{culprit}', an overflow or a division by zero in the "
+            "file's equations): not simulable from its initial state")
 
 
 def _needed_variables(m, stim) -> set[str]:
@@ -445,8 +466,11 @@ def _substitute(node: Node, values: dict[str, float]) -> Node:
     return node
 
 
-def _fold_constants(eqs: dict[str, Node], inputs: set[str], path, time_name: str) -> dict[str, Node]:
-    """Evaluate (float64) every equation that reads no state, parameter or input; inline them."""
+def _fold_constants(eqs: dict[str, Node], inputs: set[str], path, time_name: str,
+                    keep: set[str] = frozenset()) -> dict[str, Node]:
+    """Evaluate (float64) every equation that reads no state, parameter or input; inline them.
+    The equations in ``keep`` (the state derivatives) stay, as numbers where constant: a state
+    with dx/dt = 0 (a concentration held fixed) is a state all the same."""
     deps = {n: names_used(t) for n, t in eqs.items()}
     values: dict[str, float] = {}
     varying: set[str] = set(inputs)
@@ -471,7 +495,9 @@ def _fold_constants(eqs: dict[str, Node], inputs: set[str], path, time_name: str
             progress = True
         if not progress:
             raise CellMLImportError(f"{path}: the equations form a cycle: {sorted(pending)[:8]}")
-    return {n: _substitute(t, values) for n, t in eqs.items() if n in varying}
+    out = {n: _substitute(t, values) for n, t in eqs.items() if n in varying}
+    out.update({n: Num(values[n]) for n in keep if n in values})
+    return out
 
 
 def _evaluate_all(eqs: dict[str, Node], env: dict) -> dict:

@@ -218,7 +218,8 @@ class CompiledTissue(CpuTissue):
         super().__init__(problem)
         self.compile_seconds = 0.0
         self._fused = False
-        if problem.n_cells == 1:
+        if problem.n_cells == 1 or problem.tableau is None:
+            # an implicit method compiles its own program (engine.CpuTissue.implicit)
             # one cell: the NumPy engine's scalar program (plain floats) beats a compiled call
             # through NumPy arrays, and needs no compile
             self.f = super().f

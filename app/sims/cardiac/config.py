@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.sims.cardiac.solvers import ADAPTIVE, METHODS
+from app.sims.cardiac.solvers import ADAPTIVE, IMPLICIT, METHODS
 from app.sims.common.config import Document, build, spec
 
 MESH_KINDS = ("sphere", "sheet", "single", "file")
@@ -14,6 +14,9 @@ MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells
 REGION_KINDS = ("all", "cap", "rect", "cells")
 PRECISIONS = ("float32", "float64", "mixed")
 MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
+# CVODE where the config does not say: APD90 within 0.1 % of CVODES at 1e-8 on the Chaste
+# corpus (docs/user-guide/cellml-corpus.md)
+CVODE_DEFAULTS = {"at": 1e-7, "rt": 1e-7, "precision": "float64", "dt_max": 1.0, "dt_min": 1e-12}
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class Protocol:
 
 @dataclass(frozen=True)
 class SolverSettings:
-    method: str = field(default="rlfe", metadata=spec(choices=tuple(METHODS)))
+    method: str = field(default="rlfe", metadata=spec(choices=tuple(METHODS) + tuple(IMPLICIT)))
     dt: float = field(default=0.05, metadata=spec(range=(1e-7, 10.0),
                       doc="fixed step (ms); the first step of adaptive methods"))
     at: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
@@ -290,9 +293,14 @@ def load_config(doc: Document) -> CardiacConfig:
     from app.sims.cardiac.cellml import CellMLImportError
     from app.sims.cardiac.model import config_model
     try:
-        config_model(cfg.model)
+        model = config_model(cfg.model)
     except CellMLImportError as exc:
         raise doc.error(str(exc), ("model",)) from None
+    cfg = _solver_defaults(cfg, doc.data.get("solver"))
+    protocol = doc.data.get("protocol")
+    if r.kind == "none" and not (isinstance(protocol, dict) and "stimuli" in protocol):
+        from dataclasses import replace
+        cfg = replace(cfg, protocol=replace(cfg.protocol, stimuli=model_stimuli(model, cfg.protocol.t_end)))
     blocks = [(("model", "parameters"), cfg.model.parameters)]
     blocks += [(("model", "regions", i, "parameters"), r.parameters) for i, r in enumerate(cfg.model.regions)]
     for where, values in blocks:
@@ -300,8 +308,18 @@ def load_config(doc: Document) -> CardiacConfig:
             if not np.isfinite(value):
                 raise doc.error(f"parameter '{key}' must be a finite number", where + (key,))
     s = cfg.solver
-    if s.method in ADAPTIVE and s.at == 0 and s.rt == 0:
+    if s.method in ADAPTIVE + tuple(IMPLICIT) and s.at == 0 and s.rt == 0:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
+    if s.method in IMPLICIT:
+        from app.sims.cardiac.implicit import MAX_UNKNOWNS
+        unknowns = n_cells(cfg.mesh) * config_model(cfg.model).n_states
+        if unknowns > MAX_UNKNOWNS:
+            raise doc.error(f"solver.method {s.method} (dense Jacobian) takes at most {MAX_UNKNOWNS} unknowns; "
+                            f"this {cfg.mesh.kind} has {unknowns} (cells x states): use it for single cells, "
+                            "an explicit Rush-Larsen method for tissue", ("solver", "method"))
+        if s.lookup_tables:
+            raise doc.error(f"solver.method {s.method} evaluates the model itself: lookup_tables must be false",
+                            ("solver", "lookup_tables"))
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
     if s.lookup_tables:
@@ -322,7 +340,7 @@ def load_config(doc: Document) -> CardiacConfig:
             if not 0 <= c < cells:
                 raise doc.error(f"stimulus {st.name}: cell {c} is not a cell of this {cfg.mesh.kind} "
                                 f"(cells 0..{cells - 1})", where + ("cells", j))
-        if s.method not in ADAPTIVE:
+        if s.method not in ADAPTIVE and s.method not in IMPLICIT:
             _check_fixed_step(doc, st, s.dt, ("protocol", "stimuli", i))
         if r.kind == "cap" and (len(r.center) != 3 or not np.any(r.center)):
             raise doc.error("cap center is a nonzero 3-vector", where + ("center",))
@@ -330,6 +348,40 @@ def load_config(doc: Document) -> CardiacConfig:
             raise doc.error(f"stimulus {st.name}: rect needs x0 <= x1 and y0 <= y1 (mm), got "
                             f"x {r.x0:g}..{r.x1:g}, y {r.y0:g}..{r.y1:g}", where)
     return cfg
+
+
+def _solver_defaults(cfg: CardiacConfig, given) -> CardiacConfig:
+    """A single cell whose config names no solver method runs CVODE; CVODE's tolerances and
+    precision, where not given, are :data:`CVODE_DEFAULTS` (the explicit methods' at = 1,
+    rt = 0 and float32 are tissue settings)."""
+    from dataclasses import replace
+    given = given if isinstance(given, dict) else {}
+    s = cfg.solver
+    if "method" not in given and cfg.mesh.kind == "single" and not s.lookup_tables:
+        s = replace(s, method="cvode")
+    if s.method in IMPLICIT:
+        s = replace(s, **{k: v for k, v in CVODE_DEFAULTS.items() if k not in given})
+    return replace(cfg, solver=s)
+
+
+def model_stimuli(model, t_end: float) -> list[Stimulus]:
+    """The stimulus a config without ``protocol.stimuli`` gets: the model's annotated one
+    (amplitude in µA/µF, duration, period, offset; converted at import), repeated every period
+    until ``t_end``, reaching every cell; what the file does not annotate takes
+    :class:`Stimulus`'s default (a model without any annotation: one -20 µA/µF pulse of 2 ms); an
+    annotated amplitude of 0 means no stimulus."""
+    ann = model.imported.default_stimulus
+    if ann.get("amplitude") == 0.0:            # the file's stimulus is off: none
+        return []
+    base = Stimulus()
+    values = {"amplitude": ann.get("amplitude", base.amplitude), "duration": ann.get("duration", base.duration),
+              "period": ann.get("period", base.period), "start": ann.get("start", base.start)}
+    ok = (np.isfinite(list(values.values())).all() and values["duration"] > 0 and values["period"] > 0
+          and values["start"] >= 0 and values["amplitude"] != 0)
+    if not ok or "amplitude" not in ann:
+        return [base]
+    count = int(np.clip(np.ceil((t_end - values["start"]) / values["period"]), 1, 100000))
+    return [Stimulus(name="model", count=count, **values)]
 
 
 def n_cells(mesh: MeshSettings) -> int:

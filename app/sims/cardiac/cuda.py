@@ -66,11 +66,25 @@ def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int,
     return src, defines
 
 
+def records_states(problem: Problem) -> bool:
+    """A single cell on an adaptive method records its every state at each recorded step (the
+    ``control`` kernel's recording reads state rows), for the run's cell trace."""
+    return problem.n_cells == 1 and problem.tableau is not None and problem.tableau.adaptive
+
+
+def recorded_rows(problem: Problem) -> np.ndarray:
+    """Indices into the state array that a recording reads: the probes' V, or a single cell's
+    every state (:func:`records_states`; state k of cell 0 is at k·NPAD)."""
+    if records_states(problem):
+        return np.arange(problem.model.n_states, dtype=np.int64) * padded(1)
+    return problem.probes
+
+
 def kernel_source(problem: Problem) -> tuple[str, dict]:
     """The kernel text for this problem's model, method and precision, and its -D defines."""
     real = "double" if problem.dtype == np.float64 else "float"
     return model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
-                               problem.mesh.width, len(problem.probes),
+                               problem.mesh.width, len(recorded_rows(problem)),
                                len(problem.cfg.protocol.stimuli), problem.varying,
                                compute_type(problem.cfg.solver.precision))
 
@@ -105,6 +119,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         import pycuda.driver as cuda
         import pycuda.gpuarray as gpuarray
 
+        if problem.tableau is None:
+            raise ValueError(f"solver.method {problem.cfg.solver.method} runs on the CPU engines only "
+                             "(an implicit method); choose an explicit one for CUDA")
         self.cuda, self.gpuarray = cuda, gpuarray
         self.p = problem
         tab = problem.tableau
@@ -168,18 +185,21 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.cd = gpuarray.to_gpu(cd)
         self.ci = gpuarray.zeros(CI_N, np.int32)
         self.bp = gpuarray.to_gpu(np.concatenate([problem.breakpoints, [np.inf]]).astype(np.float64))
-        self.probes = gpuarray.to_gpu(problem.probes.astype(np.int32))
+        self.record_states = records_states(problem)
+        rows = recorded_rows(problem)
+        self.probes = gpuarray.to_gpu(rows.astype(np.int32))
         self.chunk = CHUNK_ADAPTIVE if tab.adaptive else CHUNK_FIXED
         self.rec_cap = self.chunk + 2
         self.rec_t = gpuarray.zeros(self.rec_cap, np.float64)
-        self.rec_v = gpuarray.zeros(self.rec_cap * len(problem.probes), np.float64)
+        self.rec_v = gpuarray.zeros(self.rec_cap * len(rows), np.float64)
         self.h_cap = H_CAP if tab.adaptive else 1
         self.h_hist = gpuarray.zeros(2 * self.h_cap, np.float32)
         self.stream = cuda.Stream()
         self._grid = ((npad + BLOCK - 1) // BLOCK, 1)
         self._stage_launches = [[self._stage_launch(f, slot) for slot in (0, 1)] for f in self.stages]
         self._probe_t = [0.0]
-        self._probe_v = [problem.y0[0, problem.probes].astype(np.float64)]
+        self._probe_v = [(problem.y0[:, 0] if self.record_states else problem.y0[0, problem.probes])
+                         .astype(np.float64)]
         self.h_history: list[tuple[float, float]] = []
         self._n_hist = 0
         self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
@@ -374,10 +394,14 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         return self._current().astype(np.float64)
 
     def recordings(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.array(self._probe_t), np.array(self._probe_v)
+        v = np.array(self._probe_v)
+        return np.array(self._probe_t), (v[:, :1] if self.record_states else v)
 
-    def cell_history(self):
-        return None
+    def cell_history(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """A single cell's every state at each recorded step (S, T) (:func:`records_states`)."""
+        if not self.record_states:
+            return None
+        return np.array(self._probe_t), np.array(self._probe_v).T
 
     def activation(self) -> dict[str, np.ndarray]:
         m = self.maps.get().reshape(6, self.npad)[:, :self.n].astype(np.float64)
@@ -386,7 +410,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def state(self) -> dict[str, np.ndarray]:
         """The device state between steps: states, control scalars, maps and recordings."""
         self.stream.synchronize()
-        pt, pv = self.recordings()
+        pt, pv = np.array(self._probe_t), np.array(self._probe_v)     # a single cell's every state
         return {"cuda_y": self._current(), "cuda_cd": self.cd.get(), "cuda_ci": self.ci.get(),
                 "cuda_maps": self.maps.get().reshape(6, self.npad)[:, :self.n],
                 "probe_t": pt, "probe_v": pv,

@@ -15,6 +15,7 @@ Bookkeeping on accepted steps only (both engines):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,9 +105,9 @@ def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
     return values, varying
 
 
-def is_rl_euler(tab: Tableau) -> bool:
+def is_rl_euler(tab: Tableau | None) -> bool:
     """Whether the tableau is Rush–Larsen forward Euler (one stage, fixed step)."""
-    return not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
+    return tab is not None and not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
 
 
 def fused_model(problem: "Problem") -> CellModel:
@@ -133,7 +134,7 @@ class Problem:
     stim_table: np.ndarray         # (G, 5) start, duration, amplitude, period, count
     breakpoints: np.ndarray        # pulse edges inside (0, t_end]
     probes: np.ndarray             # (P,) int
-    tableau: Tableau
+    tableau: Tableau | None        # None: an implicit method (solvers.IMPLICIT)
     t_end: float
     dtype: type = np.float32
     param_field: np.ndarray | None = None   # (P, N) where model.regions set other values
@@ -173,8 +174,8 @@ class Problem:
         probes = np.array(list(dict.fromkeys([*picked, *np.sort(rand).tolist()])), np.int64)
         if len(probes) == 0:
             probes = np.array([0], np.int64)
-        tab = METHODS[cfg.solver.method]
-        if not cfg.solver.rush_larsen:
+        tab = METHODS.get(cfg.solver.method)
+        if tab is not None and not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
         dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
         params = model.parameter_vector(cfg.model.parameters)
@@ -264,6 +265,33 @@ class Maps:
                 k = idx[down]
                 self.t_rep[k] = t0 + (a[down] - v90[down]) / (a[down] - b[down]) * (t1 - t0)
 
+    def observe_steps(self, t: np.ndarray, v: np.ndarray) -> None:
+        """:meth:`observe` on each step of a sequence: times ``t`` (K+1,) and V ``v`` (K+1, N),
+        row 0 the state before the first step (the same result, per cell over all steps at once)."""
+        thr = self.threshold
+        t0, dt = t[:-1], np.diff(t)
+        for c in range(v.shape[1]):
+            a, b = v[:-1, c], v[1:, c]
+            up = np.flatnonzero((a < thr) & (b >= thr))
+            start = 0
+            if len(up):
+                tc = t0[up] + (thr - a[up]) / (b[up] - a[up]) * dt[up]
+                if np.isnan(self.act_first[c]):
+                    self.act_first[c], start = tc[0], up[0]
+                self.act_last[c] = tc[-1]
+            if np.isnan(self.act_first[c]) or not np.isnan(self.t_rep[c]):
+                continue
+            vmax = np.maximum(self.vmax[c], np.maximum.accumulate(b[start:]))
+            v90 = vmax - 0.9 * (vmax - self.v_rest[c])
+            aa, bb = a[start:], b[start:]
+            down = np.flatnonzero((aa > v90) & (bb <= v90) & (vmax > thr))
+            if len(down):
+                k = down[0]
+                self.vmax[c] = vmax[k]
+                self.t_rep[c] = t0[start + k] + (aa[k] - v90[k]) / (aa[k] - bb[k]) * dt[start + k]
+            elif len(vmax):
+                self.vmax[c] = vmax[-1]
+
     @property
     def apd90(self) -> np.ndarray:
         return self.t_rep - self.act_first
@@ -275,6 +303,36 @@ def check_state(t: float, v: np.ndarray) -> None:
         k = int(np.flatnonzero(bad)[0])
         reason = "V is NaN" if np.isnan(v[k]) else f"|V| = {abs(v[k]):.4g} mV exceeds {V_LIMIT:g} mV"
         raise RunStopped(t, k, reason)
+
+
+class Rows:
+    """Rows appended one or many at a time into a growing array (a run's recordings): reading
+    them back copies one block, not a list of small arrays."""
+
+    def __init__(self, first):
+        first = np.asarray(first, np.float64)
+        self._data = np.empty((64,) + first.shape)
+        self._n = 0
+        self.append(first)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, row) -> None:
+        self.extend(np.asarray(row, np.float64)[None])
+
+    def extend(self, rows) -> None:
+        rows = np.asarray(rows, np.float64)
+        need = self._n + len(rows)
+        if need > len(self._data):
+            grown = np.empty((max(need, 2 * len(self._data)),) + self._data.shape[1:])
+            grown[:self._n] = self._data[:self._n]
+            self._data = grown
+        self._data[self._n:need] = rows
+        self._n = need
+
+    def array(self) -> np.ndarray:
+        return self._data[:self._n].copy()
 
 
 class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
@@ -293,12 +351,12 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.steps_rejected = 0
         self.h_history: list[tuple[float, float]] = []
         self.maps = Maps(problem.y0[0], problem.cfg.output.activation_threshold)
-        self._probe_t: list[float] = [0.0]
-        self._probe_v: list[np.ndarray] = [self.y[0, problem.probes].astype(np.float64)]
+        self._probe_t = Rows(0.0)
+        self._probe_v = Rows(self.y[0, problem.probes])
         self._next_save = problem.cfg.output.dt_save
         self.record_states = problem.n_cells == 1    # single cell: keep every state
-        self._states = [self.y[:, 0].astype(np.float64)] if self.record_states else []
-        self._state_t = [0.0] if self.record_states else []
+        self._states = Rows(self.y[:, 0]) if self.record_states else None
+        self._state_t = Rows(0.0) if self.record_states else None
 
     # ---- the right-hand side ------------------------------------------------------------
     def f(self, t: float, y: np.ndarray):
@@ -310,13 +368,67 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
 
     @property
     def finished(self) -> bool:
-        if not self.p.tableau.adaptive:
+        if self.p.tableau is not None and not self.p.tableau.adaptive:
             return self.step_index >= self.p.fixed_steps
         return self.t >= self.p.t_end * (1 - 1e-12)
+
+    @functools.cached_property
+    def implicit(self):
+        """The implicit solver (:mod:`.implicit`) of a run whose method is one."""
+        from app.sims.cardiac.implicit import CvodeCell
+        p, s = self.p, self.p.cfg.solver
+        solver = CvodeCell(p.model, p.cell_params, self.y.astype(np.float64), p.stim_current, p.breakpoints,
+                           p.t_end, s.at, s.rt, s.dt_max, s.dt_min, p.mesh.neighbours, p.mesh.inv_d2, p.cfg.D)
+        self.compile_seconds = getattr(self, "compile_seconds", 0.0) + solver.compile_seconds
+        return solver
+
+    def _advance_implicit(self, max_steps: int) -> None:
+        """Whole stretches between pulse edges (CVODE's steps in one call each) until at least
+        ``max_steps`` steps are done."""
+        solver, done = self.implicit, 0
+        while done < max_steps and not self.finished:
+            t, y, error = solver.segment()
+            if len(t):
+                self._accept_steps(t, y)
+                done += len(t)
+            if error:
+                raise RunStopped(self.t, 0, error)
+
+    def _accept_steps(self, t: np.ndarray, y: np.ndarray) -> None:
+        """Accept steps at times ``t`` (K,) with states ``y`` (K, S, N), each as :meth:`_accept`
+        would (maps, recordings, history); a bad state stops the run after the steps before it."""
+        v = y[:, 0, :]
+        bad = np.flatnonzero((~np.isfinite(v) | (np.abs(v) > V_LIMIT)).any(axis=1))
+        n_ok = int(bad[0]) if len(bad) else len(t)
+        if n_ok:
+            t_ok, y_ok, p = t[:n_ok], y[:n_ok], self.p
+            tt = np.concatenate([[self.t], t_ok])
+            self.maps.observe_steps(tt, np.concatenate([self.y[:1].astype(np.float64), y_ok[:, 0, :]]))
+            self.h_history.extend(zip(t_ok.tolist(), np.diff(tt).tolist()))
+            dt_save = p.cfg.output.dt_save
+            due = np.ones(n_ok, bool)
+            if dt_save > 0:
+                for k, tk in enumerate(t_ok.tolist()):
+                    due[k] = tk >= self._next_save * (1 - 1e-9)
+                    while due[k] and self._next_save <= tk * (1 + 1e-9):
+                        self._next_save += dt_save
+                due[-1] |= t_ok[-1] >= p.t_end * (1 - 1e-12)
+            self._probe_t.extend(t_ok[due])
+            self._probe_v.extend(y_ok[due][:, 0, p.probes])
+            if self._states is not None and self._state_t is not None:
+                self._states.extend(y_ok[:, :, 0])
+                self._state_t.extend(t_ok)
+            self.y, self.t = y_ok[-1].astype(p.dtype), float(t_ok[-1])
+            self.steps_accepted += n_ok
+        if len(bad):
+            check_state(float(t[n_ok]), v[n_ok])
 
     def advance(self, max_steps: int) -> None:
         """Up to ``max_steps`` attempted steps, stopping at t_end."""
         tab, s = self.p.tableau, self.p.cfg.solver
+        if tab is None:
+            self._advance_implicit(max_steps)
+            return
         for _ in range(max_steps):
             if self.finished:
                 return
@@ -358,7 +470,7 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.steps_accepted += 1
         self.maps.observe(t0, v0.astype(np.float64), t_new, y_new[0].astype(np.float64))
         p = self.p
-        if not p.tableau.adaptive:
+        if p.tableau is not None and not p.tableau.adaptive:
             due = self.steps_accepted % p.save_every == 0 or self.finished
         else:
             due = p.cfg.output.dt_save == 0 or t_new >= self._next_save * (1 - 1e-9) or self.finished
@@ -367,9 +479,9 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
                     self._next_save += p.cfg.output.dt_save
         if due:
             self._probe_t.append(t_new)
-            self._probe_v.append(y_new[0, p.probes].astype(np.float64))
-        if self.record_states:
-            self._states.append(y_new[:, 0].astype(np.float64))
+            self._probe_v.append(y_new[0, p.probes])
+        if self._states is not None and self._state_t is not None:
+            self._states.append(y_new[:, 0])
             self._state_t.append(t_new)
 
     # ---- read-back -----------------------------------------------------------------------
@@ -380,12 +492,12 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         return self.y.astype(np.float64)
 
     def recordings(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.array(self._probe_t), np.array(self._probe_v)
+        return self._probe_t.array(), self._probe_v.array()
 
     def cell_history(self) -> tuple[np.ndarray, np.ndarray] | None:
-        if not self.record_states:
+        if self._states is None or self._state_t is None:
             return None
-        return np.array(self._state_t), np.array(self._states).T
+        return self._state_t.array(), self._states.array().T
 
     def activation(self) -> dict[str, np.ndarray]:
         return {"activation_time": self.maps.act_first, "activation_last": self.maps.act_last,
@@ -406,9 +518,13 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.y = np.asarray(st["y"]).astype(self.p.dtype)
         self.t, self.step_index, self.h = float(st["t"]), int(st["step_index"]), float(st["h"])
         self.steps_accepted, self.steps_rejected = int(st["accepted"]), int(st["rejected"])
-        self._probe_t = list(np.asarray(st["probe_t"]))
-        self._probe_v = list(np.asarray(st["probe_v"]))
+        pt, pv = np.asarray(st["probe_t"], np.float64), np.asarray(st["probe_v"], np.float64)
+        self._probe_t, self._probe_v = Rows(pt[0]), Rows(pv[0])
+        self._probe_t.extend(pt[1:])
+        self._probe_v.extend(pv[1:])
         self._next_save = float(st["next_save"])
         m = self.maps
         m.act_first, m.act_last = np.array(st["act_first"]), np.array(st["act_last"])
         m.vmax, m.t_rep = np.array(st["vmax"]), np.array(st["t_rep"])
+        if self.p.tableau is None:
+            self.implicit.reset(self.t, self.y.astype(np.float64))

@@ -64,14 +64,22 @@ def cubic_spline(x: np.ndarray, y: np.ndarray, xq: np.ndarray) -> np.ndarray:
 
 def beat_metrics(t: np.ndarray, v: np.ndarray, t_stim: float, dvdt: np.ndarray | None = None,
                  window: float = 1000.0) -> dict[str, float]:
-    """Rest, peak, max dV/dt and APD90 (from max dV/dt) of the beat starting at ``t_stim``."""
+    """Rest, peak, max dV/dt and APD90 (from max dV/dt) of the beat starting at ``t_stim``;
+    NaN for what a trace too short for the beat (a run stopped early) cannot give."""
+    t, v = np.asarray(t, float), np.asarray(v, float)
     sel = (t >= t_stim - 1e-9) & (t < t_stim + window)
     tt, vv = t[sel], v[sel]
-    rest = float(np.interp(t_stim, t, v))
+    nan = float("nan")
+    rest = float(np.interp(t_stim, t, v)) if len(t) and t[0] <= t_stim <= t[-1] else nan
+    if len(tt) < 2:
+        return {"rest_mV": rest, "peak_mV": float(vv[0]) if len(vv) else nan, "max_dvdt": nan,
+                "apd90_ms": nan, "t_upstroke_ms": nan}
     ip = int(np.argmax(vv))
     peak = float(vv[ip])
     if dvdt is None:
-        slope = np.diff(vv) / np.diff(tt)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.diff(vv) / np.diff(tt)
+        slope = np.where(np.isfinite(slope), slope, -np.inf)     # repeated time stamps
         i = int(np.argmax(slope))
         max_dvdt, t_up = float(slope[i]), float(0.5 * (tt[i] + tt[i + 1]))
     else:
@@ -80,7 +88,7 @@ def beat_metrics(t: np.ndarray, v: np.ndarray, t_stim: float, dvdt: np.ndarray |
         max_dvdt, t_up = float(dd[i]), float(tt[i])
     v90 = peak - 0.9 * (peak - rest)
     after = np.flatnonzero(vv[ip:] <= v90)
-    if len(after) == 0:
+    if len(after) == 0 or after[0] == 0:          # no repolarisation, or no beat at all
         apd90 = float("nan")
     else:
         k = ip + int(after[0])
@@ -96,6 +104,7 @@ def spontaneous_beat(t: np.ndarray, v: np.ndarray, threshold: float = -20.0,
     maximum diastolic potential (the lowest V since the previous upstroke), the window reaches
     the next upstroke; the beat is the last upward crossing of ``threshold`` followed by
     ``follow`` ms of trace (else the first). None without any crossing."""
+    t, v = np.asarray(t, float), np.asarray(v, float)
     up = np.flatnonzero((v[:-1] < threshold) & (v[1:] >= threshold)) + 1
     if len(up) == 0:
         return None

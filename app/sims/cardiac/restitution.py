@@ -107,6 +107,8 @@ def curve(t: np.ndarray, v: np.ndarray, plist: list[Pulse], dvdt: np.ndarray | N
     """One row per measured beat (S2s, or each period's last beat) that the trace covers:
     interval, DI and APD90 by both definitions."""
     t, v = np.asarray(t, float), np.asarray(v, float)
+    if len(t) < 2:
+        return []
     t_end = float(t[-1]) if t_end is None else t_end
     beats = []
     for i, p in enumerate(plist):

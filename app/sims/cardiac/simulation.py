@@ -199,7 +199,7 @@ class CardiacSimulation(Simulation):
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
             "backend": self.backend, "device": device_name(self.backend),
-            "method": self.cfg.solver.method, "rush_larsen": p.tableau.rl,
+            "method": self.cfg.solver.method, "rush_larsen": p.tableau is not None and p.tableau.rl,
             "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
         }

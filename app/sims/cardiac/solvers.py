@@ -84,6 +84,7 @@ METHODS: dict[str, Tableau] = {t.name: t for t in [
             _v([0, Fr(1, 4), Fr(3, 8), Fr(12, 13), 1, Fr(1, 2)]), 5,
             b_low=_v([Fr(25, 216), 0, Fr(1408, 2565), Fr(2197, 4104), Fr(-1, 5), 0]), order_low=4),
 ]}
+IMPLICIT = {"cvode": "CVODE (SUNDIALS): BDF, Newton, dense Jacobian (single cells; app.sims.cardiac.implicit)"}
 FIXED = tuple(n for n, t in METHODS.items() if not t.adaptive)
 ADAPTIVE = tuple(n for n, t in METHODS.items() if t.adaptive)
 

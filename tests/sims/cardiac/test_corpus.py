@@ -1,0 +1,58 @@
+"""The CellML corpus (every model of a folder, e.g. the Chaste cellml repository's ``cellml/``),
+when ``BIOGPU_CELLML_CORPUS`` names the folder (skipped otherwise; nothing of it is shipped):
+each model imports or is refused with a reason, and an imported one runs two paced beats as a
+single cell with the single-cell default (CVODE) to its end with a beat (an upstroke above
+0 mV and a repolarisation) wherever the model has an annotated stimulus; on CUDA (gpu marker)
+the same two beats with Bogacki-Shampine 3(2) + Rush-Larsen in float64 give APD90 within 2 %
+of CVODE's.
+``scripts/cardiac/cellml_corpus.py`` compares them with Myokit's CVODES."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.sims.cardiac.cellml import CellMLImportError
+
+CORPUS = os.environ.get("BIOGPU_CELLML_CORPUS", "")
+FILES = sorted(Path(CORPUS).glob("*.cellml")) if CORPUS else []
+
+pytestmark = pytest.mark.skipif(not FILES, reason="BIOGPU_CELLML_CORPUS does not name a folder of .cellml files")
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_corpus_model_imports_and_beats(path):
+    from app.sims.cardiac.model import load_model
+    from app.sims.cardiac.singlecell import ours, protocol
+    try:
+        model = load_model(str(path))
+    except CellMLImportError as exc:
+        assert path.name in str(exc) and "not supported" in str(exc) or "not a state" in str(exc), str(exc)
+        pytest.skip(f"refused: {exc}")
+    stim = protocol(model, beats=2)
+    out = ours(path, stim, beats=2)
+    assert out["finished"] and not out["stopped"], out
+    if stim is not None:
+        assert out["peak_mV"] > 0.0 and np.isfinite(out["apd90_ms"]) and out["apd90_ms"] > 0.0, out
+
+
+CUDA_SOLVER = "{method: bs32, dt: 0.01, at: 1.0e-6, rt: 1.0e-6, dt_max: 1.0, precision: float64}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_corpus_model_on_cuda(cuda_context, path):
+    from app.sims.cardiac.model import load_model
+    from app.sims.cardiac.singlecell import ours, protocol
+    try:
+        model = load_model(str(path))
+    except CellMLImportError as exc:
+        pytest.skip(f"refused: {exc}")
+    stim = protocol(model, beats=2)
+    if stim is None:
+        pytest.skip("no annotated stimulus")
+    ref = ours(path, stim, beats=2)
+    out = ours(path, stim, solver=CUDA_SOLVER, beats=2, backend="cuda")
+    assert out["finished"] and not out["stopped"], out
+    assert abs(out["apd90_ms"] - ref["apd90_ms"]) < 0.02 * ref["apd90_ms"], (out, ref)
