@@ -274,7 +274,8 @@ class CudaEnsemble(EnsembleEngine):
     def state(self) -> dict[str, np.ndarray]:
         x = self.states()
         return {"x": x, "draws": self.batch.point_draws(self.point),
-                "t": np.full(len(x), self.t, np.float64),   # per realization, as the CPU engines keep it
+                # per realization, as the CPU engines keep them (these realizations move in step)
+                "t": np.full(len(x), self.t, np.float64), "active": np.ones(len(x), bool),
                 "rates": self.batch.point_rates(self.point),
                 "events": self.batch.point_event_bits(self.point),
                 "reactions_fired": np.int64(self.reactions_fired)}
