@@ -68,6 +68,9 @@ class SimulationWorker(QThread):
         A new frame (in the GUI thread; intermediate frames may have been dropped).
     progress_ready(fraction)
         The newest frame's progress while the first frame waits (nothing is drawn).
+    preparing(text)
+        The run waits for its compiled engine: 'preparing the compiled engine: stage x of y,
+        n s' (the run goes on on the reference engine meanwhile); '' once that is over.
     run_finished(arrays, summary)
         The run ended (finished or stopped); the last frame was published before this.
     failed(message, detail)
@@ -80,6 +83,7 @@ class SimulationWorker(QThread):
     run_started = Signal()
     frame_ready = Signal(object)
     progress_ready = Signal(float)
+    preparing = Signal(str)
     run_finished = Signal(object, object)
     failed = Signal(str, str)
 
@@ -103,6 +107,7 @@ class SimulationWorker(QThread):
         self._result_shown = False        # a frame with progress > 0 has been published
         self._started_at = 0.0            # wall clock of the thread's start
         self._progress_at = 0.0           # wall clock of the last progress_ready
+        self._preparing = ""              # the last preparing text emitted
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._publish)
@@ -131,6 +136,7 @@ class SimulationWorker(QThread):
         return frame
 
     def _publish(self, force: bool = False) -> None:
+        self._check_preparing()
         now = time.perf_counter()
         if not force:
             if (not self.frames_published and now - self._started_at < FIRST_FRAME_AFTER
@@ -161,6 +167,12 @@ class SimulationWorker(QThread):
             # a zero timer fires once the posted paint requests have been handled
             QTimer.singleShot(0, self, lambda: setattr(self, "_busy", time.perf_counter() - handed))
 
+    def _check_preparing(self) -> None:
+        text = self.session.preparing
+        if text != self._preparing:
+            self._preparing = text
+            self.preparing.emit(text)
+
     def _on_thread_started(self) -> None:
         self._published_at = self._started_at = self._progress_at = time.perf_counter()
         self._gui_cpu_at = time.thread_time()
@@ -170,6 +182,9 @@ class SimulationWorker(QThread):
     def _on_thread_finished(self) -> None:
         self._timer.stop()
         self._publish(force=True)
+        if self._preparing:
+            self._preparing = ""
+            self.preparing.emit("")
         if self._error is not None:
             self.failed.emit(*self._error)
         else:
@@ -254,6 +269,11 @@ class RunControls(QWidget):
         self.reset_button.setEnabled(not active)
         if self.state is RunState.IDLE:
             self.set_progress(0.0)
+
+    def set_preparing(self, text: str) -> None:
+        """Show ``text`` (the engine being prepared) on the progress bar; '' clears it."""
+        self.progress.setFormat(f"%p% · {text}" if text else "%p%")
+        self.progress.setToolTip(text)
 
     def set_progress(self, fraction: float) -> None:
         self.progress.setValue(int(round(1000 * min(max(fraction, 0.0), 1.0))))

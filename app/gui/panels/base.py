@@ -225,6 +225,7 @@ class Panel(QWidget):
         worker = SimulationWorker(self.domain, cfg, backend, index, parent=self)
         worker.frame_ready.connect(self._frame_ready)
         worker.progress_ready.connect(self.run_controls.set_progress)
+        worker.preparing.connect(self._preparing)
         worker.run_finished.connect(self._run_finished)
         worker.failed.connect(self._run_failed)
         return worker
@@ -250,6 +251,12 @@ class Panel(QWidget):
         flush_paints()
         self.worker.start()
         return True
+
+    def _preparing(self, text: str) -> None:
+        """The run waits for its compiled engine (on the reference engine meanwhile)."""
+        self.run_controls.set_preparing(text)
+        if text:
+            self.status_changed.emit(text)
 
     def pause_run(self) -> None:
         if self.running:
