@@ -18,7 +18,6 @@ from app.sims.common.registry import DOMAINS
 
 PANEL_ORDER = [name for name, domain in DOMAINS.items() if domain.panel]   # the built-in panels
 from app.gui.presets import (
-    MEASURED_RATES,
     ROLES,
     default_for_engine,
     estimate_seconds,
@@ -61,7 +60,8 @@ def test_every_role_names_a_loadable_preset_and_cpu_defaults_fit_in_a_minute():
     assert default_for_engine("epidermis", "cuda").stem == "00-full-100-cells"
     assert format_duration(40) == "about 40 s" and format_duration(7 * 60) == "about 7 min"
     assert format_duration(3.5 * 3600) == "about 3.5 h"
-    assert set(MEASURED_RATES) == {(n, e) for n in PANEL_ORDER for e in ("cpu", "cuda")}
+    from app.sims.common.estimate import MEASURED
+    assert {(n, e) for n, e, _ in MEASURED} == {(n, e) for n in PANEL_ORDER for e in ("cpu", "cuda")}
 
 
 def test_paper_and_lesson_buttons_load_their_presets_with_the_expected_time(window):

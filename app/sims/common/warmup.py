@@ -188,6 +188,7 @@ class CompileService:
     def _compile_in_helper(self, domain: str) -> bool:
         """Stage 1 in a fresh interpreter; once more with cache reads off if it fails. True
         when the cache had to be rebuilt."""
+        first_error = ""
         for rebuild in (False, True):
             code, output = self._helper(domain, rebuild)
             if self._closed:
@@ -196,8 +197,9 @@ class CompileService:
                 if rebuild:
                     log.warning("%s: numba's cache was damaged (%s); rebuilt", domain, first_error)
                 return rebuild
-            first_error = (f"the helper {'died of signal ' + str(-code) if code < 0 else 'exited ' + str(code)}"
-                           f": {output.strip().splitlines()[-1] if output.strip() else 'no output'}")
+            how = f"died of signal {-code}" if code < 0 else f"exited {code}"
+            last = output.strip().splitlines()[-1] if output.strip() else "no output"
+            first_error = first_error or f"the helper {how}: {last}"
         raise RuntimeError(first_error)
 
     def _helper(self, domain: str, rebuild: bool) -> tuple[int, str]:
