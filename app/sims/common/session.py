@@ -206,7 +206,8 @@ class Session:
     def _note_engines(self) -> None:
         """Which engines the run used, in its summary (a hand-over or a run left on the reference)."""
         if self.backend != self.engine or self.handed_over is not None:
-            self.summary = {**self.summary, "engines": {
+            # 'backend' stays the one asked for; 'engines' says which engines ran it
+            self.summary = {**self.summary, "backend": self.backend, "engines": {
                 "started_on": "cpu-reference", "finished_on": self.engine,
                 **({"handed_over": self.handed_over} if self.handed_over else {})}}
 
