@@ -43,9 +43,8 @@ def test_a_damaged_cache_is_rebuilt(tmp_path):
         path.write_bytes(path.read_bytes()[:40] + b"\x00garbage" * 8)
     second = _child(cache)
     assert second.returncode == 0, second.stderr[-2000:]
-    assert "state ready rebuilt True" in second.stdout
-    third = _child(cache)                  # the rebuilt cache loads as it is
-    assert "state ready rebuilt False" in third.stdout, third.stdout + third.stderr[-2000:]
+    assert "state ready rebuilt True" in second.stdout   # and stage 2 loaded it in the child
+    assert "warm " in second.stdout
 
 
 def test_a_helper_killed_by_a_signal_is_retried_without_the_cache(monkeypatch):
