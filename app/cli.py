@@ -189,9 +189,9 @@ def _run(args: argparse.Namespace) -> int:
 def _expected(name: str, cfg, backend: str) -> tuple[float, float] | None:
     """The run's expected wall seconds (printed before it starts), or None."""
     from app.sims.common.estimate import estimate_range, format_range
-    from app.sims.common.warmup import has_compiled_engine, service
+    from app.sims.common.warmup import has_compiled_engine, key_of, service
 
-    cold = backend == "cpu" and has_compiled_engine(name) and not service().status(name).ready
+    cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
     expected = estimate_range(name, cfg, backend, cold=cold)
     print(f"expected: {format_range(*expected)}" if expected else
           "expected: no estimate (this model was not measured on this engine)")
@@ -251,12 +251,18 @@ def _warm_cache() -> int:
     from app.sims.common.simulation import DOMAINS, default_preset, load_run_config
     from app.sims.common.warmup import has_compiled_engine, service
 
+    from app.sims.common.config import load_yaml
+    from app.sims.common.simulation import PRESETS
+
     names = [name for name in DOMAINS if has_compiled_engine(name)]
+    roles = load_yaml(PRESETS / "roles.yaml").data
     for k, name in enumerate(names, 1):
         start = time.perf_counter()
-        service().request(name)
+        stem = roles.get(name, {}).get("cpu") if isinstance(roles, dict) else None
+        cfg = load_run_config(PRESETS / name / f"{stem}.yaml")[1] if stem else None
+        key = service().request(name, cfg).domain       # the engine and the CPU default's model
         while True:
-            prep = service().wait(name, timeout=1.0)
+            prep = service().wait(key, timeout=1.0)
             if prep.state in ("ready", "failed"):
                 break
             print(f"\r  {name:10s} compiled CPU engine {k} of {len(names)}: {prep.describe()}   ",

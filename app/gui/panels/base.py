@@ -26,7 +26,7 @@ from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.estimate import rate_key
 from app.sims.common.output import save_text
 from app.sims.common.simulation import Domain, Frame, load_run_config, presets
-from app.sims.common.warmup import has_compiled_engine, service
+from app.sims.common.warmup import has_compiled_engine, key_of, service
 
 log = logging.getLogger(__name__)
 
@@ -418,7 +418,7 @@ class Panel(QWidget):
 
         backend = self.run_device()[0]
         name = self.domain.name
-        cold = backend == "cpu" and has_compiled_engine(name) and not service().status(name).ready
+        cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
         return estimate_range(name, cfg, backend, measured_rates(), cold)
 
     def refresh_estimates(self) -> None:
@@ -459,8 +459,12 @@ class Panel(QWidget):
     def shutdown(self) -> None:
         """Stop any running worker and wait for it (the window is closing)."""
         for worker in self.findChildren(SimulationWorker):
-            if worker.isRunning():
-                worker.stop_and_wait()
+            if worker.isRunning() and not worker.stop_and_wait():
+                # still inside a compile, which cannot be interrupted: a QThread destroyed
+                # while running aborts the process, so wait for it to come out
+                log.warning("%s: waiting for the engine to finish compiling before closing",
+                            self.domain.name)
+                worker.wait()
 
     # ---- movies of the live view ----------------------------------------------------------
     def supports_movie(self) -> bool:

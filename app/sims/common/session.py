@@ -32,7 +32,7 @@ from app.sims.common.checkpoint import check_target, read_checkpoint, write_chec
 from app.sims.common.config import dump_yaml
 from app.sims.common.output import RunFolder
 from app.sims.common.simulation import Domain, Frame, Simulation
-from app.sims.common.warmup import has_compiled_engine, service
+from app.sims.common.warmup import has_compiled_engine, key_of, service
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class Session:
         self.engine = backend                 # the backend the run is on now
         self.handed_over: dict[str, float] | None = None
         self._handing = False
+        self._key = domain.name               # what the compile service prepares for this run
 
     # ---- requests from any thread -------------------------------------------------------
     def pause(self) -> None:
@@ -107,14 +108,16 @@ class Session:
         """'preparing the compiled engine: stage x of y, n s' while the run waits for it, else ''."""
         if not self._handing:
             return ""
-        prep = service().status(self.domain.name)
+        prep = service().status(self._key)
         return prep.describe() if prep.state == "preparing" else ""
 
     def _start_backend(self) -> str:
         """The backend the run starts on: the reference engine while the compiled one is prepared."""
         name = self.domain.name
         if self.handover and self.backend == "cpu" and has_compiled_engine(name):
-            prep = service().request(name)
+            cfg = self.cfg if self._checkpoint is None else None
+            self._key = key_of(name, cfg)
+            prep = service().request(name, cfg)
             if prep.state == "preparing":
                 self._handing = True
                 log.info("%s: starting on the NumPy reference engine while the compiled engine is "
@@ -130,7 +133,7 @@ class Session:
 
     def _maybe_hand_over(self, module: Any, sim: Simulation, started: float) -> Simulation:
         """The run on the compiled engine once it is ready (between slices), else ``sim``."""
-        prep = service().status(self.domain.name)
+        prep = service().status(self._key)
         if prep.state == "failed":
             self._handing = False
             log.warning("%s: the run stays on the NumPy reference engine (%s)", self.domain.name, prep.message)
@@ -163,8 +166,8 @@ class Session:
             self.engine = self._start_backend()
             sim = self._build(module, self.engine)
             if self.engine == "cpu" and self.backend == "cpu" and has_compiled_engine(self.domain.name):
-                service().mark_ready(self.domain.name, getattr(getattr(sim, "engine", None),
-                                                               "compile_seconds", 0.0))
+                service().mark_ready(key_of(self.domain.name, self.cfg if self._checkpoint is None else None),
+                                     getattr(getattr(sim, "engine", None), "compile_seconds", 0.0))
             try:
                 while not sim.finished:
                     if not self._resume.is_set():

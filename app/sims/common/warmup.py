@@ -3,8 +3,10 @@
 A compiled engine (numba) compiles on its first use, or loads its machine code from numba's
 on-disk cache. The service does that in the background, in two stages per domain:
 
-1. *compile*: a fresh interpreter (``python -m app.sims.common.warmup DOMAIN``) calls the
-   compiled engine's ``warm_up()``, which compiles what the cache lacks and writes it there.
+1. *compile*: a fresh interpreter (``python -m app.sims.common.warmup DOMAIN [CONFIG]``) calls
+   the compiled engine's ``warm_up()`` and, given the run's config, builds that run on ``cpu``
+   and advances it once (a cell model, a reaction network or a channel model compiles code of
+   its own), which compiles what the cache lacks and writes it there.
    A cache that crashes or fails to load (a run killed mid-write left it damaged) is found
    here, in the helper process, never in the application: the helper is run once more with
    numba's cache reads turned off, which rewrites every entry it needs;
@@ -27,7 +29,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 from app.compute.jit import parallel_guard
 from app.sims.common.registry import DOMAINS, resolve
@@ -37,6 +39,16 @@ log = logging.getLogger(__name__)
 COMPILE_LOCK = threading.RLock()       # held by every in-process compile or cache load
 STAGES = ("compiling", "loading")      # the stages a domain goes through (see the module doc)
 REBUILD_FLAG = "--rebuild"
+
+
+def key_of(domain: str, cfg: Any = None) -> str:
+    """What the service prepares: a domain's engine, or that of one model class of it
+    ('ssa/3f2a...': the config's own generated code too)."""
+    if cfg is None:
+        return domain
+    from app.sims.common.estimate import model_class
+
+    return f"{domain}/{model_class(domain, cfg)}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class CompileService:
         self._wake = threading.Condition(self._lock)
         self._state: dict[str, Preparation] = {}
         self._queue: list[str] = []
+        self._configs: dict[str, Any] = {}
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen | None = None
         self._closed = False
@@ -105,14 +118,17 @@ class CompileService:
         with self._lock:
             return self._state.get(domain, Preparation(domain))
 
-    def request(self, domain: str) -> Preparation:
-        """Start preparing ``domain`` (no-op when it is ready, queued or failed); its status."""
+    def request(self, domain: str, cfg: Any = None) -> Preparation:
+        """Start preparing ``domain``'s compiled engine (with ``cfg``: for that config's model
+        class, see :func:`key_of`); no-op when it is ready, queued or failed. Its status."""
+        key = key_of(domain, cfg)
         with self._lock:
-            prep = self._state.get(domain, Preparation(domain))
+            prep = self._state.get(key, Preparation(key))
             if prep.state == "cold" and not self._closed:
-                prep = Preparation(domain, "preparing", 1, time.perf_counter())
-                self._state[domain] = prep
-                self._queue.append(domain)
+                prep = Preparation(key, "preparing", 1, time.perf_counter())
+                self._state[key] = prep
+                self._configs[key] = cfg
+                self._queue.append(key)
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._serve, name="compile-service",
                                                     daemon=True)
@@ -175,7 +191,7 @@ class CompileService:
                 if self._closed:
                     return
                 self._set(replace(prep, stage=2, rebuilt=rebuilt))
-                warm_in_process(domain)
+                warm_in_process(domain.partition("/")[0])
                 self._set(replace(prep, state="ready", stage=2, rebuilt=rebuilt,
                                   seconds=time.perf_counter() - prep.started))
                 log.info("%s: compiled engine ready in %.1f s%s", domain,
@@ -202,14 +218,20 @@ class CompileService:
             first_error = first_error or f"the helper {how}: {last}"
         raise RuntimeError(first_error)
 
-    def _helper(self, domain: str, rebuild: bool) -> tuple[int, str]:
+    def _helper(self, key: str, rebuild: bool) -> tuple[int, str]:
+        """Run the helper for ``key`` (the config's YAML on its stdin); (exit code, output)."""
+        from app.sims.common.config import dump_yaml
+
+        cfg = self._configs.get(key)
+        domain = key.partition("/")[0]
         args = [sys.executable, "-m", "app.sims.common.warmup", domain] + ([REBUILD_FLAG] if rebuild else [])
+        text = "" if cfg is None else dump_yaml(cfg)
         with self._lock:
             if self._closed:
                 return 1, "closed"
             self._process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, text=True, env=dict(os.environ))
-        output, _ = self._process.communicate()
+                                             stdin=subprocess.PIPE, text=True, env=dict(os.environ))
+        output, _ = self._process.communicate(text)
         with self._lock:
             code, self._process = self._process.returncode, None
         return code, output
@@ -237,15 +259,33 @@ def _skip_cache_reads() -> None:
     caching.IndexDataCacheFile._load_index = lambda self: {}
 
 
-def main(argv: list[str]) -> int:
-    """The helper: compile (or load) ``argv[0]``'s compiled engine; ``--rebuild``: ignore the cache."""
+def _warm_config(domain: str, text: str) -> None:
+    """Build the run of config ``text`` on ``cpu`` and advance it once: what its own model compiles."""
+    from app.compute.device import backend_context
+    from app.sims.common.config import parse_yaml
+
+    module = DOMAINS[domain].load()
+    cfg = module.load_config(parse_yaml(text, "<run config>"))
+    with backend_context("cpu"):
+        sim = module.Simulation.from_config(cfg, "cpu")
+        try:
+            sim.advance()
+        finally:
+            sim.close()
+
+
+def main(argv: list[str], config_text: str = "") -> int:
+    """The helper: compile (or load) ``argv[0]``'s compiled engine and the run config on stdin
+    (when there is one); ``--rebuild``: ignore the cache."""
     if REBUILD_FLAG in argv:
         _skip_cache_reads()
     start = time.perf_counter()
     resolve(warm_up_path(argv[0]))()
+    if config_text.strip():
+        _warm_config(argv[0], config_text)
     print(f"{argv[0]}: warm in {time.perf_counter() - start:.2f} s", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()))

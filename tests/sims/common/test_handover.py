@@ -22,7 +22,7 @@ class ReadyAfter:
     def __init__(self, n: int):
         self.n, self.checks = n, 0
 
-    def request(self, domain):
+    def request(self, domain, cfg=None):
         return Preparation(domain, "preparing", 1)
 
     def status(self, domain):
