@@ -83,7 +83,7 @@ CLOSE_DURING_COMPILE = textwrap.dedent("""
     panel.worker.preparing.connect(started)
     QTimer.singleShot(120000, qt.quit)       # a guard: never hang the test
     qt.exec()
-    print("closed; ssa", service().status("ssa").state, flush=True)
+    print("closed; ssa", service().status(panel.worker.session._key).state, flush=True)
 """)
 
 
