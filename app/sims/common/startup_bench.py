@@ -21,6 +21,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 from app.sims.common.simulation import DOMAINS
 
@@ -135,7 +136,7 @@ def _commit() -> str:
 
 def measure(names: list[str], gui: bool) -> list[dict]:
     """The rows: per panel and front end, cold, warm and again."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     for name in names:
         fronts = [("cli", CHILD_CLI)] + ([("gui", CHILD_GUI)] if gui else [])

@@ -255,8 +255,8 @@ def _skip_cache_reads() -> None:
     """numba's cache: read nothing (every function compiles), write as usual (the rebuild)."""
     from numba.core import caching
 
-    caching.Cache.load_overload = lambda self, sig, target_context: None
-    caching.IndexDataCacheFile._load_index = lambda self: {}
+    caching.Cache.load_overload = lambda self, sig, target_context: None  # type: ignore[method-assign]
+    caching.IndexDataCacheFile._load_index = lambda self: {}  # type: ignore[method-assign]
 
 
 def _warm_config(domain: str, text: str) -> None:
