@@ -51,7 +51,7 @@ CHILD_CLI = textwrap.dedent("""
     seconds, session = first_frame()
     print("FIRST", seconds, time.perf_counter() - t_process, flush=True)
     if again:
-        service().wait(name, timeout=900)
+        service().wait(session._key, timeout=900)      # the run's model class is ready
         seconds, _ = first_frame()
         print("AGAIN", seconds, flush=True)
 """)
@@ -87,7 +87,7 @@ CHILD_GUI = textwrap.dedent("""
 
     def after(*_):
         if again and len(results) == 1:
-            service().wait(name, timeout=900)
+            service().wait(panel.worker.session._key, timeout=900)
             QTimer.singleShot(100, run)
         elif len(results) == (2 if again else 1):
             window.close()
