@@ -39,7 +39,9 @@ MAX_WAIT = 2.0          # a frame is shown at least this often (seconds), whatev
 # this is drawn once, when done, as QProgressDialog shows nothing for its minimumDuration. On
 # CUDA a whole paper-scale run can take 0.2 s; a draw during it holds the GIL inside Qt's
 # painting and made the SSA run 1.8x slower in the GUI than headless (H100, 2026-11-24).
-FIRST_FRAME_AFTER = 1.0
+# 0.6 s, not more: a run's first result is due within a second of Run (0.2-s CUDA runs are
+# still drawn once).
+FIRST_FRAME_AFTER = 0.6
 # While the first frame waits, the progress bar moves this often (seconds): QProgressBar.setValue
 # repaints at once, holding the GIL for 2-3 ms (Xvfb), each time the shown percentage changes.
 PROGRESS_EVERY = 0.25
