@@ -13,7 +13,7 @@ EXTRAS := gui,test,sweep
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 XVFB   := $(if $(DISPLAY),,$(if $(shell command -v xvfb-run),xvfb-run -a --server-args="-screen 0 1600x1000x24"))
 
-.PHONY: setup run lint test docs bench-ssa bundle wheel cache-clear clean
+.PHONY: setup run lint test docs bench-ssa bundle wheel cache-clear clean warm test-gui-loaded bench-startup
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,22 @@ bundle: setup docs
 
 cache-clear: setup
 	$(PY) -m app cache clear
+
+# Compile every compiled CPU engine (and CUDA kernels where CUDA runs) with progress: the
+# first runs then start on the compiled engines (without it they start on the reference ones)
+warm: setup
+	$(PY) -m app cache warm
+
+# The GUI tests with every core saturated by stress-ng (Debian: apt-get install stress-ng):
+# they wait for signals, never for times, so a busy machine only makes them slower
+test-gui-loaded: setup
+	@command -v stress-ng >/dev/null || { echo "stress-ng is not installed (apt-get install stress-ng)"; exit 2; }
+	stress-ng --cpu 0 --cpu-load 100 --quiet --timeout 3h & load=$$!; \
+	$(XVFB) $(PY) -m pytest -q tests/gui; rc=$$?; kill $$load; wait $$load; exit $$rc
+
+# Time from Run to the first frame per panel, cold (empty caches) and warm: startup.json
+bench-startup: setup
+	$(XVFB) $(PY) -m app bench startup --out bench-results
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

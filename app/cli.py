@@ -6,7 +6,8 @@
     python -m app bench compare --against REF | --against-tree PATH [--cases ...]
     python -m app devices
     python -m app domains                          # the registered domains (built-in and plugins)
-    python -m app cache [info|clear]               # the compiled-kernel cache
+    python -m app cache [info|clear|warm]          # the compiled-kernel cache (warm: numba too)
+    python -m app bench startup [--out DIR]        # time to the first frame, cold and warm
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--out table.md]
     python -m app omex -i ARCHIVE.omex -o OUTDIR [--backend ...]   # run a COMBINE/OMEX archive's SED-ML
@@ -68,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
     cache.add_argument("action", nargs="?", default="info", choices=("info", "clear", "warm"),
-                       help="warm: build every panel's default preset on CUDA, compiling what is "
-                            "not cached, and time each start")
+                       help="warm: compile every compiled CPU engine (numba) not cached yet, "
+                            "then build every panel's default preset on CUDA where it runs")
     sweep = sub.add_parser("sweep", help="run a config's sweep: block on a Dask cluster")
     sweep.add_argument("config")
     sweep.add_argument("--backend", default="auto", choices=BACKENDS)
@@ -205,6 +206,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"  {frame.progress:6.1%}  {frame.status}  {frame.throughput:.3g} {frame.throughput_unit}",
                   flush=True)
 
+    expected = _expected(domain.name, cfg, backend)
     png = None if args.no_png else (lambda session, folder: _save_png(domain.name, session,
                                                                           folder / "plot.png"))
     try:
@@ -214,6 +216,7 @@ def _run(args: argparse.Namespace) -> int:
             exc.source = str(args.config)
         raise
     print(json.dumps(session.summary, indent=2))
+    _print_estimate_against_actual(domain.name, cfg, backend, expected, session)
     print(f"results in {out}/")
     if (out / "plot.png").is_file():
         print(f"plot in {out / 'plot.png'}")
@@ -254,6 +257,24 @@ def _check_preset_name(config: str) -> None:
     hint = f"did you mean {', '.join(matches[:4])}?" if matches \
         else "see 'biogpu run --help' for the shipped presets"
     raise ConfigError(f"no such file, and no shipped preset of that name; {hint}", config)
+def _expected(name: str, cfg, backend: str) -> tuple[float, float] | None:
+    """The run's expected wall seconds (printed before it starts), or None."""
+    from app.sims.common.estimate import estimate_range, format_range
+    from app.sims.common.warmup import has_compiled_engine, key_of, service
+
+    cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
+    expected = estimate_range(name, cfg, backend, cold=cold)
+    print(f"expected: {format_range(*expected)}" if expected else
+          "expected: no estimate (this model was not measured on this engine)")
+    return expected
+
+
+def _print_estimate_against_actual(name: str, cfg, backend: str, expected, session) -> None:
+    from app.sims.common.estimate import format_range
+
+    wall = session.summary.get("wall_seconds")
+    if wall is not None:
+        print(f"took {float(wall):.1f} s" + (f" (expected {format_range(*expected)})" if expected else ""))
 
 
 def _save_png(domain: str, session, path: Path) -> None:
@@ -279,6 +300,9 @@ def _bench(args: argparse.Namespace) -> int:
         from app import bench_compare
         return bench_compare.main(args.against, args.against_tree, Path(args.out), args.rounds, args.reps,
                                   args.cases)
+    if args.name == "startup":          # not a domain: time to the first frame, cold and warm
+        from app.sims.common.startup_bench import main as startup_main
+        return startup_main(out_dir=Path(args.out), quick=args.quick)
     if args.name == "gui":              # not a domain: each panel in the GUI against headless
         from app.gui import bench as gui_bench
         return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
@@ -302,12 +326,35 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _warm_cache() -> int:
-    """Start each panel's default preset on CUDA: compiles what is missing, times each start."""
+    """Compile every compiled CPU engine not in numba's cache (progress each second), then
+    start each panel's default preset on CUDA where CUDA runs: compiles what is missing."""
     from app.compute.device import backend_context
     from app.compute.kernels import STATS
     from app.sims.common.simulation import DOMAINS, default_preset, load_run_config
+    from app.sims.common.warmup import has_compiled_engine, service
 
-    resolve_backend("cuda")                      # a clear error where CUDA cannot run
+    from app.sims.common.config import load_yaml
+    from app.sims.common.simulation import PRESETS
+
+    names = [name for name in DOMAINS if has_compiled_engine(name)]
+    roles = load_yaml(PRESETS / "roles.yaml").data
+    for k, name in enumerate(names, 1):
+        start = time.perf_counter()
+        stem = roles.get(name, {}).get("cpu") if isinstance(roles, dict) else None
+        cfg = load_run_config(PRESETS / name / f"{stem}.yaml")[1] if stem else None
+        key = service().request(name, cfg).domain       # the engine and the CPU default's model
+        while True:
+            prep = service().wait(key, timeout=1.0)
+            if prep.state in ("ready", "failed"):
+                break
+            print(f"\r  {name:10s} compiled CPU engine {k} of {len(names)}: {prep.describe()}   ",
+                  end="", flush=True)
+        print(f"\r  {name:10s} compiled CPU engine {k} of {len(names)}: "
+              f"{prep.describe() if prep.state == 'failed' else f'ready in {time.perf_counter() - start:.1f} s'}"
+              f"{' (a damaged cache was rebuilt)' if prep.rebuilt else ''}" + " " * 20, flush=True)
+    if not cuda_status().available:
+        print(f"CUDA kernels not warmed: {cuda_status().reason}")
+        return 0
     with backend_context("cuda"):
         for name, domain in DOMAINS.items():
             _, cfg = load_run_config(default_preset(name))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 
 # numba's on-disk cache locates a function by its source file; a PyInstaller bundle keeps the
 # modules in an archive (no source files), where cache=True would fail at import. There the
@@ -84,3 +86,30 @@ def _current_text(path) -> str | None:
             return fh.read().decode("utf-8")
         except UnicodeDecodeError:
             return None
+# numba's 'workqueue' threading layer (used where neither TBB nor GNU OpenMP's libgomp is
+# installed, e.g. a bare Debian machine) aborts the process ("Fatal Python error: Aborted")
+# when two threads enter parallel regions at once; 'omp' and 'tbb' are thread-safe.
+_PARALLEL_LOCK = threading.RLock()
+_threadsafe: bool | None = None
+
+
+def threadsafe_layer() -> bool:
+    """Whether numba's threading layer lets several threads run parallel regions at once
+    (starts the layer's threads, as the first parallel call would)."""
+    global _threadsafe
+    if _threadsafe is None:
+        try:
+            import numba
+            from numba.np.ufunc import parallel
+
+            parallel._launch_threads()
+            _threadsafe = numba.threading_layer() in ("omp", "tbb")
+        except Exception:             # noqa: BLE001  (unknown: serialise, the safe choice)
+            _threadsafe = False
+    return _threadsafe
+
+
+def parallel_guard():
+    """A context in which this thread may run numba parallel code: the process-wide lock of
+    parallel work where the threading layer is not thread-safe, else nothing."""
+    return contextlib.nullcontext() if threadsafe_layer() else _PARALLEL_LOCK

@@ -39,7 +39,9 @@ MAX_WAIT = 2.0          # a frame is shown at least this often (seconds), whatev
 # this is drawn once, when done, as QProgressDialog shows nothing for its minimumDuration. On
 # CUDA a whole paper-scale run can take 0.2 s; a draw during it holds the GIL inside Qt's
 # painting and made the SSA run 1.8x slower in the GUI than headless (H100, 2026-11-24).
-FIRST_FRAME_AFTER = 1.0
+# 0.6 s, not more: a run's first result is due within a second of Run (0.2-s CUDA runs are
+# still drawn once).
+FIRST_FRAME_AFTER = 0.6
 # While the first frame waits, the progress bar moves this often (seconds): QProgressBar.setValue
 # repaints at once, holding the GIL for 2-3 ms (Xvfb), each time the shown percentage changes.
 PROGRESS_EVERY = 0.25
@@ -69,6 +71,9 @@ class SimulationWorker(QThread):
         A new frame (in the GUI thread; intermediate frames may have been dropped).
     progress_ready(fraction)
         The newest frame's progress while the first frame waits (nothing is drawn).
+    preparing(text)
+        The run waits for its compiled engine: 'preparing the compiled engine: stage x of y,
+        n s' (the run goes on on the reference engine meanwhile); '' once that is over.
     run_finished(arrays, summary)
         The run ended (finished or stopped); the last frame was published before this.
     failed(message, detail)
@@ -81,6 +86,7 @@ class SimulationWorker(QThread):
     run_started = Signal()
     frame_ready = Signal(object)
     progress_ready = Signal(float)
+    preparing = Signal(str)
     run_finished = Signal(object, object)
     failed = Signal(str, str)
 
@@ -108,6 +114,7 @@ class SimulationWorker(QThread):
         self._result_shown = False        # a frame with progress > 0 has been published
         self._started_at = 0.0            # wall clock of the thread's start
         self._progress_at = 0.0           # wall clock of the last progress_ready
+        self._preparing = ""              # the last preparing text emitted
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
         self._timer.timeout.connect(self._publish)
@@ -140,6 +147,7 @@ class SimulationWorker(QThread):
         return frame
 
     def _publish(self, force: bool = False) -> None:
+        self._check_preparing()
         with self._lock:
             kept, self._kept = self._kept, []
         for frame in kept:                      # frames that must each be drawn (and recorded)
@@ -177,6 +185,12 @@ class SimulationWorker(QThread):
             # a zero timer fires once the posted paint requests have been handled
             QTimer.singleShot(0, self, lambda: setattr(self, "_busy", time.perf_counter() - handed))
 
+    def _check_preparing(self) -> None:
+        text = self.session.preparing
+        if text != self._preparing:
+            self._preparing = text
+            self.preparing.emit(text)
+
     def _on_thread_started(self) -> None:
         self._published_at = self._started_at = self._progress_at = time.perf_counter()
         self._gui_cpu_at = time.thread_time()
@@ -186,6 +200,9 @@ class SimulationWorker(QThread):
     def _on_thread_finished(self) -> None:
         self._timer.stop()
         self._publish(force=True)
+        if self._preparing:
+            self._preparing = ""
+            self.preparing.emit("")
         if self._error is not None:
             self.failed.emit(*self._error)
         else:
@@ -270,6 +287,11 @@ class RunControls(QWidget):
         self.reset_button.setEnabled(not active)
         if self.state is RunState.IDLE:
             self.set_progress(0.0)
+
+    def set_preparing(self, text: str) -> None:
+        """Show ``text`` (the engine being prepared) on the progress bar; '' clears it."""
+        self.progress.setFormat(f"%p% · {text}" if text else "%p%")
+        self.progress.setToolTip(text)
 
     def set_progress(self, fraction: float) -> None:
         self.progress.setValue(int(round(1000 * min(max(fraction, 0.0), 1.0))))

@@ -17,7 +17,7 @@ from pathlib import Path
 SIZES = ((1280, 800), (1920, 1080))
 STATES = ("rest", "running", "finished")
 # A run expected to take less (seconds) is held at 40 % for its "running" picture: its first
-# frame waits a second (app.gui.runner.FIRST_FRAME_AFTER), so it would show none while running.
+# frame waits 0.6 s (app.gui.runner.FIRST_FRAME_AFTER), so it would show none while running.
 SHORT_RUN = 5.0
 
 

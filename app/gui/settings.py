@@ -24,25 +24,27 @@ def settings() -> QSettings:
     return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANIZATION, APPLICATION)
 
 
-def measured_rates() -> dict[tuple[str, str], float]:
-    """{(domain, 'cpu' | 'cuda'): work per wall second} of the last finished runs here."""
+def measured_rates() -> dict[str, float]:
+    """{'domain.engine.model class': work per wall second} of the last finished runs here
+    (:func:`app.sims.common.estimate.rate_key`)."""
     store = settings()
     store.beginGroup("rates")
     rates = {}
     for key in store.childKeys():
-        domain, _, engine = key.partition(".")
+        if key.count(".") != 2:          # rates of an older version: no model class
+            continue
         try:
-            rates[(domain, engine)] = float(store.value(key))
+            rates[key] = float(store.value(key))
         except (TypeError, ValueError):
             continue
     store.endGroup()
     return rates
 
 
-def record_rate(domain: str, engine: str, rate: float) -> None:
-    """Remember a finished run's work per wall second for later estimates."""
+def record_rate(key: str, rate: float) -> None:
+    """Remember a finished run's work per wall second (``key``: its rate key) for later estimates."""
     if rate > 0:
-        settings().setValue(f"rates/{domain}.{engine}", float(rate))
+        settings().setValue(f"rates/{key}", float(rate))
 
 
 def _stretch(splitter: QSplitter, index: int) -> int:

@@ -19,12 +19,14 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFrame, QGridLayout, QGro
 
 from app.compute.device import cuda_status, resolve_backend
 from app.gui import errors
-from app.gui.presets import (default_for_engine, engine_kind, estimate_seconds, format_duration,
-                             preset_config, preset_for, work)
+from app.gui.presets import (default_for_engine, estimate_range, format_range, preset_config, preset_for,
+                             work)
 from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
+from app.sims.common.estimate import rate_key
 from app.sims.common.output import save_text
 from app.sims.common.simulation import Domain, Frame, load_run_config, presets
+from app.sims.common.warmup import has_compiled_engine, key_of, service
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ class Panel(QWidget):
         self.estimate_label: QLabel | None = None
         self.loaded = ""              # what the controls hold, in words (the window title shows it)
         self._previews: list = []     # RestPreview threads still running (the newest counts)
+        self.last_estimate = ""       # 'last run: 12 s (expected 8-20 s)'
+        self._expected: tuple[float, float] | None = None
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
         self.views = QSplitter(Qt.Orientation.Vertical)
@@ -306,6 +310,7 @@ class Panel(QWidget):
         worker = SimulationWorker(self.domain, cfg, backend, index, parent=self)
         worker.frame_ready.connect(self._frame_ready)
         worker.progress_ready.connect(self.run_controls.set_progress)
+        worker.preparing.connect(self._preparing)
         worker.run_finished.connect(self._run_finished)
         worker.failed.connect(self._run_failed)
         return worker
@@ -327,11 +332,21 @@ class Panel(QWidget):
         if self.worker is not None:
             self.worker.deleteLater()
         self.worker = self.make_worker(cfg, backend, index)
+        try:
+            self._expected = self.estimate(cfg)
+        except Exception:                 # noqa: BLE001  (an estimate never stops a run)
+            self._expected = None
         self._start_movie()
         self.run_controls.set_state(RunState.RUNNING)
         flush_paints()
         self.worker.start()
         return True
+
+    def _preparing(self, text: str) -> None:
+        """The run waits for its compiled engine (on the reference engine meanwhile)."""
+        self.run_controls.set_preparing(text)
+        if text:
+            self.status_changed.emit(text)
 
     def pause_run(self) -> None:
         if self.running:
@@ -482,32 +497,40 @@ class Panel(QWidget):
         self.description.setText("<br>".join(parts))
 
     # ---- run-time estimates -------------------------------------------------------------
-    def estimate(self, cfg: Any) -> float | None:
-        """Expected wall seconds of ``cfg`` on the panel's engine (measured rates), or None."""
+    def estimate(self, cfg: Any) -> tuple[float, float] | None:
+        """(low, high) expected wall seconds of ``cfg`` on the panel's engine: this machine's
+        measured rate for the same model class, plus the compile while the engine is cold;
+        None where no run of that class was measured."""
         from app.gui.settings import measured_rates
 
-        return estimate_seconds(self.domain.name, cfg, self.run_device()[0], measured_rates())
+        backend = self.run_device()[0]
+        name = self.domain.name
+        cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
+        return estimate_range(name, cfg, backend, measured_rates(), cold)
 
     def refresh_estimates(self) -> None:
         """Show the expected run time of this config and of the paper-scale preset on the
-        engine the next run would use."""
+        engine the next run would use (and the last run's estimate against its actual time)."""
         if self.estimate_label is None:
             return
         try:
             backend = self.run_device()[0]
-            engine = "CUDA" if engine_kind(backend) == "cuda" else "the CPU"
+            engine = "CUDA" if backend == "cuda" else "the CPU"
             parts = []
             current = self.estimate(self.current_config())
-            if current is not None:
-                parts.append(f"this run: {format_duration(current)}")
+            parts.append(f"this run: {format_range(*current)}" if current is not None
+                         else "this run: not measured yet for this model here")
             paper = preset_for(self.domain.name, "paper")
             if paper is not None:
                 seconds = self.estimate(preset_config(paper))
                 if seconds is not None:
-                    parts.append(f"paper scale: {format_duration(seconds)}")
+                    parts.append(f"paper scale: {format_range(*seconds)}")
                     if "paper" in self.role_buttons:
-                        self.role_buttons["paper"].setText(f"Paper scale ({format_duration(seconds)[6:]})")
-            self.estimate_label.setText(f"Expected on {engine}: " + "; ".join(parts) if parts else "")
+                        self.role_buttons["paper"].setText(f"Paper scale ({format_range(*seconds)})")
+            text = f"Expected on {engine}: " + "; ".join(parts)
+            if self.last_estimate:
+                text += f"\n{self.last_estimate}"
+            self.estimate_label.setText(text)
         except Exception as exc:      # an estimate never stops a panel from working
             log.debug("no estimate: %s", exc)
             self.estimate_label.setText("")
@@ -525,8 +548,12 @@ class Panel(QWidget):
         for preview in list(self._previews):
             preview.wait()
         for worker in self.findChildren(SimulationWorker):
-            if worker.isRunning():
-                worker.stop_and_wait()
+            if worker.isRunning() and not worker.stop_and_wait():
+                # still inside a compile, which cannot be interrupted: a QThread destroyed
+                # while running aborts the process, so wait for it to come out
+                log.warning("%s: waiting for the engine to finish compiling before closing",
+                            self.domain.name)
+                worker.wait()
 
     # ---- movies of the live view ----------------------------------------------------------
     def supports_movie(self) -> bool:
@@ -603,17 +630,24 @@ class Panel(QWidget):
         self.on_finished(arrays, summary)
 
     def _record_rate(self, summary: dict) -> None:
-        """A finished run's work per wall second, for the next estimates on this engine."""
+        """A finished run's work per wall second, for the next estimates of its model class on
+        this engine (not a run that ran partly on the reference engine), and its time against
+        the estimate it started with."""
         wall = summary.get("wall_seconds") if summary else None
         if (not summary or not wall or self.worker is None or self.worker.session.stopped
                 or summary.get("finished") is False):     # a stopped run did not do the work
             return
+        actual = self.worker.run_seconds or float(wall)
+        expected = f"expected {format_range(*self._expected)}" if self._expected else "no estimate"
+        self.last_estimate = f"last run: {actual:.1f} s ({expected})"
+        log.info("%s run took %.1f s (%s)", self.domain.name, actual, expected)
         amount = work(self.domain.name, self.worker.cfg)
-        if amount > 0:
+        if amount > 0 and "engines" not in summary:
             from app.gui.settings import record_rate
 
-            record_rate(self.domain.name, engine_kind(self.worker.backend), amount / float(wall))
-            self.refresh_estimates()
+            record_rate(rate_key(self.domain.name, self.worker.cfg, self.worker.backend),
+                        amount / float(wall))
+        self.refresh_estimates()
 
     def _run_failed(self, message: str, detail: str) -> None:
         self.run_controls.set_state(RunState.FINISHED)

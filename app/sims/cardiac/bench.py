@@ -278,7 +278,7 @@ def single_cell(out_dir: Path = Path("bench-results"), quick: bool = False) -> i
               f"ours {mine['engine_seconds']:7.2f} s  Myokit {ref_s:7.2f} s  {mine['steps_accepted']:6d} steps",
               flush=True)
     print(f"total: ours {totals[0]:.2f} s, Myokit {totals[1]:.2f} s")
-    path = save_json(Path(out_dir) / "cardiac-single-cell.json", {"rows": rows, "seconds": totals[0],
-                                                                  "seconds_myokit": totals[1]})
+    path = save_bench("cardiac-single-cell", {"rows": rows, "seconds": totals[0], "seconds_myokit": totals[1]},
+                      out_dir, cuda=False)
     print(f"\nwrote {path}")
     return 0

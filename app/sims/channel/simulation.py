@@ -313,6 +313,11 @@ class ChannelSimulation(Simulation):
         self.cfg = replace(self.cfg, ga=settings)
 
     # ---- checkpoint and results -----------------------------------------------------------
+    @property
+    def can_hand_over(self) -> bool:
+        """Only the GA search continues exactly from :meth:`state` (see there)."""
+        return self.phase == "search"
+
     def state(self) -> dict[str, Any]:
         """The GA population continues exactly; CMA-ES, a refinement or MCMC restart from the
         best point (their internal state is not saved)."""

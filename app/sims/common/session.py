@@ -4,6 +4,13 @@
 the main thread in the CLI). It pushes the CUDA context, builds the simulation, calls
 ``advance`` until done or stopped, and hands each frame to ``on_frame``. Pause, resume,
 stop and parameter changes are thread-safe requests applied between slices.
+
+On ``cpu``, while the domain's compiled engine is not ready in this process (its first use
+compiles it: seconds to minutes), the run starts on the NumPy reference engine and the compile
+service (:mod:`app.sims.common.warmup`) prepares the compiled one in the background; between
+two slices, once it is ready, the run is handed over through ``state()`` / ``restore()``
+(the same state and Philox streams: the engines' agreement is the results'). Frames meanwhile
+say "preparing the compiled engine: stage x of y, n s" in their status line.
 """
 
 from __future__ import annotations
@@ -13,17 +20,20 @@ import importlib.util
 import logging
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from app.compute.device import backend_context
+from app.compute.jit import parallel_guard
 from app.sims.common.checkpoint import check_target, read_checkpoint, write_checkpoint
 from app.sims.common.config import dump_yaml, to_plain
 from app.sims.common.output import RunFolder
 from app.sims.common.provenance import input_files
 from app.sims.common.simulation import Domain, Frame, Simulation
+from app.sims.common.warmup import has_compiled_engine, key_of, service
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +43,10 @@ class Session:
 
     def __init__(self, domain: Domain, cfg: Any, backend: str, device_index: int = 0,
                  on_frame: Callable[[Frame], None] | None = None,
-                 checkpoint: Mapping[str, Any] | None = None):
+                 checkpoint: Mapping[str, Any] | None = None, handover: bool = True):
         self.domain, self.cfg, self.backend = domain, cfg, backend
+        # start on the reference engine while the compiled one is prepared (see the module doc)
+        self.handover = handover
         self.device_index = device_index
         self.on_frame = on_frame or (lambda frame: None)
         self._checkpoint = checkpoint
@@ -51,6 +63,10 @@ class Session:
         self.summary: dict[str, Any] = {}
         self.stopped = False
         self.started_at = time.time()     # wall-clock start of ``run`` (for the RO-Crate)
+        self.engine = backend                 # the backend the run is on now
+        self.handed_over: dict[str, float] | None = None
+        self._handing = False
+        self._key = domain.name               # what the compile service prepares for this run
 
     # ---- requests from any thread -------------------------------------------------------
     def pause(self) -> None:
@@ -89,17 +105,72 @@ class Session:
             self._actions.append(action)
 
     # ---- the owning thread --------------------------------------------------------------
+    @property
+    def preparing(self) -> str:
+        """'preparing the compiled engine: stage x of y, n s' while the run waits for it, else ''."""
+        if not self._handing:
+            return ""
+        prep = service().status(self._key)
+        return prep.describe() if prep.state == "preparing" else ""
+
+    def _start_backend(self) -> str:
+        """The backend the run starts on: the reference engine while the compiled one is prepared."""
+        name = self.domain.name
+        if self.handover and self.backend == "cpu" and has_compiled_engine(name):
+            cfg = self.cfg if self._checkpoint is None else None
+            self._key = key_of(name, cfg)
+            prep = service().request(name, cfg)
+            if prep.state == "preparing":
+                self._handing = True
+                log.info("%s: starting on the NumPy reference engine while the compiled engine is "
+                         "prepared", name)
+                return "cpu-reference"
+        return self.backend
+
+    def _build(self, module: Any, backend: str) -> Simulation:
+        with parallel_guard():
+            if self._checkpoint is not None:
+                return module.Simulation.restore(self._checkpoint, backend)
+            return module.Simulation.from_config(self.cfg, backend)
+
+    def _maybe_hand_over(self, module: Any, sim: Simulation, started: float) -> Simulation:
+        """The run on the compiled engine once it is ready (between slices), else ``sim``."""
+        prep = service().status(self._key)
+        if prep.state == "failed":
+            self._handing = False
+            log.warning("%s: the run stays on the NumPy reference engine (%s)", self.domain.name, prep.message)
+            return sim
+        if prep.state != "ready" or not sim.can_hand_over:
+            return sim
+        self._handing = False
+        try:
+            with parallel_guard():
+                new = module.Simulation.restore(sim.state(), self.backend)
+        except Exception as exc:          # the run goes on where it was
+            log.warning("%s: no hand-over to the compiled engine: %s", self.domain.name, exc)
+            return sim
+        progress = self.last_frame.progress if self.last_frame is not None else 0.0
+        self.handed_over = {"progress": float(progress), "after_seconds": time.perf_counter() - started,
+                            "engine_ready_seconds": prep.seconds}
+        log.info("%s: handed over to the compiled engine at %.1f %% of the run (%.1f s in)",
+                 self.domain.name, 100 * progress, self.handed_over["after_seconds"])
+        sim.close()
+        self.engine = self.backend
+        return new
+
     def run(self) -> Frame | None:
         """Build and advance the simulation until it finishes or is stopped; return the last frame."""
         module = self.domain.load()
         self.started_at = time.time()
+        started = time.perf_counter()
         with backend_context(self.backend, self.device_index):
             if self.cfg is not None:
                 preflight(self.domain, self.cfg, self.backend)
-            if self._checkpoint is not None:
-                sim = module.Simulation.restore(self._checkpoint, self.backend)
-            else:
-                sim = module.Simulation.from_config(self.cfg, self.backend)
+            self.engine = self._start_backend()
+            sim = self._build(module, self.engine)
+            if self.engine == "cpu" and self.backend == "cpu" and has_compiled_engine(self.domain.name):
+                service().mark_ready(key_of(self.domain.name, self.cfg if self._checkpoint is None else None),
+                                     getattr(getattr(sim, "engine", None), "compile_seconds", 0.0))
             try:
                 while not sim.finished:
                     if not self._resume.is_set():
@@ -110,7 +181,13 @@ class Session:
                         self.stopped = True
                         break
                     self._apply_requests(sim)
-                    frame = sim.advance()
+                    if self._handing:
+                        sim = self._maybe_hand_over(module, sim, started)
+                    with parallel_guard():
+                        frame = sim.advance()
+                    preparing = self.preparing
+                    if preparing:
+                        frame = replace(frame, status=f"{frame.status} · {preparing}" if frame.status else preparing)
                     self.last_frame = frame
                     self.on_frame(frame)
                     with self._lock:
@@ -119,6 +196,7 @@ class Session:
                         self.pause()
                 self._apply_requests(sim)
                 self.arrays, self.summary = sim.results()
+                self._note_engines()
             except Exception as exc:          # keep what the run had, then report the failure
                 try:
                     self.arrays, summary = sim.results()
@@ -130,6 +208,14 @@ class Session:
             finally:
                 sim.close()
         return self.last_frame
+
+    def _note_engines(self) -> None:
+        """Which engines the run used, in its summary (a hand-over or a run left on the reference)."""
+        if self.backend != self.engine or self.handed_over is not None:
+            # 'backend' stays the one asked for; 'engines' says which engines ran it
+            self.summary = {**self.summary, "backend": self.backend, "engines": {
+                "started_on": "cpu-reference", "finished_on": self.engine,
+                **({"handed_over": self.handed_over} if self.handed_over else {})}}
 
     def _apply_requests(self, sim: Simulation) -> None:
         with self._lock:

@@ -68,6 +68,12 @@ class Simulation(abc.ABC):
     def finished(self) -> bool:
         """True once the run has reached its end."""
 
+    @property
+    def can_hand_over(self) -> bool:
+        """Whether :meth:`restore` of :meth:`state` continues this run exactly now (on another
+        engine of the same backend family): the session's hand-over to the compiled engine."""
+        return True
+
     def update(self, changes: Mapping[str, Any]) -> None:
         """Apply parameter changes between slices (domains that allow it override this)."""
         if changes:

@@ -1,0 +1,184 @@
+"""``python -m app bench startup``: per panel, the time from Run to the first frame of its CPU
+default preset, headless (the CLI's session) and in the GUI, each in a fresh interpreter:
+
+- *cold*: empty numba and kernel caches (temporary NUMBA_CACHE_DIR, BIOGPU_CACHE_DIR), as on
+  a new machine;
+- *warm*: the caches filled (the compiled engine loads instead of compiling);
+- *again*: a second run in the same process once the compiled engine is ready.
+
+Prints a table and writes ``startup.json`` (commit, date, CPU, Python, numba, the load, the
+figures). The GUI runs offscreen where there is no display (the 3D panels need one: skipped).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from app.sims.common.simulation import DOMAINS
+
+CHILD_CLI = textwrap.dedent("""
+    import sys, time
+    t_process = time.perf_counter()
+    from app.sims.common.config import load_yaml
+    from app.sims.common.session import Session
+    from app.sims.common.simulation import PRESETS, load_run_config
+    from app.sims.common.warmup import service
+
+    name, again = sys.argv[1], sys.argv[2] == "1"
+    stem = load_yaml(PRESETS / "roles.yaml").data[name]["cpu"]     # the panel's CPU default
+    domain, cfg = load_run_config(PRESETS / name / f"{stem}.yaml")
+
+    def first_frame():
+        seen = []
+        def on_frame(frame):
+            if not seen:
+                seen.append(time.perf_counter())
+                session.stop()
+        session = Session(domain, cfg, "cpu", on_frame=on_frame)
+        start = time.perf_counter()
+        session.run()
+        return seen[0] - start, session
+
+    seconds, session = first_frame()
+    print("FIRST", seconds, time.perf_counter() - t_process, flush=True)
+    if again:
+        service().wait(session._key, timeout=900)      # the run's model class is ready
+        seconds, _ = first_frame()
+        print("AGAIN", seconds, flush=True)
+""")
+
+CHILD_GUI = textwrap.dedent("""
+    import sys, time
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+    import app.gui
+    from app.gui.main_window import MainWindow, open_default
+    from app.sims.common.warmup import service
+
+    name, again = sys.argv[1], sys.argv[2] == "1"
+    qt = QApplication(sys.argv[:1])
+    window = MainWindow()
+    open_default(window)
+    window.show()
+    panel = window.select_panel(name)
+    panel.backend.setCurrentIndex(panel.backend.findData("cpu"))
+    panel.open_default_preset()
+    results = []
+
+    def run():
+        start = time.perf_counter()
+        def first(frame):
+            if len(results) < (2 if again else 1) and panel.worker is not None:
+                results.append(time.perf_counter() - start)
+                panel.worker.frame_ready.disconnect(first)
+                panel.stop_run()
+        panel.start_run()
+        panel.worker.frame_ready.connect(first)
+        panel.worker.run_finished.connect(after)
+
+    def after(*_):
+        if again and len(results) == 1:
+            service().wait(panel.worker.session._key, timeout=900)
+            QTimer.singleShot(100, run)
+        elif len(results) == (2 if again else 1):
+            window.close()
+            qt.quit()
+
+    QTimer.singleShot(0, run)
+    QTimer.singleShot(900000, qt.quit)
+    qt.exec()
+    print("FIRST", results[0] if results else -1, flush=True)
+    if again and len(results) > 1:
+        print("AGAIN", results[1], flush=True)
+""")
+
+
+def _child(code: str, name: str, again: bool, env: dict[str, str]) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", code, name, "1" if again else "0"], env=env,
+                         capture_output=True, text=True, timeout=1800, cwd=os.getcwd())
+    figures: dict[str, float] = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "FIRST":
+            figures["first_frame_s"] = float(parts[1])
+            if len(parts) > 2:
+                figures["process_start_to_first_frame_s"] = float(parts[2])
+        elif parts and parts[0] == "AGAIN":
+            figures["again_s"] = float(parts[1])
+    if "first_frame_s" not in figures:
+        raise RuntimeError(f"{name}: the startup child failed (exit {out.returncode}): "
+                           f"{out.stderr.strip().splitlines()[-1:] or 'no output'}")
+    return figures
+
+
+def _fill(name: str, env: dict[str, str]) -> None:
+    """The compiled engine of ``name`` compiled into the caches of ``env``."""
+    subprocess.run([sys.executable, "-m", "app.sims.common.warmup", name], env=env, check=True,
+                   capture_output=True, timeout=1800, cwd=os.getcwd())
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def measure(names: list[str], gui: bool) -> list[dict]:
+    """The rows: per panel and front end, cold, warm and again."""
+    rows: list[dict[str, Any]] = []
+    display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    for name in names:
+        fronts = [("cli", CHILD_CLI)] + ([("gui", CHILD_GUI)] if gui else [])
+        for front, code in fronts:
+            if front == "gui" and not display and name == "epidermis":
+                rows.append({"panel": name, "front": front, "skipped": "3D view needs a display"})
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                env = {**os.environ, "NUMBA_CACHE_DIR": f"{tmp}/numba", "BIOGPU_CACHE_DIR": f"{tmp}/kernels",
+                       "BIOGPU_SETTINGS_DIR": f"{tmp}/settings"}
+                if front == "gui" and not display:
+                    env["QT_QPA_PLATFORM"] = "offscreen"
+                cold = _child(code, name, False, env)
+                _fill(name, env)
+                warm = _child(code, name, True, env)
+            row = {"panel": name, "front": front, "cold_first_frame_s": cold["first_frame_s"],
+                   "warm_first_frame_s": warm["first_frame_s"], "again_first_frame_s": warm.get("again_s")}
+            if "process_start_to_first_frame_s" in cold:
+                row["cold_process_start_to_first_frame_s"] = cold["process_start_to_first_frame_s"]
+            rows.append(row)
+            print(f"  {name:10s} {front:4s} first frame after Run: cold {row['cold_first_frame_s']:6.2f} s, "
+                  f"warm cache {row['warm_first_frame_s']:6.2f} s, second run "
+                  f"{row['again_first_frame_s'] if row['again_first_frame_s'] is not None else float('nan'):6.2f} s",
+                  flush=True)
+    return rows
+
+
+def main(out_dir: Path, quick: bool = False) -> int:
+    """Measure every panel (``quick``: SSA only, headless only) and write startup.json."""
+    import numba
+
+    from app.compute.cpu_threads import cpu_description
+
+    names = ["ssa"] if quick else list(DOMAINS)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    print(f"time to the first frame, CPU default presets ({cpu_description()}; load {load})")
+    rows = measure(names, gui=not quick)
+    result = {"bench": "startup", "commit": _commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "device": cpu_description(), "python": platform.python_version(),
+              "numba": numba.__version__, "load_average": load, "figures": rows}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "startup.json"
+    path.write_text(json.dumps(result, indent=2))
+    print(f"wrote {path}")
+    return 0

@@ -1,0 +1,40 @@
+"""Estimates: per model class (never carried over from another model), a range, the compile
+added while the engine is cold."""
+
+from __future__ import annotations
+
+from app.sims.common.estimate import estimate_range, format_range, model_class, rate_key, work
+from app.sims.common.simulation import PRESETS, load_run_config
+
+
+def _cfg(domain, preset, *overrides):
+    return load_run_config(PRESETS / domain / preset, overrides=list(overrides))[1]
+
+
+def test_sizes_and_seeds_keep_the_class_and_a_model_changes_it():
+    base = _cfg("ssa", "00-decay-dimerization.yaml")
+    bigger = _cfg("ssa", "00-decay-dimerization.yaml", "ensemble.realizations=4096",
+                  "ensemble.seed=5")
+    other = _cfg("ssa", "birth-death.yaml")
+    assert model_class("ssa", base) == model_class("ssa", bigger)
+    assert model_class("ssa", base) != model_class("ssa", other)
+    assert work("ssa", bigger) == 8 * work("ssa", base)
+
+
+def test_a_rate_of_one_model_is_never_used_for_another():
+    dimer = _cfg("ssa", "00-decay-dimerization.yaml")
+    other = _cfg("ssa", "birth-death.yaml")
+    rates = {rate_key("ssa", other, "cpu"): 1e9}          # a tiny run of another model
+    low, high = estimate_range("ssa", dimer, "cpu", rates)
+    assert low > 0.01                                      # the shipped rate of its own class
+    assert estimate_range("ssa", other, "cpu", {}) is None  # never measured: no estimate
+    low2, high2 = estimate_range("ssa", other, "cpu", rates)
+    assert high2 < 1e-3
+
+
+def test_the_cold_compile_widens_the_range_on_the_cpu_only():
+    cfg = _cfg("epidermis", "lesson-first-divisions.yaml")
+    warm = estimate_range("epidermis", cfg, "cpu")
+    cold = estimate_range("epidermis", cfg, "cpu", cold=True)
+    assert cold[0] == warm[0] and cold[1] > warm[1] + 30
+    assert format_range(5, 14) == "5-14 s" and format_range(30, 300) == "30 s-5 min"
