@@ -137,7 +137,9 @@ def run_case(case: Case, backend: str = "cpu", realizations: int = 10_000, seed:
         for k, t in enumerate(case.times[1:], start=1):   # the engine runs each interval whole
             while not engine.advance(float(t), 1 << 62):
                 pass
-            states = engine.stats(keep_states=True).states[:, index].astype(np.float64)
+            kept = engine.stats(keep_states=True).states      # derived species (rules) applied
+            assert kept is not None
+            states = kept[:, index].astype(np.float64)
             mean[k] = states.mean(axis=0)
             d = states - mean[k]
             d *= d
