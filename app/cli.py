@@ -7,7 +7,7 @@
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
-    python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--out table.md]
+    python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--alpha A] [--suite DIR] [--out table.md]
 
 Exit codes: 0 done; 1 a failure while running (message printed; what the run had is written
 where it could be); 2 bad input (a config, a file, an option: the message names it; nothing
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
-    sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
+    sub.add_parser("dsmts", help="SSA: DSMTS conformance verdicts (SBML stochastic test suite); exit 1 on a fail",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["dsmts"]:            # its own options (app.sims.ssa.dsmts.main parses them)
