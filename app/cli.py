@@ -7,7 +7,7 @@
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
-    python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--alpha A] [--suite DIR] [--out table.md]
+    python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--suite DIR] [--out F]
 
 Exit codes: 0 done; 1 a failure while running (message printed; what the run had is written
 where it could be); 2 bad input (a config, a file, an option: the message names it; nothing
