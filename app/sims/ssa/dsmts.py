@@ -34,6 +34,7 @@ from app.sims.ssa.stats import Verdict, family_verdict, variance_z
 
 Z_LIMIT, Y_LIMIT = 3.0, 5.0     # the suite's own ranges (reported, not the verdict)
 ALPHA = 1e-4                    # family-wise false-alarm rate per case
+MAX_REALIZATIONS = 1 << 26      # as EnsembleSettings.realizations
 def suite_dir() -> Path:
     """The suite's folder: $BIOGPU_DSMTS, else ../shared/reference/ssa/dsmts beside the checkout."""
     env = os.environ.get("BIOGPU_DSMTS")
@@ -211,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha {args.alpha} must be in (0, 1)")
-    if args.realizations < 2:
-        parser.error(f"--realizations {args.realizations} must be >= 2")
+    if not 2 <= args.realizations <= MAX_REALIZATIONS:
+        parser.error(f"--realizations {args.realizations} must be in [2, {MAX_REALIZATIONS}] (the run config's range)")
     folder = Path(args.suite).expanduser() if args.suite else suite_dir()
     names = cases(folder)
     if not names:
