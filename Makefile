@@ -2,7 +2,8 @@
 #   make run    set up .venv and start the GUI on its default preset
 #   make test   set up .venv, run the linters (make lint) and the whole test suite (under Xvfb
 #               when there is no display)
-# and:  make bundle (desktop bundle in dist/), make cache-clear (compiled kernels), make wheel
+# and:  make bundle (desktop bundle in dist/), make cache-clear (compiled kernels), make wheel,
+#       make docs (the HTML documentation in docs/_build/html, warnings as errors)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -12,7 +13,7 @@ EXTRAS := gui,test,sweep
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 XVFB   := $(if $(DISPLAY),,$(if $(shell command -v xvfb-run),xvfb-run -a --server-args="-screen 0 1600x1000x24"))
 
-.PHONY: setup run lint test bench-ssa bundle wheel cache-clear clean
+.PHONY: setup run lint test docs bench-ssa bundle wheel cache-clear clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,23 +30,35 @@ setup: $(VENV)/.installed
 run: setup
 	$(PY) -m app
 
-# The layer rules (pyproject's [tool.importlinter]), ruff and a type check of the shared core
+# The layer rules (pyproject's [tool.importlinter]), ruff, a type check of the shared core and
+# the generated benchmark tables
 lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(PY) scripts/bench_tables.py --check    # docs/benchmarks.md and README's table from benchmarks/
 
 test: setup lint
 	$(XVFB) $(PY) -m pytest -q
 
+# Warnings are errors (-W), references are checked (-n), then every internal link (linkcheck,
+# external links ignored: docs/conf.py). The CLI and config references are generated here.
+$(VENV)/.docs-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(PY) -m sphinx -W --keep-going -n -q -b html -d docs/_build/doctrees docs docs/_build/html
+	$(PY) -m sphinx -W --keep-going -n -q -b linkcheck -d docs/_build/doctrees docs docs/_build/linkcheck
+
 bench-ssa: setup
 	$(PY) -m app bench ssa
 
-wheel: setup
+wheel: setup docs
 	$(PY) -m pip install -q build
 	$(PY) -m build -o dist .
 
-bundle: setup
+bundle: setup docs
 	$(PY) -m pip install -q "pyinstaller>=6.5"
 	$(PY) -m PyInstaller --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller packaging/biogpu.spec
 	@du -sh dist/biogpu-studio

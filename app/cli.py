@@ -3,11 +3,14 @@
     python -m app                                  # the GUI
     python -m app run CONFIG.yaml [--backend auto|cpu|cpu-reference|cuda] [--set key=value ...] [--out DIR]
     python -m app bench NAME [--backend ...] [--out DIR]
+    python -m app bench compare --against REF | --against-tree PATH [--cases ...]
     python -m app devices
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear]               # the compiled-kernel cache
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--suite DIR] [--out F]
+    python -m app omex -i ARCHIVE.omex -o OUTDIR [--backend ...]   # run a COMBINE/OMEX archive's SED-ML
+    python -m app omex --export RUN_OR_SWEEP_FOLDER -o OUT.omex    # a run or sweep as an OMEX archive
 
 Exit codes: 0 done; 1 a failure while running (message printed; what the run had is written
 where it could be); 2 bad input (a config, a file, an option: the message names it; nothing
@@ -49,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--out", default="bench-results", help="folder for the JSON")
     bench.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     bench.add_argument("--fig7", action="store_true", help="channel: also the paper's Fig. 7 run")
+    bench.add_argument("--against", help="compare: the reference commit (this repository's git)")
+    bench.add_argument("--against-tree", help="compare: an extracted reference source tree")
+    bench.add_argument("--cases", help="compare: comma-separated parts of case names")
+    bench.add_argument("--rounds", type=int, default=2, help="compare: runs per tree and case")
+    bench.add_argument("--reps", type=int, default=2, help="compare: timings per run")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -69,6 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
+    omex = sub.add_parser("omex", help="SSA: run a COMBINE/OMEX archive's SED-ML, or export a run as one")
+    omex.add_argument("-i", "--archive", default=None, help="the archive to run")
+    omex.add_argument("--export", default=None, metavar="FOLDER", help="a run or sweep folder to export")
+    omex.add_argument("-o", "--out", required=True, help="output folder (run) or .omex file (export)")
+    omex.add_argument("--backend", default="auto", choices=BACKENDS)
+    omex.add_argument("--seed", type=int, default=2024, help="seed where the SED-ML gives none")
+    omex.add_argument("--workers", type=int, default=None, help="Dask workers for repeated tasks that sweep")
+    omex.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    omex.add_argument("--no-png", action="store_true", help="skip the plots")
+    export = sub.add_parser("export", help="a run's model or data as NeuroML2, NWB or CellML")
+    export.add_argument("run_folder")
+    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
+    export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
     sub.add_parser("dsmts", help="SSA: DSMTS conformance verdicts (SBML stochastic test suite); exit 1 on a fail",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -94,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "omex":
+            return _omex(args)
+        if args.command == "export":
+            from app.sims.common.export import export_run
+            for path in export_run(args.run_folder, args.to, args.out):
+                print(f"wrote {path}")
+            return 0
     except (ConfigError, KernelCompileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -200,6 +228,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
         return sweep_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    if args.name == "compare":          # not a domain: the headline cases against a reference tree
+        from app import bench_compare
+        return bench_compare.main(args.against, args.against_tree, Path(args.out), args.rounds, args.reps,
+                                  args.cases)
     if args.name == "gui":              # not a domain: each panel in the GUI against headless
         from app.gui import bench as gui_bench
         return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
@@ -276,3 +308,21 @@ def _sweep(args: argparse.Namespace) -> int:
     if s["stopped"]:
         return 130
     return 1 if s["failed"] else 0
+
+
+def _omex(args: argparse.Namespace) -> int:
+    """Run an archive into a folder (BioSimulators' -i/-o), or export a run folder as an archive."""
+    if (args.archive is None) == (args.export is None):
+        raise ConfigError("give either -i ARCHIVE (run it) or --export FOLDER (write one)")
+    if args.export is not None:
+        from app.sims.ssa.sedml_export import export_folder
+        print(f"archive: {export_folder(args.export, args.out)}")
+        return 0
+    from app.omex import run_archive
+
+    result = run_archive(args.archive, args.out, args.backend, seed=args.seed, workers=args.workers,
+                         scheduler=args.scheduler, png=not args.no_png)
+    for path in result.reports + result.plots:
+        print(f"  {path}")
+    print(f"results in {args.out}/")
+    return 0

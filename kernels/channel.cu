@@ -8,10 +8,10 @@
 //   ch_rates(p, v, r)           every rate at voltage v (unclamped)
 //   ch_fill_q(r, Q)             Q[j*CH_NS+i] from the rates (dP/dt = Q P)
 //   ch_open(P)                  total open probability
-// Compile-time defines: CH_MAX_SWEEPS, CH_MAX_OPS, CH_BLOCK.
+// Compile-time defines: CH_MAX_SWEEPS, CH_MAX_OPS, CH_BLOCK (CH_MAX_PROG from the first two).
 // Numerics as app/sims/channel/numerics.py: exp(Q tau) by scaling and squaring with a (6,6)
-// Pade approximant, columns renormalised to sum 1 after every step (exp(Q t) is column-
-// stochastic; without it float32 mass drift doubles with each squaring); the steady state by
+// Pade approximant, columns renormalised to sum 1 (exp(Q t) is column-stochastic; without it
+// mass drift doubles with each squaring), here every fourth squaring; the steady state by
 // GTH state reduction (only sums and products of non-negative rates: full relative accuracy).
 #include "portable.cuh"
 #include "philox.cuh"
@@ -28,13 +28,27 @@
 #define CH_RATE_MAX 1.0e4
 #define CH_SINGULAR_DV 1.0e-3
 
-__constant__ double c_sweep_hold[CH_MAX_SWEEPS];
-__constant__ int c_sweep_op[CH_MAX_SWEEPS + 1];     // ops of sweep s: c_sweep_op[s] .. c_sweep_op[s+1]-1
-__constant__ double c_op_v[CH_MAX_OPS];             // voltage at the op's start ...
-__constant__ double c_op_vend[CH_MAX_OPS];          // ... and end (a ramp when they differ)
-__constant__ double c_op_tau[CH_MAX_OPS];
-__constant__ int c_op_n[CH_MAX_OPS];                // steps of tau
-__constant__ int c_op_record[CH_MAX_OPS];           // 1: the current after every step is a data point
+#ifndef CH_MAX_PROG
+#define CH_MAX_PROG (2 * CH_MAX_OPS + CH_MAX_SWEEPS)
+#endif
+#ifndef CH_MIN_BLOCKS
+#define CH_MIN_BLOCKS 1             // resident blocks the register budget must allow (launch bounds)
+#endif
+#define CH_SLOTS 8                  // schedule.SLOTS
+#define CH_NO_SLOT 255
+#define CH_STEADY 0
+#define CH_EXPM 1
+#define CH_APPLY 2
+#define CH_RAMP 3
+
+// The protocol as a program (app/sims/channel/schedule.py): each exp(Q tau) and steady state
+// computed once and applied to every sweep that uses it; states kept in slots between uses.
+__constant__ double c_prog_v[CH_MAX_PROG];          // voltage (a ramp's start) ...
+__constant__ double c_prog_vend[CH_MAX_PROG];       // ... a ramp's end
+__constant__ double c_prog_tau[CH_MAX_PROG];
+__constant__ int c_prog_code[CH_MAX_PROG];          // kind | src slot << 8 | dst slot << 16
+__constant__ int c_prog_n[CH_MAX_PROG];             // steps of tau
+__constant__ int c_prog_rec[CH_MAX_PROG];           // first data point recorded, -1: unrecorded
 __constant__ float c_lower[CH_NP];
 __constant__ float c_upper[CH_NP];
 
@@ -170,11 +184,13 @@ __device__ __forceinline__ void expm_q(const double* Q, const double tau, double
     }
     gauss_solve<CH_NS>(tmp, E);
     make_stochastic(E);
+    // Squarings renormalised every fourth and after the last (double: a column sum drifts by
+    // ~2^k eps over k squarings; the reference renormalises each, the same to ~1e-15)
     for (int k = 0; k < s; ++k) {
         matmul(E, E, tmp);
 #pragma unroll
         for (int e = 0; e < CH_NS * CH_NS; ++e) E[e] = tmp[e];
-        make_stochastic(E);
+        if ((k & 3) == 3 || k == s - 1) make_stochastic(E);
     }
 }
 
@@ -230,13 +246,148 @@ __device__ __forceinline__ void steady_state(const double* Q, double* P)
     for (int k = 0; k < CH_NS; ++k) P[k] /= total;
 }
 
+// Recorded steps of a constant-voltage segment from Pd (the state, double) with E (its
+// column-stochastic step matrix): float32, with the state's largest component m eliminated
+// (P_m = 1 - sum of the others), so NS-1 components advance by an affine map,
+//   P'_a = E[a][m] + sum_{b != m} (E[a][b] - E[a][m]) P_b,
+// and the current is affine in them too: (NS-1)^2 + (NS-1) FMAs a step instead of NS^2 + open
+// sum + drive. Eliminating the largest keeps every term within NS times the open probability
+// it feeds (relative accuracy of small probabilities), and the sum stays exactly 1.
+// Returns the sum of (weighted) squared residuals; W: weights given, T: currents written.
+template <bool W, bool T>
+__device__ __forceinline__ float recorded_steps(const double* E, double* Pd, const float drive, const int n,
+                                                const float* __restrict__ target,
+                                                const float* __restrict__ weights, float* __restrict__ out)
+{
+    constexpr int M = CH_NS - 1;
+    double e[CH_NS * CH_NS], q[CH_NS], o[CH_NS];
+#pragma unroll
+    for (int k = 0; k < CH_NS * CH_NS; ++k) e[k] = E[k];
+#pragma unroll
+    for (int k = 0; k < CH_NS; ++k) {
+        float unit[CH_NS];
+#pragma unroll
+        for (int j = 0; j < CH_NS; ++j) unit[j] = j == k ? 1.f : 0.f;
+        o[k] = (double)ch_open(unit);
+        q[k] = Pd[k];
+    }
+    int m = M;
+#pragma unroll
+    for (int k = M - 1; k >= 0; --k) m = q[k] > q[m] ? k : m;
+    // move state m to the last place (rows, columns, state and open weight)
+#pragma unroll
+    for (int j = 0; j < M; ++j) {
+        if (m == j) {
+#pragma unroll
+            for (int c = 0; c < CH_NS; ++c) { const double x = e[j * CH_NS + c]; e[j * CH_NS + c] = e[M * CH_NS + c]; e[M * CH_NS + c] = x; }
+#pragma unroll
+            for (int r = 0; r < CH_NS; ++r) { const double x = e[r * CH_NS + j]; e[r * CH_NS + j] = e[r * CH_NS + M]; e[r * CH_NS + M] = x; }
+            double x = q[j]; q[j] = q[M]; q[M] = x;
+            x = o[j]; o[j] = o[M]; o[M] = x;
+        }
+    }
+    float A[M * M + 1], c[M + 1], w[M + 1], P[M + 1];
+#pragma unroll
+    for (int a = 0; a < M; ++a) {
+        c[a] = (float)e[a * CH_NS + M];
+#pragma unroll
+        for (int b = 0; b < M; ++b) A[a * M + b] = (float)(e[a * CH_NS + b] - e[a * CH_NS + M]);
+        w[a] = (float)(drive * (o[a] - o[M]));
+        P[a] = (float)q[a];
+    }
+    const float w0 = (float)(drive * o[M]);
+    float part = 0.f;
+    // pointers stepped (not base + step: that cost 6 integer instructions a sample)
+    const float* __restrict__ tp = target;
+    const float* __restrict__ wp = weights;
+    float* __restrict__ cp = out;
+#pragma unroll 8
+    for (int step = 0; step < n; ++step) {
+        float Tn[M + 1];
+#pragma unroll
+        for (int a = 0; a < M; ++a) {
+            float acc = c[a];
+#pragma unroll
+            for (int b = 0; b < M; ++b) acc = fmaf(A[a * M + b], P[b], acc);
+            Tn[a] = acc;
+        }
+        float current = w0;
+#pragma unroll
+        for (int a = 0; a < M; ++a) { P[a] = Tn[a]; current = fmaf(w[a], P[a], current); }
+        if (T) *cp++ = current;
+        const float r = current - __ldg(tp++);
+        part = W ? fmaf(__ldg(wp++) * r, r, part) : fmaf(r, r, part);
+    }
+    double rest = 1.0;
+#pragma unroll
+    for (int a = 0; a < M; ++a) { q[a] = (double)P[a]; rest -= q[a]; }
+    q[M] = rest;
+#pragma unroll
+    for (int j = 0; j < M; ++j) {
+        if (m == j) { const double x = q[j]; q[j] = q[M]; q[M] = x; }
+    }
+#pragma unroll
+    for (int k = 0; k < CH_NS; ++k) Pd[k] = q[k];
+    return part;
+}
+
+// A ramp's steps from Pd: a Magnus step matrix per step (double), propagated in float32 when
+// recorded (out, target, weights at its first point) and in double when not.
+__device__ __forceinline__ float ramp_steps(const double* p, const double v0, const double v1, const double tau,
+                                         const int n, const bool record, const float g, double* Pd,
+                                         const float* __restrict__ target, const float* __restrict__ weights,
+                                         float* __restrict__ out)
+{
+    double E[CH_NS * CH_NS];
+    float P[CH_NS], part = 0.f;
+#pragma unroll
+    for (int a = 0; a < CH_NS; ++a) P[a] = (float)Pd[a];
+    for (int step = 0; step < n; ++step) {
+        ramp_step_expm(p, v0, v1, n, step, tau, E);
+        if (!record) {
+            double Td[CH_NS];
+#pragma unroll
+            for (int a = 0; a < CH_NS; ++a) {
+                double acc = 0.0;
+#pragma unroll
+                for (int b = 0; b < CH_NS; ++b) acc = fma(E[a * CH_NS + b], Pd[b], acc);
+                Td[a] = acc;
+            }
+#pragma unroll
+            for (int a = 0; a < CH_NS; ++a) Pd[a] = Td[a];
+            continue;
+        }
+        float Tn[CH_NS];
+#pragma unroll
+        for (int a = 0; a < CH_NS; ++a) {
+            float acc = 0.f;
+#pragma unroll
+            for (int b = 0; b < CH_NS; ++b) acc = fmaf((float)E[a * CH_NS + b], P[b], acc);
+            Tn[a] = acc;
+        }
+#pragma unroll
+        for (int a = 0; a < CH_NS; ++a) P[a] = Tn[a];
+        const float current = g * (float)(v0 + (v1 - v0) * (step + 1) / n - CH_EREV) * ch_open(P);
+        if (out) out[step] = current;
+        const float r = current - __ldg(target + step);
+        const float w = weights ? __ldg(weights + step) : 1.f;
+        part = fmaf(w * r, r, part);
+    }
+    if (record) {
+#pragma unroll
+        for (int a = 0; a < CH_NS; ++a) Pd[a] = P[a];
+    }
+    return part;
+}
+
 // chi^2 of individuals first .. first+count-1: population is structure-of-arrays,
-// pop[k * N + i]. With traces != nullptr the simulated currents of individual t are written to
-// traces[t * n_points ...] (the GUI's best fit, the refinement's Jacobian). weights (or
-// nullptr: all 1) weight each squared residual; the score is their sum divided by norm.
-extern "C" __global__ void __launch_bounds__(CH_BLOCK)
+// pop[k * N + i]. The protocol is the program c_prog_* of n_prog instructions. With traces !=
+// nullptr the simulated currents of individual t are written to traces[t * n_points ...] (the
+// GUI's best fit, the refinement's Jacobian). weights (or nullptr: all 1) weight each squared
+// residual; the score is their sum divided by norm.
+extern "C" __global__ void __launch_bounds__(CH_BLOCK, CH_MIN_BLOCKS)
 ch_evaluate(const float* __restrict__ pop, const int N, const int first, const int count,
-            const float* __restrict__ target, const float* __restrict__ weights, const int n_sweeps,
+            const float* __restrict__ target, const float* __restrict__ weights, const int n_prog,
             const int n_points, const double norm, float* __restrict__ scores, float* __restrict__ traces)
 {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -248,23 +399,27 @@ ch_evaluate(const float* __restrict__ pop, const int N, const int first, const i
     const float g = (float)p[CH_G];
     float* out = traces ? traces + (size_t)t * n_points : nullptr;
     double chi = 0.0;
-    int idx = 0;
     double Q[CH_NS * CH_NS], E[CH_NS * CH_NS], Pd[CH_NS];
-    float Ef[CH_NS * CH_NS], P[CH_NS], T[CH_NS];
-    for (int s = 0; s < n_sweeps; ++s) {
-        ch_q(p, c_sweep_hold[s], Q);
-        steady_state(Q, Pd);
-        for (int op = c_sweep_op[s]; op < c_sweep_op[s + 1]; ++op) {
-            const double v0 = c_op_v[op], v1 = c_op_vend[op], tau = c_op_tau[op];
-            const int n = c_op_n[op];
-            const bool ramp = v0 != v1;
-            if (!ramp) {
-                ch_q(p, v0, Q);
-                expm_q(Q, tau, E);
-            }
-            if (!c_op_record[op]) {  // an unrecorded segment: its steps in double
+    double S[CH_SLOTS][CH_NS];
+    for (int k = 0; k < n_prog; ++k) {
+        const int code = c_prog_code[k], kind = code & 255, src = (code >> 8) & 255, dst = (code >> 16) & 255;
+        const double v = c_prog_v[k], tau = c_prog_tau[k];
+        if (kind == CH_STEADY) {
+            ch_q(p, v, Q);
+            steady_state(Q, Pd);
+        } else if (kind == CH_EXPM) {
+            ch_q(p, v, Q);
+            expm_q(Q, tau, E);
+            continue;
+        } else {
+#pragma unroll
+            for (int a = 0; a < CH_NS; ++a) Pd[a] = S[src][a];
+            const int n = c_prog_n[k], rec = c_prog_rec[k];
+            if (kind == CH_RAMP) {
+                chi += (double)ramp_steps(p, v, c_prog_vend[k], tau, n, rec >= 0, g, Pd, target + rec,
+                                          weights ? weights + rec : nullptr, out ? out + rec : nullptr);
+            } else if (rec < 0) {      // an unrecorded segment: its steps in double
                 for (int step = 0; step < n; ++step) {
-                    if (ramp) ramp_step_expm(p, v0, v1, n, step, tau, E);
                     double Td[CH_NS];
 #pragma unroll
                     for (int a = 0; a < CH_NS; ++a) {
@@ -276,40 +431,21 @@ ch_evaluate(const float* __restrict__ pop, const int N, const int first, const i
 #pragma unroll
                     for (int a = 0; a < CH_NS; ++a) Pd[a] = Td[a];
                 }
-                continue;
+            } else {
+                const float drive = g * (float)(v - CH_EREV);
+                float part;
+                if (weights)
+                    part = out ? recorded_steps<true, true>(E, Pd, drive, n, target + rec, weights + rec, out + rec)
+                               : recorded_steps<true, false>(E, Pd, drive, n, target + rec, weights + rec, nullptr);
+                else
+                    part = out ? recorded_steps<false, true>(E, Pd, drive, n, target + rec, nullptr, out + rec)
+                               : recorded_steps<false, false>(E, Pd, drive, n, target + rec, nullptr, nullptr);
+                chi += (double)part;
             }
+        }
+        if (dst != CH_NO_SLOT) {
 #pragma unroll
-            for (int e = 0; e < CH_NS * CH_NS; ++e) Ef[e] = (float)E[e];
-#pragma unroll
-            for (int a = 0; a < CH_NS; ++a) P[a] = (float)Pd[a];
-            float drive = g * (float)(v0 - CH_EREV);
-            float part = 0.f;
-            for (int step = 0; step < n; ++step) {
-                if (ramp) {
-                    ramp_step_expm(p, v0, v1, n, step, tau, E);
-#pragma unroll
-                    for (int e = 0; e < CH_NS * CH_NS; ++e) Ef[e] = (float)E[e];
-                    drive = g * (float)(v0 + (v1 - v0) * (step + 1) / n - CH_EREV);
-                }
-#pragma unroll
-                for (int a = 0; a < CH_NS; ++a) {
-                    float acc = 0.f;
-#pragma unroll
-                    for (int b = 0; b < CH_NS; ++b) acc = fmaf(Ef[a * CH_NS + b], P[b], acc);
-                    T[a] = acc;
-                }
-#pragma unroll
-                for (int a = 0; a < CH_NS; ++a) P[a] = T[a];
-                const float current = drive * ch_open(P);
-                if (out) out[idx] = current;
-                const float r = current - __ldg(target + idx);
-                const float w = weights ? __ldg(weights + idx) : 1.f;
-                ++idx;
-                part = fmaf(w * r, r, part);
-            }
-#pragma unroll
-            for (int a = 0; a < CH_NS; ++a) Pd[a] = P[a];
-            chi += (double)part;
+            for (int a = 0; a < CH_NS; ++a) S[dst][a] = Pd[a];
         }
     }
     const double score = chi / norm;

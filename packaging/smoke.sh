@@ -20,6 +20,9 @@ cd "$work"
     --set ensemble.t_end=2 --out "$work/wheel-run" >/dev/null
 test -s "$work/wheel-run/results.npz" && test -s "$work/wheel-run/plot.png"
 gui "$work/venv/bin/biogpu" gui --quit-after 3 >/dev/null 2>&1
+if [ -f "$top/docs/_build/html/index.html" ]; then     # make docs ran: Help › Documentation ships
+    "$work/venv/bin/python" -c "from app.gui.help import docs_index as d; i = d(); assert i and '_data' in i.parts, i"
+fi
 echo "wheel: installed, ran a preset from $work, GUI started and closed"
 
 echo "== bundle"

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+try:   # libSEDML before libSBML (test modules import libSBML at collection): see app.sims.ssa.sbml._libsbml
+    import libsedml  # noqa: F401
+except ImportError:
+    pass
+
 from app.compute.device import backend_context, cuda_status
 
 

@@ -22,7 +22,6 @@ headless run goes first, so the compiled engine's cache is warm for both.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import threading
@@ -31,6 +30,7 @@ from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from app.sims.common.bench_record import save_bench
 from app.sims.common.session import Session
 from app.sims.common.simulation import DOMAINS, load_run_config
 
@@ -329,9 +329,9 @@ def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: boo
     note = (f"Qt platform: {platform}; OpenGL: {gl}; budget {budget:g} s, "
             f"limit {timeout:g} s per run; {time.strftime('%Y-%m-%d %H:%M')}")
     (out_dir / f"gui-{backend}.md").write_text(text + "\n\n" + note + "\n")
-    (out_dir / f"gui-{backend}.json").write_text(json.dumps(
-        {"platform": platform, "opengl": opengl, "budget_s": budget, "limit_s": timeout,
-         "rows": [{**asdict(r), "ratio": r.ratio, "cpu_ratio": r.cpu_ratio} for r in rows]}, indent=1))
+    save_bench(f"gui-{backend}", {"platform": platform, "opengl": opengl, "budget_s": budget, "limit_s": timeout,
+                                  "rows": [{**asdict(r), "ratio": r.ratio, "cpu_ratio": r.cpu_ratio} for r in rows]},
+               out_dir, cuda=backend == "cuda")
     print(f"{note}\nwrote {out_dir / f'gui-{backend}.md'} and {out_dir / f'gui-{backend}.json'}")
     if window is not None:
         window.close()

@@ -23,7 +23,8 @@ def channel_fig7(bench_json: str | Path, png: str | Path) -> Path:
     import pyqtgraph as pg
     from PySide6.QtWidgets import QHBoxLayout, QWidget
 
-    rows = json.loads(Path(bench_json).read_text())["fig7"]
+    doc = json.loads(Path(bench_json).read_text())
+    rows = doc.get("results", doc)["fig7"]        # a bench record, or an older bare result
     widget = QWidget()
     layout = QHBoxLayout(widget)
     plots = []

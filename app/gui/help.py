@@ -1,9 +1,15 @@
-"""The Help menu's texts: About (versions, device), keyboard shortcuts, each panel's method."""
+"""The Help menu's texts: About (versions, device), keyboard shortcuts, each panel's method,
+and where the offline HTML documentation is."""
 
 from __future__ import annotations
 
+import html
+import os
 import platform
-from importlib import metadata
+from importlib import metadata, resources
+from pathlib import Path
+
+DOCS_ENV = "BIOGPU_DOCS_DIR"      # a folder holding the built HTML (its index.html)
 
 # (keys, what they do) in the order the Help menu lists them.
 SHORTCUTS = (
@@ -95,3 +101,32 @@ def shortcuts_html() -> str:
 def method_html(domain: str, label: str) -> str:
     method, reference = METHODS.get(domain, ("", ""))
     return f"<h3>{label}</h3><p>{method}</p><p><b>Reference.</b> {reference}</p>"
+
+
+def docs_candidates() -> list[Path]:
+    """Where the built HTML documentation's ``index.html`` may be, in the order looked at: the
+    folder ``$BIOGPU_DOCS_DIR``, the copy inside the installed package (``app/_data/docs``, put
+    there by the wheel and bundle builds after ``make docs``), a checkout's ``docs/_build/html``."""
+    found = []
+    if os.environ.get(DOCS_ENV):
+        found.append(Path(os.environ[DOCS_ENV]).expanduser() / "index.html")
+    package = Path(str(resources.files("app")))
+    found.append(package / "_data" / "docs" / "index.html")
+    found.append(package.resolve().parent / "docs" / "_build" / "html" / "index.html")
+    return found
+
+
+def docs_index() -> Path | None:
+    """The offline documentation's ``index.html``, or None where it has not been built."""
+    return next((p for p in docs_candidates() if p.is_file()), None)
+
+
+def docs_missing_html() -> str:
+    """What to do when no built documentation is found (shown instead of opening it)."""
+    looked = "".join(f"<li><code>{html.escape(str(p))}</code></li>" for p in docs_candidates())
+    return ("<p>The documentation has not been built on this machine.</p>"
+            "<p>In a copy of the source tree, run <code>make docs</code> (it installs Sphinx, "
+            "MyST-Parser and the Furo theme into <code>.venv</code> and writes "
+            "<code>docs/_build/html</code>), then choose Help › Documentation again. "
+            f"Or set <code>{DOCS_ENV}</code> to a folder with the built HTML.</p>"
+            f"<p>Looked for:</p><ul>{looked}</ul>")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSize, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence
+from PySide6.QtCore import QByteArray, QSize, Qt, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QLabel, QListWidget, QMainWindow,
                                QMessageBox, QSplitter, QStackedWidget, QToolBar, QWidget)
 
@@ -171,6 +171,7 @@ class MainWindow(QMainWindow):
 
     def _build_help_menu(self) -> None:
         menu = self.menuBar().addMenu("&Help")
+        menu.addAction("&Documentation").triggered.connect(lambda: self.open_documentation())
         method = menu.addAction("This panel's &method and reference")
         method.setShortcut(QKeySequence.StandardKey.HelpContents)
         method.triggered.connect(lambda: self.show_method())
@@ -235,6 +236,17 @@ class MainWindow(QMainWindow):
 
     def show_shortcuts(self) -> QMessageBox:
         return self._message("Keyboard shortcuts", help_text.shortcuts_html())
+
+    def open_documentation(self) -> QMessageBox | None:
+        """Open the built HTML documentation in the web browser (offline, local files); where it
+        is not built, a message saying how to build it (returned)."""
+        index = help_text.docs_index()
+        if index is not None and QDesktopServices.openUrl(QUrl.fromLocalFile(str(index))):
+            return None
+        if index is not None:
+            return self._message("Documentation", f"<p>No web browser opened "
+                                 f"<code>{index}</code>; open it by hand.</p>")
+        return self._message("Documentation", help_text.docs_missing_html())
 
     def show_method(self, name: str | None = None) -> QMessageBox:
         name = name or self.current_panel_name()

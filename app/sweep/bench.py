@@ -11,13 +11,14 @@ is counted in the Dask wall times.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import tempfile
 import time
 from pathlib import Path
+
+from app.sims.common.bench_record import save_bench
 
 POINTS_CONFIG = """
 domain: ssa
@@ -111,7 +112,7 @@ def gpu_scaling(out_dir: Path, quick: bool) -> int:
         results.append({"batched": batched, "gpus": n, "wall_seconds": wall, "points": points,
                         "realizations": realizations, "speedup": one / wall})
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "sweep-gpu.json").write_text(json.dumps(results, indent=2))
+    save_bench("sweep-gpu", {"rows": results}, out_dir)
     return 0
 
 
@@ -165,7 +166,7 @@ def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: boo
     if backend != "cpu" and resolve_backend(backend)[0] == "cuda":
         row = batching(out_dir, quick)
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "sweep-batching.json").write_text(json.dumps(row, indent=2))
+        save_bench("sweep-batching", row, out_dir)
         return gpu_scaling(out_dir, quick)
     points = 32 if quick else 256
     cores = os.cpu_count() or 1
@@ -186,5 +187,5 @@ def main(backend: str = "cpu", out_dir: Path = Path("bench-results"), quick: boo
         results.append({"how": how, "workers": workers, "wall_seconds": wall, "points": points,
                         "ratio_to_one_process": wall / base})
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "sweep.json").write_text(json.dumps(results, indent=2))
+    save_bench("sweep", {"rows": results}, out_dir)
     return 0

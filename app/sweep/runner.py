@@ -92,7 +92,7 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
 
     doc = read_run_document(config_path, overrides=overrides)
     if "sweep" not in doc.data:
-        raise doc.error("this config has no 'sweep:' block; see the README's Sweeps section")
+        raise doc.error("this config has no 'sweep:' block; see 'Parameter sweeps' in the user guide")
     spec = parse_sweep(doc.data["sweep"], doc)
     data = {k: v for k, v in doc.data.items() if k != "sweep"}
     name = data.get("domain")
@@ -212,7 +212,7 @@ def _finish_point(task: PointTask, cfg: Any, arrays: Mapping[str, Any], summary:
     from app.sims.common.simulation import DOMAINS
 
     out = point_dir(task)
-    write_run_outputs(out, cfg, arrays, summary)
+    write_run_outputs(out, cfg, arrays, summary, started=time.time() - wall)
     mmod = sweep_metrics.domain_metrics(DOMAINS[task.domain].module)
     options = {**task.metric_options, "config": cfg}
     row: dict[str, Any] = {"point": task.point.index, "replicate": task.point.replicate,
@@ -376,6 +376,12 @@ class SweepRun:
             "tables": [p.name for p in files],
         }
         save_json(out / "summary.json", summary)
+        from app.sims.common.provenance import write_crate
+        backend = {r.get("backend") for r in rows if r.get("backend")}
+        write_crate(out, name=out.name, started=time.time() - summary["wall_seconds"], ended=time.time(),
+                    summary={**summary, "backend": ",".join(sorted(backend)),
+                             "device": ", ".join(summary["devices"]), "finished": not summary["failed"]},
+                    description=f"{out.name}: a parameter sweep of BioGPU Studio (every point's folder inside)")
         return SweepResult(rows, summary)
 
 

@@ -54,7 +54,8 @@ def test_bench_runs_offscreen_without_a_display_and_writes_table_and_json(tmp_pa
     assert done.returncode == 0, done.stderr[-2000:]
     table = (out / "gui-cpu.md").read_text()
     assert "| ssa | 00-decay-dimerization (quick) | cpu |" in table and "Qt platform: offscreen" in table
-    doc = json.loads((out / "gui-cpu.json").read_text())
-    assert doc["platform"] == "offscreen"
+    record = json.loads((out / "gui-cpu.json").read_text())
+    doc = record["results"]
+    assert doc["platform"] == "offscreen" and record["environment"]["device"] == "cpu"
     row = doc["rows"][0]
     assert row["gui"]["frames"] >= 1 and row["gui"]["progress"] == 1.0 and 0 < row["ratio"]

@@ -72,11 +72,12 @@ def test_sheet_run_to_end_views_and_exports(cardiac, window, run_to_end, tmp_pat
     assert np.isfinite(act[0]) and np.isfinite(act).sum() > 12   # the left edge fired and spread
     assert "sim ms/s" in window.throughput_label.text()
 
-    csv, npz, vtk, ply, png = (tmp_path / n for n in ("t.csv", "m.npz", "m.vtk", "m.ply", "v.png"))
-    for kind, path in (("traces", csv), ("maps", npz), ("vtk", vtk), ("ply", ply), ("png", png)):
+    csv, npz, vtk, ply, png, cellml = (tmp_path / n for n in ("t.csv", "m.npz", "m.vtk", "m.ply", "v.png", "m.cellml"))
+    for kind, path in (("traces", csv), ("maps", npz), ("vtk", vtk), ("ply", ply), ("png", png), ("cellml", cellml)):
         cardiac.export(kind, path)
         assert path.stat().st_size > 0
     assert open(csv).readline().startswith("t_ms,V_cell_0")
+    assert b"http://www.cellml.org/cellml/2.0#" in cellml.read_bytes()
     with np.load(npz) as data:
         assert data["activation_time"].shape == data["V"].shape == (96,)
     text = vtk.read_text()

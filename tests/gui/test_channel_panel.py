@@ -231,6 +231,10 @@ def test_cmaes_refinement_intervals_mcmc_and_model_exports(channel, window, tmp_
     for path in (mod, mmt, model):
         assert window.export_data(path)
     assert "POINT_PROCESS k_fit" in mod.read_text() and "[[model]]" in mmt.read_text()
+    nml, nwb = tmp_path / "k_fit.nml", tmp_path / "fit.nwb"          # NeuroML2 and NWB
+    channel.export_model(nml, "neuroml")
+    channel.export_nwb(nwb)
+    assert '<ionChannelKS id="k_fit"' in nml.read_text() and nwb.stat().st_size > 0
     fitted = yaml.safe_load(model.read_text())
     assert [q["value"] for q in fitted["parameters"]] == pytest.approx(list(frame.best_params))
 

@@ -38,7 +38,9 @@ EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
            ("Maps (NPZ)…", "maps", "NPZ (*.npz)", "per-cell maps (V, activation, APD90), probes and steps"),
            ("Mesh (VTK)…", "vtk", "VTK (*.vtk)", "the mesh with its maps, for ParaView"),
            ("Mesh (PLY)…", "ply", "PLY (*.ply)", "the mesh with its maps"),
-           ("Screenshot (PNG)…", "png", "PNG (*.png)", "the views"))
+           ("Screenshot (PNG)…", "png", "PNG (*.png)", "the views"),
+           ("Model (CellML 2.0)…", "cellml", "CellML (*.cellml)",
+            "the cell model as run, with its parameter changes (one file per parameter region)"))
 
 
 def region_for(kind: str, region: Region, dx: float) -> Region:
@@ -343,6 +345,11 @@ class CardiacPanel(Panel):
             return self.save_screenshot(path)
         if kind in ("traces", "maps"):
             return self.export_data(path)
+        if kind == "cellml":
+            from app.sims.cardiac.export_cellml import write_model_as_run
+            written = write_model_as_run(self.current_config().model, path)
+            log.info("exported %s", ", ".join(map(str, written)))
+            return written[0]
         if self.mesh is None or self.mesh.kind == "single":
             raise RuntimeError("no tissue to export: run a sphere or a sheet first")
         values = self.maps()

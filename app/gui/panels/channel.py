@@ -253,6 +253,13 @@ class ChannelPanel(Panel):
             self.export_buttons[key] = button
             grid.addWidget(button)
         layout.addLayout(grid)
+        grid = QHBoxLayout()
+        for key, text in (("neuroml", "NeuroML2 channel…"), ("nwb", "Fit as NWB…")):
+            button = QPushButton(text)
+            button.clicked.connect(lambda _=False, k=key: self._ask_export(k))
+            self.export_buttons[key] = button
+            grid.addWidget(button)
+        layout.addLayout(grid)
         return box
 
     def _build_views(self) -> None:
@@ -450,10 +457,24 @@ class ChannelPanel(Panel):
         model = self.run_cfg.model_() if self.run_cfg is not None else self.current_config().model_()
         values = np.asarray(frame.best_params, float)
         name = Path(path).stem
+        if kind == "neuroml":
+            from app.sims.channel.export_neuroml import to_neuroml, validate
+            out = save_text(path, to_neuroml(model, values, export._safe_name(name, "fitted_channel")))
+            validate(str(out))
+            return out
         text = {"model": lambda: export.to_yaml(spec, values, frame.best_chi2),
                 "myokit": lambda: export.to_myokit(model, values, name),
                 "nmodl": lambda: export.to_nmodl(model, values, name)}[kind]()
         return save_text(path, text)
+
+    def export_nwb(self, path: str | Path) -> Path:
+        """The fit as NWB: data, protocol, best parameters, fitted traces, intervals."""
+        from app.sims.channel.export_nwb import write_fit
+        frame = self._frame()
+        cfg = self.run_cfg if self.run_cfg is not None else self.current_config()
+        iv = frame.intervals
+        ci = (iv.lower, iv.upper) if iv is not None else None
+        return write_fit(cfg, frame.best_params, frame.target, frame.best_traces, path, ci)
 
     def export_data(self, path: str | Path) -> Path:
         """By suffix: .yaml best parameters, .npz all arrays, .csv the fitted traces (or the
@@ -553,7 +574,9 @@ class ChannelPanel(Panel):
                  "npz": ("results.npz", "NumPy archive (*.npz)", lambda p: export_npz(p, self._frame())),
                  "model": ("fitted-model.yaml", "YAML (*.yaml)", lambda p: self.export_model(p, "model")),
                  "myokit": ("fitted_channel.mmt", "Myokit (*.mmt)", lambda p: self.export_model(p, "myokit")),
-                 "nmodl": ("fitted_channel.mod", "NMODL (*.mod)", lambda p: self.export_model(p, "nmodl"))}
+                 "nmodl": ("fitted_channel.mod", "NMODL (*.mod)", lambda p: self.export_model(p, "nmodl")),
+                 "neuroml": ("fitted_channel.nml", "NeuroML2 (*.nml)", lambda p: self.export_model(p, "neuroml")),
+                 "nwb": ("channel-fit.nwb", "NWB (*.nwb)", self.export_nwb)}
         default, pattern, write = names[kind]
         out = self.ask_file("Export", pattern, write, save=True, directory=default,
                             default_suffix=Path(default).suffix)

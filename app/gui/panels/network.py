@@ -35,7 +35,11 @@ log = logging.getLogger(__name__)
 EXPORTS = (("Spikes (NPZ)…", "spikes", "NPZ (*.npz)", "every recorded spike (or the raster window shown)"),
            ("History (CSV)…", "history", "CSV (*.csv)", "per-epoch radius, rate, synapses and bursts"),
            ("Connectivity (NPZ)…", "connectivity", "NPZ (*.npz)", "the final synapses and radii"),
-           ("Views (PNG)…", "png", "PNG (*.png)", "the views"))
+           ("Views (PNG)…", "png", "PNG (*.png)", "the views"),
+           ("Spikes and bursts (NWB)…", "nwb", "NWB (*.nwb)",
+            "a finished run: spike times, positions, population rate and bursts"),
+           ("Culture (NeuroML2)…", "neuroml", "NeuroML2 (*.nml)",
+            "a finished run: cells, positions, Tsodyks-Markram synapses, final connections"))
 HISTORY_KEYS = ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute")
 
 
@@ -217,6 +221,12 @@ class NetworkPanel(Panel):
             out = export_spikes_npz(path, self.arrays, self.last_frame)
         elif kind == "history":
             out = export_history_csv(path, self.last_frame)
+        elif kind == "nwb":
+            from app.sims.network.export_nwb import write_run
+            out = write_run(self.current_config(), self.arrays or {}, path)
+        elif kind == "neuroml":
+            from app.sims.network import export_neuroml
+            out = export_neuroml.write_run(self.current_config(), self.arrays or {}, path)
         else:
             out = export_connectivity_npz(path, self.arrays)
         log.info("exported %s", out)

@@ -46,12 +46,14 @@ def short_number(x: float) -> str:
 class SSAPanel(Panel):
     """Controls and live views of an SSA ensemble run."""
 
-    open_label = "Open YAML or SBML…"
-    open_filter = "Run configs and SBML (*.yaml *.yml *.xml *.sbml);;YAML (*.yaml *.yml);;SBML (*.xml *.sbml)"
+    open_label = "Open YAML, SBML or OMEX…"
+    open_filter = ("Run configs, SBML and COMBINE archives (*.yaml *.yml *.xml *.sbml *.omex);;YAML (*.yaml *.yml);;"
+                   "SBML (*.xml *.sbml);;COMBINE/OMEX archives with SED-ML (*.omex)")
 
     def __init__(self, domain: Domain, device: DeviceProvider = cpu_device, parent=None):
         super().__init__(domain, device, parent)
         self.base_cfg: SSAConfig | None = None
+        self.last_run: tuple[SSAConfig, dict, dict] | None = None    # for Export OMEX
         self.reference_worker: SimulationWorker | None = None
         model_box = self.preset_picker("Model")[0]
         self._add_sbml_export(model_box)
@@ -70,11 +72,21 @@ class SSAPanel(Panel):
         self.export_sbml_button.clicked.connect(
             lambda: self.ask_file("Export SBML", "SBML (*.xml)", self.export_sbml, save=True,
                                   default_suffix=".xml"))
+        self.export_omex_button = QPushButton("Export OMEX…")
+        self.export_omex_button.setToolTip("The last finished run as a COMBINE/OMEX archive: the SBML model, "
+                                           "SED-ML saying what ran (the ensemble, its seed) and the results")
+        box.layout().addWidget(self.export_omex_button)
+        self.export_omex_button.clicked.connect(
+            lambda: self.ask_file("Export OMEX", "COMBINE/OMEX archive (*.omex)", self.export_omex, save=True,
+                                  default_suffix=".omex"))
 
     def load_config(self, path: str | Path) -> None:
         """A run config, or an SBML file: its imported and refused elements go to the table
         (a model with refusals is shown, then reported as an error)."""
         from app.sims.ssa.sbml import is_sbml_path, read_sbml
+        if Path(path).suffix.lower() == ".omex":
+            self.load_archive(path)
+            return
         if is_sbml_path(path):
             model = read_sbml(path)
             if model.network is None:
@@ -83,6 +95,38 @@ class SSAPanel(Panel):
                                       "(red rows); the model cannot run")
                 model.require_network()
         super().load_config(path)
+
+    def load_archive(self, path: str | Path) -> None:
+        """The first single run (task or ensemble) of a COMBINE/OMEX archive's SED-ML; its model,
+        with the SED-ML changes applied, is kept in a folder of this session."""
+        import tempfile
+
+        from app.omex import archive_config
+        from app.sims.common.config import Document
+
+        folder = Path(tempfile.mkdtemp(prefix="biogpu-omex-"))
+        data, notes = archive_config(path, folder)
+        cfg = self.domain.load().load_config(Document(data, {}, str(path)))
+        self.apply_config(cfg)
+        self.config_path = None
+        for note in notes:
+            log.info("%s: %s", Path(path).name, note)
+        self.show_description(cfg.name, f"from {Path(path).name}: {cfg.description}")
+        log.info("opened %s (model in %s)", path, folder)
+
+    def export_omex(self, path: str | Path) -> Path:
+        """The last finished run as an OMEX archive (its run folder is written beside, as the CLI's)."""
+        import tempfile
+
+        from app.sims.common.session import write_run_outputs
+        from app.sims.ssa.sedml_export import export_folder
+        if self.last_run is None:
+            raise ConfigError("no finished run to export yet: run the ensemble to its end first")
+        cfg, arrays, summary = self.last_run
+        with tempfile.TemporaryDirectory(prefix="biogpu-run-") as tmp:
+            out = export_folder(write_run_outputs(Path(tmp) / "run", cfg, arrays, summary), path)
+        log.info("exported the run as %s", out)
+        return out
 
     def export_sbml(self, path: str | Path) -> Path:
         from app.sims.ssa.sbml_export import export_sbml
@@ -184,6 +228,8 @@ class SSAPanel(Panel):
             self.heatmap.set_frame(frame)
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
+        if summary and summary.get("finished") and self.worker is not None:
+            self.last_run = (self.worker.session.cfg, dict(arrays), dict(summary))
         if summary:
             log.info("SSA: %d reactions in %.2f s on %s (%s)", summary.get("reactions_fired", 0),
                      summary.get("wall_seconds", 0.0), summary.get("device", "?"),

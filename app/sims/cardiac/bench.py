@@ -14,7 +14,7 @@ import numpy as np
 from app.compute.device import backend_context, cuda_status, resolve_backend
 from app.sims.cardiac.metrics import accuracy
 from app.sims.cardiac.simulation import CardiacSimulation
-from app.sims.common.output import save_json
+from app.sims.common.bench_record import save_bench
 from app.sims.common.simulation import PRESETS, load_run_config
 
 PRESET = PRESETS / "cardiac" / "01-sphere-paper.yaml"
@@ -180,7 +180,7 @@ def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth:
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     resolved, reason = resolve_backend(backend)
     if resolved == "cpu":
-        save_json(Path(out_dir) / "cardiac-sheet.json", {"cases": sheet_throughput(quick)})
+        save_bench("cardiac-sheet", {"cases": sheet_throughput(quick)}, out_dir)
     _, base = load_run_config(PRESET)
     level = 7 if resolved == "cuda" and not quick else (4 if quick else 5)
     t_end = 300.0 if not quick else 60.0
@@ -194,7 +194,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         if resolved == "cuda":
             print(f"# imported models, level-{level} sphere, {t_end:g} ms")
             results["models"] = model_rows(base, level, t_end)
-            save_json(Path(out_dir) / "cardiac.json", results)
+            save_bench("cardiac", results, out_dir)
         t0 = time.perf_counter()
         ref_cfg = make_cfg(base, level, t_end, method="bs32", at=1e-3, rt=1e-6, dt=0.005,
                            precision="float64", dt_max=0.5)
@@ -216,7 +216,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                 row = {**case, "error": str(exc)}
             results["cases"].append(row)
             _print_row(row)
-    path = save_json(Path(out_dir) / "cardiac.json", results)
+    path = save_bench("cardiac", results, out_dir)
     print(f"\nwrote {path}")
     return 0
 

@@ -15,7 +15,7 @@ from app.compute.device import backend_context, cuda_status, resolve_backend
 from app.sims.channel.config import load_config
 from app.sims.channel.simulation import ChannelSimulation
 from app.sims.common.config import load_yaml
-from app.sims.common.output import save_json
+from app.sims.common.bench_record import save_bench
 from app.sims.common.simulation import PRESETS
 
 PRESET = PRESETS / "channel" / "00-model-b-surrogate.yaml"
@@ -127,6 +127,6 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
               f"({results['scaling']['efficiency']:.2f} of linear; the threads busy "
               f"{results['scaling']['busy']:.2f} of the time, a busy thread at "
               f"{results['scaling']['busy_thread_speed']:.2f} of the one-thread speed)")
-    out = save_json(Path(out_dir) / "channel.json", results)
+    out = save_bench("channel", results, out_dir)
     print(f"\nwrote {out}")
     return 0

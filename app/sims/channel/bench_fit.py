@@ -20,7 +20,7 @@ from app.compute.device import backend_context, resolve_backend
 from app.sims.channel.config import load_config
 from app.sims.channel.simulation import ChannelSimulation
 from app.sims.common.config import load_yaml, parse_yaml
-from app.sims.common.output import save_json
+from app.sims.common.bench_record import save_bench
 from app.sims.common.simulation import PRESETS
 
 PRESET = PRESETS / "channel" / "recordings-two-state-k.yaml"
@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['chi2_best_achievable']:.6g}; max error {100 * err:.4f} %; {r['generations']} CMA-ES "
               f"generations + {r['refine_iterations']} LM iterations; {r['wall_seconds']:.1f} s "
               f"(setup {r['setup_seconds']:.1f} s)")
-    out = save_json(Path(args.out) / "channel-fit.json", {"rows": rows, "param_names": list(model.param_names),
-                                                         "true": true.tolist()})
+    out = save_bench("channel-fit", {"rows": rows, "param_names": list(model.param_names),
+                                     "true": true.tolist()}, args.out)
     print(f"wrote {out}")
     return 0
 

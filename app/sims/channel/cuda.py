@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.compute.kernels import load_module
-from app.sims.channel import ga
+from app.sims.channel import ga, schedule
 from app.sims.channel.codegen import kernel_source
 from app.sims.channel.model import ChannelModel
 from app.sims.channel.protocol import Protocol
@@ -19,6 +19,7 @@ from app.sims.common.engine import EngineBase
 BLOCK = 128
 MAX_SWEEPS = 128
 MAX_OPS = 512
+MIN_BLOCKS = 6          # ch_evaluate launch bounds (80 registers, 24 warps an SM: 7.7 ms against 9.6 at 1 on the H200)
 
 
 def device_bytes(size: int, n_params: int, n_points: int) -> int:
@@ -45,7 +46,8 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
             raise MemoryError(f"a population of {size:,} needs {need / 2**20:.0f} MiB of GPU memory; "
                               f"{free / 2**20:.0f} MiB of {total / 2**20:.0f} MiB are free")
         self.module = load_module(kernel_source(model), "channel.cu",
-                                  {"CH_MAX_SWEEPS": MAX_SWEEPS, "CH_MAX_OPS": MAX_OPS, "CH_BLOCK": BLOCK},
+                                  {"CH_MAX_SWEEPS": MAX_SWEEPS, "CH_MAX_OPS": MAX_OPS, "CH_BLOCK": BLOCK,
+                                   "CH_MIN_BLOCKS": MIN_BLOCKS},
                                   fast_math=False)
         self._constants(protocol)
         self._evaluate = self.module.get_function("ch_evaluate")
@@ -65,29 +67,24 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
         self.scores = cuda.pagelocked_empty(size, np.float32)
         self.traces_gpu = gpuarray.empty(protocol.n_points, np.float32)
         self.hist = gpuarray.empty(256, np.uint32)
+        self.row, self.row_score = gpuarray.empty(model.n_params, np.float32), gpuarray.empty(1, np.float32)
         self.stream = cuda.Stream()
         init(self.pop, np.int32(size), np.uint64(seed), block=(BLOCK, 1, 1), grid=(self._blocks(size), 1))
 
     def _constants(self, protocol: Protocol) -> None:
-        sweep_op = np.zeros(MAX_SWEEPS + 1, np.int32)
-        hold = np.zeros(MAX_SWEEPS, np.float64)
-        op_v, op_vend, op_tau = (np.zeros(MAX_OPS, np.float64) for _ in range(3))
-        op_n, op_record = (np.zeros(MAX_OPS, np.int32) for _ in range(2))
-        k = 0
-        for s, sweep in enumerate(protocol.sweeps):
-            hold[s] = sweep.holding
-            sweep_op[s] = k
-            for op in sweep.ops:
-                op_v[k], op_vend[k], op_tau[k], op_n[k], op_record[k] = op.v, op.v_end, op.tau, op.n, op.record
-                k += 1
-        sweep_op[len(protocol.sweeps):] = k
-        for name, values in (("c_sweep_hold", hold), ("c_sweep_op", sweep_op), ("c_op_v", op_v),
-                             ("c_op_vend", op_vend), ("c_op_tau", op_tau), ("c_op_n", op_n),
-                             ("c_op_record", op_record),
+        program = schedule.schedule(protocol)
+        self.n_prog = len(program)
+        code = np.array([i.kind | i.src << 8 | i.dst << 16 for i in program], np.int32)
+        for name, values in (("c_prog_v", np.array([i.v for i in program], np.float64)),
+                             ("c_prog_vend", np.array([i.v_end for i in program], np.float64)),
+                             ("c_prog_tau", np.array([i.tau for i in program], np.float64)),
+                             ("c_prog_code", code),
+                             ("c_prog_n", np.array([i.n for i in program], np.int32)),
+                             ("c_prog_rec", np.array([i.record for i in program], np.int32)),
                              ("c_lower", self.model.lower.astype(np.float32)),
                              ("c_upper", self.model.upper.astype(np.float32))):
             ptr, _ = self.module.get_global(name)
-            self.cuda.memcpy_htod(ptr, values)
+            self.cuda.memcpy_htod(ptr, np.ascontiguousarray(values))
 
     @staticmethod
     def _blocks(n: int) -> int:
@@ -98,21 +95,27 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
             (self._blocks(count), 1), (BLOCK, 1, 1), self.stream, (self.pop if pop is None else pop).gpudata,
             np.int32(stride or self.size), np.int32(first), np.int32(count), self.target.gpudata,
             self.weights.gpudata if self.weights is not None else np.intp(0),
-            np.int32(self.n_sweeps), np.int32(self.n_points), np.float64(self.norm), scores, traces)
+            np.int32(self.n_prog), np.int32(self.n_points), np.float64(self.norm), scores, traces)
 
     def _batch(self, params: np.ndarray, traces: bool):
         """Scores (and currents) of parameter rows (k, P) held in a scratch population."""
         params = np.atleast_2d(np.asarray(params, np.float32))
         k = len(params)
-        pop = self.gpuarray.to_gpu(np.ascontiguousarray(params.T).ravel())
-        scores = self.gpuarray.empty(k, np.float32)
-        out = self.gpuarray.empty(k * self.n_points, np.float32) if traces else None
+        one = k == 1        # one row (the best fit, every improving generation): kept buffers,
+        #                     since freeing device memory waits for the whole device
+        rows = np.ascontiguousarray(params.T).ravel()
+        if one:
+            self.row.set(rows)
+        pop = self.row if one else self.gpuarray.to_gpu(rows)
+        scores = self.row_score if one else self.gpuarray.empty(k, np.float32)
+        out = (self.traces_gpu if one else self.gpuarray.empty(k * self.n_points, np.float32)) if traces else None
         self._launch_evaluate(0, k, scores.gpudata, out.gpudata if traces else np.intp(0), pop, k)
         result = (scores.get(stream=self.stream).astype(np.float64),
                   out.get(stream=self.stream).reshape(k, self.n_points).astype(np.float64) if traces else None)
-        for buf in (pop, scores, out):
-            if buf is not None:
-                buf.gpudata.free()
+        if not one:
+            for buf in (pop, scores, out):
+                if buf is not None:
+                    buf.gpudata.free()
         return result
 
     def evaluate_params(self, params: np.ndarray) -> np.ndarray:
@@ -139,16 +142,25 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
     def median(self) -> float:
         """Median of the last scores by radix selection on the device (as numpy.median)."""
         n = self.size
-        lower = self._select((n - 1) // 2)
-        upper = lower if n % 2 else self._select(n // 2)
+        lower, counts, digit, rank = self._select((n - 1) // 2)
+        if n % 2:
+            upper = lower
+        elif rank + 1 < counts[digit]:      # the next score ties with the lower median
+            upper = lower
+        else:                               # the next larger key, from the last histogram if there
+            above = np.flatnonzero(counts[digit + 1:])
+            key = int(lower.view(np.uint32))
+            upper = (np.array([(key & ~255) | (digit + 1 + int(above[0]))], np.uint32).view(np.float32)[0]
+                     if len(above) else self._select(n // 2)[0])
         return 0.5 * (float(lower) + float(upper))
 
-    def _select(self, rank: int) -> np.float32:
-        """The rank-th smallest score (0-based), byte by byte from the top."""
+    def _select(self, rank: int) -> tuple[np.float32, np.ndarray, int, int]:
+        """The rank-th smallest score (0-based), byte by byte from the top; with the last byte's
+        histogram, the key's bin and its rank among that bin's keys."""
         prefix, mask = 0, 0
         grid = (min(self._blocks(self.size), 1024), 1)
         for shift in (24, 16, 8, 0):
-            self.hist.fill(0, stream=self.stream)
+            self.cuda.memset_d32_async(self.hist.gpudata, 0, 256, self.stream)
             self._radix.prepared_async_call(grid, (256, 1, 1), self.stream, self.scores_gpu.gpudata,
                                             np.int32(self.size), np.uint32(prefix), np.uint32(mask),
                                             np.int32(shift), self.hist.gpudata)
@@ -158,7 +170,7 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
             rank -= int(below[digit - 1]) if digit else 0
             prefix |= digit << shift
             mask |= 255 << shift
-        return np.array([prefix], np.uint32).view(np.float32)[0]
+        return np.array([prefix], np.uint32).view(np.float32)[0], counts, digit, rank
 
     def advance(self, generation: int, best: int, crossover: float, mutation: float,
                 creep: float = 0.0, creep_fraction: float = 0.0) -> None:
@@ -190,6 +202,6 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
 
     def close(self) -> None:
         for buf in (self.target, self.weights, self.pop, self.spare, self.scores_gpu, self.traces_gpu,
-                    self.hist):
+                    self.hist, self.row, self.row_score):
             if buf is not None:
                 buf.gpudata.free()

@@ -17,4 +17,6 @@ DOMAIN = Domain(
     panel="app.gui.panels.channel:ChannelPanel",
     main_plot="app.gui.main_plots:channel",
     bench="app.sims.channel.bench",
+    exports={"neuroml": "app.sims.channel.export_neuroml:export_run",
+             "nwb": "app.sims.channel.export_nwb:export_run"},
 )

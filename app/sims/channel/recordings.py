@@ -147,7 +147,11 @@ def read_nwb(path: Path, channel: int = 0) -> Recording:
         from pynwb.icephys import VoltageClampSeries, VoltageClampStimulusSeries
     except ImportError:
         raise ConfigError("reading NWB files needs pynwb (pip install pynwb)") from None
-    with NWBHDF5IO(str(path), "r") as io:
+    try:
+        io = NWBHDF5IO(str(path), "r")
+    except OSError as exc:           # h5py's message does not name the file
+        raise ConfigError(f"{path}: not a readable NWB (HDF5) file: {exc}") from None
+    with io:
         nwb = io.read()
         series = [s for s in nwb.acquisition.values() if isinstance(s, VoltageClampSeries)]
         stimuli = {getattr(s, "sweep_number", None): s for s in nwb.stimulus.values()

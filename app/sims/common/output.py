@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from app.fileio import atomic_write_bytes
+from app.sims.common.provenance import METADATA as CRATE, write_crate
 
 __all__ = ["RunFolder", "atomic_write_bytes", "save_csv", "save_json", "save_npz", "save_text"]
 
 #: files a run writes into its folder (all replaced together; MANIFEST last)
-RUN_FILES = ("config.yaml", "results.npz", "summary.json", "plot.png")
+RUN_FILES = ("config.yaml", "results.npz", "summary.json", "plot.png", CRATE)
 MANIFEST = "manifest.json"
 
 
@@ -99,6 +102,9 @@ class RunFolder:
         self.run_id = uuid.uuid4().hex
         self.stage = Path(tempfile.mkdtemp(prefix=f".run-{os.getpid()}-", suffix=".tmp", dir=self.out))
         self.files: list[str] = []
+        #: what the RO-Crate says of the run: name, started (epoch seconds), summary
+        self.provenance: dict[str, Any] = {}
+        self.started = time.time()
 
     def path(self, name: str) -> Path:
         self.files.append(name)
@@ -121,8 +127,15 @@ class RunFolder:
                 (self.out / old).unlink(missing_ok=True)
         for name in names:
             os.replace(self.stage / name, self.out / name)
+        try:
+            names.append(write_crate(self.out, files=names, **self._crate_fields()).name)
+        except (ImportError, OSError, ValueError) as exc:     # the results count more than their crate
+            logging.getLogger(__name__).warning("no RO-Crate written in %s: %s", self.out, exc)
         manifest = {"run_id": self.run_id, "files": {n: (self.out / n).stat().st_size for n in names}}
         save_json(self.out / MANIFEST, manifest)
+
+    def _crate_fields(self) -> dict[str, Any]:
+        return {"name": self.out.name, "started": self.started, "ended": time.time(), **self.provenance}
 
     def __enter__(self) -> "RunFolder":
         return self

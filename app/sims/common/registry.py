@@ -50,7 +50,9 @@ class Domain:
     to an engine class path; ``panel`` and ``main_plot`` are import paths into the GUI layer
     (``main_plot(frame) -> QWidget`` draws the run's main plot for ``python -m app run``);
     ``bench`` is a module with ``main(backend, out_dir, quick)``. ``presets`` is the folder of
-    the domain's shipped run configs (default: ``resources/presets/<name>``).
+    the domain's shipped run configs (default: ``resources/presets/<name>``). ``exports`` maps a
+    standard format (``neuroml``, ``nwb``, ``cellml``) to a function ``export_run(folder, out)``
+    writing a run folder's model or data in that format (:mod:`app.sims.common.export`).
     """
 
     name: str
@@ -63,6 +65,7 @@ class Domain:
     main_plot: str | None = None
     bench: str | None = None
     presets: Path | None = None
+    exports: Mapping[str, str] = field(default_factory=dict)   # format -> "module:export_run"
 
     def load(self) -> ModuleType:
         """The domain's package (``Config``, ``Simulation``, ``load_config``)."""

@@ -20,8 +20,9 @@ import numpy as np
 
 from app.compute.device import backend_context
 from app.sims.common.checkpoint import check_target, read_checkpoint, write_checkpoint
-from app.sims.common.config import dump_yaml
+from app.sims.common.config import dump_yaml, to_plain
 from app.sims.common.output import RunFolder
+from app.sims.common.provenance import input_files
 from app.sims.common.simulation import Domain, Frame, Simulation
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class Session:
         self.arrays: dict[str, np.ndarray] = {}
         self.summary: dict[str, Any] = {}
         self.stopped = False
+        self.started_at = time.time()     # wall-clock start of ``run`` (for the RO-Crate)
 
     # ---- requests from any thread -------------------------------------------------------
     def pause(self) -> None:
@@ -90,6 +92,7 @@ class Session:
     def run(self) -> Frame | None:
         """Build and advance the simulation until it finishes or is stopped; return the last frame."""
         module = self.domain.load()
+        self.started_at = time.time()
         with backend_context(self.backend, self.device_index):
             if self.cfg is not None:
                 preflight(self.domain, self.cfg, self.backend)
@@ -159,10 +162,13 @@ def preflight(domain: Domain, cfg: Any, backend: str) -> None:
 
 def write_run_outputs(out_dir: str | Path, cfg: Any, arrays: Mapping[str, np.ndarray],
                       summary: Mapping[str, Any],
-                      extra: Callable[[Path], None] | None = None) -> Path:
+                      extra: Callable[[Path], None] | None = None, started: float | None = None) -> Path:
     """Write ``config.yaml``, ``results.npz``, ``summary.json`` (and what ``extra`` writes into
-    the folder it is given) into ``out_dir`` as one unit: see :class:`RunFolder`."""
+    the folder it is given) into ``out_dir`` as one unit, with its RO-Crate (``started``: when
+    the run began, epoch seconds): see :class:`RunFolder`."""
     with RunFolder(out_dir) as folder:
+        folder.provenance = {"summary": summary, "external": input_files(to_plain(cfg)),
+                             **({"started": started} if started else {})}
         folder.save_text("config.yaml", dump_yaml(cfg))
         folder.save_npz("results.npz", arrays)
         folder.save_json("summary.json", summary)
@@ -192,7 +198,7 @@ def run_headless(domain: Domain, cfg: Any, backend: str, out_dir: str | Path | N
 
     def write(out: str | Path) -> None:
         more = None if extra is None else (lambda folder: extra(session, folder))
-        write_run_outputs(out, cfg, session.arrays, session.summary, more)
+        write_run_outputs(out, cfg, session.arrays, session.summary, more, session.started_at)
 
     try:
         session.run()

@@ -50,7 +50,6 @@ cells, 5 layers, suprabasal fraction 0.76).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 import traceback
@@ -59,6 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from app.compute.device import backend_context, resolve_backend
+from app.sims.common.bench_record import save_bench
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig
 from app.sims.epidermis.frame import element_colours
@@ -502,11 +502,11 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
                   f"{ratio:.1f}x", flush=True)
     _attempt(results, cpu_case, 128, 20 if quick else 200)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench.json").write_text(json.dumps(results, indent=1, default=float))
+    save_bench("epidermis", results, out_dir)
     (out_dir / "bench.md").write_text(markdown(results))
     print()
     print(markdown(results))
-    print(f"wrote {out_dir / 'bench.json'}, {out_dir / 'bench.md'}")
+    print(f"wrote {out_dir / 'epidermis.json'}, {out_dir / 'bench.md'}")
     return 0 if not results["errors"] else 1
 
 

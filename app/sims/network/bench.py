@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
-from app.sims.common.output import save_json
+from app.sims.common.bench_record import save_bench
 from app.sims.network.config import NetworkConfig
 from app.sims.network.model import Constants, build_culture
 from app.sims.network.simulation import NetworkSimulation
@@ -220,6 +220,6 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         print(f"\nBrian2 {b2['brian2']} ({b2['target']} target), same 100x100 network without growth: "
               f"{b2['sim_seconds']} s simulated in {b2['run_wall_seconds']:.2f} s "
               f"-> {b2['wall_per_sim_second'] * 100:.0f} s per 100-s epoch (rate {b2['mean_rate_hz']:.2f} Hz)")
-    out = save_json(Path(out_dir) / "network.json", results)
+    out = save_bench("network", results, out_dir)
     print(f"\nwrote {out}")
     return 0

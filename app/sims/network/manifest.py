@@ -17,4 +17,6 @@ DOMAIN = Domain(
     panel="app.gui.panels.network:NetworkPanel",
     main_plot="app.gui.main_plots:network",
     bench="app.sims.network.bench",
+    exports={"neuroml": "app.sims.network.export_neuroml:export_run",
+             "nwb": "app.sims.network.export_nwb:export_run"},
 )

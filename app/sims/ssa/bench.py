@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
-from app.sims.common.output import save_json
+from app.sims.common.bench_record import save_bench
 from app.sims.common.simulation import PRESETS, load_run_config
 from app.sims.ssa.simulation import SSASimulation
 from app.sims.ssa.stats import DISTANCE_CONVENTION, common_histograms, distance, expected_self_distance, null_band
@@ -279,7 +279,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     print_issue14_rows(results)
     if "peer_ratio_per_core" in results:
         print(f"compiled engine / GillesPy2 SSACSolver, one core each: {results['peer_ratio_per_core']:.1f}x")
-    out = save_json(Path(out_dir) / "ssa.json", results)
+    out = save_bench("ssa", results, out_dir)
     print(f"\nwrote {out} ({time.perf_counter() - start:.0f} s for the CPU part)")
     return 0
 

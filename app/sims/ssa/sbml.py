@@ -73,6 +73,10 @@ def is_sbml_path(path: str | Path) -> bool:
 
 
 def _libsbml():
+    try:       # libSEDML first: loaded after libSBML it turns libSBML's math node types into pointers
+        import libsedml  # noqa: F401
+    except ImportError:
+        pass
     try:
         import libsbml
     except ImportError as exc:

@@ -169,3 +169,43 @@ def test_nan_rate_fails_the_individual_on_the_device():
     assert scores[1] == np.float32(np.finfo(np.float32).max) and scores[0] < 1e30
     ref = cpu.evaluate(m, protocol, params, np.zeros(protocol.n_points))
     assert abs(scores[0] - ref[0]) < 1e-4 * ref[0]
+
+
+def test_ramps_and_weights_match_cpu():
+    from app.sims.channel.protocol import compile_protocols
+
+    from .test_schedule import RAMPS
+
+    cfg = preset("00-model-b-surrogate")
+    m = cfg.model_()
+    protocol = compile_protocols(RAMPS)
+    rng = np.random.default_rng()
+    params = (m.lower + (m.upper - m.lower) * rng.uniform(0.02, 0.3, (32, m.n_params)))
+    params = params.astype(np.float32).astype(np.float64)
+    reference = cpu.simulate(m, protocol, params)
+    target = reference[0] + rng.normal(0, 1, protocol.n_points)
+    weights = rng.uniform(0, 2, protocol.n_points)
+    engine = CudaGA(m, protocol, target, 64, seed=1, weights=weights)
+    traces = engine.simulate(params)
+    scores = engine.evaluate_params(params)
+    engine.close()
+    # float32 propagation: a few ulp a step over the longest recorded segment (200 steps)
+    scale = np.abs(reference).max()
+    assert np.abs(traces - reference).max() <= 200 * 4 * 2.0**-24 * scale
+    np.testing.assert_allclose(scores, cpu.chi2(reference, target, weights), rtol=1e-4)
+
+
+def test_device_median_with_ties_and_far_neighbours():
+    cfg = preset("00-model-b-surrogate", dt=1.0)
+    m, protocol = cfg.model_(), cfg.protocol()
+    target = cfg.target(m, protocol)
+    size = 4096
+    engine = CudaGA(m, protocol, target, size, seed=5)
+    rng = np.random.default_rng()
+    cases = [rng.integers(0, 7, size).astype(np.float32),                      # ties at the median
+             np.concatenate([np.full(size // 2, 1.0), np.full(size // 2, 3.0e5)]),   # bins apart
+             rng.uniform(0, 1, size).astype(np.float32)]
+    for scores in cases:
+        engine.set_scores(scores)
+        assert engine.median() == np.median(np.asarray(scores, np.float32).astype(np.float64))
+    engine.close()

@@ -175,7 +175,8 @@ def test_outputs_replace_an_earlier_run_as_a_whole(tmp_path, capsys):
     out = tmp_path / "out"
     code, _ = run_cli(capsys, PRESET["ssa"], *SSA_TINY, out=out)
     first = json.loads((out / "manifest.json").read_text())
-    assert code == 0 and set(first["files"]) == {"config.yaml", "results.npz", "summary.json"}
+    assert code == 0 and set(first["files"]) == {"config.yaml", "results.npz", "summary.json",
+                                                 "ro-crate-metadata.json"}
     (out / "plot.png").write_bytes(b"an old plot")            # left by an earlier run
     (out / ".results.npz.999999999.abcd.tmp").write_bytes(b"killed mid-write")
     (out / ".run-999999999-abcd.tmp").mkdir()
@@ -184,7 +185,7 @@ def test_outputs_replace_an_earlier_run_as_a_whole(tmp_path, capsys):
     second = json.loads((out / "manifest.json").read_text())
     assert code == 0 and second["run_id"] != first["run_id"]
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "manifest.json", "results.npz",
-                                                     "summary.json"]
+                                                     "ro-crate-metadata.json", "summary.json"]
     assert "seed: 5" in (out / "config.yaml").read_text()
 
 

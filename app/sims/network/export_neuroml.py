@@ -1,0 +1,145 @@
+"""A cultured-network run as a NeuroML2 network (through libNeuroML): cells, positions,
+Tsodyks-Markram synapses and the connections at the end of the run.
+
+Cells: one ``iafRefCell`` per distinct (inhibitory, threshold, reset, refractory period) set
+(starter neurons draw their thresholds, so each starter is its own cell type), with
+``C = Cm``, ``leakConductance = 1/Rm``, ``leakReversal = Vrest``: the same leaky integrator
+as the engines. The constant injected current ``Iinject`` is a ``pulseGenerator`` lasting the
+run, given to every neuron. Each cell type is a ``populationList`` whose instances sit at the
+neurons' grid positions (x, y, 0; one grid unit per NeuroML length unit).
+
+Synapses: one ``blockingPlasticSynapse`` per synapse class (EE, EI, IE, II) carrying a
+``tsodyksMarkramDepFacMechanism`` with the class's U (``initReleaseProb``), recovery and
+facilitation time constants, and its decay time constant. Connections (``connectionWD``) carry
+the delay the engines use (whole steps) and the weight ``|W| / (gbase * DRIVE)``.
+
+Approximations (NeuroML2 has no current-based plastic synapse): the engines' synapses add a
+current ``W u r`` that decays with ``tau``; the NeuroML synapse is conductance-based,
+``g (erev - v)``, with ``erev = Vrest +/- DRIVE`` (1 V: over the neurons' 0-15 mV range the
+driving force is within 1.5 % of DRIVE) and a rise time of ``tau / 100`` (the double
+exponential's peak is normalised to ``gbase``). Not written: the noise current (NeuroML2 has
+no Gaussian white-noise input), the initial voltage ``Vinit`` (an ``iafRefCell`` starts at
+its leak reversal), the growth of the neurites (the connections are those at the end of the
+run, the only ones a run folder holds). Refused, by name: more than :data:`MAX_CONNECTIONS`
+synapses.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from app.sims.common.config import ConfigError
+
+DRIVE = 1.0               # V: |erev - Vrest| of the conductance-based synapses
+RISE_FRACTION = 0.01      # tauRise / tauDecay
+MAX_CONNECTIONS = 200_000  # libNeuroML holds a Python object per connection
+CLASSES = ("EE", "EI", "IE", "II")
+
+
+def _q(value: float, unit: str) -> str:
+    return f"{float(value)!r}{unit}"
+
+
+def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture") -> str:
+    """The NeuroML2 document (XML text) of run config ``cfg`` with its results ``arrays``
+    (``inhibitory``, ``final_W``, ``final_W_pre``, ``final_W_post``)."""
+    import neuroml
+    from neuroml.writers import NeuroMLWriter
+
+    from app.sims.network.model import build_culture, synapse_type
+    pre, post = np.asarray(arrays["final_W_pre"], np.int64), np.asarray(arrays["final_W_post"], np.int64)
+    weight = np.asarray(arrays["final_W"], float)
+    if pre.size > MAX_CONNECTIONS:
+        raise ConfigError(f"cannot export to NeuroML2: the run has {pre.size:,} synapses; this export "
+                          f"writes at most {MAX_CONNECTIONS:,}")
+    culture = build_culture(cfg)
+    if not np.array_equal(culture.inhibitory, np.asarray(arrays["inhibitory"], bool)):
+        raise ConfigError("the run's config does not rebuild its culture (inhibitory neurons differ)")
+    nr, dt = cfg.neuron, cfg.run.dt
+    doc = neuroml.NeuroMLDocument(id=network_id, notes="Cultured network simulated by BioGPU Studio.")
+    keys = np.stack([culture.inhibitory, culture.vthresh, culture.vreset, culture.trefract], 1)
+    groups, group_of = np.unique(keys, axis=0, return_inverse=True)
+    group_of = group_of.ravel()
+    net = neuroml.Network(id=f"{network_id}_net", type="networkWithTemperature", temperature="37degC")
+    index_in_group = np.zeros(culture.n, np.int64)
+    x, y = culture.positions()
+    for g, (inh, vth, vre, tref) in enumerate(groups):
+        cell_id = f"cell_{g}"
+        doc.iaf_ref_cells.append(neuroml.IafRefCell(
+            id=cell_id, leak_reversal=_q(nr.Vrest, "V"), thresh=_q(vth, "V"), reset=_q(vre, "V"),
+            C=_q(nr.Cm, "F"), leak_conductance=_q(1.0 / nr.Rm, "S"), refract=_q(tref * dt, "s"),
+            notes="inhibitory" if inh else "excitatory"))
+        members = np.flatnonzero(group_of == g)
+        index_in_group[members] = np.arange(members.size)
+        pop = neuroml.Population(id=f"pop_{g}", component=cell_id, size=int(members.size), type="populationList")
+        for k, i in enumerate(members):
+            where = neuroml.Location(x=float(x[i]), y=float(y[i]), z=0.0)
+            pop.instances.append(neuroml.Instance(id=k, location=where))
+        net.populations.append(pop)
+    duration = cfg.run.epochs * cfg.run.epoch_seconds
+    doc.pulse_generators.append(neuroml.PulseGenerator(id="inject", delay="0s", duration=_q(duration, "s"),
+                                                       amplitude=_q(nr.Iinject, "A")))
+    for g in range(len(groups)):
+        members = np.flatnonzero(group_of == g)
+        inputs = neuroml.InputList(id=f"inject_{g}", populations=f"pop_{g}", component="inject")
+        for k in range(members.size):
+            inputs.input.append(neuroml.Input(id=k, target=f"../pop_{g}/{k}/cell_{g}", destination="synapses"))
+        net.input_lists.append(inputs)
+    gbase = 1e-9
+    delays = cfg.delay_steps()
+    for name, syn in zip(CLASSES, cfg.synapses.types()):
+        erev = nr.Vrest - DRIVE if name[0] == "I" else nr.Vrest + DRIVE
+        doc.blocking_plastic_synapses.append(neuroml.BlockingPlasticSynapse(
+            id=f"syn_{name}", gbase=_q(gbase, "S"), erev=_q(erev, "V"), tau_decay=_q(syn.tau, "s"),
+            tau_rise=_q(syn.tau * RISE_FRACTION, "s"),
+            plasticity_mechanism=neuroml.PlasticityMechanism(
+                type="tsodyksMarkramDepFacMechanism", init_release_prob=float(syn.U),
+                tau_rec=_q(syn.tau_rec, "s"), tau_fac=_q(syn.tau_facil, "s"))))
+    kind = synapse_type(culture.inhibitory[pre], culture.inhibitory[post])
+    projections: dict[tuple[int, int, int], neuroml.Projection] = {}
+    for s in np.lexsort((post, pre)):
+        key = (int(group_of[pre[s]]), int(group_of[post[s]]), int(kind[s]))
+        proj = projections.get(key)
+        if proj is None:
+            proj = neuroml.Projection(id=f"proj_{key[0]}_{key[1]}_{CLASSES[key[2]]}",
+                                      presynaptic_population=f"pop_{key[0]}", postsynaptic_population=f"pop_{key[1]}",
+                                      synapse=f"syn_{CLASSES[key[2]]}")
+            projections[key] = proj
+            net.projections.append(proj)
+        proj.connection_wds.append(neuroml.ConnectionWD(
+            id=len(proj.connection_wds),
+            pre_cell_id=f"../pop_{key[0]}/{index_in_group[pre[s]]}/cell_{key[0]}",
+            post_cell_id=f"../pop_{key[1]}/{index_in_group[post[s]]}/cell_{key[1]}",
+            weight=float(abs(weight[s]) / (gbase * DRIVE)), delay=_q(delays[key[2]] * dt, "s")))
+    doc.networks.append(net)
+    buf = _Buffer()
+    NeuroMLWriter.write(doc, buf)
+    return buf.getvalue()
+
+
+class _Buffer(io.StringIO):
+    """A StringIO the writer may close (it does) and that we still read."""
+
+    def close(self) -> None:
+        pass
+
+
+def write_run(cfg, arrays: Mapping[str, np.ndarray], out: str | Path) -> Path:
+    """A finished run of ``cfg`` (its results ``arrays``) as a validated NeuroML2 file."""
+    from app.sims.common.export import validate_neuroml
+    from app.sims.common.output import save_text
+    if "final_W" not in arrays or "inhibitory" not in arrays:
+        raise ConfigError("no finished run to export (its connectivity is written at the end)")
+    out = save_text(out, to_neuroml(cfg, arrays))
+    validate_neuroml(out)
+    return out
+
+
+def export_run(folder: Path, out: Path) -> list[Path]:
+    """``biogpu export RUN --to neuroml``: the culture at the end of the run."""
+    from app.sims.common.export import load_results, load_run
+    return [write_run(load_run(folder), load_results(folder), out)]

@@ -1,0 +1,182 @@
+"""Performance tables from committed benchmark results: ``benchmarks/<device>/*.json`` (records
+written by ``app.sims.common.bench_record``) become the whole of ``docs/benchmarks.md`` and
+the block of README.md between ``<!-- bench-table:begin -->`` and ``<!-- bench-table:end -->``.
+
+    python scripts/bench_tables.py            # write both
+    python scripts/bench_tables.py --check    # exit 1 when either is not what the results give
+
+A figure without a committed result does not appear: nothing here is typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
+MAX_COLUMNS = 9
+
+
+def load(results_dir: Path) -> dict[str, list[dict]]:
+    """{device folder: records, by benchmark name}; a file that is not a record is an error."""
+    out: dict[str, list[dict]] = {}
+    for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []:
+        records = []
+        for path in sorted(folder.glob("*.json")):
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise SystemExit(f"{path}: not readable JSON ({exc})") from None
+            if not isinstance(doc, dict) or not {"benchmark", "environment", "results"} <= set(doc):
+                raise SystemExit(f"{path}: not a benchmark record (keys benchmark, environment, results)")
+            records.append({**doc, "file": path.relative_to(results_dir).as_posix()})
+        if records:
+            out[folder.name] = records
+    return out
+
+
+def _num(x) -> str:
+    if isinstance(x, bool) or x is None:
+        return "-" if x is None else ("yes" if x else "no")
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x).replace("|", "/")
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_num(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _median(values: list[float]) -> str:
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    return f"{med:.4g} ± {100 * (max(values) - min(values)) / med / 2:.1f} %"
+
+
+def compare_table(results: dict) -> list[str]:
+    rows = []
+    for c in results.get("cases", []):
+        ratio = f"{c['ratio']:.3f}" if "ratio" in c else "-"
+        rows.append([c["case"], c["unit"], _median(c["current_seconds"]),
+                     _median(c["reference_seconds"]) if c["reference_seconds"] else "not in the reference",
+                     ratio])
+    return [f"Headline cases, this commit against {results.get('reference', '?')} in the same run "
+            "(median ± half the range over all timings; ratio below 1 is faster):", "",
+            *_table(["case", "unit", "this commit (s)", "reference (s)", "ratio"], rows)]
+
+
+def generic_table(results: dict) -> list[str]:
+    rows = next((results[k] for k in ("cases", "rows") if isinstance(results.get(k), list)), None)
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        scalars = {k: v for k, v in results.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+        return _table(["quantity", "value"], [[k, v] for k, v in scalars.items()]) if scalars else []
+    keys: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in keys and (isinstance(v, (int, float)) or (isinstance(v, str) and len(v) <= 40)):
+                keys.append(k)
+    keys = [k for k in keys if sum(k in r for r in rows) * 2 >= len(rows)][:MAX_COLUMNS]
+    return _table(keys, [[r.get(k) for k in keys] for r in rows])
+
+
+def _environment(env: dict) -> str:
+    parts = [f"commit {env.get('commit', '?')}", env.get("date", "")[:10]]
+    if env.get("driver"):
+        parts.append(f"driver {env['driver']}")
+    if env.get("compiler"):
+        parts.append(env["compiler"].split(" (")[0])
+    parts.append(env.get("cpu", ""))
+    return "; ".join(p for p in parts if p)
+
+
+def page(records: dict[str, list[dict]]) -> str:
+    lines = ["# Benchmarks", "",
+             "Every figure on this page comes from a result file under `benchmarks/` in the source tree,",
+             "written by `python -m app bench NAME` or `python -m app bench compare`; the page is",
+             "generated from those files by `scripts/bench_tables.py`. Where a device has no result for a",
+             "benchmark, the benchmark does not appear for it.", ""]
+    if not records:
+        lines += ["No results are committed yet.", ""]
+    for folder, docs in records.items():
+        device = next((d["environment"].get("device") for d in docs if d["environment"].get("device")), folder)
+        lines += [f"## {device}", ""]
+        for doc in sorted(docs, key=lambda d: (d["benchmark"] != "compare", d["benchmark"])):
+            lines += [f"### {doc['benchmark']}", "", f"Measured at {_environment(doc['environment'])}"
+                      f" (`benchmarks/{doc['file']}`).", ""]
+            body = compare_table(doc["results"]) if doc["benchmark"] == "compare" else generic_table(doc["results"])
+            lines += (body or ["(no tabular figures)"]) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def readme_block(records: dict[str, list[dict]]) -> str:
+    """The headline figures of every device with a committed comparison: the compared tree's
+    medians (the newest comparison of a case)."""
+    columns, cases, units = [], {}, {}
+    for folder, docs in records.items():
+        # oldest first: a case measured again by a later comparison shows its later figure
+        compared = sorted((d for d in docs if d["benchmark"] == "compare"), key=lambda d: d["environment"]["date"])
+        if not compared:
+            continue
+        device = compared[0]["environment"].get("device") or folder
+        columns.append(device)
+        for doc in compared:
+            for c in doc["results"].get("cases", []):
+                if c["current_seconds"]:
+                    cases.setdefault(c["case"], {})[device] = statistics.median(c["current_seconds"])
+                    units[c["case"]] = c["unit"]
+    if not columns:
+        return "\n".join([BEGIN, "No benchmark results are committed yet (see docs/benchmarks.md).", END])
+    rows = [[name, units[name], *[vals.get(d) for d in columns]] for name, vals in cases.items()]
+    lines = [BEGIN, "<!-- generated by scripts/bench_tables.py from benchmarks/; do not edit -->", "",
+             *_table(["case", "unit", *[f"{d} (s)" for d in columns]], rows), "",
+             "Details, references and the machines: docs/benchmarks.md.", END]
+    return "\n".join(lines)
+
+
+def with_block(readme: str, block: str) -> str | None:
+    """README text with its marked block replaced, or None when it has no (single) pair of markers."""
+    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
+        return None
+    head, rest = readme.split(BEGIN)
+    _, tail = rest.split(END)
+    return head + block + tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the generated files are stale")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the source tree (default: this one)")
+    args = parser.parse_args(argv)
+    records = load(args.root / "benchmarks")
+    targets = {args.root / "docs" / "benchmarks.md": page(records)}
+    readme = args.root / "README.md"
+    if readme.is_file():
+        text = readme.read_text(encoding="utf-8")
+        updated = with_block(text, readme_block(records))
+        if updated is None:
+            print(f"{readme}: no {BEGIN} ... {END} block; only docs/benchmarks.md is generated")
+        else:
+            targets[readme] = updated
+    stale = [p for p, text in targets.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    if args.check:
+        for p in stale:
+            print(f"{p} is not what benchmarks/ gives: run python scripts/bench_tables.py")
+        return 1 if stale else 0
+    for p in stale:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(targets[p], encoding="utf-8")
+        print(f"wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

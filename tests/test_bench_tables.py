@@ -1,0 +1,55 @@
+"""scripts/bench_tables.py: tables generated from result records, and the check CI runs."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_tables.py"
+spec = importlib.util.spec_from_file_location("bench_tables", SCRIPT)
+tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tables)
+
+ENV = {"commit": "abc123", "date": "2026-11-27T21:00:00+00:00", "device": "NVIDIA H200", "driver": "580.1",
+       "compiler": "NVRTC 13.0", "cpu": "test CPU"}
+
+
+def record(tmp_path, name, results):
+    folder = tmp_path / "benchmarks" / "h200"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps({"schema": 1, "benchmark": name, "environment": ENV,
+                                                      "results": results}))
+
+
+def test_tables_come_from_the_records_and_check_finds_stale_files(tmp_path):
+    record(tmp_path, "compare", {"reference": "4ccdcb4", "cases": [
+        {"case": "channel-ga-1.12M", "unit": "s per generation", "current_seconds": [0.009, 0.0092],
+         "reference_seconds": [0.0158, 0.016], "ratio": 0.57},
+        {"case": "epidermis-5000x3000", "unit": "s", "current_seconds": [0.38], "reference_seconds": []}]})
+    record(tmp_path, "channel", {"cases": [{"engine": "cuda", "population": 1120000,
+                                            "seconds_per_generation": 0.0091}]})
+    (tmp_path / "README.md").write_text(f"intro\n{tables.BEGIN}\nold\n{tables.END}\nrest\n")
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 1
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 0
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith("intro\n") and readme.endswith("rest\n") and "old" not in readme
+    assert "| channel-ga-1.12M | s per generation | 0.0091 |" in readme
+    docs = (tmp_path / "docs" / "benchmarks.md").read_text()
+    assert "## NVIDIA H200" in docs and "not in the reference" in docs and "| cuda | 1,120,000 | 0.0091 |" in docs
+    record(tmp_path, "channel", {"cases": [{"engine": "cuda", "population": 1120000,
+                                            "seconds_per_generation": 0.0080}]})
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 1
+
+
+def test_a_figure_needs_a_record_and_markers_are_optional(tmp_path):
+    (tmp_path / "README.md").write_text("no markers\n")
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    assert (tmp_path / "README.md").read_text() == "no markers\n"
+    assert "No results are committed yet" in (tmp_path / "docs" / "benchmarks.md").read_text()
+    record(tmp_path, "bad", {"cases": []})
+    (tmp_path / "benchmarks" / "h200" / "bad.json").write_text("{\"x\": 1}")
+    with pytest.raises(SystemExit, match="not a benchmark record"):
+        tables.main(["--root", str(tmp_path)])
+
