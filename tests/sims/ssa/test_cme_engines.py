@@ -40,7 +40,7 @@ def test_the_comparison_catches_a_three_percent_rate_error(name):
 
 @FULL
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3], ids=lambda s: f"seed{s}")
 @pytest.mark.parametrize("name", list(MODELS))
 def test_cpu_engine_matches_the_exact_law_at_2_18(name, seed):
     verdict = engine_vs_exact(run_engine(name, "cpu", 1 << 18, seed=seed), exact(name))
@@ -48,7 +48,7 @@ def test_cpu_engine_matches_the_exact_law_at_2_18(name, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3], ids=lambda s: f"seed{s}")
 @pytest.mark.parametrize("name", list(MODELS))
 def test_cuda_engine_matches_the_exact_law_at_2_22(name, seed, cuda_context):
     verdict = engine_vs_exact(run_engine(name, "cuda", 1 << 22, seed=seed), exact(name))

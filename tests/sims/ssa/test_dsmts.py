@@ -41,7 +41,7 @@ def test_dsmts_case_cpu(name):
 
 @needs_suite
 @FULL
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3], ids=lambda s: f"seed{s}")
 @pytest.mark.parametrize("name", CASES)
 def test_dsmts_case_cpu_2_16(name, seed):
     check(dsmts.run_case(dsmts.load_case(name), "cpu", realizations=1 << 16, seed=1000 * seed + int(name)))
@@ -49,7 +49,7 @@ def test_dsmts_case_cpu_2_16(name, seed):
 
 @needs_suite
 @pytest.mark.gpu
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3], ids=lambda s: f"seed{s}")
 @pytest.mark.parametrize("name", CASES)
 def test_dsmts_case_cuda(name, seed, cuda_context):
     check(dsmts.run_case(dsmts.load_case(name), "cuda", realizations=1 << 22, seed=1000 * seed + int(name)))
