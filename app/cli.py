@@ -9,7 +9,7 @@
     python -m app cache [info|clear|warm]          # the compiled-kernel cache (warm: numba too)
     python -m app bench startup [--out DIR]        # time to the first frame, cold and warm
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
-    python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--out table.md]
+    python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--suite DIR] [--out F]
     python -m app omex -i ARCHIVE.omex -o OUTDIR [--backend ...]   # run a COMBINE/OMEX archive's SED-ML
     python -m app omex --export RUN_OR_SWEEP_FOLDER -o OUT.omex    # a run or sweep as an OMEX archive
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("run_folder")
     export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
     export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
-    sub.add_parser("dsmts", help="SSA: the DSMTS conformance table (SBML stochastic test suite)",
+    sub.add_parser("dsmts", help="SSA: DSMTS conformance verdicts (SBML stochastic test suite); exit 1 on a fail",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["dsmts"]:            # its own options (app.sims.ssa.dsmts.main parses them)

@@ -117,3 +117,110 @@ def moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean, variance) per species of states (R, S), computed in float64."""
     x = np.asarray(x, np.float64)
     return x.mean(axis=0), x.var(axis=0)
+
+
+# ---- verdicts with a stated false-alarm rate ---------------------------------------------------
+#
+# One rule everywhere: a family of m statistics that are standard normal under the null (Z of a
+# mean, standardized Y of a variance, at every output time and species of one run) passes when
+# max |Z| <= c(m, alpha), with c Sidak's threshold. Statistics taken at several times of one
+# ensemble share trajectories and are correlated; by Sidak's inequality (Sidak 1967, JASA 62:626)
+# P(|Z_1| <= c, ..., |Z_m| <= c) >= prod_i P(|Z_i| <= c) for a centred Gaussian vector with ANY
+# correlation matrix, so the family's false-alarm rate is at most alpha whatever the correlation
+# (no independence or positive dependence is assumed; only the statistics' joint normality, which
+# the central limit theorem gives for large ensembles). p-values of other kinds (chi-square) join
+# a family by Bonferroni's union bound, valid under any dependence.
+
+def sidak_threshold(tests: int, alpha: float) -> float:
+    """c with P(max of ``tests`` |N(0, 1)| > c) <= ``alpha`` for any correlation (Sidak)."""
+    from scipy.special import ndtri
+
+    if tests < 1:
+        return float("inf")
+    per_test = -np.expm1(np.log1p(-alpha) / tests)      # 1 - (1 - alpha)^(1/m), without cancellation
+    return float(-ndtri(per_test / 2))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A family's verdict: pass when ``statistic`` (max |Z|) <= ``threshold`` and every p-value
+    is above its Bonferroni share; false-alarm rate at most ``alpha``."""
+
+    statistic: float
+    threshold: float
+    tests: int
+    alpha: float
+    min_p: float = 1.0          # smallest p-value of the non-Gaussian members (1: none)
+    p_tests: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.statistic <= self.threshold and self.min_p > self.p_threshold
+
+    @property
+    def p_threshold(self) -> float:
+        return self.alpha / 2 / self.p_tests if self.p_tests else 0.0
+
+    def describe(self) -> str:
+        text = (f"max |Z| {self.statistic:.2f} {'<=' if self.statistic <= self.threshold else '>'} "
+                f"{self.threshold:.2f} ({self.tests} tests")
+        if self.p_tests:
+            text += f"; min p {self.min_p:.2g} vs {self.p_threshold:.2g} over {self.p_tests} chi-square tests"
+        return text + f"; false-alarm rate <= {self.alpha:g}): {'pass' if self.passed else 'FAIL'}"
+
+
+def family_verdict(z: np.ndarray, alpha: float, p_values: np.ndarray | None = None) -> Verdict:
+    """The verdict on Gaussian statistics ``z`` (NaN entries are not tests) and, optionally,
+    ``p_values`` of other tests: alpha (or half of it when there are p-values) by Sidak to the
+    max |Z|, the other half by Bonferroni to the p-values."""
+    z = np.asarray(z, float)
+    z = z[np.isfinite(z)]
+    p = np.asarray([] if p_values is None else p_values, float).ravel()
+    share = alpha / 2 if p.size else alpha
+    return Verdict(float(np.abs(z).max()) if z.size else 0.0, sidak_threshold(z.size, share), int(z.size),
+                   alpha, float(p.min()) if p.size else 1.0, int(p.size))
+
+
+def variance_z(sample_var: float | np.ndarray, sigma2: float | np.ndarray, mu4: float | np.ndarray,
+               n: int) -> np.ndarray:
+    """Standardized sample variance (ddof 1) against the exact sigma^2, with the exact
+    Var(s^2) = mu4 / n - sigma^4 (n - 3) / (n (n - 1)) (mu4 the fourth central moment)."""
+    var_s2 = np.asarray(mu4) / n - np.asarray(sigma2) ** 2 * (n - 3) / (n * (n - 1.0))
+    return (np.asarray(sample_var) - sigma2) / np.sqrt(np.maximum(var_s2, 1e-300))
+
+
+def pooled_cells(expected: np.ndarray, min_expected: float = 5.0) -> np.ndarray:
+    """Cell index of each value 0..K-1: adjacent values merged from the left until a cell
+    expects at least ``min_expected``; a short remainder joins the last full cell."""
+    cell = np.zeros(len(expected), np.int64)
+    current, acc = 0, 0.0
+    for k, e in enumerate(expected):
+        cell[k] = current
+        acc += e
+        if acc >= min_expected:
+            current, acc = current + 1, 0.0
+    if acc < min_expected and current > 0:      # the tail's remainder is too small alone
+        cell[cell == current] = current - 1
+    return cell
+
+
+def chi_square_test(values: np.ndarray, pmf: np.ndarray, min_expected: float = 5.0) -> tuple[float, int, float]:
+    """Pearson's chi-square of integer samples ``values`` against the law ``pmf`` of the values
+    0..K-1 (its missing mass, a truncation's, and any value above K-1 join the last cell), cells
+    pooled so each expects >= ``min_expected``: (statistic, degrees of freedom, p-value)."""
+    from scipy.stats import chi2
+
+    pmf = np.asarray(pmf, float)
+    values = np.asarray(values, np.int64)
+    if values.size and values.min() < 0:
+        raise ValueError("counts must be >= 0")
+    counts = np.bincount(np.minimum(values, len(pmf) - 1), minlength=len(pmf)).astype(float)
+    n = counts.sum()
+    expected = n * pmf
+    expected[-1] += n * max(0.0, 1.0 - pmf.sum())
+    cell = pooled_cells(expected, min_expected)
+    obs = np.bincount(cell, counts)
+    exp = np.bincount(cell, expected)
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    df = len(obs) - 1
+    return stat, df, float(chi2.sf(stat, df)) if df > 0 else 1.0
