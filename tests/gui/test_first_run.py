@@ -43,14 +43,16 @@ def slow_compile(monkeypatch):
 
 def test_preparing_is_shown_results_arrive_and_stop_works(ssa, qtbot, set_ensemble, slow_compile):
     set_ensemble(ssa, realizations=64, t_end=1e6, samples=101)       # far longer than the test
-    texts = []
+    texts, formats = [], []
     assert ssa.start_run()
     ssa.worker.preparing.connect(texts.append)
+    # the bar as the panel's own slot (connected first) left it: a frame may reset it right after
+    ssa.worker.preparing.connect(lambda text: formats.append(ssa.run_controls.progress.format()))
     with qtbot.waitSignal(ssa.worker.preparing, timeout=30000,
                           check_params_cb=lambda text: text.startswith("preparing")):
         pass
     assert "stage 1 of 2 (compiling)" in texts[0]
-    assert "preparing the compiled engine" in ssa.run_controls.progress.format()
+    assert "preparing the compiled engine" in formats[0]
     with qtbot.waitSignal(ssa.worker.frame_ready, timeout=30000) as frame:
         pass                                # a result from the reference engine meanwhile
     assert "preparing the compiled engine" in frame.args[0].status

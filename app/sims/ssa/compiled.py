@@ -26,7 +26,7 @@ from app.compute.jit import generated_module
 from app.sims.common.engine import choose
 from app.sims.ssa import events
 from app.sims.ssa.cpu import CpuEnsemble
-from app.sims.ssa.engine import (MAX_FIRINGS, BadPropensity, CountOverflow, EnsembleEngine,
+from app.sims.ssa.engine import (FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, CountOverflow, EnsembleEngine,
                                  IntervalStats, TooManyFirings, host_stats)
 from app.sims.ssa.model import Network
 
@@ -43,6 +43,7 @@ from app.sims.ssa.tauleap import mass_action
 
 MAX_CASCADE = {{MAX_CASCADE}}
 MAX_FIRINGS = {{MAX_FIRINGS}}
+FIRINGS_BEFORE_LIMIT = {{FIRINGS_BEFORE_LIMIT}}
 INT64_MAX = np.int64(2**63 - 1)
 
 
@@ -108,7 +109,8 @@ def advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, chang
     """Advance every active realization by up to ``max_steps`` steps towards ``t_to``; a
     reaction that would push a count past int64 stops the realization (``overflow[r]`` set to
     1 + the species), so does a propensity that is not a finite number >= 0 (``-(1 + j)``) and
-    a total propensity asking for more than MAX_FIRINGS firings before ``t_to`` (``-(1 + m)``)."""
+    a total propensity asking for more than MAX_FIRINGS firings before ``t_to`` once the
+    realization has fired FIRINGS_BEFORE_LIMIT reactions (``-(1 + m)``)."""
     n_real, m = a.shape
     n_events = ev_time.shape[0]
     for r in prange(n_real):
@@ -126,7 +128,7 @@ def advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, chang
                     bad = k
                 a0 += ak
                 cum[r, k] = a0
-            if bad >= 0 or a0 * (t_to - t[r]) > MAX_FIRINGS:
+            if bad >= 0 or (fired[r] + count > FIRINGS_BEFORE_LIMIT and a0 * (t_to - t[r]) > MAX_FIRINGS):
                 overflow[r] = -(1 + bad) if bad >= 0 else -(1 + m)
                 active[r] = False
                 break
@@ -222,6 +224,7 @@ def module_source(net: Network | None) -> str:
             if event.trigger is not None:
                 trigger += [f"    if e == {e}:", f"        return ({to_python(event.trigger, symbol)}) > 0.5"]
     return fill_template(_HEADER, {"MAX_CASCADE": events.MAX_CASCADE, "MAX_FIRINGS": MAX_FIRINGS,
+                                   "FIRINGS_BEFORE_LIMIT": FIRINGS_BEFORE_LIMIT,
                                    "LAWS": Code("\n".join(laws)),
                                    "ASSIGN": Code("\n".join(assign)),
                                    "TRIGGER": Code("\n".join(trigger))}) + _LOOP

@@ -150,7 +150,8 @@ class CpuEnsemble(EnsembleEngine):
             if idx.size == 0:
                 break
             a = self.a[idx]
-            check_propensities(self.net, a, idx, self.x[idx], self.t[idx], t_to)
+            check_propensities(self.net, a, idx, self.x[idx], self.t[idx], t_to,
+                               fired=self.reactions_fired / max(len(self.active), 1))
             u1, u2 = self._uniforms(idx)
             a0 = a.sum(axis=1)
             with np.errstate(divide="ignore"):

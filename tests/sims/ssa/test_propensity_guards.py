@@ -215,3 +215,25 @@ def test_cuda_mass_action_guard_costs_nothing_when_finite():
         finally:
             eng.close()
     assert abs(mean - 100 * np.exp(-1.0)) < 5 * np.sqrt(100 * np.exp(-1) * (1 - np.exp(-1)) / 1024)
+
+
+def test_a_decaying_system_is_not_refused_for_its_initial_propensity(tmp_path, capsys):
+    """Decay-dimerization's total propensity at t = 0 (about 1e7) times a 1e4-long sample
+    interval 'asks' for 1e11 firings; the realizations then fire about 4e5 reactions in all. The
+    budget is trusted only after FIRINGS_BEFORE_LIMIT firings, so the run goes through."""
+    from app.cli import main
+
+    code = main(["run", "00-decay-dimerization", "--backend", "cpu", "--set", "ensemble.realizations=4",
+                 "--set", "ensemble.t_end=1.0e+4", "--set", "ensemble.samples=2",
+                 "--out", str(tmp_path / "out"), "--no-png"])
+    assert code == 0, capsys.readouterr().err
+
+
+def test_the_firing_budget_waits_for_its_grace():
+    from app.sims.ssa.engine import FIRINGS_BEFORE_LIMIT, check_propensities
+
+    net = probe_network(10, "negative", 0)
+    a, x, t = np.full((1, net.n_reactions), 1e7), np.full((1, net.n_species), 10), np.zeros(1)
+    check_propensities(net, a, np.zeros(1, int), x, t, t_to=1e4, fired=FIRINGS_BEFORE_LIMIT / 2)
+    with pytest.raises(TooManyFirings):
+        check_propensities(net, a, np.zeros(1, int), x, t, t_to=1e4, fired=2 * FIRINGS_BEFORE_LIMIT)
