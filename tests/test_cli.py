@@ -116,3 +116,14 @@ def test_bench_announces_where_it_writes(tmp_path, capsys, monkeypatch):
     assert main(["bench", name, "--quick", "--out", str(tmp_path / "b")]) == 0
     assert f"results go to {(tmp_path / 'b').resolve()}/" in capsys.readouterr().out
     assert seen["out_dir"] == tmp_path / "b"
+
+
+def test_dsmts_help_is_whole_sentences(capsys):
+    """The help text once stopped mid-sentence ('... (Evans, Gillespie & Wilkinson')."""
+    from app.sims.ssa.dsmts import main as dsmts_main
+
+    with pytest.raises(SystemExit) as done:
+        dsmts_main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert done.value.code == 0
+    assert "Wilkinson 2008)" in out and "false-alarm rate." in out and "Exit codes: 0" in out
