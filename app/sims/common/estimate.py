@@ -113,31 +113,36 @@ def rate_key(domain: str, cfg: Any, backend: str) -> str:
     return f"{domain}.{engine_kind(backend)}.{model_class(domain, cfg)}"
 
 
-def shipped_rates() -> dict[str, float]:
-    """:data:`MEASURED` keyed by :func:`rate_key` of the presets named there."""
+def shipped_rates(domain: str) -> dict[str, float]:
+    """:data:`MEASURED` of ``domain``, keyed by :func:`rate_key` of the presets named there. A
+    preset this install cannot load (a CellML model without Myokit, as in the desktop bundle)
+    gives no rate; only the asked domain's presets are read."""
+    from app.sims.common.config import ConfigError
     from app.sims.common.simulation import load_run_config, presets
 
     out = {}
-    for (domain, engine, stem), rate in MEASURED.items():
-        found = [p for p in presets(domain) if p.stem == stem]
+    for (name, engine, stem), rate in MEASURED.items():
+        found = [p for p in presets(name) if p.stem == stem] if name == domain else []
         if found:
-            out[rate_key(domain, load_run_config(found[0])[1], engine)] = rate
+            try:
+                out[rate_key(domain, load_run_config(found[0])[1], engine)] = rate
+            except ConfigError:
+                continue
     return out
 
 
-_shipped: dict[str, float] | None = None
+_shipped: dict[str, dict[str, float]] = {}
 
 
 def rate_for(domain: str, cfg: Any, backend: str, rates: Mapping[str, float] | None = None) -> float | None:
     """This machine's measured rate for ``cfg``'s class on ``backend`` (``rates``: by
     :func:`rate_key`), else the shipped one for that class, else None."""
-    global _shipped
     key = rate_key(domain, cfg, backend)
     if rates and rates.get(key):
         return float(rates[key])
-    if _shipped is None:
-        _shipped = shipped_rates()
-    return _shipped.get(key)
+    if domain not in _shipped:
+        _shipped[domain] = shipped_rates(domain)
+    return _shipped[domain].get(key)
 
 
 def estimate_range(domain: str, cfg: Any, backend: str, rates: Mapping[str, float] | None = None,

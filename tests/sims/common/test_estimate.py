@@ -38,3 +38,19 @@ def test_the_cold_compile_widens_the_range_on_the_cpu_only():
     cold = estimate_range("epidermis", cfg, "cpu", cold=True)
     assert cold[0] == warm[0] and cold[1] > warm[1] + 30
     assert format_range(5, 14) == "5-14 s" and format_range(30, 300) == "30 s-5 min"
+
+
+def test_an_estimate_reads_only_its_own_domain_and_survives_a_missing_myokit():
+    """The desktop bundle leaves Myokit out: an SSA run's estimate once loaded every domain's
+    shipped presets, the cardiac CellML ones included, and the run died with 'CellML import
+    needs Myokit'. In a child process, where Myokit is made unimportable."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['myokit'] = None\n"
+            "from app.sims.common.estimate import estimate_range\n"
+            "from app.sims.common.simulation import load_run_config, find_preset\n"
+            "cfg = load_run_config(find_preset('birth-death'))[1]\n"
+            "print(estimate_range('ssa', cfg, 'cpu'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
