@@ -22,6 +22,7 @@ from app.gui import errors
 from app.gui.presets import (default_for_engine, estimate_range, format_range, preset_config, preset_for,
                              work)
 from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
+from app.gui.steering import EventMarks
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.estimate import rate_key
 from app.sims.common.output import save_text
@@ -73,6 +74,9 @@ class Panel(QWidget):
         self._previews: list = []     # RestPreview threads still running (the newest counts)
         self.last_estimate = ""       # 'last run: 12 s (expected 8-20 s)'
         self._expected: tuple[float, float] | None = None
+        # gestures made before Run, applied by the next runs at their step 0 (key, value, region)
+        self.pending_steering: list[tuple[str, Any, Any]] = []
+        self.event_marks: list[EventMarks] = []     # the plots' time axes that mark steering events
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
         self.views = QSplitter(Qt.Orientation.Vertical)
@@ -218,6 +222,7 @@ class Panel(QWidget):
         preset box (a preset's own entry when ``data`` names its file); the last run's views
         are marked as belonging to the previous model, and the model at rest is drawn."""
         self.loaded = text
+        self.pending_steering.clear()           # gestures belonged to the previous model
         if self.preset_combo is not None and item:
             key = data if data is not None else item
             index = self.preset_combo.findData(key)
@@ -333,6 +338,13 @@ class Panel(QWidget):
             self.worker.deleteLater()
         self.worker = self.make_worker(cfg, backend, index)
         try:
+            for key, value, region in self.pending_steering:     # the gestures made before Run
+                self.worker.session.steer(key, value, region)
+        except Exception as exc:
+            errors.report_exception(self, "Cannot start the run with these changes", exc)
+            self.pending_steering.clear()
+            return False
+        try:
             self._expected = self.estimate(cfg)
         except Exception:                 # noqa: BLE001  (an estimate never stops a run)
             self._expected = None
@@ -381,6 +393,22 @@ class Panel(QWidget):
         self.worker.resume()
         self.run_controls.set_state(RunState.RUNNING)
 
+    def steer(self, key: str, value: Any, region: Any = None) -> bool:
+        """Change ``key`` to ``value`` (in ``region``, for a painted gesture): in the running
+        simulation at its next step boundary, recorded as an event; before Run, at the next runs'
+        step 0. A refused change is reported (False), never raised."""
+        try:
+            if self.running:
+                self.worker.session.steer(key, value, region)
+            else:
+                self.pending_steering.append((key, value, region))
+        except Exception as exc:
+            errors.report_exception(self, f"Cannot change {key}", exc)
+            return False
+        log.info("%s: %s = %s%s%s", self.domain.name, key, value, f" in {region}" if region else "",
+                 "" if self.running else " (from the start of the next run)")
+        return True
+
     def stop_run(self) -> None:
         if self.worker is not None:
             self.worker.stop()
@@ -390,6 +418,7 @@ class Panel(QWidget):
         if self.running:
             return
         self.last_frame = None
+        self.pending_steering.clear()
         self.clear_views()
         self.set_stale(False)
         self.run_controls.set_state(RunState.IDLE)
@@ -612,6 +641,8 @@ class Panel(QWidget):
         self.run_controls.set_progress(frame.progress)
         self.status_changed.emit(self.status_text(frame))
         self.on_frame(frame)
+        for marks in self.event_marks:
+            marks.set_events(getattr(frame, "events", ()))
         if self.live_movie is not None:             # a finished movie takes no more frames
             try:
                 self.live_movie.add(self.movie_image())

@@ -1,0 +1,85 @@
+"""The steering widgets: sliders on linear and log scales, event marks on a time axis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyqtgraph as pg
+import pytest
+
+from app.gui.steering import STEPS, EventMarks, Knob, KnobSlider, SteeringBox, to_position, to_value
+
+
+@dataclass(frozen=True)
+class FakeEvent:
+    at: int
+    key: str
+    value: float
+    old: float | None = None
+    region: dict | None = None
+
+
+def test_a_range_over_decades_slides_on_a_log_scale():
+    knob = Knob("rates.k1", "k1", 1e-3, 1e3, 1.0)
+    assert knob.logarithmic
+    assert to_position(knob, 1.0) == STEPS // 2            # the middle decade is mid-slider
+    assert to_value(knob, STEPS // 3) == pytest.approx(0.1, rel=1e-2)     # a third: 1e-3 -> 1e-1
+    linear = Knob("x", "x", 0.0, 10.0, 5.0)
+    assert not linear.logarithmic and to_position(linear, 5.0) == STEPS // 2
+
+
+@pytest.mark.parametrize("knob", [Knob("a", "a", 1e-4, 1e2, 1.0), Knob("b", "b", -5.0, 5.0, 0.0),
+                                  Knob("n", "n", 0, 5000, 10, integer=True)])
+def test_positions_and_values_round_trip(knob):
+    for position in (0, 1, 137, STEPS // 2, STEPS - 1, STEPS):
+        value = to_value(knob, position)
+        assert knob.lo <= value <= knob.hi
+        assert abs(to_position(knob, value) - position) <= 1     # 4 significant digits, or whole counts
+    if knob.integer:
+        assert all(to_value(knob, p).is_integer() for p in range(0, STEPS, 7))
+
+
+def test_a_slider_emits_on_release_and_while_dragging_only_in_live_mode(qtbot):
+    slider = KnobSlider(Knob("rates.k1", "k1", 1e-2, 1e2, 1.0))
+    qtbot.addWidget(slider)
+    seen = []
+    slider.changed.connect(lambda key, value: seen.append((key, value)))
+    slider.slider.setSliderDown(True)
+    slider.slider.setValue(750)
+    assert seen == []                                       # a drag in continue mode: no event per pixel
+    slider.slider.setSliderDown(False)                      # released
+    assert seen == [("rates.k1", pytest.approx(10.0, rel=1e-3))]
+    slider.live_drag = True
+    slider.slider.setSliderDown(True)
+    slider.slider.setValue(250)
+    assert seen[-1] == ("rates.k1", pytest.approx(0.1, rel=1e-3))
+    slider.set_value(3.0)                                   # shown, not emitted
+    assert len(seen) == 2 and slider.label.text() == "3"
+
+
+def test_a_box_builds_one_slider_per_knob_and_forwards_changes(qtbot):
+    box = SteeringBox()
+    qtbot.addWidget(box)
+    box.set_knobs([Knob("rates.k1", "k1", 1e-2, 1e2, 1.0), Knob("initial.A", "A", 0, 100, 10, integer=True)])
+    assert set(box.sliders) == {"rates.k1", "initial.A"}
+    with qtbot.waitSignal(box.steered) as signal:
+        box.sliders["initial.A"].set_to(40)
+    assert signal.args == ["initial.A", 40.0]
+    box.set_knobs([])
+    assert box.sliders == {} and box.isHidden()
+
+
+def test_event_marks_follow_the_events_and_survive_a_cleared_plot(qtbot):
+    widget = pg.PlotWidget()
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    times = [0.0, 0.5, 1.0, 1.5]
+    marks = EventMarks(plot, lambda e: times[e.at] if e.at < len(times) else None)
+    marks.set_events([FakeEvent(1, "rates.k1", 2.0, 1.0), FakeEvent(3, "initial.A", 5.0)])
+    assert marks.positions == [0.5, 1.5]
+    assert "1 -> 2" in marks.lines[0].toolTip()
+    plot.clear()                                            # a view's clear() removes every item
+    marks.set_events([FakeEvent(1, "rates.k1", 2.0, 1.0), FakeEvent(3, "initial.A", 5.0)])
+    assert marks.positions == [0.5, 1.5]
+    marks.set_events([FakeEvent(2, "rates.k1", 3.0, 2.0), FakeEvent(9, "off the axis", 1.0)])
+    assert marks.positions == [1.0]
