@@ -10,13 +10,15 @@ Run, to the next run at its step 0: the same gesture). Frames carry the events a
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFormLayout, QGroupBox, QHBoxLayout, QLabel, QSlider, QWidget
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout,
+                               QLabel, QPushButton, QSlider, QWidget)
 
 STEPS = 1000                 # slider positions across a knob's range
 LOG_DECADES = 2.0            # a positive range wider than this many decades slides on a log scale
@@ -42,6 +44,31 @@ class Knob:
         if self.log is not None:
             return self.log and self.lo > 0
         return self.lo > 0 and math.log10(self.hi / self.lo) > LOG_DECADES
+
+
+def steerables_of(cfg: Any) -> tuple:
+    """The steerables a config's domain declares (``steerables(cfg)`` in its config module)."""
+    declare = getattr(importlib.import_module(type(cfg).__module__), "steerables", None)
+    return tuple(declare(cfg)) if declare is not None else ()
+
+
+def knob_for(steerable: Any, value: float, label: str = "") -> Knob:
+    """A slider for a declared number (:class:`app.sims.common.steering.Steerable`) now at
+    ``value``: a positive number slides over two decades each side on a log scale, a count from
+    0 to ten times its value (at least 100), always within the declared range."""
+    lo, hi = (float(x) for x in steerable.range) if steerable.range is not None else (-math.inf, math.inf)
+    value = float(value)
+    if steerable.kind == "int":
+        lo, hi, log = max(lo, 0.0), min(hi, max(10.0 * abs(value), 100.0)), False
+    elif steerable.log or lo >= 0:
+        centre = abs(value) or 1.0
+        lo, hi = max(lo, centre / 100.0), min(hi, centre * 100.0)
+        log = lo > 0
+    else:
+        span = 10.0 * max(abs(value), 1.0)
+        lo, hi, log = max(lo, value - span), min(hi, value + span), False
+    return Knob(steerable.key, label or steerable.key.rsplit(".", 1)[-1], lo, hi, value,
+                integer=steerable.kind == "int", log=log, unit=steerable.unit, doc=steerable.doc)
 
 
 def to_position(knob: Knob, value: float) -> int:
@@ -127,36 +154,173 @@ class KnobSlider(QWidget):
 
 
 class SteeringBox(QGroupBox):
-    """A group of :class:`KnobSlider`s; ``steered(key, value)`` when one moves."""
+    """The live controls of the declared steerables: a :class:`KnobSlider` per number with a
+    known value, a check box per switch, a combo box per choice, a button per gesture that takes
+    no region; ``steered(key, value)`` when one is used. Region gestures go to a
+    :class:`BrushTool`."""
 
-    steered = Signal(str, float)
+    steered = Signal(str, object)
 
     def __init__(self, title: str = "Steer while running", parent: QWidget | None = None):
         super().__init__(title, parent)
         self.form = QFormLayout(self)
+        self.fixed_rows = 0               # rows a panel inserted at the top (kept on a refill)
         self.sliders: dict[str, KnobSlider] = {}
+        self.switches: dict[str, QCheckBox] = {}
+        self.choices: dict[str, QComboBox] = {}
+        self.buttons: dict[str, QPushButton] = {}
+
+    def add_fixed_row(self, label: str, widget: QWidget) -> None:
+        """A panel's own row at the top (kept when the steerables change)."""
+        self.form.insertRow(self.fixed_rows, label, widget)
+        self.fixed_rows += 1
 
     def set_knobs(self, knobs: Iterable[Knob]) -> None:
-        """Replace the sliders with one per knob (a newly loaded model)."""
-        while self.form.rowCount():
-            self.form.removeRow(0)
-        self.sliders = {}
+        """Sliders only (see :meth:`set_steerables`)."""
+        self._clear()
         for knob in knobs:
-            slider = KnobSlider(knob)
-            slider.changed.connect(self.steered)
-            self.form.addRow(knob.label, slider)
-            self.sliders[knob.key] = slider
-        self.setVisible(bool(self.sliders))
+            self._add_slider(knob)
+        self._shown()
+
+    def set_steerables(self, steerables: Iterable[Any], values: Mapping[str, Any]) -> None:
+        """One control per live steerable without a region (numbers need their value)."""
+        self._clear()
+        for s in steerables:
+            if not s.live or s.region:
+                continue
+            label = label_of(s.key)
+            if s.kind in ("float", "int") and s.key in values:
+                self._add_slider(knob_for(s, values[s.key], label))
+            elif s.kind == "bool":
+                box = QCheckBox()
+                box.setObjectName(f"steer:{s.key}")
+                box.setChecked(bool(values.get(s.key, False)))
+                box.setToolTip(s.doc)
+                box.toggled.connect(lambda on, key=s.key: self.steered.emit(key, bool(on)))
+                self.form.addRow(label, box)
+                self.switches[s.key] = box
+            elif s.kind == "choice":
+                combo = QComboBox()
+                combo.setObjectName(f"steer:{s.key}")
+                combo.addItems(list(s.choices))
+                if s.key in values:
+                    combo.setCurrentText(str(values[s.key]))
+                combo.setToolTip(s.doc)
+                combo.activated.connect(lambda _, key=s.key, c=combo: self.steered.emit(key, c.currentText()))
+                self.form.addRow(label, combo)
+                self.choices[s.key] = combo
+            elif s.kind == "gesture":
+                button = QPushButton(label)
+                button.setObjectName(f"steer:{s.key}")
+                button.setToolTip(s.doc)
+                button.clicked.connect(lambda _=False, key=s.key: self.steered.emit(key, None))
+                self.form.addRow("", button)
+                self.buttons[s.key] = button
+        self._shown()
+
+    def _add_slider(self, knob: Knob) -> None:
+        slider = KnobSlider(knob)
+        slider.changed.connect(self.steered)
+        self.form.addRow(knob.label, slider)
+        self.sliders[knob.key] = slider
+
+    def _clear(self) -> None:
+        while self.form.rowCount() > self.fixed_rows:
+            self.form.removeRow(self.fixed_rows)
+        self.sliders, self.switches, self.choices, self.buttons = {}, {}, {}, {}
+
+    def _shown(self) -> None:
+        self.setVisible(bool(self.fixed_rows or self.sliders or self.switches or self.choices or self.buttons))
 
     def set_live_drag(self, on: bool) -> None:
         for slider in self.sliders.values():
             slider.live_drag = on
 
-    def show_values(self, values: dict[str, float]) -> None:
+    def show_values(self, values: Mapping[str, float]) -> None:
         """Move the sliders to ``values`` (key -> value) without emitting."""
         for key, value in values.items():
             if key in self.sliders:
                 self.sliders[key].set_value(value)
+
+
+def config_values(cfg: Any, steerables: Iterable[Any]) -> dict[str, Any]:
+    """The current value of each steerable whose key is a dotted path of ``cfg`` (numbers,
+    switches and choices)."""
+    values = {}
+    for s in steerables:
+        node = cfg
+        for part in s.key.split("."):
+            node = getattr(node, part, None)
+            if node is None:
+                break
+        if isinstance(node, (bool, int, float, str)):
+            values[s.key] = node
+    return values
+
+
+def label_of(key: str) -> str:
+    """A control's label: the key's last part, in words."""
+    return key.rsplit(".", 1)[-1].replace("_", " ")
+
+
+class BrushTool(QGroupBox):
+    """The declared region gestures (ablate, restore, scale a conductance, wound, stimulate a
+    region…): which one a click or drag on the view paints, its value and the brush radius."""
+
+    def __init__(self, title: str = "Brush", unit: str = "mm", parent: QWidget | None = None):
+        super().__init__(title, parent)
+        self.gesture = QComboBox()
+        self.gesture.setObjectName("brushGesture")
+        self.value = QDoubleSpinBox(decimals=4, minimum=-1e9, maximum=1e9)
+        self.value.setObjectName("brushValue")
+        self.radius = QDoubleSpinBox(decimals=3, minimum=1e-3, maximum=1e6, value=1.0)
+        self.radius.setObjectName("brushRadius")
+        self.radius.setSuffix(f" {unit}")
+        form = QFormLayout(self)
+        form.addRow("Paint", self.gesture)
+        form.addRow("Value", self.value)
+        form.addRow("Radius", self.radius)
+        self.specs: dict[str, Any] = {}
+        self.gesture.currentIndexChanged.connect(self._picked)
+
+    def set_steerables(self, steerables: Iterable[Any]) -> None:
+        self.specs = {s.key: s for s in steerables if s.region and s.live}
+        self.gesture.blockSignals(True)
+        self.gesture.clear()
+        for key, s in self.specs.items():
+            self.gesture.addItem(label_of(key), key)
+            self.gesture.setItemData(self.gesture.count() - 1, s.doc, Qt.ItemDataRole.ToolTipRole)
+        self.gesture.blockSignals(False)
+        self._picked()
+        self.setVisible(bool(self.specs))
+
+    def choose(self, key: str, value: float | None = None, radius: float | None = None) -> None:
+        """Pick the gesture ``key`` (and its value and radius), as a user would."""
+        self.gesture.setCurrentIndex(self.gesture.findData(key))
+        if value is not None:
+            self.value.setValue(value)
+        if radius is not None:
+            self.radius.setValue(radius)
+
+    def _picked(self) -> None:
+        s = self.specs.get(self.gesture.currentData())
+        takes_value = s is not None and s.range is not None
+        self.value.setEnabled(takes_value)
+        if takes_value:
+            self.value.setRange(*s.range)
+            self.value.setToolTip(s.doc)
+
+    @property
+    def key(self) -> str | None:
+        return self.gesture.currentData()
+
+    def stroke(self, centre: Sequence[float]) -> tuple[str, float | None, dict[str, Any]] | None:
+        """(key, value, region) of a dab at ``centre`` (mm or model units); None: no gesture."""
+        if self.key is None:
+            return None
+        value = float(self.value.value()) if self.value.isEnabled() else None
+        return self.key, value, {"kind": "brush", "centre": [float(c) for c in centre],
+                                 "radius": float(self.radius.value())}
 
 
 def describe_event(event: Any) -> str:
@@ -219,3 +383,41 @@ class EventMarks:
     def positions(self) -> list[float]:
         """The x of each shown mark (tests)."""
         return [line.value() for line in self.lines if line.isVisible() and line in self.plot.items]
+
+
+class PlotBrush:
+    """Clicks and drags on a pyqtgraph plot as brush dabs: ``paint((x, y))`` in the plot's
+    data coordinates, on a click and every ``spacing`` units of a drag with the left button
+    held; only while ``active()`` holds (the panel's brush has a gesture)."""
+
+    def __init__(self, plot: pg.PlotItem, paint: Callable[[tuple[float, float]], Any],
+                 active: Callable[[], bool], spacing: float = 1.0):
+        self.plot, self.paint, self.active, self.spacing = plot, paint, active, spacing
+        self._last: tuple[float, float] | None = None
+        scene = plot.scene()
+        scene.sigMouseClicked.connect(self._clicked)
+        scene.sigMouseMoved.connect(self._moved)
+
+    def _point(self, scene_pos) -> tuple[float, float] | None:
+        if not self.plot.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = self.plot.vb.mapSceneToView(scene_pos)
+        return float(p.x()), float(p.y())
+
+    def _clicked(self, event) -> None:
+        point = self._point(event.scenePos())
+        if point is not None and self.active() and event.button() == Qt.MouseButton.LeftButton:
+            self._last = point
+            self.paint(point)
+
+    def _moved(self, scene_pos) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        if not QApplication.mouseButtons() & Qt.MouseButton.LeftButton or not self.active():
+            self._last = None
+            return
+        point = self._point(scene_pos)
+        if point is None or (self._last is not None and math.dist(point, self._last) < self.spacing):
+            return
+        self._last = point
+        self.paint(point)

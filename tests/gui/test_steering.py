@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import pyqtgraph as pg
 import pytest
 
-from app.gui.steering import STEPS, EventMarks, Knob, KnobSlider, SteeringBox, to_position, to_value
+from app.gui.steering import (STEPS, BrushTool, EventMarks, Knob, KnobSlider, SteeringBox, config_values, knob_for,
+                              to_position, to_value)
+from app.sims.common.steering import Steerable
 
 
 @dataclass(frozen=True)
@@ -57,16 +59,71 @@ def test_a_slider_emits_on_release_and_while_dragging_only_in_live_mode(qtbot):
     assert len(seen) == 2 and slider.label.text() == "3"
 
 
-def test_a_box_builds_one_slider_per_knob_and_forwards_changes(qtbot):
+STEERABLES = (Steerable("mode", "choice", choices=("continue", "explore")),
+              Steerable("rates.k1", "float", (0.0, 1e12), log=True),
+              Steerable("initial.A", "int", (0, 2**30), log=True),
+              Steerable("growth.paused", "bool"),
+              Steerable("ensemble.samples", "int", live=False),
+              Steerable("ablate", "gesture", region=True),
+              Steerable("ach", "gesture", (0.0, 1.0), region=True, doc="acetylcholine (µM)"))
+
+
+def test_a_box_builds_a_control_per_live_steerable_and_forwards_its_changes(qtbot):
     box = SteeringBox()
     qtbot.addWidget(box)
-    box.set_knobs([Knob("rates.k1", "k1", 1e-2, 1e2, 1.0), Knob("initial.A", "A", 0, 100, 10, integer=True)])
-    assert set(box.sliders) == {"rates.k1", "initial.A"}
+    box.set_steerables(STEERABLES, {"mode": "continue", "rates.k1": 0.5, "initial.A": 10})
+    assert set(box.sliders) == {"rates.k1", "initial.A"}         # no slider for a restart-only key
+    assert set(box.switches) == {"growth.paused"} and set(box.choices) == {"mode"}
+    assert box.buttons == {}                                     # region gestures belong to the brush
+    k1 = box.sliders["rates.k1"].knob
+    assert k1.logarithmic and k1.lo == pytest.approx(0.005) and k1.hi == pytest.approx(50.0)
+    a = box.sliders["initial.A"].knob
+    assert not a.logarithmic and (a.lo, a.hi) == (0.0, 100.0) and a.integer
     with qtbot.waitSignal(box.steered) as signal:
         box.sliders["initial.A"].set_to(40)
     assert signal.args == ["initial.A", 40.0]
-    box.set_knobs([])
+    with qtbot.waitSignal(box.steered) as signal:
+        box.switches["growth.paused"].setChecked(True)
+    assert signal.args == ["growth.paused", True]
+    box.set_steerables([], {})
     assert box.sliders == {} and box.isHidden()
+
+
+def test_a_declared_range_bounds_the_slider():
+    knob = knob_for(Steerable("x", "float", (0.1, 2.0), log=True), 1.0)
+    assert (knob.lo, knob.hi) == (0.1, 2.0)
+    knob = knob_for(Steerable("v", "float", (-100.0, 100.0)), -80.0)
+    assert (knob.lo, knob.hi, knob.logarithmic) == (-100.0, 100.0, False)
+
+
+def test_the_brush_paints_the_chosen_region_gesture(qtbot):
+    brush = BrushTool()
+    qtbot.addWidget(brush)
+    brush.set_steerables(STEERABLES)
+    assert [brush.gesture.itemData(i) for i in range(brush.gesture.count())] == ["ablate", "ach"]
+    brush.choose("ablate", radius=2.5)
+    assert not brush.value.isEnabled()
+    assert brush.stroke((1.0, 2.0)) == ("ablate", None, {"kind": "brush", "centre": [1.0, 2.0], "radius": 2.5})
+    brush.choose("ach", value=0.3)
+    assert brush.stroke((0, 0, 1)) == ("ach", 0.3, {"kind": "brush", "centre": [0.0, 0.0, 1.0], "radius": 2.5})
+    brush.set_steerables([])
+    assert brush.stroke((0, 0)) is None and brush.isHidden()
+
+
+def test_config_values_follow_dotted_keys():
+    @dataclass(frozen=True)
+    class Growth:
+        target_rate: float = 4.0
+        paused: bool = False
+
+    @dataclass(frozen=True)
+    class Cfg:
+        growth: Growth = Growth()
+
+    values = config_values(Cfg(), STEERABLES)
+    assert values == {"growth.paused": False}
+    values = config_values(Cfg(), [Steerable("growth.target_rate", "float", (0.0, 50.0))])
+    assert values == {"growth.target_rate": 4.0}
 
 
 def test_event_marks_follow_the_events_and_survive_a_cleared_plot(qtbot):

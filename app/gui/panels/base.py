@@ -22,7 +22,7 @@ from app.gui import errors
 from app.gui.presets import (default_for_engine, estimate_range, format_range, preset_config, preset_for,
                              work)
 from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
-from app.gui.steering import EventMarks
+from app.gui.steering import BrushTool, EventMarks, SteeringBox, config_values, steerables_of
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.estimate import rate_key
 from app.sims.common.output import save_text
@@ -77,6 +77,8 @@ class Panel(QWidget):
         # gestures made before Run, applied by the next runs at their step 0 (key, value, region)
         self.pending_steering: list[tuple[str, Any, Any]] = []
         self.event_marks: list[EventMarks] = []     # the plots' time axes that mark steering events
+        self.steering: SteeringBox | None = None      # controls of the declared steerables
+        self.brush: BrushTool | None = None           # the declared region gestures
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
         self.views = QSplitter(Qt.Orientation.Vertical)
@@ -392,6 +394,43 @@ class Panel(QWidget):
                                    for k, v in changes.items()))
         self.worker.resume()
         self.run_controls.set_state(RunState.RUNNING)
+
+    def steering_box(self, title: str = "Steer while running") -> SteeringBox:
+        """The controls of the loaded config's declared steerables (numbers as sliders from
+        :meth:`steer_values`), each use a :meth:`steer`. Sets :attr:`steering`; filled by
+        :meth:`refresh_steering`."""
+        self.steering = SteeringBox(title)
+        self.steering.setObjectName("steeringBox")
+        self.steering.steered.connect(lambda key, value: self.steer(key, value))
+        return self.steering
+
+    def brush_tool(self, unit: str = "mm") -> BrushTool:
+        """The region gestures a click or drag on the panel's view paints. Sets :attr:`brush`."""
+        self.brush = BrushTool("Brush (click or drag on the view)", unit)
+        self.brush.setObjectName("brushTool")
+        return self.brush
+
+    def steer_values(self, cfg: Any) -> dict[str, Any]:
+        """The current value of each steerable (key -> value): those whose key is a config path."""
+        return config_values(cfg, steerables_of(cfg))
+
+    def refresh_steering(self, cfg: Any) -> None:
+        """Controls and brush gestures for ``cfg`` (a newly loaded model)."""
+        try:
+            declared = steerables_of(cfg)
+            values = self.steer_values(cfg)
+        except Exception as exc:  # noqa: BLE001  (a model without live controls still runs)
+            log.warning("%s: no steering controls: %s", self.domain.name, exc)
+            declared, values = (), {}
+        if self.steering is not None:
+            self.steering.set_steerables(declared, values)
+        if self.brush is not None:
+            self.brush.set_steerables(declared)
+
+    def paint(self, centre: Any) -> bool:
+        """A dab of the brush's gesture at ``centre`` (view coordinates: mm, model units)."""
+        stroke = self.brush.stroke(centre) if self.brush is not None else None
+        return stroke is not None and self.steer(*stroke)
 
     def steer(self, key: str, value: Any, region: Any = None) -> bool:
         """Change ``key`` to ``value`` (in ``region``, for a painted gesture): in the running

@@ -26,6 +26,7 @@ from app.gui.labels import short_path
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
+from app.gui.steering import EventMarks
 from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
 from app.sims.cardiac.solvers import ADAPTIVE
@@ -79,6 +80,8 @@ class CardiacPanel(Panel):
         self._build_solver_group()
         self._build_protocol_group()
         self.form.expose(self, {"mesh.kind": "mesh_kind", "mesh.dx_mm": "dx"})
+        self.controls_layout.addWidget(self.brush_tool("mm"))
+        self.controls_layout.addWidget(self.steering_box("Steer while running"))
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
@@ -134,7 +137,7 @@ class CardiacPanel(Panel):
         self.steps = StepSizeView()
         self.restitution_view = RestitutionView()
         self.tissue.cell_clicked.connect(self.tissue_clicked)
-        self.tissue.cell_dragged.connect(self.stimulate)
+        self.tissue.cell_dragged.connect(self.tissue_dragged)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.traces)
         bottom.addWidget(self.steps)
@@ -146,6 +149,14 @@ class CardiacPanel(Panel):
         self.rest_kind.currentTextChanged.connect(self._show_applicable_views)
         self._show_applicable_views()
         self.mesh_kind.currentTextChanged.connect(self.tissue.expect)
+        self.event_marks.append(EventMarks(self.traces.plot, self.event_time))
+
+    def event_time(self, event) -> float | None:
+        """The time (ms) of a steering event: its step times Δt on a fixed-step solver."""
+        cfg = self.running_cfg
+        if cfg is None or cfg.solver.method in ADAPTIVE:
+            return None
+        return event.at * cfg.solver.dt
 
     def _update_cells(self, *_: Any) -> None:
         kind = self.mesh_kind.currentText()
@@ -195,6 +206,7 @@ class CardiacPanel(Panel):
         self.probe_cells.setText(", ".join(str(c) for c in cfg.output.probe_cells))
         self._update_cells()
         self._update_solver()
+        self.refresh_steering(cfg)
 
     def probe_list(self) -> list[int]:
         text = self.probe_cells.text().replace(";", ",")
@@ -253,11 +265,28 @@ class CardiacPanel(Panel):
         return super().movie_image()
 
     def tissue_clicked(self, cell: int) -> None:
-        """A click on the tissue: stimulate there (during a run) or add a probe, as chosen."""
-        if self.tissue.click_action.currentData() == "stimulate" and self.running:
+        """A click on the tissue: stimulate there (during a run), paint the brush's gesture, or
+        add a probe, as chosen."""
+        action = self.tissue.click_action.currentData()
+        if action == "stimulate" and self.running:
             self.stimulate(cell)
+        elif action == "paint":
+            self.paint_cell(cell)
         else:
             self.add_probe(cell)
+
+    def tissue_dragged(self, cell: int) -> None:
+        """A drag over the sheet: stimulate or paint every millimetre."""
+        if self.tissue.click_action.currentData() == "paint":
+            self.paint_cell(cell)
+        else:
+            self.stimulate(cell)
+
+    def paint_cell(self, cell: int) -> bool:
+        """A dab of the brush centred on ``cell`` (its position in mm)."""
+        if self.mesh is None or not 0 <= cell < len(self.mesh.positions):
+            return False
+        return self.paint(np.asarray(self.mesh.positions[cell], float))
 
     def stimulate(self, cell: int) -> bool:
         """Inject a stimulus pulse around ``cell`` into the running simulation (between slices)."""

@@ -39,6 +39,7 @@ from app.gui.views.convergence import ConvergenceView
 from app.gui.views.intervals import IntervalsView
 from app.gui.views.parameter_history import ParameterHistoryView
 from app.gui.views.sweep_fit import SweepFitView
+from app.gui.steering import EventMarks
 from app.sims.channel.config import ChannelConfig, DataSpec, FitSettings, GASettings, resolve
 from app.sims.channel.recordings import FamilyData
 from app.sims.channel.model import ChannelSpec
@@ -138,6 +139,7 @@ class ChannelPanel(Panel):
         layout.addWidget(self._build_protocol_group())
         layout.addWidget(self._build_data_group())
         layout.addWidget(self._build_ga_group())
+        layout.addWidget(self.steering_box("Steer the running fit"))
         layout.addWidget(self._build_fit_group())
         self._optimizer_changed()
         layout.addWidget(self._build_export_group())
@@ -288,6 +290,7 @@ class ChannelPanel(Panel):
 
     def _build_views(self) -> None:
         self.convergence = ConvergenceView()
+        self.event_marks.append(EventMarks(self.convergence.plot, self.event_generation))
         self.parameters = ParameterHistoryView()
         self.fit = SweepFitView()
         self.uncertainty = IntervalsView()
@@ -320,6 +323,7 @@ class ChannelPanel(Panel):
         self.ga_form.show(cfg.ga)
         self.fit_form.show(cfg.fit)
         self._set_families(d.families, cfg.base_dir)
+        self.refresh_steering(cfg)
 
     def _set_families(self, families: list[FamilyData], base_dir: str) -> None:
         self.families.setRowCount(len(families))
@@ -432,6 +436,15 @@ class ChannelPanel(Panel):
 
     def changes_sent(self, changes: dict[str, Any]) -> None:
         self.run_ga = replace(self.run_ga, **changes)
+
+    def event_generation(self, event) -> float | None:
+        """A steering event on the convergence plot: at its generation, or at that generation's
+        wall time when the plot is against wall time."""
+        if not self.convergence.against_wall:
+            return float(event.at)
+        frame = self.last_frame
+        wall = None if frame is None else np.asarray(frame.history_wall, float)
+        return float(wall[event.at - 1]) if wall is not None and 0 < event.at <= len(wall) else None
 
     def status_text(self, frame) -> str:
         gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from app.gui.export import save_rgba_png
 from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
+from app.gui.steering import EventMarks
 from app.gui.panels.epidermis_export import (
     FrameRecorder,
     MovieRecorder,
@@ -86,6 +87,8 @@ class EpidermisPanel(Panel):
                                 "mechanics.inter.U0": "inter_U0", "mechanics.inter_cutoff": "cutoff",
                                 "mechanics.membrane.U0": "membrane_U0"})
         self._build_record_group()
+        self.controls_layout.addWidget(self.brush_tool("µm"))
+        self.controls_layout.addWidget(self.steering_box("Steer while running"))
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
@@ -165,6 +168,13 @@ class EpidermisPanel(Panel):
         self.tissue = TissueView3D()
         self.history = EpidermisHistoryView()
         self.tissue.drawn.connect(self._record_movie_frame)
+        self.tissue.point_picked.connect(self.paint)
+        for plot in self.history.plots.values():
+            self.event_marks.append(EventMarks(plot, self.event_time))
+
+    def event_time(self, event) -> float | None:
+        """The model time of a steering event: its step times Δt."""
+        return None if self.run_cfg is None else event.at * self.run_cfg.run.dt
         self.views.addWidget(self.tissue)
         self.views.addWidget(self.history)
         self.views.setSizes([560, 240])
@@ -201,6 +211,7 @@ class EpidermisPanel(Panel):
         self.form.show(cfg)
         self._update_tissue()
         self._update_mechanics()
+        self.refresh_steering(cfg)
 
     def current_config(self) -> EpidermisConfig:
         if self.base_cfg is None:

@@ -23,6 +23,7 @@ from app.gui.forms import ConfigForm
 
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.runner import RunState, SimulationWorker
+from app.gui.steering import EventMarks, PlotBrush
 from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateView, RasterView
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_csv, save_npz
@@ -81,6 +82,8 @@ class NetworkPanel(Panel):
         self.resume_path: Path | None = None
         self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self._build_form()
+        self.controls_layout.addWidget(self.brush_tool("grid units"))
+        self.controls_layout.addWidget(self.steering_box("Steer while running"))
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
@@ -129,6 +132,14 @@ class NetworkPanel(Panel):
         self.views.addWidget(top)
         self.views.addWidget(self.history)
         self.views.setSizes([560, 240])
+        self.culture_brush = PlotBrush(self.culture.plot, self.paint, lambda: self.brush.key is not None)
+        for plot in (self.raster.plot, self.pop_rate.plot):
+            self.event_marks.append(EventMarks(plot, self.event_time))
+
+    def event_time(self, event) -> float | None:
+        """The time (s) of a steering event: its step times the integration step."""
+        cfg = self.worker.cfg if self.worker is not None else None
+        return None if cfg is None else event.at * cfg.run.dt
 
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: NetworkConfig) -> None:
@@ -137,6 +148,7 @@ class NetworkPanel(Panel):
         self.resume_label.setText("")
         self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
+        self.refresh_steering(cfg)
         self.raster.window = cfg.analysis.raster_seconds
 
     def current_config(self) -> NetworkConfig:
