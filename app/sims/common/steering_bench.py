@@ -1,0 +1,261 @@
+"""``python -m app bench steering``: the latency of live steering, per panel and backend.
+
+For each domain a run of its default preset (the CPU or the CUDA one) is started headless,
+through the same :class:`~app.sims.common.session.Session` the GUI's worker owns. Once it
+runs on its final engine, a change is made from another thread at a random moment of a slice
+(as a user's hand does), and the latency is the wall time from :meth:`Session.steer` to the
+``on_frame`` of the first frame that carries the change (the GUI draws that frame next). Each
+case repeats the change several times and reports the median and the worst.
+
+SSA *explore* mode (decay-dimerization, 2^16 realizations to t = 10): each change re-runs the
+ensemble from t = 0, a small ensemble first; two latencies: to the first frame of the re-run
+(the first refined picture) and to the frame of the whole ensemble at t = 10.
+
+Targets: CPU 250 ms, CUDA 100 ms (explore: first 100 ms, full 300 ms on CUDA). Writes
+``steering-<backend>.json`` through :func:`~app.sims.common.bench_record.save_bench`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import statistics
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from app.sims.common.bench_record import save_bench
+from app.sims.common.config import load_yaml
+from app.sims.common.simulation import DOMAINS, PRESETS, Frame, load_run_config
+
+log = logging.getLogger(__name__)
+
+TARGET_MS = {"cpu": 250.0, "cuda": 100.0}
+EXPLORE_TARGET_MS = {"cuda": (100.0, 300.0)}
+CHANGES = 5                     # changes per case (3 with --quick)
+WAIT_S = 120.0                  # a hang guard for one frame (never a speed limit)
+
+# domain -> (keys tried in order, preset overrides making the run outlast the changes)
+CASES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "ssa": (("rates.R1", "rates.decay", "rates.k1"), {"ensemble.t_end": 1000.0, "ensemble.samples": 4001}),
+    "cardiac": (("ablate", "ach", "stimulate"), {"protocol.t_end": 20000.0}),
+    "network": (("synapses.EE.scale", "block.excitatory", "growth.target_rate"), {"run.epochs": 1000}),
+    "epidermis": (("wound", "growth.paused", "genes.delta_low"), {"run.steps": 10_000_000}),
+    "channel": (("ga.mutation", "mutation", "ga.crossover"), {"ga.generations": 100_000,
+                                                              "ga.chi2_threshold": 0.0}),
+}
+
+
+def _config(domain: str, backend: str, overrides: dict[str, Any]):
+    stem = load_yaml(PRESETS / "roles.yaml").data[domain]["cuda" if backend == "cuda" else "cpu"]
+    return load_run_config(PRESETS / domain / f"{stem}.yaml",
+                           overrides=[f"{k}={v}" for k, v in overrides.items()])
+
+
+def _region(frame: Frame) -> dict[str, Any]:
+    """A brush a fifth of the tissue wide at its middle (cardiac mesh, culture, epidermis)."""
+    mesh = getattr(frame, "mesh", None)
+    if mesh is not None:
+        pos = np.asarray(mesh.positions, float)
+        centre = pos[np.argmin(np.linalg.norm(pos - pos.mean(axis=0), axis=1))]
+        return {"kind": "brush", "centre": centre.tolist(),
+                "radius": float(0.2 * np.ptp(pos, axis=0).max() or 1.0)}
+    if getattr(frame, "width", None):
+        return {"kind": "brush", "centre": [frame.width / 2, frame.height / 2],
+                "radius": 0.2 * max(frame.width, frame.height)}
+    centres = np.asarray(frame.centres, float)
+    return {"kind": "brush", "centre": centres.mean(axis=0).tolist(),
+            "radius": float(0.2 * np.ptp(centres[:, :2], axis=0).max() or 1.0)}
+
+
+def _value_of(cfg: Any, key: str) -> Any:
+    node = cfg
+    for part in key.split("."):
+        node = getattr(node, part, None)
+    return node
+
+
+def changes_for(session, keys: tuple[str, ...], cfg: Any) -> Callable[[Frame, int], tuple[str, Any, Any]]:
+    """The change a case makes: the first of ``keys`` the run declares, else its first live
+    number whose value the config holds; the k-th change alternates between two values."""
+    declared = session.steerables
+    key = next((k for k in keys if k in declared and declared[k].live), None)
+    if key is None:
+        key = next((k for k, s in declared.items() if s.live and s.kind in ("float", "int") and not s.region
+                    and isinstance(_value_of(cfg, k), (int, float))), None)
+    if key is None:
+        raise RuntimeError(f"{session.domain.name}: nothing steerable to measure (declared: {', '.join(declared)})")
+    s = declared[key]
+    base = _value_of(cfg, key)
+    if key.startswith("rates."):
+        net = cfg.network()
+        base = float(net.rates[net.reaction_names.index(key.split(".", 1)[1])])
+
+    def change(frame: Frame, k: int) -> tuple[str, Any, Any]:
+        region = _region(frame) if s.region else None
+        if s.kind == "bool":
+            return key, k % 2 == 0, region
+        if s.kind == "choice":
+            return key, s.choices[k % len(s.choices)], region
+        if isinstance(base, (int, float)) and not isinstance(base, bool):
+            value = base * (1.5 if k % 2 == 0 else 1.0) if base else (1.0 if k % 2 == 0 else 0.0)
+            value = min(max(value, s.range[0]), s.range[1]) if s.range else value
+            return key, int(round(value)) if s.kind == "int" else float(value), region
+        if s.range is not None:
+            return key, float(s.range[0] + (s.range[1] - s.range[0]) * (0.5 if k % 2 == 0 else 0.25)), region
+        return key, None, region
+    return change
+
+
+class _Run:
+    """A session on its own thread whose frames arrive, stamped, in a queue."""
+
+    def __init__(self, domain_name: str, cfg: Any, backend: str):
+        from app.sims.common.session import Session
+
+        self.frames: queue.Queue[tuple[float, Frame]] = queue.Queue()
+        self.session = Session(DOMAINS[domain_name], cfg, backend,
+                               on_frame=lambda f: self.frames.put((time.perf_counter(), f)))
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.session.run()
+        except BaseException as exc:      # reported by next_frame
+            self.error = exc
+        finally:
+            self.frames.put((time.perf_counter(), None))
+
+    def next_frame(self) -> tuple[float, Frame]:
+        stamp, frame = self.frames.get(timeout=WAIT_S)
+        if frame is None:
+            raise RuntimeError(f"the run ended before the measurement: {self.error or 'finished'}")
+        return stamp, frame
+
+    def settle(self) -> tuple[Frame, float]:
+        """Wait until the run is on its final engine; (newest frame, mean seconds per frame)."""
+        stamps = []
+        while True:
+            stamp, frame = self.next_frame()
+            stamps.append(stamp)
+            if self.session.engine == self.session.backend and len(stamps) >= 3:
+                return frame, float(np.mean(np.diff(stamps[-3:])))
+
+    def steer_and_wait(self, key: str, value: Any, region: Any, slice_s: float,
+                       shown: Callable[[Frame], bool] = lambda f: True) -> tuple[float, Frame]:
+        """Steer at a random moment of a slice; (seconds until the first frame carrying the
+        event for which ``shown`` holds, that frame)."""
+        while not self.frames.empty():                    # only frames after the change count
+            self.next_frame()
+        time.sleep(random.uniform(0.0, min(slice_s, 1.0)))
+        before = len(self.session.events)
+        start = time.perf_counter()
+        self.session.steer(key, value, region)
+        while True:
+            stamp, frame = self.next_frame()
+            if len(frame.events) > before and shown(frame):
+                return stamp - start, frame
+
+    def close(self) -> None:
+        self.session.stop()
+        self.thread.join(timeout=WAIT_S)
+
+
+def measure(domain_name: str, backend: str, changes: int) -> dict[str, Any]:
+    """One case: the median and worst latency of ``changes`` changes."""
+    keys, overrides = CASES[domain_name]
+    _, cfg = _config(domain_name, backend, overrides)
+    run = _Run(domain_name, cfg, backend)
+    try:
+        frame, slice_s = run.settle()
+        change = changes_for(run.session, keys, cfg)
+        seconds = []
+        for k in range(changes):
+            key, value, region = change(frame, k)
+            latency, frame = run.steer_and_wait(key, value, region, slice_s)
+            seconds.append(latency)
+    finally:
+        run.close()
+    return {"domain": domain_name, "case": f"{key} ({cfg.name or 'preset'})", "backend": backend,
+            "median_ms": 1e3 * statistics.median(seconds), "max_ms": 1e3 * max(seconds),
+            "slice_ms": 1e3 * slice_s, "changes": changes, "target_ms": TARGET_MS[backend]}
+
+
+def explore(backend: str, changes: int, realizations: int = 2**16) -> dict[str, Any]:
+    """SSA explore mode on decay-dimerization (``realizations`` to t = 10): the latency to the
+    first frame of each re-run and to its whole ensemble at t = 10."""
+    _, cfg = load_run_config(PRESETS / "ssa" / "decay-dimerization-paper.yaml",
+                             overrides=[f"ensemble.realizations={realizations}", "ensemble.t_end=10"])
+    cfg = replace(cfg, steering=())
+    run = _Run("ssa", cfg, backend)
+    first, full = [], []
+    try:
+        run.session.steer("mode", "explore")
+        frame, slice_s = run.settle()
+        net = cfg.network()
+        key = f"rates.{net.reaction_names[0]}"
+        base = float(net.rates[0])
+        for k in range(changes):
+            start = time.perf_counter()
+            latency, frame = run.steer_and_wait(key, base * (1.5 if k % 2 == 0 else 1.0), None, slice_s)
+            first.append(latency)
+            while not (frame.done or (frame.realizations >= realizations and frame.progress >= 1.0)):
+                stamp, frame = run.next_frame()
+            full.append(time.perf_counter() - start)
+    finally:
+        run.close()
+    first_target, full_target = EXPLORE_TARGET_MS.get(backend, (TARGET_MS[backend],) * 2)
+    return {"domain": "ssa", "case": f"explore: decay-dimerization, {realizations} realizations to t = 10",
+            "backend": backend, "median_ms": 1e3 * statistics.median(first), "max_ms": 1e3 * max(first),
+            "full_median_ms": 1e3 * statistics.median(full), "full_max_ms": 1e3 * max(full),
+            "changes": changes, "target_ms": first_target, "full_target_ms": full_target}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'panel':10s} {'backend':7s} {'median ms':>9s} {'worst ms':>9s} {'target':>7s}  case"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['domain']:10s} {r['backend']:7s} {'-':>9s} {'-':>9s} {'-':>7s}  {r['error']}")
+            continue
+        ok = "ok" if r["median_ms"] <= r["target_ms"] else "OVER"
+        lines.append(f"{r['domain']:10s} {r['backend']:7s} {r['median_ms']:9.1f} {r['max_ms']:9.1f} "
+                     f"{r['target_ms']:7.0f}  {r['case']} [{ok}]")
+        if "full_median_ms" in r:
+            ok = "ok" if r["full_median_ms"] <= r["full_target_ms"] else "OVER"
+            lines.append(f"{'':10s} {'':7s} {r['full_median_ms']:9.1f} {r['full_max_ms']:9.1f} "
+                         f"{r['full_target_ms']:7.0f}  whole ensemble at t = 10 [{ok}]")
+    return "\n".join(lines)
+
+
+def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False,
+         domains: tuple[str, ...] = tuple(CASES)) -> int:
+    """Measure every case on ``backend``, print the table, write ``steering-<backend>.json``."""
+    from app.compute.device import resolve_backend
+
+    backend, _ = resolve_backend(backend)
+    backend = "cuda" if backend == "cuda" else "cpu"
+    changes = 3 if quick else CHANGES
+    rows = []
+    for name in domains:
+        try:
+            rows.append(measure(name, backend, changes))
+        except Exception as exc:          # one panel's failure leaves the others' figures
+            log.warning("steering bench %s: %s", name, exc)
+            rows.append({"domain": name, "backend": backend, "error": f"{type(exc).__name__}: {exc}"})
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    try:
+        rows.append(explore(backend, changes, 2**12 if quick else 2**16))
+    except Exception as exc:
+        log.warning("steering bench ssa explore: %s", exc)
+        rows.append({"domain": "ssa", "backend": backend, "error": f"explore: {type(exc).__name__}: {exc}"})
+    print(table(rows))
+    path = save_bench(f"steering-{backend}", {"rows": rows, "changes": changes}, out_dir, cuda=backend == "cuda")
+    print(f"wrote {path}")
+    return 0 if all("error" not in r for r in rows) else 1
