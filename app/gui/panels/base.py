@@ -79,6 +79,7 @@ class Panel(QWidget):
         self.event_marks: list[EventMarks] = []     # the plots' time axes that mark steering events
         self.steering: SteeringBox | None = None      # controls of the declared steerables
         self.brush: BrushTool | None = None           # the declared region gestures
+        self.steered_forms: list[tuple[Any, str]] = []  # (ConfigForm, config prefix) that steer runs
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
         self.views = QSplitter(Qt.Orientation.Vertical)
@@ -368,30 +369,10 @@ class Panel(QWidget):
             self.run_controls.set_state(RunState.PAUSED)
             self.status_changed.emit("paused")
 
-    def live_changes(self) -> dict[str, Any]:
-        """Settings edited while paused that the running simulation takes (none here); raises
-        ConfigError for a bad or a fixed setting."""
-        return {}
-
-    def changes_sent(self, changes: dict[str, Any]) -> None:
-        """``changes`` went to the paused run (a panel that tracks the run's settings updates them)."""
-
     def resume_run(self) -> None:
-        """Send the settings changed while paused (:meth:`live_changes`) to the run, then resume it."""
+        """Resume a paused run (changes made meanwhile were steered as they were made)."""
         if not self.running:
             return
-        if self.worker.paused:
-            try:
-                changes = self.live_changes()
-            except Exception as exc:
-                errors.report_exception(self, "Cannot resume with these settings", exc)
-                return
-            if changes:
-                self.worker.session.request_update(changes)
-                self.changes_sent(changes)
-                log.info("%s: for the rest of the run: %s", self.domain.name,
-                         ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
-                                   for k, v in changes.items()))
         self.worker.resume()
         self.run_controls.set_state(RunState.RUNNING)
 
@@ -410,6 +391,56 @@ class Panel(QWidget):
         self.brush.setObjectName("brushTool")
         return self.brush
 
+    def steer_form(self, form: Any, prefix: str = "") -> None:
+        """Make the fields of ``form`` (a :class:`~app.gui.forms.ConfigForm` of the config part
+        at ``prefix``) steer the running simulation: during a run (paused or not), a changed
+        field whose key the domain declares live is a :meth:`steer` at once (refused: the field
+        shows the run's value again); one that needs a restart applies to the next run (the status
+        bar says so). Spin boxes report a value once it is entered
+        (Enter, focus out, arrows), not per keystroke. The steering box leaves these keys out."""
+        from PySide6.QtWidgets import QAbstractSpinBox, QCheckBox, QComboBox, QLineEdit
+
+        self.steered_forms.append((form, prefix))
+        for path, widget in form.widgets.items():
+            changed = lambda *_, path=path: self._form_changed(form, prefix, path)   # noqa: E731
+            if isinstance(widget, QAbstractSpinBox):
+                widget.setKeyboardTracking(False)
+                widget.valueChanged.connect(changed)
+            elif isinstance(widget, QCheckBox):
+                widget.toggled.connect(changed)
+            elif isinstance(widget, QComboBox):
+                widget.activated.connect(changed)
+            elif isinstance(widget, QLineEdit):
+                widget.editingFinished.connect(changed)
+
+    def _form_changed(self, form: Any, prefix: str, path: str) -> None:
+        from app.gui.forms import get_path, get_value, set_value
+
+        if not self.running:
+            return
+        key = f"{prefix}.{path}" if prefix else path
+        session = self.worker.session
+        if key not in session.steerables:
+            return                                  # not the running model's: the next run's
+        if not session.steerables[key].live:
+            note = f"{key} needs a restart: it applies to the next run"
+            log.info("%s: %s", self.domain.name, note)
+            self.status_changed.emit(note)
+            return
+        widget = form[path]
+        try:
+            value = get_value(form.specs[path], widget)
+            now = next((e.value for e in reversed(session.events) if e.key == key),
+                       get_path(self.worker.cfg, key))
+        except Exception as exc:  # noqa: BLE001  (a malformed entry: Run will say so)
+            log.debug("%s: not steered: %s", key, exc)
+            return
+        if value == now or self.steer(key, value):
+            return
+        widget.blockSignals(True)                   # refused: the field shows the run's value
+        set_value(widget, now)
+        widget.blockSignals(False)
+
     def steer_values(self, cfg: Any) -> dict[str, Any]:
         """The current value of each steerable (key -> value): those whose key is a config path."""
         return config_values(cfg, steerables_of(cfg))
@@ -423,7 +454,9 @@ class Panel(QWidget):
             log.warning("%s: no steering controls: %s", self.domain.name, exc)
             declared, values = (), {}
         if self.steering is not None:
-            self.steering.set_steerables(declared, values)
+            in_forms = {f"{prefix}.{path}" if prefix else path
+                        for form, prefix in self.steered_forms for path in form.widgets}
+            self.steering.set_steerables([s for s in declared if s.key not in in_forms], values)
         if self.brush is not None:
             self.brush.set_steerables(declared)
 

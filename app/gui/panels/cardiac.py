@@ -80,6 +80,7 @@ class CardiacPanel(Panel):
         self._build_solver_group()
         self._build_protocol_group()
         self.form.expose(self, {"mesh.kind": "mesh_kind", "mesh.dx_mm": "dx"})
+        self.steer_form(self.form)
         self.controls_layout.addWidget(self.brush_tool("mm"))
         self.controls_layout.addWidget(self.steering_box("Steer while running"))
         self.controls_layout.addWidget(self.export_group(EXPORTS))

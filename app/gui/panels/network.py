@@ -105,6 +105,7 @@ class NetworkPanel(Panel):
         self.form.expose(self, {"culture.width": "width_box", "culture.height": "height_box",
                                 "culture.layout": "layout_combo", "culture.seed": "culture_seed",
                                 "run.seed": "noise_seed"})
+        self.steer_form(self.form)
         self.checkpoint.setPlaceholderText("none (no checkpoints)")
         self.pause_at_epoch = QCheckBox("Pause at the end of each epoch")
         self.resume_button = QPushButton("Resume from checkpoint…")

@@ -180,6 +180,7 @@ class SSAPanel(Panel):
                                            ("ensemble.epsilon", "tau-leap ε")])
         box.layout().insertRow(4, "Backend", self.backend_combo())
         self.form.expose(self)
+        self.steer_form(self.form)
         self.controls_layout.addWidget(box)
 
     def _build_compare_group(self) -> None:
