@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -297,9 +298,23 @@ class Panel(QWidget):
         return self.domain.load().load_config(Document(to_plain(cfg), {}))
 
     def save_config(self, path: str | Path) -> Path:
-        out = save_text(path, dump_yaml(self.current_config()))
-        log.info("saved run config to %s", out)
+        """The controls' config; after a steered run whose config the controls still hold, that
+        run's config with its ``steering:`` list (the file replays the run)."""
+        cfg = self.current_config()
+        steered = self.steered_run_config()
+        if (steered is not None and hasattr(cfg, "steering")
+                and replace(steered, steering=()) == replace(cfg, steering=())):
+            cfg = steered
+        out = save_text(path, dump_yaml(cfg))
+        log.info("saved run config to %s%s", out,
+                 f" with {len(cfg.steering)} steering events" if getattr(cfg, "steering", ()) else "")
         return out
+
+    def steered_run_config(self) -> Any:
+        """The last run's config with the events applied in it (None: no steered run)."""
+        if self.worker is None or not self.worker.session.events:
+            return None
+        return self.worker.session.steered_config()
 
     def save_screenshot(self, path: str | Path) -> Path:
         """The views area as PNG, or as a vector figure (SVG, PDF), by suffix; atomic."""
