@@ -10,7 +10,6 @@ Run, to the next run at its step 0: the same gesture). Frames carry the events a
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -44,12 +43,6 @@ class Knob:
         if self.log is not None:
             return self.log and self.lo > 0
         return self.lo > 0 and math.log10(self.hi / self.lo) > LOG_DECADES
-
-
-def steerables_of(cfg: Any) -> tuple:
-    """The steerables a config's domain declares (``steerables(cfg)`` in its config module)."""
-    declare = getattr(importlib.import_module(type(cfg).__module__), "steerables", None)
-    return tuple(declare(cfg)) if declare is not None else ()
 
 
 def knob_for(steerable: Any, value: float, label: str = "") -> Knob:
@@ -220,7 +213,7 @@ class SteeringBox(QGroupBox):
 
     def _add_slider(self, knob: Knob) -> None:
         slider = KnobSlider(knob)
-        slider.changed.connect(self.steered)
+        slider.changed.connect(lambda key, value: self.steered.emit(key, value))
         self.form.addRow(knob.label, slider)
         self.sliders[knob.key] = slider
 

@@ -23,10 +23,11 @@ from app.gui import errors
 from app.gui.presets import (default_for_engine, estimate_range, format_range, preset_config, preset_for,
                              work)
 from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
-from app.gui.steering import BrushTool, EventMarks, SteeringBox, config_values, steerables_of
+from app.gui.steering import BrushTool, EventMarks, SteeringBox, config_values
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.estimate import rate_key
 from app.sims.common.output import save_text
+from app.sims.common.session import steerables_of
 from app.sims.common.simulation import Domain, Frame, load_run_config, presets
 from app.sims.common.warmup import has_compiled_engine, key_of, service
 

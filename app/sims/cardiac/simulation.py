@@ -144,9 +144,6 @@ class CardiacSimulation(Simulation):
             apd90=freeze(acts["apd90"]) if acts else None,
             stopped=str(self.stopped or ""))
 
-    def update(self, changes: Mapping[str, Any]) -> None:
-        raise ConfigError("the cardiac panel takes changes between runs, not while running")
-
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
         hist = getattr(self.engine, "h_history", None) or []
