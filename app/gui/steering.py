@@ -47,20 +47,20 @@ class Knob:
 
 def knob_for(steerable: Any, value: float, label: str = "") -> Knob:
     """A slider for a declared number (:class:`app.sims.common.steering.Steerable`) now at
-    ``value``: a positive number slides over two decades each side on a log scale, a count from
-    0 to ten times its value (at least 100), always within the declared range."""
+    ``value``: one declared on a log scale slides over two decades each side of its value, a
+    count from 0 to ten times its value (at least 100), any other number linearly over ten times
+    its size each side; always within the declared range."""
     lo, hi = (float(x) for x in steerable.range) if steerable.range is not None else (-math.inf, math.inf)
     value = float(value)
     if steerable.kind == "int":
         lo, hi, log = max(lo, 0.0), min(hi, max(10.0 * abs(value), 100.0)), False
-    elif steerable.log or lo >= 0:
-        centre = abs(value) or 1.0
-        lo, hi = max(lo, centre / 100.0), min(hi, centre * 100.0)
-        log = lo > 0
+    elif steerable.log and max(lo, value) > 0:
+        centre = value if value > 0 else lo
+        lo, hi, log = max(lo, centre / 100.0), min(hi, centre * 100.0), True
     else:
         span = 10.0 * max(abs(value), 1.0)
         lo, hi, log = max(lo, value - span), min(hi, value + span), False
-    return Knob(steerable.key, label or steerable.key.rsplit(".", 1)[-1], lo, hi, value,
+    return Knob(steerable.key, label or label_of(steerable.key), lo, hi, value,
                 integer=steerable.kind == "int", log=log, unit=steerable.unit, doc=steerable.doc)
 
 
@@ -274,9 +274,12 @@ class BrushTool(QGroupBox):
         form.addRow("Value", self.value)
         form.addRow("Radius", self.radius)
         self.specs: dict[str, Any] = {}
+        self.defaults: dict[str, float] = {}
         self.gesture.currentIndexChanged.connect(self._picked)
 
-    def set_steerables(self, steerables: Iterable[Any]) -> None:
+    def set_steerables(self, steerables: Iterable[Any], values: Mapping[str, Any] | None = None) -> None:
+        """The region gestures of ``steerables``; ``values``: the value each starts with."""
+        self.defaults = {k: v for k, v in (values or {}).items() if isinstance(v, (int, float))}
         self.specs = {s.key: s for s in steerables if s.region and s.live}
         self.gesture.blockSignals(True)
         self.gesture.clear()
@@ -302,6 +305,8 @@ class BrushTool(QGroupBox):
         if takes_value:
             self.value.setRange(*s.range)
             self.value.setToolTip(s.doc)
+            if s.key in self.defaults:
+                self.value.setValue(float(self.defaults[s.key]))
 
     @property
     def key(self) -> str | None:

@@ -474,7 +474,7 @@ class Panel(QWidget):
                         for form, prefix in self.steered_forms for path in form.widgets}
             self.steering.set_steerables([s for s in declared if s.key not in in_forms], values)
         if self.brush is not None:
-            self.brush.set_steerables(declared)
+            self.brush.set_steerables(declared, values)
 
     def paint(self, centre: Any) -> bool:
         """A dab of the brush's gesture at ``centre`` (view coordinates: mm, model units)."""

@@ -36,6 +36,8 @@ from app.sims.common.simulation import Domain
 
 log = logging.getLogger(__name__)
 
+STIMULUS_PA_PF = -40.0      # a click's stimulus (pA/pF for 2 ms, as the presets' S1/S2)
+
 EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
            ("Maps (NPZ)…", "maps", "NPZ (*.npz)", "per-cell maps (V, activation, APD90), probes and steps"),
            ("Mesh (VTK)…", "vtk", "VTK (*.vtk)", "the mesh with its maps, for ParaView"),
@@ -297,9 +299,18 @@ class CardiacPanel(Panel):
 
         if self.last_frame is None or self.last_frame.mesh is None:
             return False
-        self.worker.session.steer("stimulate", -40.0, click_region(self.last_frame.mesh.positions, int(cell)))
-        log.info("cardiac: stimulus requested at cell %d", cell)
-        return True
+        return self.steer("stimulate", STIMULUS_PA_PF, click_region(self.last_frame.mesh.positions, int(cell)))
+
+    def steer_values(self, cfg: CardiacConfig) -> dict[str, Any]:
+        """The brush's starting values: the click stimulus, and each paintable parameter's value."""
+        from app.sims.cardiac.model import config_model
+
+        values: dict[str, Any] = {"stimulate": STIMULUS_PA_PF}
+        if cfg.model.paintable:
+            for p in config_model(cfg.model).parameters:
+                if p.qname in cfg.model.paintable:
+                    values[f"model.{p.qname}"] = float(cfg.model.parameters.get(p.qname, p.default))
+        return values
 
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:

@@ -137,6 +137,12 @@ class NetworkPanel(Panel):
         for plot in (self.raster.plot, self.pop_rate.plot):
             self.event_marks.append(EventMarks(plot, self.event_time))
 
+    def steer_values(self, cfg: NetworkConfig) -> dict[str, Any]:
+        """The growth's target rate and a factor of 1 on each synapse type's weights."""
+        from app.sims.network.config import SYNAPSE_TYPES
+
+        return {**super().steer_values(cfg), **{f"scale.{t}": 1.0 for t in SYNAPSE_TYPES}}
+
     def event_time(self, event) -> float | None:
         """The time (s) of a steering event: its step times the integration step."""
         cfg = self.worker.cfg if self.worker is not None else None
