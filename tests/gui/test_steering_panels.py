@@ -18,6 +18,7 @@ pytest.importorskip("PySide6", reason="the GUI extra is not installed")
 
 from app.sims.common.session import Session  # noqa: E402
 from app.sims.common.simulation import PRESETS, load_run_config  # noqa: E402
+from tests.sims.common.steering_runs import assert_same_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -42,12 +43,6 @@ def replayed(panel, tmp_path, backend: str) -> Session:
     session = Session(domain, cfg, backend, handover=False)
     session.run()
     return session
-
-
-def assert_same_arrays(a: dict, b: dict) -> None:
-    assert sorted(a) == sorted(b)
-    for key in a:
-        np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), err_msg=key)
 
 
 def test_ssa_a_rate_slider_moves_the_mean_to_its_new_law_and_the_run_replays(window, qtbot, tmp_path,
@@ -106,3 +101,81 @@ def test_ssa_explore_mode_reruns_on_each_move_and_before_run_applies_at_the_star
     mean = ssa.last_frame.mean[-1, 0]
     expected = 4.0 / 0.2 * (1 - math.exp(-0.2 * 5.0))
     assert abs(mean - expected) < 5 * math.sqrt(expected / 512)
+
+
+def open_text(panel, tmp_path, cfg, name: str) -> None:
+    """Open ``cfg`` in ``panel`` from a YAML file, as File > Open does."""
+    from app.sims.common.config import dump_yaml
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(dump_yaml(cfg))
+    panel.load_config(path)
+
+
+def test_network_blocking_excitatory_synapses_silences_the_driven_neurons_and_replays(window, qtbot, tmp_path,
+                                                                                    shown_errors):
+    """A 10 x 10 culture whose circles overlap from the start (tests/sims/network): the
+    non-starter neurons fire only through their excitatory input (alone they sit at 13.5 mV,
+    below the 15 mV threshold), so with the EE and EI sliders at 0 none of them fires once the
+    deliveries in flight (48 steps, the longest delay) have landed; the brush's stimulus is an
+    event too."""
+    from app.sims.network.model import build_culture
+    from tests.sims.network.test_steering import bursting
+
+    _, cfg = bursting(epochs=1)
+    network = window.select_panel("network")
+    network.backend.setCurrentIndex(network.backend.findData("cpu-reference"))
+    open_text(network, tmp_path, cfg, "culture")
+    assert {"scale.EE", "scale.EI"} <= set(network.steering.sliders)
+    assert network.steering.sliders["scale.EE"].knob.lo == 0.0          # a linear slider reaches 0
+    assert network.start_run()
+    hold_at(network, qtbot, lambda frame: frame.t >= 0.05)
+    network.brush.choose("stimulate", radius=1.5)
+    assert network.paint((5.0, 5.0))                                    # a click on the culture
+    network.steering.sliders["scale.EE"].set_to(0.0)
+    network.steering.sliders["scale.EI"].set_to(0.0)
+    finish(network, qtbot)
+    assert not shown_errors
+    session = network.worker.session
+    assert [(e.key, e.value) for e in session.events] == [("stimulate", None), ("scale.EE", 0.0), ("scale.EI", 0.0)]
+    step = session.events[-1].at + 48
+    culture = build_culture(session.cfg)
+    times, neurons = session.arrays["spike_times"], session.arrays["spike_neurons"]
+    driven_before = (~culture.starter[neurons[times < session.events[0].at * cfg.run.dt]]).sum()
+    driven_after = (~culture.starter[neurons[times >= (step + 1) * cfg.run.dt]]).sum()
+    assert driven_before > 0 and driven_after == 0
+    assert len(network.event_marks[0].positions) == 3                   # on the raster's time axis
+    assert_same_arrays(session.arrays, replayed(network, tmp_path, "cpu-reference").arrays)
+
+
+def test_cardiac_a_scar_painted_before_run_stops_activation_and_the_run_replays(window, qtbot, tmp_path,
+                                                                              shown_errors):
+    """A 6 x 6 mm sheet whose configured stimulus never fires: a scar painted on one corner
+    before Run (applied at step 0) and a stimulus clicked on the other corner during the run;
+    the wave activates every cell between them and none in the scar (tests/sims/cardiac)."""
+    from tests.sims.cardiac.test_steering import distance, quiet_sheet
+
+    _, cfg = quiet_sheet()
+    cardiac = window.select_panel("cardiac")
+    cardiac.backend.setCurrentIndex(cardiac.backend.findData("cpu-reference"))
+    open_text(cardiac, tmp_path, cfg, "sheet")
+    qtbot.waitUntil(lambda: cardiac.mesh is not None and len(cardiac.mesh.positions) == 225, timeout=60000)
+    cardiac.tissue.click_action.setCurrentIndex(cardiac.tissue.click_action.findData("paint"))
+    cardiac.brush.choose("ablate", radius=1.6)
+    far_cell = int(np.argmin(distance(cfg, 5.6)))
+    cardiac.tissue.cell_clicked.emit(far_cell)                          # painted at rest: from step 0
+    assert [p[0] for p in cardiac.pending_steering] == ["ablate"]
+    assert cardiac.start_run()
+    hold_at(cardiac, qtbot, lambda frame: frame.t >= 2.0)
+    cardiac.tissue.click_action.setCurrentIndex(cardiac.tissue.click_action.findData("stimulate"))
+    cardiac.tissue.cell_clicked.emit(0)                                 # the corner at (0, 0)
+    finish(cardiac, qtbot)
+    assert not shown_errors
+    session = cardiac.worker.session
+    assert [e.key for e in session.events] == ["ablate", "stimulate"] and session.events[0].at == 0
+    act = session.arrays["activation_time"]
+    scar = distance(cfg, 5.6) <= 1.5
+    between = (distance(cfg, 5.6) > 1.8) & (distance(cfg, 0.0) > 1.5)
+    assert not np.isfinite(act[scar]).any() and np.isfinite(act[between]).all()
+    assert cardiac.event_marks[0].positions == [0.0, pytest.approx(session.events[1].at * cfg.solver.dt)]
+    assert_same_arrays(session.arrays, replayed(cardiac, tmp_path, "cpu-reference").arrays)
