@@ -18,9 +18,15 @@ pytest.importorskip("PySide6", reason="the GUI extra is not installed")
 
 from app.sims.common.session import Session  # noqa: E402
 from app.sims.common.simulation import PRESETS, load_run_config  # noqa: E402
-from tests.sims.common.steering_runs import assert_same_arrays  # noqa: E402
+from tests.gui.test_channel_panel import SHORT_PROTOCOL  # noqa: E402
+from tests.sims.common.steering_runs import assert_same_arrays as same_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gui
+
+
+def assert_same_arrays(a: dict, b: dict) -> None:
+    """Every result array bit for bit; wall clocks (any key naming 'wall') aside."""
+    same_arrays({k: v for k, v in a.items() if "wall" not in k}, {k: v for k, v in b.items() if "wall" not in k})
 
 
 def hold_at(panel, qtbot, condition) -> None:
@@ -179,3 +185,29 @@ def test_cardiac_a_scar_painted_before_run_stops_activation_and_the_run_replays(
     assert not np.isfinite(act[scar]).any() and np.isfinite(act[between]).all()
     assert cardiac.event_marks[0].positions == [0.0, pytest.approx(session.events[1].at * cfg.solver.dt)]
     assert_same_arrays(session.arrays, replayed(cardiac, tmp_path, "cpu-reference").arrays)
+
+
+def test_channel_ga_settings_edited_during_the_fit_steer_it_and_replay(window, qtbot, tmp_path, shown_errors):
+    """The GA form's fields steer the running fit (no pause needed): a new mutation rate from
+    the next generation, and fewer generations end the fit there (the short protocol of
+    tests/gui/test_channel_panel.py, a population of 32)."""
+    channel = window.select_panel("channel")
+    channel.backend.setCurrentIndex(channel.backend.findData("cpu-reference"))
+    (tmp_path / "short.yaml").write_text(SHORT_PROTOCOL)
+    channel.set_protocol_file(tmp_path / "short.yaml")
+    channel.population.setValue(32)
+    channel.generations.setValue(1_000_000)
+    assert channel.start_run()
+    hold_at(channel, qtbot, lambda frame: frame.generation >= 3)
+    at = channel.worker.session.last_frame.generation
+    channel.mutation.setValue(0.02)
+    channel.generations.setValue(at + 4)
+    finish(channel, qtbot)
+    assert not shown_errors
+    session = channel.worker.session
+    old_mutation = session.cfg.ga.mutation
+    assert [(e.key, e.value, e.old) for e in session.events] == [("ga.mutation", 0.02, old_mutation),
+                                                                 ("ga.generations", at + 4, 1_000_000)]
+    assert channel.last_frame.generation == at + 4
+    assert channel.event_marks[0].positions == [float(session.events[0].at)] * 2
+    assert_same_arrays(session.arrays, replayed(channel, tmp_path, "cpu-reference").arrays)

@@ -37,6 +37,19 @@ log = logging.getLogger(__name__)
 DeviceProvider = Callable[[], tuple[str, int, str]]
 
 
+def with_values(cfg: Any, events: Any) -> Any:
+    """``cfg`` with the values of the events whose key is a path of the config (what forms that
+    steer show after the run); other events (rates, regions) leave it as it is."""
+    from app.gui.forms import replace_paths
+
+    for event in events:
+        try:
+            cfg = replace_paths(cfg, {event.key: event.value})
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return cfg
+
+
 def cpu_device() -> tuple[str, int, str]:
     return "cpu", 0, "CPU engine"
 
@@ -299,13 +312,16 @@ class Panel(QWidget):
         return self.domain.load().load_config(Document(to_plain(cfg), {}))
 
     def save_config(self, path: str | Path) -> Path:
-        """The controls' config; after a steered run whose config the controls still hold, that
-        run's config with its ``steering:`` list (the file replays the run)."""
+        """The controls' config; after a steered run whose config the controls still hold (as it
+        started, or with the values steered through the forms), that run's starting config with
+        its ``steering:`` list (the file replays the run)."""
         cfg = self.current_config()
         steered = self.steered_run_config()
-        if (steered is not None and hasattr(cfg, "steering")
-                and replace(steered, steering=()) == replace(cfg, steering=())):
-            cfg = steered
+        if steered is not None and hasattr(cfg, "steering"):
+            shown = replace(cfg, steering=())
+            start = replace(steered, steering=())
+            if shown in (start, with_values(start, steered.steering)):
+                cfg = steered
         out = save_text(path, dump_yaml(cfg))
         log.info("saved run config to %s%s", out,
                  f" with {len(cfg.steering)} steering events" if getattr(cfg, "steering", ()) else "")
