@@ -7,9 +7,10 @@ runs on its final engine, a change is made from another thread at a random momen
 ``on_frame`` of the first frame that carries the change (the GUI draws that frame next). Each
 case repeats the change several times and reports the median and the worst.
 
-SSA *explore* mode (decay-dimerization, 2^16 realizations to t = 10): each change re-runs the
-ensemble from t = 0, a small ensemble first; two latencies: to the first frame of the re-run
-(the first refined picture) and to the frame of the whole ensemble at t = 10.
+SSA *explore* mode (decay-dimerization to t = 10, 2^16 realizations on CUDA, 2^12 on the CPU):
+each change re-runs the ensemble from t = 0, a small ensemble first; two latencies: to the
+first frame of the re-run (the first refined picture) and to the frame of the whole ensemble
+at t = 10.
 
 Targets: CPU 250 ms, CUDA 100 ms (explore: first 100 ms, full 300 ms on CUDA). Writes
 ``steering-<backend>.json`` through :func:`~app.sims.common.bench_record.save_bench`.
@@ -23,7 +24,6 @@ import random
 import statistics
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,17 +37,19 @@ log = logging.getLogger(__name__)
 
 TARGET_MS = {"cpu": 250.0, "cuda": 100.0}
 EXPLORE_TARGET_MS = {"cuda": (100.0, 300.0)}
+# the issue's explore case is 2^16 realizations on the GPU; the 2-core CPU runs 2^10 (its whole
+# ensemble takes about a minute there)
+EXPLORE_REALIZATIONS = {"cuda": 2**16, "cpu": 2**10}
 CHANGES = 5                     # changes per case (3 with --quick)
 WAIT_S = 120.0                  # a hang guard for one frame (never a speed limit)
 
 # domain -> (keys tried in order, preset overrides making the run outlast the changes)
 CASES: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "ssa": (("rates.R1", "rates.decay", "rates.k1"), {"ensemble.t_end": 1000.0, "ensemble.samples": 4001}),
-    "cardiac": (("ablate", "ach", "stimulate"), {"protocol.t_end": 20000.0}),
-    "network": (("synapses.EE.scale", "block.excitatory", "growth.target_rate"), {"run.epochs": 1000}),
-    "epidermis": (("wound", "growth.paused", "genes.delta_low"), {"run.steps": 10_000_000}),
-    "channel": (("ga.mutation", "mutation", "ga.crossover"), {"ga.generations": 100_000,
-                                                              "ga.chi2_threshold": 0.0}),
+    "ssa": (("rates.decay",), {}),
+    "cardiac": (("ablate",), {"protocol.t_end": 20000.0}),
+    "network": (("scale.EE",), {"run.epochs": 1000}),
+    "epidermis": (("wound", "growth.interval"), {"run.steps": 10_000_000}),
+    "channel": (("ga.mutation",), {"ga.generations": 100_000, "ga.chi2_threshold": 0.0}),
 }
 
 
@@ -117,7 +119,11 @@ class _Run:
 
     def __init__(self, domain_name: str, cfg: Any, backend: str):
         from app.sims.common.session import Session
+        from app.sims.common.warmup import has_compiled_engine, key_of, service
 
+        if backend == "cpu" and has_compiled_engine(domain_name):    # compiled before, not timed
+            service().request(domain_name, cfg)
+            service().wait(key_of(domain_name, cfg), timeout=900)
         self.frames: queue.Queue[tuple[float, Frame]] = queue.Queue()
         self.session = Session(DOMAINS[domain_name], cfg, backend,
                                on_frame=lambda f: self.frames.put((time.perf_counter(), f)))
@@ -183,36 +189,36 @@ def measure(domain_name: str, backend: str, changes: int) -> dict[str, Any]:
             seconds.append(latency)
     finally:
         run.close()
-    return {"domain": domain_name, "case": f"{key} ({cfg.name or 'preset'})", "backend": backend,
+    return {"domain": domain_name, "case": key, "preset": cfg.name, "backend": backend,
             "median_ms": 1e3 * statistics.median(seconds), "max_ms": 1e3 * max(seconds),
             "slice_ms": 1e3 * slice_s, "changes": changes, "target_ms": TARGET_MS[backend]}
 
 
 def explore(backend: str, changes: int, realizations: int = 2**16) -> dict[str, Any]:
-    """SSA explore mode on decay-dimerization (``realizations`` to t = 10): the latency to the
-    first frame of each re-run and to its whole ensemble at t = 10."""
+    """SSA explore mode on decay-dimerization (``realizations`` to t = 10): a run in explore
+    mode takes a rate change after its first frame; the latency to the first frame of the
+    re-run (its small ensemble) and to its whole ensemble at t = 10. A fresh run per change:
+    an explore run ends with its whole ensemble."""
     _, cfg = load_run_config(PRESETS / "ssa" / "decay-dimerization-paper.yaml",
                              overrides=[f"ensemble.realizations={realizations}", "ensemble.t_end=10"])
-    cfg = replace(cfg, steering=())
-    run = _Run("ssa", cfg, backend)
+    net = cfg.network()
+    key, base = f"rates.{net.reaction_names[0]}", float(net.rates[0])
     first, full = [], []
-    try:
-        run.session.steer("mode", "explore")
-        frame, slice_s = run.settle()
-        net = cfg.network()
-        key = f"rates.{net.reaction_names[0]}"
-        base = float(net.rates[0])
-        for k in range(changes):
+    for k in range(changes):
+        run = _Run("ssa", cfg, backend)
+        try:
+            run.session.steer("mode", "explore")
+            run.next_frame()
             start = time.perf_counter()
-            latency, frame = run.steer_and_wait(key, base * (1.5 if k % 2 == 0 else 1.0), None, slice_s)
+            latency, frame = run.steer_and_wait(key, base * (1.5 if k % 2 == 0 else 0.75), None, 0.0)
             first.append(latency)
-            while not (frame.done or (frame.realizations >= realizations and frame.progress >= 1.0)):
-                stamp, frame = run.next_frame()
+            while not frame.done:
+                _, frame = run.next_frame()
             full.append(time.perf_counter() - start)
-    finally:
-        run.close()
+        finally:
+            run.close()
     first_target, full_target = EXPLORE_TARGET_MS.get(backend, (TARGET_MS[backend],) * 2)
-    return {"domain": "ssa", "case": f"explore: decay-dimerization, {realizations} realizations to t = 10",
+    return {"domain": "ssa", "case": f"explore: {key}", "preset": cfg.name, "realizations": realizations,
             "backend": backend, "median_ms": 1e3 * statistics.median(first), "max_ms": 1e3 * max(first),
             "full_median_ms": 1e3 * statistics.median(full), "full_max_ms": 1e3 * max(full),
             "changes": changes, "target_ms": first_target, "full_target_ms": full_target}
@@ -230,7 +236,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         if "full_median_ms" in r:
             ok = "ok" if r["full_median_ms"] <= r["full_target_ms"] else "OVER"
             lines.append(f"{'':10s} {'':7s} {r['full_median_ms']:9.1f} {r['full_max_ms']:9.1f} "
-                         f"{r['full_target_ms']:7.0f}  whole ensemble at t = 10 [{ok}]")
+                         f"{r['full_target_ms']:7.0f}  whole ensemble ({r['realizations']}) at t = 10 [{ok}]")
     return "\n".join(lines)
 
 
@@ -251,7 +257,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
             rows.append({"domain": name, "backend": backend, "error": f"{type(exc).__name__}: {exc}"})
         print(table(rows[-1:]).splitlines()[-1], flush=True)
     try:
-        rows.append(explore(backend, changes, 2**12 if quick else 2**16))
+        rows.append(explore(backend, min(changes, 3), EXPLORE_REALIZATIONS[backend] >> (2 if quick else 0)))
     except Exception as exc:
         log.warning("steering bench ssa explore: %s", exc)
         rows.append({"domain": "ssa", "backend": backend, "error": f"explore: {type(exc).__name__}: {exc}"})
