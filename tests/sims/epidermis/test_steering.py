@@ -58,7 +58,7 @@ def test_a_paused_tissue_does_not_grow():
     assert sim.steered[0].old is False
 
 
-@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_steered_tissue_replays_bit_for_bit(backend):
     domain, cfg = tissue(60)
     box = model.box_of(cfg)

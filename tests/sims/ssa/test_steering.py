@@ -41,7 +41,7 @@ def test_a_changed_rate_moves_the_mean_to_its_new_law():
     assert abs(session.arrays["mean"][event.at, 0] - m_a) < 5 * math.sqrt(m_a / r)   # sampled before it
 
 
-@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_steered_run_replays_bit_for_bit(backend):
     domain, cfg = birth_death()
     plan = [(3, "rates.birth", 25.0, None), (3, "rates.death", 0.5, None), (9, "initial.X", 7, None)]
