@@ -239,10 +239,15 @@ LIVE_RUN_KEYS = ("steps", "dt", "slice_steps", "search", "checkpoint", "resume")
 
 
 def steerables(cfg: EpidermisConfig) -> tuple[Steerable, ...]:
-    """What a growing tissue takes while it runs: the mechanics, gene network and growth
-    settings and ``run.{steps, dt, slice_steps, search, checkpoint, resume}`` (the engine is
-    rebuilt from its exact state); the tissue and the other run settings need a restart."""
-    out = [s for section in LIVE_SECTIONS for s in config_steerables(getattr(cfg, section), section)]
+    """What a growing tissue takes while it runs: ``wound`` (remove the cells of a region),
+    ``growth.paused``, the mechanics, gene network and growth settings and ``run.{steps, dt,
+    slice_steps, search, checkpoint, resume}`` (the engine is rebuilt from its exact state);
+    the tissue and the other run settings need a restart."""
+    out = [Steerable("wound", "gesture", region=True,
+                     doc="remove the cells whose centre is in the region (a brush in µm or cell indices)"),
+           Steerable("growth.paused", "bool", live=cfg.run.mode == "full",
+                     doc="no growth or division while true (run.mode full)")]
+    out += [s for section in LIVE_SECTIONS for s in config_steerables(getattr(cfg, section), section)]
     out += [replace(s, live=s.key.split(".")[-1] in LIVE_RUN_KEYS) for s in config_steerables(cfg.run, "run")]
     out += config_steerables(cfg.tissue, "tissue", live=False)
     return tuple(out)

@@ -4,6 +4,7 @@ frames for the GUI, results for the CLI, checkpoints in the canonical (engine-ag
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,7 +16,7 @@ from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_c
 from app.sims.common.engine import config_state, device_name, engine_state, make_engine
 from app.sims.common.registry import DOMAINS
 from app.sims.common.simulation import Simulation, freeze
-from app.sims.common.steering import steering_from_state, steering_state
+from app.sims.common.steering import region_mask, steering_from_state, steering_state
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, load_config
 from app.sims.epidermis.engine import STATE_KEYS, EpidermisEngine
@@ -50,6 +51,7 @@ class EpidermisSimulation(Simulation):
         self.history: dict[str, list] = {k: [] for k in HISTORY_KEYS}
         self._slice = cfg.run.slice_steps if backend == "cuda" else 10
         self._cells = None             # (centres, genes) of the current step, cached
+        self.growth_paused = False     # steering: the engine runs mode genes meanwhile
         self.stopped: str | None = None
 
     @classmethod
@@ -156,19 +158,35 @@ class EpidermisSimulation(Simulation):
 
     # ---- steering -----------------------------------------------------------------------
     def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
-        """A mechanics, genes, growth or live run setting (dotted key, see ``config.steerables``):
-        the config checked as a whole, the engine rebuilt from its exact state."""
+        """``wound``, ``growth.paused`` (run.mode genes while paused), a mechanics, genes, growth
+        or live run setting (dotted key, see ``config.steerables``): the config checked as a
+        whole, the engine rebuilt from its exact state."""
+        if key == "wound":
+            self._rebuild(self.cfg, wound(self.engine.state(), self.cfg, region))
+            return None
+        if key == "growth.paused":
+            old, self.growth_paused = self.growth_paused, bool(value)
+            self._rebuild(self.cfg, self.engine.state())
+            return old
+        return self._set_setting(key, value)
+
+    def _set_setting(self, key: str, value: Any) -> Any:
         data = to_plain(self.cfg)
         old = dict(dotted_items(data))[key]
         set_path(data, key, dump_yaml(value))
         cfg = load_config(parse_yaml(dump_yaml(data), "<steering>"))
         if cfg != self.cfg:
-            state = self.engine.state()
-            self.engine.close()
-            self.engine = make_engine("epidermis", self.backend, cfg, state)
-            self.cfg = cfg
-            self._cells = None
+            self._rebuild(cfg, self.engine.state())
         return old
+
+    def _rebuild(self, cfg: EpidermisConfig, state: Mapping[str, np.ndarray]) -> None:
+        """The engine again, from ``state`` with ``cfg`` (run.mode genes while growth is paused)."""
+        self.engine.close()
+        run_cfg = replace(cfg, run=replace(cfg.run, mode="genes")) if self.growth_paused else cfg
+        self.engine = make_engine("epidermis", self.backend, run_cfg, dict(state))
+        self.cfg = cfg
+        self._cells = None
+
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -191,6 +209,10 @@ class EpidermisSimulation(Simulation):
         engine_state = {k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS}
         sim = cls(cfg, backend, state=engine_state)
         sim.steered = steering_from_state(state)
+        paused = [e.value for e in sim.steered if e.key == "growth.paused"]
+        if paused and paused[-1]:
+            sim.growth_paused = True
+            sim._rebuild(sim.cfg, sim.engine.state())
         sim.wall = float(state["wall"])
         for k in HISTORY_KEYS:
             values = np.asarray(state[f"hist_{k}"])
@@ -252,3 +274,23 @@ def checkpoint_schema(cfg: EpidermisConfig, state: Mapping[str, Any]) -> list[Ar
             ArraySpec("engine_etype", "int", (e, cap), 0, 1), ArraySpec("engine_count", "int", (cap,), 0, e),
             ArraySpec("engine_genes", "float", (6, cap))] + [
         ArraySpec(f"hist_{k}", "float", (h,), 0) for k in HISTORY_KEYS]
+
+
+def wound(state: Mapping[str, np.ndarray], cfg: EpidermisConfig, region: Mapping[str, Any] | None) -> dict:
+    """``state`` without the cells whose centre is in ``region`` (the others keep their order)."""
+    out = {k: np.array(v) for k, v in state.items()}
+    n = int(out["n_cells"])
+    centres = model.centroids(out["pos"], out["count"], n, model.box_of(cfg))
+    gone = region_mask(region or {"kind": "indices", "indices": []}, centres.T)
+    keep = np.flatnonzero(~gone)
+    for name, axis in (("pos", 2), ("etype", 1), ("count", 0), ("genes", 1)):
+        a = out[name]
+        moved = np.take(a, keep, axis=axis)
+        index = [slice(None)] * a.ndim
+        index[axis] = slice(0, keep.size)
+        tail = list(index)
+        tail[axis] = slice(keep.size, n)
+        a[tuple(index)] = moved
+        a[tuple(tail)] = 0
+    out["n_cells"] = np.asarray(keep.size, out["n_cells"].dtype)
+    return out

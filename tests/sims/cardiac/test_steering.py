@@ -50,7 +50,7 @@ def test_an_ablated_region_stops_activating():
     assert np.isfinite(healthy.arrays["activation_time"][far]).all()
 
 
-@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_steered_tissue_replays_bit_for_bit(backend):
     domain, cfg = quiet_sheet(paintable=True)
     plan = [(0, f"model.{ACH}", 0.1, {"kind": "indices", "indices": list(range(0, 225, 2))}),

@@ -47,7 +47,7 @@ def test_blocking_the_excitatory_synapses_silences_the_driven_neurons():
     assert rate(blocked) < rate(free) / 2
 
 
-@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_steered_culture_replays_bit_for_bit(backend):
     domain, cfg = bursting(epochs=2)
     plan = [(0, "stimulate", None, {"kind": "brush", "centre": [5.0, 5.0], "radius": 2.0}),

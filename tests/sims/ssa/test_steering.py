@@ -41,7 +41,7 @@ def test_a_changed_rate_moves_the_mean_to_its_new_law():
     assert abs(session.arrays["mean"][event.at, 0] - m_a) < 5 * math.sqrt(m_a / r)   # sampled before it
 
 
-@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_steered_run_replays_bit_for_bit(backend):
     domain, cfg = birth_death()
     plan = [(3, "rates.birth", 25.0, None), (3, "rates.death", 0.5, None), (9, "initial.X", 7, None)]
@@ -110,3 +110,19 @@ def test_a_bad_steering_list_names_the_line():
     with pytest.raises(ConfigError, match=r"steering\.0\.at: -1 is out of range"):
         load_run_config(BIRTH_DEATH.read_text() + "steering:\n  - {at: -1, key: mode, value: explore}\n",
                         text=True)
+
+
+def test_the_cli_replays_a_steered_run_folder(tmp_path):
+    """A steered run written as a run folder (as the GUI saves it); `run` of its config.yaml
+    gives the same results.npz."""
+    from app.cli import main
+    from app.sims.common.session import write_run_outputs
+
+    domain, cfg = birth_death()
+    live = run_steered(domain, cfg, "cpu-reference", [(4, "rates.death", 0.05, None)])
+    folder = write_run_outputs(tmp_path / "live", live.steered_config(), live.arrays, live.summary)
+    assert "steering:" in (folder / "config.yaml").read_text()
+    assert main(["run", str(folder / "config.yaml"), "--backend", "cpu-reference", "--no-png",
+                 "--out", str(tmp_path / "again")]) == 0
+    with np.load(folder / "results.npz") as a, np.load(tmp_path / "again" / "results.npz") as b:
+        assert_same_arrays(dict(a), dict(b))
