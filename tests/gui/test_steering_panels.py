@@ -31,9 +31,12 @@ def assert_same_arrays(a: dict, b: dict) -> None:
 
 def hold_at(panel, qtbot, condition) -> None:
     """Let the panel's run go until ``condition(frame)`` holds, then hold it between two slices."""
-    panel.worker.session.pause_when(condition)
-    qtbot.waitUntil(lambda: panel.worker.session.holding, timeout=60000)
-    panel.worker.session.pause_when(None)
+    session = panel.worker.session
+    session.pause_when(condition)
+    if session.paused:
+        panel.resume_run()
+    qtbot.waitUntil(lambda: session.holding and condition(session.last_frame), timeout=60000)
+    session.pause_when(None)
 
 
 def finish(panel, qtbot) -> None:
@@ -211,3 +214,39 @@ def test_channel_ga_settings_edited_during_the_fit_steer_it_and_replay(window, q
     assert channel.last_frame.generation == at + 4
     assert channel.event_marks[0].positions == [float(session.events[0].at)] * 2
     assert_same_arrays(session.arrays, replayed(channel, tmp_path, "cpu-reference").arrays)
+
+
+def test_epidermis_a_wound_clicked_on_the_3d_view_closes_and_the_run_replays(window, qtbot, tmp_path,
+                                                                           shown_errors):
+    """36 cells dividing every few tens of steps (tests/sims/epidermis): a click on the 3D view
+    with the wound brush removes every cell whose centre lies in the disc; 100 steps later
+    cells have moved and divided into it."""
+    from tests.sims.epidermis.test_steering import WOUND_RADIUS, tissue
+
+    _, cfg = tissue(steps=140)
+    epidermis = window.select_panel("epidermis")
+    epidermis.backend.setCurrentIndex(epidermis.backend.findData("cpu-reference"))
+    open_text(epidermis, tmp_path, cfg, "tissue")
+    assert epidermis.start_run()
+    hold_at(epidermis, qtbot, lambda frame: frame.step >= 20)
+    view = epidermis.tissue
+    qtbot.waitUntil(lambda: view.frame is not None and view.frame.step >= 20, timeout=30000)
+    view.redraw()
+    box = epidermis.worker.session.last_frame.box
+    centres = np.asarray(view.frame.centres)
+    target = centres[np.argmin(np.hypot(*(centres[:, :2] - box / 2).T))]
+    mapped = view.markers.get_transform("visual", "canvas").map(target[None].astype(np.float32))[0]
+    picked = view.pick(mapped[0] / mapped[3], mapped[1] / mapped[3])      # the click's cell
+    assert picked is not None and np.allclose(picked, target, atol=1e-4)
+    epidermis.brush.choose("wound", radius=WOUND_RADIUS)
+    view.point_picked.emit(picked)
+    hold_at(epidermis, qtbot, lambda frame: len(frame.events) == 1)
+    (event,) = epidermis.worker.session.events
+    assert event.key == "wound" and event.region["radius"] == WOUND_RADIUS
+    inside = lambda frame: int((np.hypot(*(np.asarray(frame.centres)[:, :2] - picked[:2]).T)   # noqa: E731
+                                < WOUND_RADIUS).sum())
+    assert inside(epidermis.worker.session.last_frame) == 0
+    finish(epidermis, qtbot)
+    assert not shown_errors
+    assert inside(epidermis.last_frame) > 0                              # the wound closes
+    assert_same_arrays(epidermis.worker.session.arrays, replayed(epidermis, tmp_path, "cpu-reference").arrays)
