@@ -59,7 +59,7 @@ def _config(domain: str, backend: str, overrides: dict[str, Any]):
                            overrides=[f"{k}={v}" for k, v in overrides.items()])
 
 
-def _region(frame: Frame) -> dict[str, Any]:
+def _region(frame: Any) -> dict[str, Any]:
     """A brush a fifth of the tissue wide at its middle (cardiac mesh, culture, epidermis)."""
     mesh = getattr(frame, "mesh", None)
     if mesh is not None:
@@ -70,7 +70,7 @@ def _region(frame: Frame) -> dict[str, Any]:
     if getattr(frame, "width", None):
         return {"kind": "brush", "centre": [frame.width / 2, frame.height / 2],
                 "radius": 0.2 * max(frame.width, frame.height)}
-    centres = np.asarray(frame.centres, float)
+    centres = np.asarray(frame.centres, np.float64)
     return {"kind": "brush", "centre": centres.mean(axis=0).tolist(),
             "radius": float(0.2 * np.ptp(centres[:, :2], axis=0).max() or 1.0)}
 
@@ -124,7 +124,7 @@ class _Run:
         if backend == "cpu" and has_compiled_engine(domain_name):    # compiled before, not timed
             service().request(domain_name, cfg)
             service().wait(key_of(domain_name, cfg), timeout=900)
-        self.frames: queue.Queue[tuple[float, Frame]] = queue.Queue()
+        self.frames: queue.Queue[tuple[float, Frame | None]] = queue.Queue()   # None: the run ended
         self.session = Session(DOMAINS[domain_name], cfg, backend,
                                on_frame=lambda f: self.frames.put((time.perf_counter(), f)))
         self.error: BaseException | None = None
