@@ -54,18 +54,24 @@ def replayed(panel, tmp_path, backend: str) -> Session:
     return session
 
 
+def birth_death(window, realizations: int, t_end: float, samples: int):
+    """The SSA panel on the NumPy engine with the birth-death preset of that ensemble."""
+    ssa = window.select_panel("ssa")
+    ssa.backend.setCurrentIndex(ssa.backend.findData("cpu-reference"))
+    assert window.open_config(PRESETS / "ssa" / "birth-death.yaml")
+    ssa.realizations.setValue(realizations)
+    ssa.t_end.setValue(t_end)
+    ssa.samples.setValue(samples)
+    return ssa
+
+
 def test_ssa_a_rate_slider_moves_the_mean_to_its_new_law_and_the_run_replays(window, qtbot, tmp_path,
                                                                              shown_errors):
     """Birth-death from X(0) = 0: the count is Poisson at every time with mean m' = k - g m
     (exact for this linear network), so after k -> k' at t_a the mean at t_end is
     k'/g + (m(t_a) - k'/g) exp(-g (t_end - t_a)); the ensemble mean of R realizations lies
     within 5 standard errors sqrt(m / R) of it (two-sided false alarm 6e-7)."""
-    ssa = window.select_panel("ssa")
-    ssa.backend.setCurrentIndex(ssa.backend.findData("cpu-reference"))
-    assert window.open_config(PRESETS / "ssa" / "birth-death.yaml")
-    ssa.realizations.setValue(400)
-    ssa.t_end.setValue(30.0)
-    ssa.samples.setValue(31)
+    ssa = birth_death(window, realizations=400, t_end=30.0, samples=31)
     slider = ssa.steering.sliders["rates.birth"]
     assert slider.knob.logarithmic and slider.knob.lo == pytest.approx(0.1) and slider.knob.hi == pytest.approx(1e3)
     assert ssa.start_run()
@@ -87,12 +93,7 @@ def test_ssa_a_rate_slider_moves_the_mean_to_its_new_law_and_the_run_replays(win
 
 
 def test_ssa_explore_mode_reruns_on_each_move_and_before_run_applies_at_the_start(window, qtbot, shown_errors):
-    ssa = window.select_panel("ssa")
-    ssa.backend.setCurrentIndex(ssa.backend.findData("cpu-reference"))
-    assert window.open_config(PRESETS / "ssa" / "birth-death.yaml")
-    ssa.realizations.setValue(512)
-    ssa.t_end.setValue(5.0)
-    ssa.samples.setValue(6)
+    ssa = birth_death(window, realizations=512, t_end=5.0, samples=6)
     mode = ssa.steering.choices["mode"]
     mode.setCurrentText("explore")
     mode.activated.emit(mode.currentIndex())
