@@ -7,7 +7,7 @@ runs on its final engine, a change is made from another thread at a random momen
 ``on_frame`` of the first frame that carries the change (the GUI draws that frame next). Each
 case repeats the change several times and reports the median and the worst.
 
-SSA *explore* mode (decay-dimerization to t = 10, 2^16 realizations on CUDA, 2^12 on the CPU):
+SSA *explore* mode (decay-dimerization to t = 10, 2^16 realizations on CUDA, 2^8 on the CPU):
 each change re-runs the ensemble from t = 0, a small ensemble first; two latencies: to the
 first frame of the re-run (the first refined picture) and to the frame of the whole ensemble
 at t = 10.
