@@ -37,6 +37,7 @@ def hold_at(panel, qtbot, condition) -> None:
         panel.resume_run()
     qtbot.waitUntil(lambda: session.holding and condition(session.last_frame), timeout=60000)
     session.pause_when(None)
+    qtbot.waitUntil(lambda: panel.worker.frames_published >= 1, timeout=60000)    # as a user sees it
 
 
 def finish(panel, qtbot) -> None:
@@ -113,6 +114,9 @@ def test_ssa_explore_mode_reruns_on_each_move_and_before_run_applies_at_the_star
     assert abs(mean - expected) < 5 * math.sqrt(expected / 512)
 
 
+SETTLE_STEPS = 500       # 50 ms: the longest delay (4.8 ms), then the synaptic currents (3-6 ms) decay
+
+
 def open_text(panel, tmp_path, cfg, name: str) -> None:
     """Open ``cfg`` in ``panel`` from a YAML file, as File > Open does."""
     from app.sims.common.config import dump_yaml
@@ -127,8 +131,9 @@ def test_network_blocking_excitatory_synapses_silences_the_driven_neurons_and_re
     """A 10 x 10 culture whose circles overlap from the start (tests/sims/network): the
     non-starter neurons fire only through their excitatory input (alone they sit at 13.5 mV,
     below the 15 mV threshold), so with the EE and EI sliders at 0 none of them fires once the
-    deliveries in flight (48 steps, the longest delay) have landed; the brush's stimulus is an
-    event too."""
+    deliveries in flight (48 steps, the longest delay) have landed and the synaptic currents
+    they started have decayed (:data:`SETTLE_STEPS` in all); the brush's stimulus is an event
+    too."""
     from app.sims.network.model import build_culture
     from tests.sims.network.test_steering import bursting
 
@@ -139,7 +144,7 @@ def test_network_blocking_excitatory_synapses_silences_the_driven_neurons_and_re
     assert {"scale.EE", "scale.EI"} <= set(network.steering.sliders)
     assert network.steering.sliders["scale.EE"].knob.lo == 0.0          # a linear slider reaches 0
     assert network.start_run()
-    hold_at(network, qtbot, lambda frame: frame.t >= 0.05)
+    hold_at(network, qtbot, lambda frame: (np.asarray(frame.rate)[~np.asarray(frame.starter)] > 0).any())
     network.brush.choose("stimulate", radius=1.5)
     assert network.paint((5.0, 5.0))                                    # a click on the culture
     network.steering.sliders["scale.EE"].set_to(0.0)
@@ -148,7 +153,7 @@ def test_network_blocking_excitatory_synapses_silences_the_driven_neurons_and_re
     assert not shown_errors
     session = network.worker.session
     assert [(e.key, e.value) for e in session.events] == [("stimulate", None), ("scale.EE", 0.0), ("scale.EI", 0.0)]
-    step = session.events[-1].at + 48
+    step = session.events[-1].at + SETTLE_STEPS
     culture = build_culture(session.cfg)
     times, neurons = session.arrays["spike_times"], session.arrays["spike_neurons"]
     driven_before = (~culture.starter[neurons[times < session.events[0].at * cfg.run.dt]]).sum()

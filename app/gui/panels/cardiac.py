@@ -297,9 +297,9 @@ class CardiacPanel(Panel):
             return False
         from app.sims.cardiac.stimulate import click_region
 
-        if self.last_frame is None or self.last_frame.mesh is None:
+        if self.mesh is None:
             return False
-        return self.steer("stimulate", STIMULUS_PA_PF, click_region(self.last_frame.mesh.positions, int(cell)))
+        return self.steer("stimulate", STIMULUS_PA_PF, click_region(self.mesh.positions, int(cell)))
 
     def steer_values(self, cfg: CardiacConfig) -> dict[str, Any]:
         """The brush's starting values: the click stimulus, and each paintable parameter's value."""
