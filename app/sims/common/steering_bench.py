@@ -19,6 +19,7 @@ Targets: CPU 250 ms, CUDA 100 ms (explore: first 100 ms, full 300 ms on CUDA). W
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import random
 import statistics
@@ -262,6 +263,9 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         log.warning("steering bench ssa explore: %s", exc)
         rows.append({"domain": "ssa", "backend": backend, "error": f"explore: {type(exc).__name__}: {exc}"})
     print(table(rows))
-    path = save_bench(f"steering-{backend}", {"rows": rows, "changes": changes}, out_dir, cuda=backend == "cuda")
+    # the machine's load beside the figures: a latency is a slice, and a shared CPU stretches it
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    path = save_bench(f"steering-{backend}", {"rows": rows, "changes": changes, "load_average_1min": load,
+                                              "cpu_count": os.cpu_count()}, out_dir, cuda=backend == "cuda")
     print(f"wrote {path}")
     return 0 if all("error" not in r for r in rows) else 1
