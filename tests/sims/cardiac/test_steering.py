@@ -12,7 +12,7 @@ from app.sims.cardiac.simulation import CardiacSimulation
 from app.sims.common.config import ConfigError
 from app.sims.common.session import Session
 from app.sims.common.simulation import find_preset, load_run_config
-from tests.sims.common.steering_runs import assert_same_arrays, replay, run_steered
+from tests.sims.common.steering_runs import assert_continue_alike, assert_same_arrays, replay, run_steered
 
 ACH = "acetylcholine_dependent_K_current.ACh"
 CORNER = {"kind": "brush", "centre": [0.0, 0.0], "radius": 1.0}
@@ -75,10 +75,7 @@ def test_the_scar_and_painted_values_survive_a_checkpoint():
     assert resumed.steered == sim.steered
     assert np.array_equal(resumed.ablated, sim.ablated) and resumed.ablated.sum() > 0
     assert np.array_equal(resumed.problem.param_field, sim.problem.param_field)
-    for s in (sim, resumed):
-        while not s.finished:
-            s.advance()
-    assert_same_arrays(sim.results()[0], resumed.results()[0])
+    assert_continue_alike(sim, resumed)
 
 
 def test_a_parameter_not_kept_per_cell_needs_a_restart():

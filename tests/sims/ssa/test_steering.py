@@ -14,7 +14,7 @@ from app.sims.common.config import ConfigError
 from app.sims.common.session import Session
 from app.sims.common.simulation import PRESETS, load_run_config
 from app.sims.ssa.simulation import PREVIEW_FRACTION, PREVIEW_MIN, SSASimulation
-from tests.sims.common.steering_runs import assert_same_arrays, replay, run_steered
+from tests.sims.common.steering_runs import assert_continue_alike, assert_same_arrays, replay, run_steered
 
 BIRTH_DEATH = PRESETS / "ssa" / "birth-death.yaml"     # 0 -> X at k = 10, X -> 0 at g X, g = 0.2
 
@@ -81,10 +81,7 @@ def test_the_events_survive_a_checkpoint():
     resumed = SSASimulation.restore(sim.state(), "cpu-reference")
     assert resumed.steered == sim.steered and resumed.step == sim.step
     assert list(resumed.net.rates) == list(sim.net.rates)
-    for s in (sim, resumed):
-        while not s.finished:
-            s.advance()
-    assert_same_arrays(sim.results()[0], resumed.results()[0])
+    assert_continue_alike(sim, resumed)
 
 
 @pytest.mark.parametrize("key,value,message", [
