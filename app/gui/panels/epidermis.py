@@ -239,7 +239,7 @@ class EpidermisPanel(Panel):
         fixed = sorted(set(changed) - set(live))
         if fixed:
             raise ConfigError(f"{', '.join(fixed)} cannot change during a run (stop and start a new "
-                              "one); the mechanics, growth, Δt, steps and search can")
+                              "one); the mechanics, genes, growth, Δt and steps can")
         return live
 
     def changes_sent(self, changes: dict[str, Any]) -> None:
