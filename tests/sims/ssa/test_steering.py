@@ -34,6 +34,7 @@ def test_a_changed_rate_moves_the_mean_to_its_new_law():
     assert event.old == 10.0 and event.value == 30.0 and event.at >= 8
     k, g, r = 10.0, 0.2, 2000
     t_a, t_end = session.arrays["times"][event.at], 40.0
+    assert event.t == t_a                                  # the time axis position of the event
     m_a = k / g * (1 - math.exp(-g * t_a))
     expected = 30.0 / g + (m_a - 30.0 / g) * math.exp(-g * (t_end - t_a))
     mean = session.arrays["mean"][-1, 0]
