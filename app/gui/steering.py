@@ -162,6 +162,7 @@ class SteeringBox(QGroupBox):
         self.switches: dict[str, QCheckBox] = {}
         self.choices: dict[str, QComboBox] = {}
         self.buttons: dict[str, QPushButton] = {}
+        self.values: dict[str, QDoubleSpinBox] = {}    # the value of a gesture that takes one
 
     def add_fixed_row(self, label: str, widget: QWidget) -> None:
         """A panel's own row at the top (kept when the steerables change)."""
@@ -202,6 +203,8 @@ class SteeringBox(QGroupBox):
                 combo.activated.connect(lambda _, key=s.key, c=combo: self.steered.emit(key, c.currentText()))
                 self.form.addRow(label, combo)
                 self.choices[s.key] = combo
+            elif s.kind == "gesture" and s.range is not None:
+                self._add_value_gesture(s, s.key.replace(".", " "), values.get(s.key))
             elif s.kind == "gesture":
                 button = QPushButton(label)
                 button.setObjectName(f"steer:{s.key}")
@@ -210,6 +213,27 @@ class SteeringBox(QGroupBox):
                 self.form.addRow("", button)
                 self.buttons[s.key] = button
         self._shown()
+
+    def _add_value_gesture(self, s: Any, label: str, value: Any) -> None:
+        """A gesture that takes a value or none (hold a fit parameter at a value, or free it):
+        a spin box, *Set* (the value) and *Clear* (none)."""
+        lo, hi = (float(x) for x in s.range)
+        spin = QDoubleSpinBox(decimals=6, minimum=lo, maximum=hi)
+        spin.setValue(float(value) if isinstance(value, (int, float)) else (lo + hi) / 2)
+        spin.setObjectName(f"steer:{s.key}")
+        spin.setToolTip(s.doc)
+        set_button, clear_button = QPushButton("Set"), QPushButton("Clear")
+        set_button.setToolTip(s.doc)
+        set_button.clicked.connect(lambda _=False, key=s.key: self.steered.emit(key, float(spin.value())))
+        clear_button.clicked.connect(lambda _=False, key=s.key: self.steered.emit(key, None))
+        row = QHBoxLayout()
+        row.addWidget(spin, 1)
+        row.addWidget(set_button)
+        row.addWidget(clear_button)
+        self.form.addRow(label, row)
+        self.values[s.key] = spin
+        self.buttons[s.key] = set_button
+        self.buttons[f"{s.key}:clear"] = clear_button
 
     def _add_slider(self, knob: Knob) -> None:
         slider = KnobSlider(knob)
@@ -220,7 +244,7 @@ class SteeringBox(QGroupBox):
     def _clear(self) -> None:
         while self.form.rowCount() > self.fixed_rows:
             self.form.removeRow(self.fixed_rows)
-        self.sliders, self.switches, self.choices, self.buttons = {}, {}, {}, {}
+        self.sliders, self.switches, self.choices, self.buttons, self.values = {}, {}, {}, {}, {}
 
     def _shown(self) -> None:
         self.setVisible(bool(self.fixed_rows or self.sliders or self.switches or self.choices or self.buttons))
@@ -345,12 +369,17 @@ def _short_region(region: Any) -> str:
     return _short(region)
 
 
+def event_time(event: Any) -> float | None:
+    """The simulated time an event took effect at (the domain's time-axis unit)."""
+    return getattr(event, "t", None)
+
+
 class EventMarks:
     """One dashed vertical line per steering event on ``plot``'s x axis (its time axis);
-    ``x_of(event)`` gives the x of an event (None: not on this plot). Lines are reused, and put
-    back after the view's ``plot.clear()``."""
+    ``x_of(event)`` gives the x of an event (None: not on this plot; default: its simulated
+    time). Lines are reused, and put back after the view's ``plot.clear()``."""
 
-    def __init__(self, plot: pg.PlotItem, x_of: Callable[[Any], float | None]):
+    def __init__(self, plot: pg.PlotItem, x_of: Callable[[Any], float | None] = event_time):
         self.plot, self.x_of = plot, x_of
         self.lines: list[pg.InfiniteLine] = []
         self.shown: tuple = ()

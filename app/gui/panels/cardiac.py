@@ -152,14 +152,8 @@ class CardiacPanel(Panel):
         self.rest_kind.currentTextChanged.connect(self._show_applicable_views)
         self._show_applicable_views()
         self.mesh_kind.currentTextChanged.connect(self.tissue.expect)
-        self.event_marks.append(EventMarks(self.traces.plot, self.event_time))
+        self.event_marks.append(EventMarks(self.traces.plot))
 
-    def event_time(self, event) -> float | None:
-        """The time (ms) of a steering event: its step times Δt on a fixed-step solver."""
-        cfg = self.running_cfg
-        if cfg is None or cfg.solver.method in ADAPTIVE:
-            return None
-        return event.at * cfg.solver.dt
 
     def _update_cells(self, *_: Any) -> None:
         kind = self.mesh_kind.currentText()

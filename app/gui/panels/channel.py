@@ -431,7 +431,7 @@ class ChannelPanel(Panel):
         """A steering event on the convergence plot: at its generation, or at that generation's
         wall time when the plot is against wall time."""
         if not self.convergence.against_wall:
-            return float(event.at)
+            return event.t
         frame = self.last_frame
         wall = None if frame is None else np.asarray(frame.history_wall, float)
         return float(wall[event.at - 1]) if wall is not None and 0 < event.at <= len(wall) else None

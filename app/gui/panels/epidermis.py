@@ -171,15 +171,12 @@ class EpidermisPanel(Panel):
         self.tissue.drawn.connect(self._record_movie_frame)
         self.tissue.point_picked.connect(self.paint)
         for plot in self.history.plots.values():
-            self.event_marks.append(EventMarks(plot, self.event_time))
+            self.event_marks.append(EventMarks(plot))
         self.views.addWidget(self.tissue)
         self.views.addWidget(self.history)
         self.views.setSizes([560, 240])
         self._update_view_limits()
 
-    def event_time(self, event) -> float | None:
-        """The model time of a steering event: its step times Δt."""
-        return None if self.run_cfg is None else event.at * self.run_cfg.run.dt
 
     # ---- derived labels -----------------------------------------------------------------
     def _update_tissue(self, *_: Any) -> None:

@@ -135,7 +135,7 @@ class NetworkPanel(Panel):
         self.views.setSizes([560, 240])
         self.culture_brush = PlotBrush(self.culture.plot, self.paint, lambda: self.brush.key is not None)
         for plot in (self.raster.plot, self.pop_rate.plot):
-            self.event_marks.append(EventMarks(plot, self.event_time))
+            self.event_marks.append(EventMarks(plot))
 
     def steer_values(self, cfg: NetworkConfig) -> dict[str, Any]:
         """The growth's target rate and a factor of 1 on each synapse type's weights."""
@@ -143,10 +143,6 @@ class NetworkPanel(Panel):
 
         return {**super().steer_values(cfg), **{f"scale.{t}": 1.0 for t in SYNAPSE_TYPES}}
 
-    def event_time(self, event) -> float | None:
-        """The time (s) of a steering event: its step times the integration step."""
-        cfg = self.worker.cfg if self.worker is not None else None
-        return None if cfg is None else event.at * cfg.run.dt
 
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: NetworkConfig) -> None:

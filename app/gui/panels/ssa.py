@@ -218,14 +218,8 @@ class SSAPanel(Panel):
         self.views.setSizes([400, 400])
         self.heatmap.hide()
         self.histogram.index_changed.connect(self.heatmap.show_index)
-        self.event_marks.append(EventMarks(self.trajectories.plot, self.event_time))
+        self.event_marks.append(EventMarks(self.trajectories.plot))
 
-    def event_time(self, event) -> float | None:
-        """The model time of a steering event: its sample's time in the running config."""
-        if self.worker is None:
-            return None
-        times = self.worker.cfg.sample_times()
-        return float(times[event.at]) if 0 <= event.at < len(times) else None
 
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: SSAConfig) -> None:

@@ -104,6 +104,10 @@ class CardiacSimulation(Simulation):
         """Time steps tried so far (accepted and rejected)."""
         return int(self.engine.steps_accepted + self.engine.steps_rejected)
 
+    @property
+    def sim_time(self) -> float:
+        return float(self.engine.t)
+
     def advance(self, until: int | None = None) -> CardiacFrame:
         if not self.finished and until != self.step:
             start = time.perf_counter()

@@ -148,9 +148,9 @@ def load_config(doc: Document) -> ChannelConfig:
                         ("data",))
     model_file = str(resolve(cfg.model, base).resolve()) if isinstance(cfg.model, str) else ""
     protocols_file = str(resolve(cfg.protocols, base).resolve()) if isinstance(cfg.protocols, str) else ""
-    return replace(cfg, model=model, protocols=protocols, base_dir=base, model_file=model_file,
-                   protocols_file=protocols_file,
-                   steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
+    cfg = replace(cfg, model=model, protocols=protocols, base_dir=base, model_file=model_file,
+                  protocols_file=protocols_file)
+    return replace(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
 
 
 LIVE_GA_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_fraction", "chi2_threshold")
@@ -158,9 +158,15 @@ LIVE_GA_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_frac
 
 def steerables(cfg: ChannelConfig) -> tuple[Steerable, ...]:
     """What a running fit takes between iterations: the GA settings but the population and
-    the seed (they size and seed the population), as ``ga.<name>``; the fit settings need a restart."""
+    the seed (they size and seed the population), as ``ga.<name>``, and ``fixed.<parameter>``
+    (the GA search holds the parameter at the value given, or frees it with none); the fit
+    settings need a restart."""
     ga = [replace(s, live=s.key.split(".")[-1] in LIVE_GA_SETTINGS) for s in config_steerables(cfg.ga, "ga")]
-    return (*ga, *config_steerables(cfg.fit, "fit", live=False))
+    model = cfg.model_()
+    fixed = [Steerable(f"fixed.{name}", "gesture", (float(lo), float(hi)),
+                       doc="the GA holds it at this value; none frees it")
+             for name, lo, hi in zip(model.param_names, model.lower, model.upper)]
+    return (*ga, *fixed, *config_steerables(cfg.fit, "fit", live=False))
 
 
 def estimate_memory(cfg: ChannelConfig, backend: str):

@@ -7,6 +7,8 @@ in lockstep). Only the scores come back (for the best, the median and the stop t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from app.compute.kernels import load_module
@@ -194,6 +196,13 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
 
     def restore(self, state: dict[str, np.ndarray]) -> None:
         self.pop.set(np.ascontiguousarray(np.asarray(state["population"], np.float32).T).ravel())
+
+    def set_bounds(self, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Steering: the search box of the next generations, into the kernels' constants."""
+        self.model = replace(self.model, lower=np.asarray(lower, np.float64), upper=np.asarray(upper, np.float64))
+        for name, values in (("c_lower", self.model.lower), ("c_upper", self.model.upper)):
+            ptr, _ = self.module.get_global(name)
+            self.cuda.memcpy_htod(ptr, np.ascontiguousarray(values, np.float32))
 
     def set_scores(self, scores: np.ndarray) -> None:
         """Scores for ``advance`` when they were computed elsewhere (tests)."""

@@ -19,6 +19,7 @@ from app.sims.channel.config import ChannelConfig, GASettings, load_config
 from app.sims.channel.cpu import BAD_SCORE
 from app.sims.channel.uncertainty import AdaptiveMetropolis, Intervals, gauss_newton_intervals
 from app.sims.channel.engine import CpuGA
+from app.sims.common.config import ConfigError
 from app.sims.common.engine import config_from_state, config_state, engine_part, engine_state, make_engine
 from app.sims.common.steering import steering_from_state, steering_state
 from app.sims.common.simulation import Frame, Simulation, freeze
@@ -311,11 +312,33 @@ class ChannelSimulation(Simulation):
             posterior_samples=freeze(self.posterior_samples(5000)) if self.mcmc is not None else None)
 
     def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
-        """A live GA setting (``ga.<name>``, see ``config.steerables``) from the next generation."""
+        """A live GA setting (``ga.<name>``) or ``fixed.<parameter>`` (see ``config.steerables``)
+        from the next generation."""
+        if key.startswith("fixed."):
+            return self._fix(key.partition(".")[2], value)
         name = key.partition(".")[2]
         old = getattr(self.settings, name)
         self.settings = replace(self.settings, **{name: value})
         self.cfg = replace(self.cfg, ga=self.settings)
+        return old
+
+    def _fix(self, name: str, value: float | None) -> float | None:
+        """Hold parameter ``name`` at ``value`` in the GA search (its whole population column
+        and its bounds), or free it (None: the config's bounds); the value it was held at."""
+        if self.phase != "search" or self.search is not None:
+            raise ConfigError("parameters are fixed or freed during the GA search, not in CMA-ES, "
+                              "the refinement or MCMC")
+        j = self.model.param_names.index(name)
+        lower, upper = self.engine.model.lower.copy(), self.engine.model.upper.copy()
+        old = float(lower[j]) if lower[j] == upper[j] else None
+        if value is None:
+            lower[j], upper[j] = self.model.lower[j], self.model.upper[j]
+        else:
+            lower[j] = upper[j] = value
+            state = self.engine.state()
+            state["population"][:, j] = value
+            self.engine.restore(state)
+        self.engine.set_bounds(lower, upper)
         return old
 
     # ---- checkpoint and results -----------------------------------------------------------
@@ -345,6 +368,13 @@ class ChannelSimulation(Simulation):
         sim.generation = int(state["generation"])
         sim.iterations = int(state.get("iterations", sim.generation))
         sim.steered = steering_from_state(state)
+        lower, upper = sim.model.lower.copy(), sim.model.upper.copy()
+        for event in sim.steered:        # the bounds as steered (the population has its columns)
+            if event.key.startswith("fixed."):
+                j = sim.model.param_names.index(event.key.partition(".")[2])
+                lower[j] = sim.model.lower[j] if event.value is None else event.value
+                upper[j] = sim.model.upper[j] if event.value is None else event.value
+        sim.engine.set_bounds(lower, upper)
         sim.wall, sim.evaluations = float(state["wall"]), int(state["evaluations"])
         keep = -1 if phase == "search" and sim.search is None else len(state["best_history"])
         sim.best_history = list(state["best_history"][:keep])

@@ -86,6 +86,13 @@ class Simulation(abc.ABC):
         raise NotImplementedError(f"{self.domain} has no step counter")
 
     @property
+    def sim_time(self) -> float:
+        """The simulated time at :attr:`step`, in the domain's unit (what plots put on their
+        time axis): SSA and network seconds of model time, cardiac ms, epidermis model time,
+        the channel fit its iteration."""
+        return float(self.step)
+
+    @property
     def at_boundary(self) -> bool:
         """Whether a change applied now takes effect exactly at :attr:`step` (False inside a
         step the engine has not finished, e.g. an SSA sample interval on the CPU)."""
@@ -95,8 +102,9 @@ class Simulation(abc.ABC):
         """Apply a checked change at the current step boundary and record it."""
         if not self.at_boundary:
             raise RuntimeError(f"{self.domain}: a change waits for a step boundary (at_boundary)")
-        event = SteeringEvent(self.step, key, value, self.apply_change(key, value, region),
-                              None if region is None else dict(region))
+        at, t = self.step, self.sim_time
+        event = SteeringEvent(at, key, value, self.apply_change(key, value, region),
+                              None if region is None else dict(region), t)
         self.steered = (*self.steered, event)
         return event
 

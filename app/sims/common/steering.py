@@ -38,6 +38,7 @@ class SteeringEvent:
     value: Any = None
     old: Any = None
     region: dict[str, Any] | None = None
+    t: float | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def check_steering(events: Sequence[SteeringEvent], specs: Mapping[str, Steerabl
         except ConfigError as exc:
             field_name = "region" if "region" in exc.path else "value" if event.key in specs else "key"
             raise doc.error(exc.message, ("steering", i, field_name)) from None
-        out.append(SteeringEvent(event.at, event.key, value, event.old, region))
+        out.append(SteeringEvent(event.at, event.key, value, event.old, region, event.t))
     return tuple(out)
 
 

@@ -235,13 +235,14 @@ def load_config(doc: Document) -> EpidermisConfig:
 
 # Config parts that may change while running (steering) or on resume; the tissue may not.
 LIVE_SECTIONS = ("mechanics", "genes", "growth")
-LIVE_RUN_KEYS = ("steps", "dt", "slice_steps", "search", "checkpoint", "resume")
+# (run.search is not live: on CUDA it is a compile-time switch of the kernels)
+LIVE_RUN_KEYS = ("steps", "dt", "slice_steps", "checkpoint", "resume")
 
 
 def steerables(cfg: EpidermisConfig) -> tuple[Steerable, ...]:
     """What a growing tissue takes while it runs: ``wound`` (remove the cells of a region),
     ``growth.paused``, the mechanics, gene network and growth settings and ``run.{steps, dt,
-    slice_steps, search, checkpoint, resume}`` (the engine is rebuilt from its exact state);
+    slice_steps, checkpoint, resume}`` (the engine is rebuilt from its exact state);
     the tissue and the other run settings need a restart."""
     out = [Steerable("wound", "gesture", region=True,
                      doc="remove the cells whose centre is in the region (a brush in µm or cell indices)"),

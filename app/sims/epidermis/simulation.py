@@ -70,6 +70,10 @@ class EpidermisSimulation(Simulation):
         return int(self.engine.step)
 
     @property
+    def sim_time(self) -> float:
+        return self.step * self.cfg.run.dt
+
+    @property
     def finished(self) -> bool:
         return self.step >= self.cfg.run.steps or self.stopped is not None
 

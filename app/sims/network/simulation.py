@@ -116,6 +116,10 @@ class NetworkSimulation(Simulation):
         """Time steps done."""
         return int(self.engine.step)
 
+    @property
+    def sim_time(self) -> float:
+        return self.sim_seconds
+
     def advance(self, until: int | None = None) -> NetworkFrame:
         self.boundary = False
         if not self.finished and until != self.step:

@@ -102,6 +102,10 @@ class SSASimulation(Simulation):
         return not self._mid_interval
 
     @property
+    def sim_time(self) -> float:
+        return float(self.times[self.k - 1])
+
+    @property
     def can_hand_over(self) -> bool:
         return not self.previewing
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.sims.channel.simulation import ChannelSimulation
 from app.sims.common.config import ConfigError
 from app.sims.common.registry import DOMAINS
 from app.sims.common.session import Session
@@ -37,3 +38,24 @@ def test_the_population_size_needs_a_restart():
     domain, cfg = small_fit()
     with pytest.raises(ConfigError, match=r"'ga\.population' needs a restart"):
         Session(domain, cfg, "cpu").steer("ga.population", 64)
+
+
+def test_a_fixed_parameter_stays_put_and_a_freed_one_moves_again():
+    """Mutation 0.5: about half the genes change each generation, so a free column moves."""
+    domain, cfg = DOMAINS["channel"], preset("model-a-surrogate", dt=5.0, population=32, generations=8,
+                                             mutation=0.5)
+    sim = ChannelSimulation(cfg, "cpu")
+    name = sim.model.param_names[0]
+    sim.advance()
+    sim.steer(f"fixed.{name}", float(sim.model.lower[0]))
+    for _ in range(3):
+        sim.advance()
+        assert np.all(sim.engine.state()["population"][:, 0] == sim.model.lower[0])
+    resumed = ChannelSimulation.restore(sim.state(), "cpu")
+    assert resumed.engine.model.upper[0] == sim.model.lower[0]
+    sim.steer(f"fixed.{name}", None)
+    assert sim.steered[-1].old == sim.model.lower[0]
+    sim.advance()
+    assert np.any(sim.engine.state()["population"][:, 0] != sim.model.lower[0])
+    with pytest.raises(ConfigError, match=rf"'fixed\.{name}' = .* is out of range"):
+        Session(domain, cfg, "cpu").steer(f"fixed.{name}", float(sim.model.upper[0]) * 2 + 1)

@@ -47,3 +47,11 @@ def assert_same_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> No
     for key in a.keys() - TIMING:
         x, y = np.asarray(a[key]), np.asarray(b[key])
         assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), key
+
+
+def assert_continue_alike(sim: Any, resumed: Any) -> None:
+    """A simulation and its restored checkpoint, both run to the end, give the same results."""
+    for s in (sim, resumed):
+        while not s.finished:
+            s.advance()
+    assert_same_arrays(sim.results()[0], resumed.results()[0])

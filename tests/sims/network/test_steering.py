@@ -12,7 +12,7 @@ from app.sims.common.simulation import load_run_config
 from app.sims.network.config import steerables
 from app.sims.network.model import build_culture
 from app.sims.network.simulation import NetworkSimulation
-from tests.sims.common.steering_runs import assert_same_arrays, replay, run_steered
+from tests.sims.common.steering_runs import assert_continue_alike, assert_same_arrays, replay, run_steered
 
 from .helpers import config
 
@@ -70,10 +70,7 @@ def test_the_factors_survive_a_checkpoint():
     resumed = NetworkSimulation.restore(sim.state(), "cpu-reference")
     assert resumed.steered == sim.steered
     assert list(resumed.engine.k.w_scale) == [0.5, 1.0, 1.0, 1.0] and resumed.engine.growth.target_rate == 3.0
-    for s in (sim, resumed):
-        while not s.finished:
-            s.advance()
-    assert_same_arrays(sim.results()[0], resumed.results()[0])
+    assert_continue_alike(sim, resumed)
 
 
 def test_synapse_kinetics_need_a_restart():

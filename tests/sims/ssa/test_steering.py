@@ -14,7 +14,7 @@ from app.sims.common.config import ConfigError
 from app.sims.common.session import Session
 from app.sims.common.simulation import PRESETS, load_run_config
 from app.sims.ssa.simulation import PREVIEW_FRACTION, PREVIEW_MIN, SSASimulation
-from tests.sims.common.steering_runs import assert_same_arrays, replay, run_steered
+from tests.sims.common.steering_runs import assert_continue_alike, assert_same_arrays, replay, run_steered
 
 BIRTH_DEATH = PRESETS / "ssa" / "birth-death.yaml"     # 0 -> X at k = 10, X -> 0 at g X, g = 0.2
 
@@ -34,6 +34,7 @@ def test_a_changed_rate_moves_the_mean_to_its_new_law():
     assert event.old == 10.0 and event.value == 30.0 and event.at >= 8
     k, g, r = 10.0, 0.2, 2000
     t_a, t_end = session.arrays["times"][event.at], 40.0
+    assert event.t == t_a                                  # the time axis position of the event
     m_a = k / g * (1 - math.exp(-g * t_a))
     expected = 30.0 / g + (m_a - 30.0 / g) * math.exp(-g * (t_end - t_a))
     mean = session.arrays["mean"][-1, 0]
@@ -81,10 +82,7 @@ def test_the_events_survive_a_checkpoint():
     resumed = SSASimulation.restore(sim.state(), "cpu-reference")
     assert resumed.steered == sim.steered and resumed.step == sim.step
     assert list(resumed.net.rates) == list(sim.net.rates)
-    for s in (sim, resumed):
-        while not s.finished:
-            s.advance()
-    assert_same_arrays(sim.results()[0], resumed.results()[0])
+    assert_continue_alike(sim, resumed)
 
 
 @pytest.mark.parametrize("key,value,message", [
