@@ -140,3 +140,18 @@ def test_event_marks_follow_the_events_and_survive_a_cleared_plot(qtbot):
     assert marks.positions == [0.5, 1.5]
     marks.set_events([FakeEvent(2, "rates.k1", 3.0, 2.0), FakeEvent(9, "off the axis", 1.0)])
     assert marks.positions == [1.0]
+
+
+def test_a_gesture_with_a_value_sets_it_or_clears_it(qtbot):
+    box = SteeringBox()
+    qtbot.addWidget(box)
+    box.set_steerables([Steerable("fixed.k1", "gesture", (0.0, 4.0), doc="hold it")], {})
+    spin = box.values["fixed.k1"]
+    assert spin.value() == 2.0                                   # the middle of its range
+    spin.setValue(3.5)
+    with qtbot.waitSignal(box.steered) as signal:
+        box.buttons["fixed.k1"].click()
+    assert signal.args == ["fixed.k1", 3.5]
+    with qtbot.waitSignal(box.steered) as signal:
+        box.buttons["fixed.k1:clear"].click()
+    assert signal.args == ["fixed.k1", None]

@@ -198,7 +198,8 @@ def test_cardiac_a_scar_painted_before_run_stops_activation_and_the_run_replays(
 
 def test_channel_ga_settings_edited_during_the_fit_steer_it_and_replay(window, qtbot, tmp_path, shown_errors):
     """The GA form's fields steer the running fit (no pause needed): a new mutation rate from
-    the next generation, and fewer generations end the fit there (the short protocol of
+    the next generation, fewer generations end the fit there, and a parameter held at a value
+    (steering box: Set) is that value in the best individual (the short protocol of
     tests/gui/test_channel_panel.py, a population of 32)."""
     channel = window.select_panel("channel")
     channel.backend.setCurrentIndex(channel.backend.findData("cpu-reference"))
@@ -211,14 +212,19 @@ def test_channel_ga_settings_edited_during_the_fit_steer_it_and_replay(window, q
     at = channel.worker.session.last_frame.generation
     channel.mutation.setValue(0.02)
     channel.generations.setValue(at + 4)
+    name = channel.worker.session.last_frame.param_names[0]
+    held = channel.steering.values[f"fixed.{name}"].value()       # the middle of its range
+    channel.steering.buttons[f"fixed.{name}"].click()              # Set: the GA holds it there
     finish(channel, qtbot)
     assert not shown_errors
     session = channel.worker.session
     old_mutation = session.cfg.ga.mutation
-    assert [(e.key, e.value, e.old) for e in session.events] == [("ga.mutation", 0.02, old_mutation),
-                                                                 ("ga.generations", at + 4, 1_000_000)]
+    assert [(e.key, e.value, e.old) for e in session.events][:2] == [("ga.mutation", 0.02, old_mutation),
+                                                                     ("ga.generations", at + 4, 1_000_000)]
+    assert (session.events[2].key, session.events[2].value) == (f"fixed.{name}", held)
     assert channel.last_frame.generation == at + 4
-    assert channel.event_marks[0].positions == [float(session.events[0].at)] * 2
+    assert channel.last_frame.best_params[0] == pytest.approx(held, rel=1e-6)
+    assert channel.event_marks[0].positions == [pytest.approx(session.events[0].t)] * 3
     assert_same_arrays(session.arrays, replayed(channel, tmp_path, "cpu-reference").arrays)
 
 
