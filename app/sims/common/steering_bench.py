@@ -192,7 +192,7 @@ def measure(domain_name: str, backend: str, changes: int) -> dict[str, Any]:
         run.close()
     return {"domain": domain_name, "case": key, "preset": cfg.name, "backend": backend,
             "median_ms": 1e3 * statistics.median(seconds), "max_ms": 1e3 * max(seconds),
-            "slice_ms": 1e3 * slice_s, "changes": changes, "target_ms": TARGET_MS[backend]}
+            "slice_ms": 1e3 * slice_s, "changes": changes, "target_ms": TARGET_MS[backend]}   # slice_ms: frame to frame before
 
 
 def explore(backend: str, changes: int, realizations: int = 2**16) -> list[dict[str, Any]]:
