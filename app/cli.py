@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("run_folder")
     export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
     export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
+    export.add_argument("--epoch", type=int, default=None, metavar="N",
+                        help="network runs, NeuroML2: the connectivity after epoch N (0: the start; "
+                             "default the end of the run)")
     sub.add_parser("dsmts", help="SSA: DSMTS conformance verdicts (SBML stochastic test suite); exit 1 on a fail",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             return _omex(args)
         if args.command == "export":
             from app.sims.common.export import export_run
-            for path in export_run(args.run_folder, args.to, args.out):
+            for path in export_run(args.run_folder, args.to, args.out, args.epoch):
                 print(f"wrote {path}")
             return 0
     except (ConfigError, KernelCompileError) as exc:

@@ -1,5 +1,10 @@
 """A cultured-network run as a NeuroML2 network (through libNeuroML): cells, positions,
-Tsodyks-Markram synapses and the connections at the end of the run.
+Tsodyks-Markram synapses and the connections at a chosen epoch (by default the end of the run).
+
+Epoch N (0 to the run's epochs) is the connectivity after the growth update that ends epoch N,
+the one epoch N + 1 ran with: epoch 0 is the start (every radius ``growth.start_radius``). It
+is rebuilt from the run's per-epoch radii (``epoch_radius``) with the engines' overlap rule,
+which gives the run's own connectivity exactly (the last epoch is the run's ``final_W``).
 
 Cells: one ``iafRefCell`` per distinct (inhibitory, threshold, reset, refractory period) set
 (starter neurons draw their thresholds, so each starter is its own cell type), with
@@ -19,9 +24,8 @@ current ``W u r`` that decays with ``tau``; the NeuroML synapse is conductance-b
 driving force is within 1.5 % of DRIVE) and a rise time of ``tau / 100`` (the double
 exponential's peak is normalised to ``gbase``). Not written: the noise current (NeuroML2 has
 no Gaussian white-noise input), the initial voltage ``Vinit`` (an ``iafRefCell`` starts at
-its leak reversal), the growth of the neurites (the connections are those at the end of the
-run, the only ones a run folder holds). Refused, by name: more than :data:`MAX_CONNECTIONS`
-synapses.
+its leak reversal), the growth of the neurites (the connections are those of one epoch).
+Refused, by name: more than :data:`MAX_CONNECTIONS` synapses, an epoch the run does not hold.
 """
 
 from __future__ import annotations
@@ -44,15 +48,43 @@ def _q(value: float, unit: str) -> str:
     return f"{float(value)!r}{unit}"
 
 
-def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture") -> str:
+def epoch_connectivity(cfg, arrays: Mapping[str, np.ndarray], epoch: int | None):
+    """(pre, post, W) of the run at ``epoch`` (None: the end of the run); ConfigError naming
+    the epochs the run holds when it does not hold this one."""
+    from app.sims.network.model import Constants, build_culture, connectivity
+    done = np.asarray(arrays.get("epoch_mean_rate", []), float).size
+    if epoch is None or (epoch == done and "epoch_radius" not in arrays):
+        return (np.asarray(arrays["final_W_pre"], np.int64), np.asarray(arrays["final_W_post"], np.int64),
+                np.asarray(arrays["final_W"], float))
+    if "epoch_radius" not in arrays:
+        raise ConfigError(f"--epoch {epoch}: this run folder keeps only the connectivity at the end "
+                          f"(epoch {done}); runs written by this version keep every epoch")
+    radii = np.asarray(arrays["epoch_radius"], float)
+    if not 0 <= epoch <= radii.shape[0]:
+        raise ConfigError(f"--epoch {epoch}: the run holds epochs 0 (the start) to {radii.shape[0]} "
+                          f"(its end)")
+    culture = build_culture(cfg)
+    radius = np.full(culture.n, cfg.growth.start_radius) if epoch == 0 else radii[epoch - 1]
+    if not np.isfinite(radius).all():
+        kept = np.flatnonzero(np.isfinite(radii).all(axis=1)) + 1
+        raise ConfigError(f"--epoch {epoch}: the run was resumed from a checkpoint that did not keep "
+                          f"this epoch; it holds epoch 0 and epochs {kept.min()} to {kept.max()}"
+                          if kept.size else f"--epoch {epoch}: the run holds only epoch 0 and its end")
+    conn = connectivity(culture.width, culture.height, radius, culture.inhibitory,
+                        Constants.from_config(cfg).weight_scale)
+    return conn.pre, conn.post, conn.W
+
+
+def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture",
+               epoch: int | None = None) -> str:
     """The NeuroML2 document (XML text) of run config ``cfg`` with its results ``arrays``
-    (``inhibitory``, ``final_W``, ``final_W_pre``, ``final_W_post``)."""
+    (``inhibitory``, ``final_W``, ``final_W_pre``, ``final_W_post``, ``epoch_radius``) and the
+    connectivity of ``epoch`` (None: the end of the run)."""
     import neuroml
     from neuroml.writers import NeuroMLWriter
 
     from app.sims.network.model import build_culture, synapse_type
-    pre, post = np.asarray(arrays["final_W_pre"], np.int64), np.asarray(arrays["final_W_post"], np.int64)
-    weight = np.asarray(arrays["final_W"], float)
+    pre, post, weight = epoch_connectivity(cfg, arrays, epoch)
     if pre.size > MAX_CONNECTIONS:
         raise ConfigError(f"cannot export to NeuroML2: the run has {pre.size:,} synapses; this export "
                           f"writes at most {MAX_CONNECTIONS:,}")
@@ -128,18 +160,19 @@ class _Buffer(io.StringIO):
         pass
 
 
-def write_run(cfg, arrays: Mapping[str, np.ndarray], out: str | Path) -> Path:
-    """A finished run of ``cfg`` (its results ``arrays``) as a validated NeuroML2 file."""
+def write_run(cfg, arrays: Mapping[str, np.ndarray], out: str | Path, epoch: int | None = None) -> Path:
+    """A finished run of ``cfg`` (its results ``arrays``) as a validated NeuroML2 file, with
+    the connectivity of ``epoch`` (None: the end of the run)."""
     from app.sims.common.export import validate_neuroml
     from app.sims.common.output import save_text
     if "final_W" not in arrays or "inhibitory" not in arrays:
         raise ConfigError("no finished run to export (its connectivity is written at the end)")
-    out = save_text(out, to_neuroml(cfg, arrays))
+    out = save_text(out, to_neuroml(cfg, arrays, epoch=epoch))
     validate_neuroml(out)
     return out
 
 
-def export_run(folder: Path, out: Path) -> list[Path]:
-    """``biogpu export RUN --to neuroml``: the culture at the end of the run."""
+def export_run(folder: Path, out: Path, epoch: int | None = None) -> list[Path]:
+    """``biogpu export RUN --to neuroml [--epoch N]``: the culture at epoch N (default the end)."""
     from app.sims.common.export import load_results, load_run
-    return [write_run(load_run(folder), load_results(folder), out)]
+    return [write_run(load_run(folder), load_results(folder), out, epoch)]

@@ -60,3 +60,49 @@ def test_network_neuroml_holds_the_run_culture(tmp_path):
     got.sort()
     assert [g[:2] for g in got] == [w[:2] for w in want]
     np.testing.assert_allclose([g[2] for g in got], [w[2] for w in want], rtol=1e-12)
+
+
+def _connections(path) -> list[tuple[int, int, float]]:
+    """(pre, post, |W| in A) of every connection of a written 10x10 culture, sorted."""
+    from neuroml.loaders import read_neuroml2_file
+    net = read_neuroml2_file(str(path)).networks[0]
+    neuron_of = {(pop.id, inst.id): int(round(inst.location.y)) * 10 + int(round(inst.location.x))
+                 for pop in net.populations for inst in pop.instances}
+    out = []
+    for proj in net.projections:
+        for c in proj.connection_wds:
+            pre, post = c.pre_cell_id.split("/")[1:3], c.post_cell_id.split("/")[1:3]
+            out.append((neuron_of[(pre[0], int(pre[1]))], neuron_of[(post[0], int(post[1]))], c.weight * 1e-9))
+    return sorted(out)
+
+
+def test_network_neuroml_at_a_chosen_epoch(tmp_path, capsys):
+    """Each epoch's radii rebuild that epoch's connectivity: the last is the run's own final
+    connectivity exactly; --epoch 0 is the start; a missing epoch is refused with those held."""
+    from app.sims.network.model import Constants, connectivity
+    run = tmp_path / "run"
+    assert main(["run", str(PRESETS / "network" / "00-development-10x10-fast.yaml"), "--backend", "cpu",
+                 "--set", "run.epochs=3", "--set", "run.epoch_seconds=0.3", "--set", "growth.start_radius=1.1",
+                 "--set", "growth.rho=0.3", "--out", str(run), "--no-png"]) == 0
+    _, cfg = load_run_config(run / "config.yaml")
+    data = dict(np.load(run / "results.npz"))
+    culture = build_culture(cfg)
+    assert data["epoch_radius"].shape == (3, 100)
+
+    def rebuilt(radius):
+        c = connectivity(10, 10, radius, culture.inhibitory, Constants.from_config(cfg).weight_scale)
+        return sorted(zip(c.pre.tolist(), c.post.tolist(), np.abs(c.W).tolist()))
+    last = rebuilt(data["epoch_radius"][-1])
+    final = sorted(zip(data["final_W_pre"].tolist(), data["final_W_post"].tolist(), np.abs(data["final_W"]).tolist()))
+    assert last == final
+    start, second = rebuilt(np.full(100, 1.1)), rebuilt(data["epoch_radius"][1])
+    assert len({len(start), len(second), len(last)}) == 3        # the connectivity changed every epoch
+    for epoch, want in ((0, start), (2, second), (None, final)):
+        out = tmp_path / f"epoch-{epoch}.nml"
+        args = ["export", str(run), "--to", "neuroml", "-o", str(out)]
+        assert main(args + ([] if epoch is None else ["--epoch", str(epoch)])) == 0
+        got = _connections(out)
+        assert [g[:2] for g in got] == [w[:2] for w in want]
+        np.testing.assert_allclose([g[2] for g in got], [w[2] for w in want], rtol=1e-12)
+    assert main(["export", str(run), "--to", "neuroml", "--epoch", "4"]) == 2
+    assert "--epoch 4: the run holds epochs 0 (the start) to 3 (its end)" in capsys.readouterr().err
