@@ -16,13 +16,16 @@ neurons' grid positions (x, y, 0; one grid unit per NeuroML length unit).
 Synapses: one ``blockingPlasticSynapse`` per synapse class (EE, EI, IE, II) carrying a
 ``tsodyksMarkramDepFacMechanism`` with the class's U (``initReleaseProb``), recovery and
 facilitation time constants, and its decay time constant. Connections (``connectionWD``) carry
-the delay the engines use (whole steps) and the weight ``|W| / (gbase * DRIVE)``.
+the engines' latency, (delay + 1) steps (a spike at step s changes the target's voltage from
+step s + delay + 1 on), and the weight that gives each event the engines' charge
+(:func:`charge_weight`).
 
 Approximations (NeuroML2 has no current-based plastic synapse): the engines' synapses add a
-current ``W u r`` that decays with ``tau``; the NeuroML synapse is conductance-based,
-``g (erev - v)``, with ``erev = Vrest +/- DRIVE`` (1 V: over the neurons' 0-15 mV range the
-driving force is within 1.5 % of DRIVE) and a rise time of ``tau / 100`` (the double
-exponential's peak is normalised to ``gbase``). Not written: the noise current (NeuroML2 has
+current ``W u r``, held over each step and decaying by ``exp(-dt/tau)`` per step; the NeuroML
+synapse is conductance-based, ``g (erev - v)``, with ``erev = Vrest +/- DRIVE`` (1 kV: over
+the neurons' 0-15 mV range the driving force is within 1.5e-5 of DRIVE) and a rise time of
+``tau / 100`` (the double exponential's peak is normalised to ``gbase``; the weight matches
+the charge, so the peak is 4.5 % below the engines'). Not written: the noise current (NeuroML2 has
 no Gaussian white-noise input), the initial voltage ``Vinit`` (an ``iafRefCell`` starts at
 its leak reversal), the growth of the neurites (the connections are those of one epoch).
 Refused, by name: more than :data:`MAX_CONNECTIONS` synapses, an epoch the run does not hold.
@@ -38,10 +41,21 @@ import numpy as np
 
 from app.sims.common.config import ConfigError
 
-DRIVE = 1.0               # V: |erev - Vrest| of the conductance-based synapses
+DRIVE = 1.0e3             # V: |erev - Vrest| of the conductance-based synapses (current-like)
 RISE_FRACTION = 0.01      # tauRise / tauDecay
 MAX_CONNECTIONS = 200_000  # libNeuroML holds a Python object per connection
 CLASSES = ("EE", "EI", "IE", "II")
+
+
+def charge_weight(tau: float, dt: float, gbase: float) -> float:
+    """NeuroML weight per ampere of W: an event of weight w on an expTwoSynapse carries
+    gbase·DRIVE·w·f·(tauDecay - tauRise) (f its peak normalisation); the engines' current W,
+    held over each step and decaying by exp(-dt/tau) per step, carries W·dt/(1 - exp(-dt/tau))."""
+    rise = tau * RISE_FRACTION
+    peak = np.log(tau / rise) * rise * tau / (tau - rise)
+    normalisation = 1.0 / (np.exp(-peak / tau) - np.exp(-peak / rise))
+    engines = dt / -np.expm1(-dt / tau)
+    return float(engines / (gbase * DRIVE * normalisation * (tau - rise)))
 
 
 def _q(value: float, unit: str) -> str:
@@ -123,6 +137,7 @@ def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture
         net.input_lists.append(inputs)
     gbase = 1e-9
     delays = cfg.delay_steps()
+    per_ampere = [charge_weight(syn.tau, dt, gbase) for syn in cfg.synapses.types()]
     for name, syn in zip(CLASSES, cfg.synapses.types()):
         erev = nr.Vrest - DRIVE if name[0] == "I" else nr.Vrest + DRIVE
         doc.blocking_plastic_synapses.append(neuroml.BlockingPlasticSynapse(
@@ -146,7 +161,7 @@ def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture
             id=len(proj.connection_wds),
             pre_cell_id=f"../pop_{key[0]}/{index_in_group[pre[s]]}/cell_{key[0]}",
             post_cell_id=f"../pop_{key[1]}/{index_in_group[post[s]]}/cell_{key[1]}",
-            weight=float(abs(weight[s]) / (gbase * DRIVE)), delay=_q(delays[key[2]] * dt, "s")))
+            weight=float(abs(weight[s]) * per_ampere[key[2]]), delay=_q((delays[key[2]] + 1) * dt, "s")))
     doc.networks.append(net)
     buf = _Buffer()
     NeuroMLWriter.write(doc, buf)
