@@ -36,6 +36,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 from typing import Mapping
+from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
@@ -89,6 +90,48 @@ def epoch_connectivity(cfg, arrays: Mapping[str, np.ndarray], epoch: int | None)
     return conn.pre, conn.post, conn.W
 
 
+def cell_types(culture) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(types: rows of inhibitory, threshold, reset, refractory steps; each neuron's type; its
+    index within its type's population)."""
+    keys = np.stack([culture.inhibitory, culture.vthresh, culture.vreset, culture.trefract], 1)
+    groups, group_of = np.unique(keys, axis=0, return_inverse=True)
+    group_of = group_of.ravel()
+    index_in_group = np.zeros(culture.n, np.int64)
+    for g in range(len(groups)):
+        members = np.flatnonzero(group_of == g)
+        index_in_group[members] = np.arange(members.size)
+    return groups, group_of, index_in_group
+
+
+def to_lems(cfg, nml_name: str, network_id: str = "culture", spikes_file: str = "spikes.dat") -> str:
+    """A LEMS simulation of the written network (``jnml LEMS_x.xml``, or pyNeuroML's NEURON
+    export): one epoch (``run.epoch_seconds``) at the run's dt split into sub-steps of at most a
+    third of the shortest synaptic rise time (forward Euler stays stable and accurate), every
+    neuron's spikes to ``spikes_file`` as (time, neuron index on the grid)."""
+    from app.sims.network.model import build_culture
+    culture = build_culture(cfg)
+    _, group_of, index_in_group = cell_types(culture)
+    shortest_rise = min(syn.tau for syn in cfg.synapses.types()) * RISE_FRACTION
+    substeps = int(np.ceil(cfg.run.dt / (shortest_rise / 3.0)))
+    selections = "\n".join(
+        f'      <EventSelection id="{i}" select="pop_{g}/{k}/cell_{g}" eventPort="spike"/>'
+        for i, (g, k) in enumerate(zip(group_of, index_in_group)))
+    length, step = _q(cfg.run.epoch_seconds, "s"), _q(cfg.run.dt / substeps, "s")
+    return f"""<Lems>
+  <!-- The exported network: one epoch, every neuron's spikes (time in s, neuron index) -->
+  <Target component="sim"/>
+  <Include file="NeuroML2CoreTypes.xml"/>
+  <Include file="Simulation.xml"/>
+  <Include file={quoteattr(nml_name)}/>
+  <Simulation id="sim" length="{length}" step="{step}" target="{network_id}_net">
+    <EventOutputFile id="spikes" fileName={quoteattr(spikes_file)} format="TIME_ID">
+{selections}
+    </EventOutputFile>
+  </Simulation>
+</Lems>
+"""
+
+
 def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture",
                epoch: int | None = None) -> str:
     """The NeuroML2 document (XML text) of run config ``cfg`` with its results ``arrays``
@@ -107,20 +150,16 @@ def to_neuroml(cfg, arrays: Mapping[str, np.ndarray], network_id: str = "culture
         raise ConfigError("the run's config does not rebuild its culture (inhibitory neurons differ)")
     nr, dt = cfg.neuron, cfg.run.dt
     doc = neuroml.NeuroMLDocument(id=network_id, notes="Cultured network simulated by BioGPU Studio.")
-    keys = np.stack([culture.inhibitory, culture.vthresh, culture.vreset, culture.trefract], 1)
-    groups, group_of = np.unique(keys, axis=0, return_inverse=True)
-    group_of = group_of.ravel()
+    groups, group_of, index_in_group = cell_types(culture)
     net = neuroml.Network(id=f"{network_id}_net", type="networkWithTemperature", temperature="37degC")
-    index_in_group = np.zeros(culture.n, np.int64)
     x, y = culture.positions()
-    for g, (inh, vth, vre, tref) in enumerate(groups):
+    for g, (inh, vth, vre, tref) in enumerate(groups):     # C in nF: jLEMS reads "3e-08F" as a Java float
         cell_id = f"cell_{g}"
-        doc.iaf_ref_cells.append(neuroml.IafRefCell(
+        doc.iaf_ref_cells.append(neuroml.IafRefCell(    # refractory: the spike's step and tref more
             id=cell_id, leak_reversal=_q(nr.Vrest, "V"), thresh=_q(vth, "V"), reset=_q(vre, "V"),
-            C=_q(nr.Cm, "F"), leak_conductance=_q(1.0 / nr.Rm, "S"), refract=_q(tref * dt, "s"),
+            C=_q(nr.Cm * 1e9, "nF"), leak_conductance=_q(1.0 / nr.Rm, "S"), refract=_q((tref + 1) * dt, "s"),
             notes="inhibitory" if inh else "excitatory"))
         members = np.flatnonzero(group_of == g)
-        index_in_group[members] = np.arange(members.size)
         pop = neuroml.Population(id=f"pop_{g}", component=cell_id, size=int(members.size), type="populationList")
         for k, i in enumerate(members):
             where = neuroml.Location(x=float(x[i]), y=float(y[i]), z=0.0)
@@ -175,19 +214,27 @@ class _Buffer(io.StringIO):
         pass
 
 
+def lems_path(out: str | Path) -> Path:
+    """The LEMS simulation written beside the NeuroML2 file ``out``: ``LEMS_<name>.xml``."""
+    return Path(out).with_name(f"LEMS_{Path(out).stem}.xml")
+
+
 def write_run(cfg, arrays: Mapping[str, np.ndarray], out: str | Path, epoch: int | None = None) -> Path:
     """A finished run of ``cfg`` (its results ``arrays``) as a validated NeuroML2 file, with
-    the connectivity of ``epoch`` (None: the end of the run)."""
+    the connectivity of ``epoch`` (None: the end of the run), and beside it the LEMS file
+    that simulates it (:func:`lems_path`)."""
     from app.sims.common.export import validate_neuroml
     from app.sims.common.output import save_text
     if "final_W" not in arrays or "inhibitory" not in arrays:
         raise ConfigError("no finished run to export (its connectivity is written at the end)")
     out = save_text(out, to_neuroml(cfg, arrays, epoch=epoch))
     validate_neuroml(out)
+    save_text(lems_path(out), to_lems(cfg, out.name, spikes_file=f"{out.stem}.spikes.dat"))
     return out
 
 
 def export_run(folder: Path, out: Path, epoch: int | None = None) -> list[Path]:
     """``biogpu export RUN --to neuroml [--epoch N]``: the culture at epoch N (default the end)."""
     from app.sims.common.export import load_results, load_run
-    return [write_run(load_run(folder), load_results(folder), out, epoch)]
+    nml = write_run(load_run(folder), load_results(folder), out, epoch)
+    return [nml, lems_path(nml)]

@@ -41,6 +41,7 @@ def test_network_neuroml_holds_the_run_culture(tmp_path):
                  "--out", str(run), "--no-png"]) == 0
     out = tmp_path / "net.nml"
     assert main(["export", str(run), "--to", "neuroml", "-o", str(out)]) == 0      # validates
+    assert "<Include file=\"net.nml\"/>" in (tmp_path / "LEMS_net.xml").read_text()     # its simulation
     from neuroml.loaders import read_neuroml2_file
     doc = read_neuroml2_file(str(out))
     _, cfg = load_run_config(run / "config.yaml")
@@ -56,7 +57,7 @@ def test_network_neuroml_holds_the_run_culture(tmp_path):
             neuron_of[(pop.id, inst.id)] = i
             assert _si(cell.thresh) == pytest.approx(culture.vthresh[i], rel=1e-12)
             assert _si(cell.reset) == culture.vreset[i]
-            assert _si(cell.refract) == pytest.approx(culture.trefract[i] * cfg.run.dt, rel=1e-12)
+            assert _si(cell.refract) == pytest.approx((culture.trefract[i] + 1) * cfg.run.dt, rel=1e-12)
     assert sorted(neuron_of.values()) == list(range(100))
     syn = {s.id: s for s in doc.blocking_plastic_synapses}
     per_weight = {k: amperes_per_weight(v, cfg.neuron.Vrest, cfg.run.dt) for k, v in syn.items()}
@@ -127,3 +128,42 @@ def test_network_neuroml_at_a_chosen_epoch(tmp_path, capsys):
         np.testing.assert_allclose([g[2] for g in got], [w[2] for w in want], rtol=1e-9)   # quadrature
     assert main(["export", str(run), "--to", "neuroml", "--epoch", "4"]) == 2
     assert "--epoch 4: the run holds epochs 0 (the start) to 3 (its end)" in capsys.readouterr().err
+
+
+NOISE_FREE = ["run.epochs=1", "run.epoch_seconds=0.3", "run.dt=1.0e-5", "growth.start_radius=0.6",
+              "growth.weight_scale=3.0e-7", "neuron.Inoise_min=0.0", "neuron.Inoise_max=0.0",
+              "neuron.Vinit=0.0", "neuron.Iinject=14.0e-9",
+              *(f"synapses.{c}.delay=2.0e-4" for c in ("EE", "EI", "IE", "II"))]
+
+
+@pytest.mark.slow
+def test_jlems_simulates_the_exported_network_like_our_engine(tmp_path):
+    """BIOGPU_JNML_JAR: a noise-free 10x10 culture (360 synapses, starters firing tonically,
+    every neuron recruited into bursts; 10 us steps, whole-step delays) run for 0.3 s by our
+    engine and, exported with its LEMS file, by jLEMS at the same step. Every neuron fires
+    as often in both, and each spike lies within 1 ms of its counterpart, 0.2 ms on average
+    (measured 0.73 ms and 0.10 ms, against interspike intervals of 3 to 32 ms): the remaining
+    differences are the NeuroML synapse's 30-us rise and forward Euler against the engines'
+    exact exponentials, which move threshold crossings most where the voltage creeps up."""
+    import os
+    import shutil
+    import subprocess
+    jar = os.environ.get("BIOGPU_JNML_JAR")
+    if not jar or shutil.which("java") is None:
+        pytest.skip("BIOGPU_JNML_JAR is not set or java is missing")
+    run = tmp_path / "run"
+    sets = [a for s in NOISE_FREE for a in ("--set", s)]
+    assert main(["run", str(PRESETS / "network" / "00-development-10x10-fast.yaml"), "--backend", "cpu",
+                 *sets, "--out", str(run), "--no-png"]) == 0
+    assert main(["export", str(run), "--to", "neuroml", "--epoch", "0", "-o", str(tmp_path / "net.nml")]) == 0
+    subprocess.run(["java", "-Xmx1g", "-jar", jar, "LEMS_net.xml", "-nogui"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=900)
+    theirs = np.loadtxt(tmp_path / "net.spikes.dat", ndmin=2)
+    data = np.load(run / "results.npz")
+    ours_t, ours_n = data["spike_times"], data["spike_neurons"]
+    assert ours_t.size > 300 and np.unique(ours_n).size == 100          # a network, not just starters
+    their_n = theirs[:, 1].astype(int)
+    np.testing.assert_array_equal(np.bincount(their_n, minlength=100), np.bincount(ours_n, minlength=100))
+    shifts = np.concatenate([np.sort(theirs[their_n == i, 0]) - ours_t[ours_n == i] for i in range(100)])
+    print(f"jLEMS - ours: max |dt| {np.abs(shifts).max() * 1e3:.3f} ms, mean |dt| {np.abs(shifts).mean() * 1e3:.3f} ms")
+    assert np.abs(shifts).max() <= 1e-3 and np.abs(shifts).mean() <= 2e-4
