@@ -9,7 +9,8 @@ which gives the run's own connectivity exactly (the last epoch is the run's ``fi
 Cells: one ``iafRefCell`` per distinct (inhibitory, threshold, reset, refractory period) set
 (starter neurons draw their thresholds, so each starter is its own cell type), with
 ``C = Cm``, ``leakConductance = 1/Rm``, ``leakReversal = Vrest``: the same leaky integrator
-as the engines. The constant injected current ``Iinject`` is a ``pulseGenerator`` lasting the
+as the engines, and the refractory period the engines hold a neuron at reset (the spike's
+step and ``Trefract`` after it). The constant injected current ``Iinject`` is a ``pulseGenerator`` lasting the
 run, given to every neuron. Each cell type is a ``populationList`` whose instances sit at the
 neurons' grid positions (x, y, 0; one grid unit per NeuroML length unit).
 
@@ -29,6 +30,8 @@ the charge, so the peak is 4.5 % below the engines'). Not written: the noise cur
 no Gaussian white-noise input), the initial voltage ``Vinit`` (an ``iafRefCell`` starts at
 its leak reversal), the growth of the neurites (the connections are those of one epoch).
 Refused, by name: more than :data:`MAX_CONNECTIONS` synapses, an epoch the run does not hold.
+
+:func:`to_lems` writes the LEMS simulation of the file (one epoch, every neuron's spikes).
 """
 
 from __future__ import annotations
@@ -104,10 +107,10 @@ def cell_types(culture) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def to_lems(cfg, nml_name: str, network_id: str = "culture", spikes_file: str = "spikes.dat") -> str:
-    """A LEMS simulation of the written network (``jnml LEMS_x.xml``, or pyNeuroML's NEURON
-    export): one epoch (``run.epoch_seconds``) at the run's dt split into sub-steps of at most a
-    third of the shortest synaptic rise time (forward Euler stays stable and accurate), every
-    neuron's spikes to ``spikes_file`` as (time, neuron index on the grid)."""
+    """A LEMS simulation of the written network (``jnml LEMS_x.xml``): one epoch
+    (``run.epoch_seconds``) at the run's dt split into sub-steps of at most a third of the
+    shortest synaptic rise time (forward Euler stays stable and accurate), every neuron's
+    spikes to ``spikes_file`` as (time, neuron index on the grid)."""
     from app.sims.network.model import build_culture
     culture = build_culture(cfg)
     _, group_of, index_in_group = cell_types(culture)
