@@ -71,23 +71,23 @@ def epoch_connectivity(cfg, arrays: Mapping[str, np.ndarray], epoch: int | None)
     the epochs the run holds when it does not hold this one."""
     from app.sims.network.model import Constants, build_culture, connectivity
     done = np.asarray(arrays.get("epoch_mean_rate", []), float).size
-    if epoch is None or (epoch == done and "epoch_radius" not in arrays):
+    if epoch is None or epoch == done:
         return (np.asarray(arrays["final_W_pre"], np.int64), np.asarray(arrays["final_W_post"], np.int64),
                 np.asarray(arrays["final_W"], float))
     if "epoch_radius" not in arrays:
         raise ConfigError(f"--epoch {epoch}: this run folder keeps only the connectivity at the end "
                           f"(epoch {done}); runs written by this version keep every epoch")
     radii = np.asarray(arrays["epoch_radius"], float)
-    if not 0 <= epoch <= radii.shape[0]:
-        raise ConfigError(f"--epoch {epoch}: the run holds epochs 0 (the start) to {radii.shape[0]} "
-                          f"(its end)")
+    if not 0 <= epoch <= done:
+        raise ConfigError(f"--epoch {epoch}: the run holds epochs 0 (the start) to {done} (its end)")
     culture = build_culture(cfg)
     radius = np.full(culture.n, cfg.growth.start_radius) if epoch == 0 else radii[epoch - 1]
     if not np.isfinite(radius).all():
         kept = np.flatnonzero(np.isfinite(radii).all(axis=1)) + 1
+        held = (f"its end (epoch {done})" if kept.size == 0 else f"epoch {kept.min()}" if kept.size == 1
+                else f"epochs {kept.min()} to {kept.max()}")
         raise ConfigError(f"--epoch {epoch}: the run was resumed from a checkpoint that did not keep "
-                          f"this epoch; it holds epoch 0 and epochs {kept.min()} to {kept.max()}"
-                          if kept.size else f"--epoch {epoch}: the run holds only epoch 0 and its end")
+                          f"this epoch; it holds epoch 0 and {held}")
     conn = connectivity(culture.width, culture.height, radius, culture.inhibitory,
                         Constants.from_config(cfg).weight_scale)
     return conn.pre, conn.post, conn.W

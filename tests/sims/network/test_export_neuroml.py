@@ -167,3 +167,24 @@ def test_jlems_simulates_the_exported_network_like_our_engine(tmp_path):
     shifts = np.concatenate([np.sort(theirs[their_n == i, 0]) - ours_t[ours_n == i] for i in range(100)])
     print(f"jLEMS - ours: max |dt| {np.abs(shifts).max() * 1e3:.3f} ms, mean |dt| {np.abs(shifts).mean() * 1e3:.3f} ms")
     assert np.abs(shifts).max() <= 1e-3 and np.abs(shifts).mean() <= 2e-4
+
+
+def test_epochs_a_run_folder_does_not_keep_are_refused_naming_those_it_does():
+    """Old run folders keep only their end; a run resumed from an old checkpoint lacks the
+    epochs before the resume (NaN rows)."""
+    from app.sims.common.config import ConfigError
+    from app.sims.network.export_neuroml import epoch_connectivity
+    _, cfg = load_run_config(PRESETS / "network" / "00-development-10x10-fast.yaml")
+    end = {"final_W_pre": np.array([0]), "final_W_post": np.array([1]), "final_W": np.array([2.0e-9]),
+           "epoch_mean_rate": np.zeros(3)}
+    assert epoch_connectivity(cfg, end, 3)[2].tolist() == [2.0e-9]          # its end is held
+    with pytest.raises(ConfigError, match="keeps only the connectivity at the end .epoch 3."):
+        epoch_connectivity(cfg, end, 1)
+    resumed = {**end, "epoch_radius": np.vstack([np.full((2, 100), np.nan), np.full((1, 100), 0.9)])}
+    with pytest.raises(ConfigError, match="did not keep this epoch; it holds epoch 0 and epoch 3$"):
+        epoch_connectivity(cfg, resumed, 2)
+    assert epoch_connectivity(cfg, resumed, 0)[0].size == 0                  # radius 0.4: no overlap
+    unkept = {**end, "epoch_radius": np.full((3, 100), np.nan)}
+    with pytest.raises(ConfigError, match="it holds epoch 0 and its end .epoch 3.$"):
+        epoch_connectivity(cfg, unkept, 1)
+    assert epoch_connectivity(cfg, unkept, 3)[2].tolist() == [2.0e-9]
