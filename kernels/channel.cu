@@ -313,11 +313,9 @@ __device__ __forceinline__ float recorded_steps(const double* E, double* Pd, con
     const float w0 = (float)(drive * o[M]);
     float part = 0.f;
     // pointers stepped (not base + step: that cost 6 integer instructions a sample)
-    const float* __restrict__ tp = target;
     const float* __restrict__ wp = weights;
     float* __restrict__ cp = out;
-#pragma unroll 16
-    for (int step = 0; step < n; ++step) {
+    auto advance = [&](const float t) {
         float Tn[M + 1];
 #pragma unroll
         for (int a = 0; a < M; ++a) {
@@ -330,17 +328,33 @@ __device__ __forceinline__ float recorded_steps(const double* E, double* Pd, con
         for (int a = 0; a < M; ++a) P[a] = Tn[a];
         float r;
         if (single) {
-            r = fmaf(w[0], P[0], -__ldg(tp++));
+            r = fmaf(w[0], P[0], -t);
             if (T) *cp++ = w[0] * P[0];
         } else {
             float current = w0;
 #pragma unroll
             for (int a = 0; a < M; ++a) current = fmaf(w[a], P[a], current);
             if (T) *cp++ = current;
-            r = current - __ldg(tp++);
+            r = current - t;
         }
         part = W ? fmaf(__ldg(wp++) * r, r, part) : fmaf(r, r, part);
+    };
+    // The target (the same address in every thread) four points a load once 16-byte aligned:
+    // one load instruction a sample was a seventh of the loop's issue slots.
+    const float* __restrict__ tp = target;
+    const int head = min(n, (int)(((16u - ((unsigned)(size_t)tp & 15u)) & 15u) >> 2));
+#pragma unroll 1
+    for (int k = 0; k < head; ++k) advance(__ldg(tp++));
+    const int quads = (n - head) >> 2;
+    const float4* __restrict__ tq = reinterpret_cast<const float4*>(tp);
+#pragma unroll 4
+    for (int k = 0; k < quads; ++k) {
+        const float4 t = __ldg(tq++);
+        advance(t.x); advance(t.y); advance(t.z); advance(t.w);
     }
+    tp = reinterpret_cast<const float*>(tq);
+#pragma unroll 1
+    for (int k = head + 4 * quads; k < n; ++k) advance(__ldg(tp++));
     double rest = 1.0;
 #pragma unroll
     for (int a = 0; a < M; ++a) { q[a] = (double)P[a]; rest -= q[a]; }
