@@ -2,15 +2,17 @@
 same kernel with every recorded segment cut to zero steps (rates, exponentials and steady
 states only), the breeding kernel and the device median, each timed with CUDA events.
 
-Run in a source tree on the GPU machine: ``python scripts/channel_profile.py [population]``.
-Prints one JSON line; it writes nothing.
+Run in a source tree on the GPU machine:
+``python scripts/channel_profile.py [--population N] [--out DIR]``; prints the figures and
+writes ``DIR/channel-profile.json`` (the benchmarks' record format).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -55,4 +57,12 @@ def main(population: int) -> dict:
 
 
 if __name__ == "__main__":
-    print("PROFILE " + json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_120_000)), flush=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--population", type=int, default=1_120_000)
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    args = parser.parse_args()
+    from app.sims.common.bench_record import save_bench
+
+    row = main(args.population)
+    print(json.dumps(row), flush=True)
+    print(f"wrote {save_bench('channel-profile', {'cases': [row]}, args.out)}")
