@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
 MAX_COLUMNS = 9
+# a performance page's records when its name is not theirs: the cpu page shows every CPU case
+RECORDS_OF_PAGE = {"sweeps": "sweep", "startup": "startup"}
 
 
 def load(results_dir: Path) -> dict[str, list[dict]]:
@@ -152,9 +154,11 @@ def _case_domain(case: dict) -> str:
     return case.get("domain") or case["case"].split("-")[0]
 
 
-def domain_block(records: dict[str, list[dict]], domain: str) -> str:
-    """A performance page's block: the newest comparison row of each of ``domain``'s cases on each
-    device, then the domain's own bench records, each naming its file."""
+def domain_block(records: dict[str, list[dict]], page: str) -> str:
+    """A performance page's block: the newest comparison row of each of the page's cases on each
+    device (the domain's, or every CPU case for ``cpu``), then the page's own bench records
+    (``<domain>`` or ``<domain>-...``), each naming its file."""
+    domain = RECORDS_OF_PAGE.get(page, page)
     rows, own = [], []
     for folder, docs in records.items():
         newest: dict[str, list] = {}
@@ -162,7 +166,7 @@ def domain_block(records: dict[str, list[dict]], domain: str) -> str:
             device = doc["environment"].get("device") or folder
             if doc["benchmark"] == "compare":
                 for c in doc["results"].get("cases", []):
-                    if _case_domain(c) == domain and c["current_seconds"]:
+                    if domain in (_case_domain(c), c.get("device")) and c["current_seconds"]:
                         reference = (_median(c["reference_seconds"]) + f" ({doc['results'].get('reference', '?')})"
                                      if c["reference_seconds"] else "-")
                         newest[c["case"]] = [c["case"], c["unit"], device, _median(c["current_seconds"]), reference,
