@@ -169,7 +169,8 @@ def domain_block(records: dict[str, list[dict]], page: str) -> str:
                     if domain in (_case_domain(c), c.get("device")) and c["current_seconds"]:
                         reference = (_median(c["reference_seconds"]) + f" ({doc['results'].get('reference', '?')})"
                                      if c["reference_seconds"] else "-")
-                        newest[c["case"]] = [c["case"], c["unit"], device, _median(c["current_seconds"]), reference,
+                        where = f"{device} host CPU" if c.get("device") == "cpu" else device
+                        newest[c["case"]] = [c["case"], c["unit"], where, _median(c["current_seconds"]), reference,
                                              f"{c['ratio']:.3f}" if "ratio" in c else "-",
                                              f"{doc['environment'].get('commit', '?')}, {_date(doc)[:10]}",
                                              f"`benchmarks/{doc['file']}`"]
