@@ -167,6 +167,20 @@ def estimate_seconds(domain: str, cfg: Any, backend: str,
     return amount / rate if rate and amount > 0 else None
 
 
+def sweep_seconds(domain: str, configs: list[Any], backend: str,
+                  rates: Mapping[str, float] | None = None) -> tuple[float, int]:
+    """(seconds, unmeasured): the sum of :func:`estimate_seconds` over a sweep's point configs
+    run one after another here, and how many points have no estimate (not in the sum)."""
+    total, unmeasured = 0.0, 0
+    for cfg in configs:
+        seconds = estimate_seconds(domain, cfg, backend, rates)
+        if seconds is None:
+            unmeasured += 1
+        else:
+            total += seconds
+    return total, unmeasured
+
+
 def format_duration(seconds: float) -> str:
     """'about 40 s', 'about 7 min', 'about 3.5 h', 'about 2 days'."""
     return "about " + _short(seconds)
