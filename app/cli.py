@@ -264,12 +264,17 @@ def _check_preset_name(config: str) -> None:
 def _expected(name: str, cfg, backend: str) -> tuple[float, float] | None:
     """The run's expected wall seconds (printed before it starts), or None."""
     from app.sims.common.estimate import estimate_range, format_range
+    from app.sims.common.memory import describe
+    from app.sims.common.session import memory_estimate
     from app.sims.common.warmup import has_compiled_engine, key_of, service
 
     cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
     expected = estimate_range(name, cfg, backend, cold=cold)
     print(f"expected: {format_range(*expected)}" if expected else
           "expected: no estimate (this model was not measured on this engine)")
+    need = memory_estimate(cfg, backend)
+    if need is not None:
+        print(f"memory: {describe(need, backend)}", flush=True)
     return expected
 
 
