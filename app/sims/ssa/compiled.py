@@ -26,8 +26,8 @@ from app.compute.jit import generated_module
 from app.sims.common.engine import choose
 from app.sims.ssa import events
 from app.sims.ssa.cpu import CpuEnsemble
-from app.sims.ssa.engine import (BUDGET_GROWTH, FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, CountOverflow, EnsembleEngine,
-                                 IntervalStats, TooManyFirings, host_stats)
+from app.sims.ssa.engine import (BUDGET_GROWTH, FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, CountOverflow,
+                                 EnsembleEngine, IntervalStats, TooManyFirings, host_stats)
 from app.sims.ssa.model import Network
 
 INT64_MAX = 2**63 - 1

@@ -29,8 +29,8 @@ from numba import njit, prange, uint64
 
 from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words, unit_float64
-from app.sims.ssa.engine import (BUDGET_GROWTH, FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, EnsembleEngine, IntervalStats,
-                                 TooManyFirings, host_stats)
+from app.sims.ssa.engine import (BUDGET_GROWTH, FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, EnsembleEngine,
+                                 IntervalStats, TooManyFirings, host_stats)
 from app.sims.ssa.model import Network
 
 N_CRITICAL = 10
