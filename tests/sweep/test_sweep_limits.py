@@ -22,7 +22,7 @@ from app.sweep.spec import MAX_POINTS
 SWEEP = Path(__file__).resolve().parents[2] / "resources" / "sweeps" / "ssa-dimerization-c2.yaml"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(derandomize=True, max_examples=40, deadline=None)
 @given(workers=st.one_of(st.integers(-10**6, 0), st.integers((os.cpu_count() or 1) + 1, 10**6)))
 def test_worker_counts_out_of_range_are_refused(workers):
     with pytest.raises(ConfigError, match=f"--workers {workers}: a local cluster runs from 1 to") as info:
