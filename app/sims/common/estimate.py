@@ -41,7 +41,7 @@ WORK: dict[str, tuple[Callable[[Any], float], str, tuple[str, ...]]] = {
     "network": (lambda c: c.culture.width * c.culture.height * c.run.epochs * c.run.epoch_seconds,
                 "neuron-seconds", ("culture.width", "culture.height", "run.epochs")),
     "epidermis": (lambda c: c.tissue.cells * c.tissue.elements * c.run.steps, "element-steps",
-                  ("run.steps",)),
+                  ("run.steps", "tissue.cells")),
 }
 IGNORED = ("name", "description", "checkpoint", "resume", "seed")   # never change the rate
 

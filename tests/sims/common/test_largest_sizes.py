@@ -129,3 +129,15 @@ def test_the_largest_channel_population_is_refused_for_its_work():
     with pytest.raises(ConfigError, match=r"4,000,000 individuals x 12,500 recorded points") as info:
         preflight(dom, cfg, "cpu")
     assert info.value.path == ("ga", "population")
+
+
+def test_the_largest_epidermis_of_a_measured_class_gets_its_time_up_front(tmp_path, capsys, monkeypatch):
+    """The cell count only sizes the work: the lesson's measured rate gives 2,000,000 cells an
+    estimate of days before anything runs (here then refused for memory)."""
+    from app.cli import main
+
+    monkeypatch.setenv("BIOGPU_MEMORY_LIMIT", "16M")
+    assert main(["run", "lesson-first-divisions", "--backend", "cpu", "--set", "tissue.cells=2000000",
+                 "--out", str(tmp_path / "out"), "--no-png"]) == 2
+    out = capsys.readouterr().out
+    assert "expected: " in out and " days" in out.split("expected: ")[1].splitlines()[0], out
