@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.sims.common.progress import SetupProgress
+
 # Mean neighbour spacing of the unit level-L sphere is about 1.8/2^L... measured, not assumed:
 # see Mesh.spacing. The default radius gives a mean spacing of 0.2 mm at level 7.
 DEFAULT_SPACING_MM = 0.2
@@ -97,7 +99,9 @@ def icosphere(level: int, radius_mm: float | None = None) -> Mesh:
                       [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5], [2, 4, 11], [6, 2, 10],
                       [8, 6, 7], [9, 8, 1]], np.int64)
     verts /= np.linalg.norm(verts, axis=1, keepdims=True)
-    for _ in range(level):
+    report = SetupProgress(f"building the level-{level} sphere", level + 2)   # + edges, neighbours
+    for done in range(level):
+        report(done)
         e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
         e.sort(axis=1)
         uniq, inverse = np.unique(e, axis=0, return_inverse=True)
@@ -111,6 +115,7 @@ def icosphere(level: int, radius_mm: float | None = None) -> Mesh:
         a, b, c = faces[:, 0], faces[:, 1], faces[:, 2]
         faces = np.concatenate([np.stack([a, m01, m20], 1), np.stack([b, m12, m01], 1),
                                 np.stack([c, m20, m12], 1), np.stack([m01, m12, m20], 1)])
+    report(level)
     edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     edges.sort(axis=1)
     edges = np.unique(edges, axis=0)
@@ -118,6 +123,7 @@ def icosphere(level: int, radius_mm: float | None = None) -> Mesh:
     if radius_mm is None:
         radius_mm = DEFAULT_SPACING_MM / unit_len.mean()
     pos = verts * radius_mm
+    report(level + 1)
     nbr, inv = _pad_neighbours(len(pos), edges, unit_len * radius_mm, width=6)
     return Mesh("sphere", pos, nbr, inv, faces=faces.astype(np.int32))
 

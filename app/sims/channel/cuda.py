@@ -186,9 +186,15 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
         self.pop, self.spare = self.spare, self.pop
 
     def individual(self, index: int) -> np.ndarray:
+        """Parameters of one individual: a column of the population, in one strided copy."""
         out = np.empty(self.model.n_params, np.float32)
-        for k in range(self.model.n_params):
-            self.cuda.memcpy_dtoh(out[k:k + 1], int(self.pop.gpudata) + 4 * (k * self.size + index))
+        copy = self.cuda.Memcpy2D()
+        copy.set_src_device(int(self.pop.gpudata) + 4 * index)
+        copy.src_pitch = 4 * self.size
+        copy.set_dst_host(out)
+        copy.dst_pitch = copy.width_in_bytes = 4
+        copy.height = self.model.n_params
+        copy(aligned=False)
         return out.astype(np.float64)
 
     def state(self) -> dict[str, np.ndarray]:

@@ -31,6 +31,7 @@ from app.compute.jit import parallel_guard
 from app.sims.common.checkpoint import check_target, read_checkpoint, write_checkpoint
 from app.sims.common.config import ConfigError, dump_yaml, to_plain
 from app.sims.common.output import RunFolder
+from app.sims.common.progress import SetupStopped, stoppable
 from app.sims.common.provenance import input_files
 from app.sims.common.simulation import Domain, Frame, Simulation
 from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_change
@@ -190,11 +191,15 @@ class Session:
         module = self.domain.load()
         self.started_at = time.time()
         started = time.perf_counter()
-        with backend_context(self.backend, self.device_index):
+        with backend_context(self.backend, self.device_index), stoppable(self._stop):
             if self.cfg is not None:
                 preflight(self.domain, self.cfg, self.backend)
             self.engine = self._start_backend()
-            sim = self._build(module, self.engine)
+            try:
+                sim = self._build(module, self.engine)
+            except SetupStopped:          # Stop during a long setup: nothing ran, nothing to keep
+                self.stopped = True
+                return None
             if self.engine == "cpu" and self.backend == "cpu" and has_compiled_engine(self.domain.name):
                 service().mark_ready(key_of(self.domain.name, self.cfg if self._checkpoint is None else None),
                                      getattr(getattr(sim, "engine", None), "compile_seconds", 0.0))
@@ -211,8 +216,12 @@ class Session:
                     if self._handing:
                         sim = self._maybe_hand_over(module, sim, started)
                     target = self._replay[0].at if self._replay else None
-                    with parallel_guard():
-                        frame = sim.advance() if target is None else sim.advance(until=target)
+                    try:
+                        with parallel_guard():
+                            frame = sim.advance() if target is None else sim.advance(until=target)
+                    except SetupStopped:  # Stop inside a long slice: the state before it is kept
+                        self.stopped = True
+                        break
                     if self.events:
                         frame = replace(frame, events=self.events)
                     preparing = self.preparing
@@ -301,6 +310,13 @@ def steerables_of(cfg: Any) -> tuple[Steerable, ...]:
     return () if declared is None else tuple(declared(cfg))
 
 
+def memory_estimate(cfg: Any, backend: str) -> Any:
+    """The run's :class:`app.sims.common.memory.MemoryEstimate` (``estimate_memory`` of the
+    module that defines the config class), or None where the domain has none."""
+    estimate = getattr(importlib.import_module(type(cfg).__module__), "estimate_memory", None)
+    return None if estimate is None else estimate(cfg, backend)
+
+
 def preflight(domain: Domain, cfg: Any, backend: str) -> None:
     """Checks before anything is allocated: the memory the run needs (``estimate_memory`` of
     the module that defines the config class) against what is free, then that module's
@@ -309,9 +325,9 @@ def preflight(domain: Domain, cfg: Any, backend: str) -> None:
     from app.sims.common.memory import check_fits
 
     config = importlib.import_module(type(cfg).__module__)
-    estimate = getattr(config, "estimate_memory", None)
-    if estimate is not None:
-        check_fits(estimate(cfg, backend), backend, f"this {domain.name} run")
+    need = memory_estimate(cfg, backend)
+    if need is not None:
+        check_fits(need, backend, f"this {domain.name} run")
     target = getattr(getattr(cfg, "run", None), "checkpoint", "")
     if target:
         check_target(target)
@@ -368,6 +384,6 @@ def run_headless(domain: Domain, cfg: Any, backend: str, out_dir: str | Path | N
             log.warning("the run failed; what it had is in %s", out_dir)
         raise
     log.info("run finished in %.2f s", time.perf_counter() - start)
-    if out_dir is not None:
+    if out_dir is not None and (session.summary or not session.stopped):
         write(out_dir)
     return session

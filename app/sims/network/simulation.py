@@ -78,6 +78,7 @@ class NetworkSimulation(Simulation):
         self.wall = 0.0
         self.history = {k: [] for k in ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses",
                                        "epoch_bursts_per_minute", "epoch_wall_seconds")}
+        self.epoch_radius: list[np.ndarray] = []    # radii after each epoch's growth (its connectivity)
         self.spikes: list[tuple[np.ndarray, np.ndarray]] = []
         self.n_spikes_dropped = 0
         self.recent: deque[tuple[np.ndarray, np.ndarray]] = deque()
@@ -160,6 +161,7 @@ class NetworkSimulation(Simulation):
         cfg = self.cfg
         rates = self.engine.grow(cfg.run.epoch_seconds)
         radius = self.engine.radius()
+        self.epoch_radius.append(radius)
         threshold = cfg.analysis.burst_fraction * self.culture.n
         bursts = detect_bursts(self.pop, threshold)
         h = self.history
@@ -271,7 +273,12 @@ class NetworkSimulation(Simulation):
         return {**config_state(self.cfg), **steering_state(self.steered), "epoch": np.int64(self.epoch),
                 "step_in_epoch": np.int64(self.step_in_epoch), "wall": np.float64(self.wall),
                 "pop": self.pop, "rate": self.rate, "spike_steps": steps, "spike_neurons": neurons,
-                **hist, **engine_state(self.engine)}
+                "epoch_radius": self._epoch_radius(), **hist, **engine_state(self.engine)}
+
+    def _epoch_radius(self) -> np.ndarray:
+        """(epochs done, N): each epoch's radii after its growth; NaN rows for epochs run
+        before a resume from a checkpoint that did not keep them."""
+        return np.array(self.epoch_radius, np.float64).reshape(len(self.epoch_radius), self.culture.n)
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ (fast enough to write every epoch), written
@@ -299,6 +306,10 @@ class NetworkSimulation(Simulation):
         for k in sim.history:
             values = np.asarray(state[f"hist_{k}"])
             sim.history[k] = [int(v) for v in values] if k == "epoch_synapses" else [float(v) for v in values]
+        kept = np.asarray(state.get("epoch_radius", np.zeros((0, sim.culture.n))), np.float64)
+        kept = kept[kept.shape[0] - min(sim.epoch, kept.shape[0]):]
+        missing = np.full((sim.epoch - kept.shape[0], sim.culture.n), np.nan)
+        sim.epoch_radius = list(np.concatenate([missing, kept]))
         steps = np.asarray(state["spike_steps"], np.int64)
         if steps.size:
             sim.spikes = [(steps, np.asarray(state["spike_neurons"], np.int32))]
@@ -323,7 +334,7 @@ class NetworkSimulation(Simulation):
         arrays = {
             "spike_times": steps * self.cfg.run.dt, "spike_neurons": neurons,
             **{k: np.asarray(v) for k, v in self.history.items()},
-            "final_radius": self.engine.radius(),
+            "final_radius": self.engine.radius(), "epoch_radius": self._epoch_radius(),
             "final_W": conn.W, "final_W_pre": conn.pre.astype(np.int32),
             "final_W_post": conn.post.astype(np.int32),
             "inhibitory": self.culture.inhibitory, "starter": self.culture.starter,
@@ -372,6 +383,7 @@ def checkpoint_schema(cfg: NetworkConfig, state: Mapping[str, Any]) -> list[Arra
            ArraySpec("wall", "float", (), 0), ArraySpec("pop", "float", (bins,), 0),
            ArraySpec("rate", "float", (n,), 0), ArraySpec("spike_steps", "int", (spikes,), 0, steps),
            ArraySpec("spike_neurons", "int", (spikes,), 0, n - 1),
+           ArraySpec("epoch_radius", "float", (None, n), 0, optional=True, finite=False),
            ArraySpec("engine_step", "int", (), 0, steps), ArraySpec("engine_V", "float", (n,)),
            ArraySpec("engine_refrac", "int", (n,), 0, 2**31 - 1), ArraySpec("engine_gE", "float", (n,)),
            ArraySpec("engine_gI", "float", (n,)), ArraySpec("engine_hist", "int", (n,), 0),
