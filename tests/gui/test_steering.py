@@ -9,7 +9,7 @@ import pytest
 
 from app.gui.steering import (STEPS, BrushTool, EventMarks, Knob, KnobSlider, SteeringBox, config_values, knob_for,
                               to_position, to_value)
-from app.sims.common.steering import Steerable
+from app.sims.common.steering import Steerable, SteeringEvent
 
 
 @dataclass(frozen=True)
@@ -155,3 +155,26 @@ def test_a_gesture_with_a_value_sets_it_or_clears_it(qtbot):
     with qtbot.waitSignal(box.steered) as signal:
         box.buttons["fixed.k1:clear"].click()
     assert signal.args == ["fixed.k1", None]
+
+
+def test_a_steered_frame_saves_in_a_session_and_comes_back():
+    """A frame's events (SteeringEvent dataclasses) go into a session as checked YAML text."""
+    import numpy as np
+
+    from app.gui.workbench import _decode_frame, _encode_frame
+    from app.sims.common.config import ConfigError
+    from app.sims.ssa.simulation import SSAFrame
+
+    events = (SteeringEvent(3, "rates.birth", 20.0, 10.0, None, 1.5),
+              SteeringEvent(4, "ablate", None, None, {"kind": "brush", "centre": [1.0, 2.0], "radius": 0.5}, 2.0))
+    frame = SSAFrame(progress=0.5, done=False, wall_seconds=1.0, throughput=1.0, throughput_unit="r/s",
+                     events=events, species=("X",), times=np.zeros(2), mean=np.zeros((2, 1)),
+                     std=np.zeros((2, 1)), hist_species=(0,), hist_lo=np.zeros((2, 1), np.int64),
+                     hist_width=np.ones((2, 1), np.int64), hist_counts=np.zeros((2, 1, 4), np.int64),
+                     realizations=8, reactions_fired=0)
+    arrays: dict = {}
+    plain = _encode_frame(frame, "f.", arrays)
+    assert _decode_frame(plain, arrays).events == events
+    plain["fields"]["events"] = {"steering": "- {at: -1, key: x}"}
+    with pytest.raises(ConfigError):
+        _decode_frame(plain, arrays)
