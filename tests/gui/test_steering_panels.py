@@ -112,6 +112,15 @@ def test_ssa_explore_mode_reruns_on_each_move_and_before_run_applies_at_the_star
     mean = ssa.last_frame.mean[-1, 0]
     expected = 4.0 / 0.2 * (1 - math.exp(-0.2 * 5.0))
     assert abs(mean - expected) < 5 * math.sqrt(expected / 512)
+    first = ssa.worker
+    ssa.steering.sliders["rates.birth"].set_to(8.0)                     # the run has ended: a move re-runs
+    assert ssa.worker is not first and ssa.running
+    with qtbot.waitSignal(ssa.worker.run_finished, timeout=180000):
+        pass
+    assert [(e.key, e.at) for e in ssa.worker.session.events] == [("mode", 0), ("rates.birth", 0)]
+    k = ssa.worker.session.events[1].value
+    expected = k / 0.2 * (1 - math.exp(-0.2 * 5.0))
+    assert abs(ssa.last_frame.mean[-1, 0] - expected) < 5 * math.sqrt(expected / 512)
 
 
 SETTLE_STEPS = 500       # 50 ms: the longest delay (4.8 ms), then the synaptic currents (3-6 ms) decay

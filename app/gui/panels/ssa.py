@@ -159,8 +159,17 @@ class SSAPanel(Panel):
         self.controls_layout.addWidget(box)
 
     def _steered(self, key: str, value: Any) -> None:
-        if key == "mode":              # explore re-runs on each change: sliders act while dragged
+        """Explore mode: sliders act while dragged, and a change with no run going starts one
+        (an explore run ends with its whole ensemble; the next move re-runs it)."""
+        if key == "mode":
             self.steering.set_live_drag(value == "explore")
+        elif self.exploring and not self.running:
+            self.start_run()
+
+    @property
+    def exploring(self) -> bool:
+        mode = self.steering.choices.get("mode") if self.steering is not None else None
+        return mode is not None and mode.currentText() == "explore"
 
     def steer_values(self, cfg: SSAConfig) -> dict[str, float]:
         """Rate constants and initial counts of a small network (a grid or a large model: none)."""
