@@ -271,3 +271,25 @@ def test_epidermis_a_wound_clicked_on_the_3d_view_closes_and_the_run_replays(win
     assert not shown_errors
     assert inside(epidermis.last_frame) > 0                              # the wound closes
     assert_same_arrays(epidermis.worker.session.arrays, replayed(epidermis, tmp_path, "cpu-reference").arrays)
+
+
+def test_cardiac_the_brush_paints_on_the_sphere_at_the_clicked_cell(window, qtbot, tmp_path, shown_errors):
+    """A click on the sphere (its picked vertex) with the brush paints a 3-D disc centred on
+    that cell, before Run: the step-0 gesture of the next run."""
+    from dataclasses import replace
+
+    from tests.sims.cardiac.test_steering import quiet_sheet
+
+    _, cfg = quiet_sheet()
+    cfg = replace(cfg, mesh=replace(cfg.mesh, kind="sphere", level=2), protocol=replace(cfg.protocol, stimuli=[]),
+                  output=replace(cfg.output, probe_cells=[0]))
+    cardiac = window.select_panel("cardiac")
+    open_text(cardiac, tmp_path, cfg, "sphere")
+    qtbot.waitUntil(lambda: cardiac.mesh is not None and cardiac.mesh.kind == "sphere", timeout=60000)
+    cardiac.tissue.click_action.setCurrentIndex(cardiac.tissue.click_action.findData("paint"))
+    cardiac.brush.choose("ablate", radius=2.0)
+    cardiac.tissue.sphere.cell_clicked.emit(7)                       # what a click on vertex 7 sends
+    ((key, value, region),) = cardiac.pending_steering
+    assert (key, value) == ("ablate", None) and region["radius"] == 2.0
+    assert np.allclose(region["centre"], cardiac.mesh.positions[7]) and len(region["centre"]) == 3
+    assert not shown_errors
