@@ -15,6 +15,7 @@ say "preparing the compiled engine: stage x of y, n s" in their status line.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -127,8 +128,13 @@ class Session:
                 return "cpu-reference"
         return self.backend
 
+    def _guard(self, engine: str) -> contextlib.AbstractContextManager:
+        """:func:`parallel_guard` for an engine that may run numba code; the NumPy reference
+        engine needs none (and so does not import numba before the first frame)."""
+        return contextlib.nullcontext() if engine == "cpu-reference" else parallel_guard()
+
     def _build(self, module: Any, backend: str) -> Simulation:
-        with parallel_guard():
+        with self._guard(backend):
             if self._checkpoint is not None:
                 return module.Simulation.restore(self._checkpoint, backend)
             return module.Simulation.from_config(self.cfg, backend)
@@ -183,7 +189,7 @@ class Session:
                     self._apply_requests(sim)
                     if self._handing:
                         sim = self._maybe_hand_over(module, sim, started)
-                    with parallel_guard():
+                    with self._guard(self.engine):
                         frame = sim.advance()
                     preparing = self.preparing
                     if preparing:
