@@ -6,7 +6,8 @@ on-disk cache. The service does that in the background, in two stages per domain
 1. *compile*: a fresh interpreter (``python -m app.sims.common.warmup DOMAIN [CONFIG]``) calls
    the compiled engine's ``warm_up()`` and, given the run's config, builds that run on ``cpu``
    and advances it once (a cell model, a reaction network or a channel model compiles code of
-   its own), which compiles what the cache lacks and writes it there.
+   its own), which compiles what the cache lacks and writes it there. The helper lowers its
+   own priority (nice 10): on two cores it then never delays the run's first frames.
    A cache that crashes or fails to load (a run killed mid-write left it damaged) is found
    here, in the helper process, never in the application: the helper is run once more with
    numba's cache reads turned off, which rewrites every entry it needs;
@@ -288,4 +289,6 @@ def main(argv: list[str], config_text: str = "") -> int:
 
 
 if __name__ == "__main__":
+    if hasattr(os, "nice"):
+        os.nice(10)        # below the run and the GUI: on two cores the compile must not delay their frames
     sys.exit(main(sys.argv[1:], "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()))
