@@ -1,7 +1,8 @@
 """How long a run will take here: work of the config / this machine's measured rate for the
 same domain, engine and model class, as a range, plus the compile when the engine is cold.
 
-A run's *work* is its domain's size measure (realization·time units, cell-steps, ...). Its
+A run's *work* is its domain's measure of it (reaction events from a model of the run,
+cell-steps, ...); where the work could only be extrapolated the range is wider. Its
 *model class* is everything in the config but its sizes, seeds, names and checkpoint settings:
 a rate is only ever used for configs of the same class (an SBML model's rate says nothing about
 decay-dimerization's). Rates come from finished runs on this machine (the caller's store: the
@@ -12,6 +13,7 @@ No Qt here.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,9 +32,10 @@ def _cardiac_cells(cfg: Any) -> int:
     return 1
 
 
-# domain -> (work of a config, its unit, the config keys that only size the work)
-WORK: dict[str, tuple[Callable[[Any], float], str, tuple[str, ...]]] = {
-    "ssa": (lambda c: c.ensemble.realizations * c.ensemble.t_end, "realization·time units",
+# domain -> (work of a config, its unit, the config keys that only size the work); a work of
+# None: the config module's estimated_work(cfg) measures it (see :func:`sized`)
+WORK: dict[str, tuple[Callable[[Any], float] | None, str, tuple[str, ...]]] = {
+    "ssa": (None, "reaction events",
             ("ensemble.realizations", "ensemble.t_end", "ensemble.samples", "ensemble.snapshot_times")),
     "channel": (lambda c: c.ga.population * c.ga.generations, "evaluations",
                 ("ga.population", "ga.generations")),
@@ -49,8 +52,8 @@ IGNORED = ("name", "description", "checkpoint", "resume", "seed")   # never chan
 # compiled engine warm) on the 2-core VM, and from the README's H100 tables (CUDA), for the
 # model class of the preset named; keyed (domain, engine, preset stem).
 MEASURED: dict[tuple[str, str, str], float] = {
-    ("ssa", "cpu", "00-decay-dimerization"): 740.0,       # 512 x 10 in 6.9 s
-    ("ssa", "cuda", "decay-dimerization-paper"): 2.8e6,   # 65,536 x 10 in 0.235 s
+    ("ssa", "cpu", "00-decay-dimerization"): 2.85e7,      # 512 x 385,200 events in 6.9 s
+    ("ssa", "cuda", "decay-dimerization-paper"): 1.07e11,  # 65,536 x 385,200 events in 0.235 s
     ("channel", "cpu", "00-model-b-surrogate"): 1.9e4,    # Model B, 12,500 points
     ("channel", "cuda", "00-model-b-surrogate"): 1.1e6 * 62.2,
     ("cardiac", "cpu", "03-sheet-spiral-s1s2-ach-small"): 10000 * 15000 / 10.2,
@@ -65,6 +68,7 @@ MEASURED: dict[tuple[str, str, str], float] = {
 COLD_COMPILE: dict[str, float] = {"ssa": 25.0, "channel": 60.0, "cardiac": 40.0, "network": 30.0,
                                   "epidermis": 100.0}
 SPREAD = (0.6, 1.6)        # the range around work / rate: run-to-run and load scatter
+EXTRAPOLATED = (0.3, 3.0)  # the range where the work itself was extrapolated (see :func:`sized`)
 
 
 def engine_kind(backend: str) -> str:
@@ -72,15 +76,27 @@ def engine_kind(backend: str) -> str:
     return "cuda" if backend == "cuda" else "cpu"
 
 
-def work(domain: str, cfg: Any) -> float:
-    """The size of ``cfg`` in its domain's work unit (0 when the domain has no measure)."""
+def sized(domain: str, cfg: Any) -> tuple[float, bool]:
+    """(the size of ``cfg`` in its domain's work unit, whether it was measured rather than
+    extrapolated): the config module's ``estimated_work(cfg)`` where it defines one (a model
+    of the work, e.g. the SSA's reaction events), else :data:`WORK`'s formula; 0 when the
+    domain has no measure."""
     entry = WORK.get(domain)
     if entry is None:
-        return 0.0
+        return 0.0, True
     try:
-        return float(entry[0](cfg))
-    except (AttributeError, TypeError, ValueError):
-        return 0.0
+        formula = entry[0]
+        if formula is None:
+            amount, measured = importlib.import_module(type(cfg).__module__).estimated_work(cfg)
+            return float(amount), bool(measured)
+        return float(formula(cfg)), True
+    except (AttributeError, TypeError, ValueError, ArithmeticError):
+        return 0.0, True
+
+
+def work(domain: str, cfg: Any) -> float:
+    """The size of ``cfg`` in its domain's work unit (see :func:`sized`)."""
+    return sized(domain, cfg)[0]
 
 
 def _drop(data: Any, path: list[str]) -> None:
@@ -104,7 +120,8 @@ def model_class(domain: str, cfg: Any) -> str:
     data = to_plain(cfg)
     for key in WORK.get(domain, (None, None, ()))[2]:
         _drop(data, key.split("."))
-    text = json.dumps(_strip(data), sort_keys=True, default=str)
+    unit = WORK.get(domain, (None, "", ()))[1]      # a rate in another unit is another rate
+    text = json.dumps({"work": unit, "config": _strip(data)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -151,12 +168,13 @@ def estimate_range(domain: str, cfg: Any, backend: str, rates: Mapping[str, floa
     engine still has to compile (its time is added to the high end). None: no rate measured
     for this model class yet."""
     rate = rate_for(domain, cfg, backend, rates)
-    amount = work(domain, cfg)
+    amount, measured = sized(domain, cfg)
     if not rate or amount <= 0:
         return None
     seconds = amount / rate
     extra = COLD_COMPILE.get(domain, 0.0) if cold and engine_kind(backend) == "cpu" else 0.0
-    return SPREAD[0] * seconds, SPREAD[1] * seconds + extra
+    low, high = SPREAD if measured else EXTRAPOLATED
+    return low * seconds, high * seconds + extra
 
 
 def estimate_seconds(domain: str, cfg: Any, backend: str,
