@@ -53,3 +53,17 @@ def test_a_figure_needs_a_record_and_markers_are_optional(tmp_path):
     with pytest.raises(SystemExit, match="not a benchmark record"):
         tables.main(["--root", str(tmp_path)])
 
+
+
+def test_the_first_run_table_is_the_newest_startup_record_with_its_load(tmp_path):
+    (tmp_path / "README.md").write_text(f"a\n{tables.FIRST_BEGIN}\n{tables.FIRST_END}\nb\n")
+    record(tmp_path, "startup", {"target_cold_s": 2.0, "target_warm_s": 1.0, "load_average_before": [3.5, 2, 1],
+                                 "load_average_after": [4.25, 3, 2], "rows": [
+                                     {"panel": "ssa", "front": "cli", "cold_first_frame_s": 0.512,
+                                      "warm_first_frame_s": 0.3, "again_first_frame_s": 0.1},
+                                     {"panel": "epidermis", "front": "gui", "skipped": "3D view needs a display"}]})
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    readme = (tmp_path / "README.md").read_text()
+    assert "| ssa | cli | 0.51 | 0.30 | 0.10 |" in readme and "3D view needs a display" in readme
+    assert "load average (1 min) 3.5 and 4.2 before and after" in readme and "test CPU" in readme
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 0
