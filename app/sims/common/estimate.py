@@ -6,7 +6,7 @@ cell-steps, ...); where the work could only be extrapolated the range is wider. 
 *model class* is everything in the config but its sizes, seeds, names and checkpoint settings:
 a rate is only ever used for configs of the same class (an SBML model's rate says nothing about
 decay-dimerization's). Rates come from finished runs on this machine (the caller's store: the
-GUI's settings) or, for the shipped presets' classes, from :data:`MEASURED` (the 2-core VM).
+GUI's settings) or, for the shipped presets' classes, from :func:`measured_table` (the 2-core VM).
 No Qt here.
 """
 
@@ -48,21 +48,24 @@ WORK: dict[str, tuple[Callable[[Any], float] | None, str, tuple[str, ...]]] = {
 }
 IGNORED = ("name", "description", "checkpoint", "resume", "seed")   # never change the rate
 
-# Work per wall second of whole runs (`python -m app run PRESET --backend cpu`: setup included,
-# compiled engine warm) on the 2-core VM, and from the README's H100 tables (CUDA), for the
-# model class of the preset named; keyed (domain, engine, preset stem).
-MEASURED: dict[tuple[str, str, str], float] = {
-    ("ssa", "cpu", "00-decay-dimerization"): 2.85e7,      # 512 x 385,200 events in 6.9 s
-    ("ssa", "cuda", "decay-dimerization-paper"): 1.07e11,  # 65,536 x 385,200 events in 0.235 s
-    ("channel", "cpu", "00-model-b-surrogate"): 1.9e4,    # Model B, 12,500 points
-    ("channel", "cuda", "00-model-b-surrogate"): 1.1e6 * 62.2,
-    ("cardiac", "cpu", "03-sheet-spiral-s1s2-ach-small"): 10000 * 15000 / 10.2,
-    ("cardiac", "cuda", "01-sphere-paper"): 163842 * 6000 / 0.185,
-    ("network", "cpu", "00-development-10x10-fast"): 100 * 1000 / 8.1,
-    ("network", "cuda", "development-100x100"): 10000 * 58.0,
-    ("epidermis", "cpu", "lesson-first-divisions"): 16 * 20 * 38000 / 12.3,
-    ("epidermis", "cuda", "00-full-100-cells"): 100 * 20 * 130000 / 23.0,
-}
+def measured_table() -> dict[tuple[str, str, str], float]:
+    """Work per wall second of whole runs (setup included, compiled engine warm) for the model
+    class of each preset named, keyed (domain, engine, preset stem): ``rates.json`` in the
+    presets folder (cpu: written by ``scripts/check_estimates.py --calibrate``; cuda: from the
+    README's H100 tables)."""
+    global _table
+    if _table is None:
+        from app.sims.common.simulation import PRESETS
+
+        doc = json.loads((PRESETS / RATES_FILE).read_text(encoding="utf-8"))
+        _table = {(key.partition("/")[0], engine, key.partition("/")[2]): float(rate)
+                  for engine in ("cpu", "cuda") for key, rate in doc.get(engine, {}).get("rates", {}).items()}
+    return _table
+
+
+RATES_FILE = "rates.json"
+_table: dict[tuple[str, str, str], float] | None = None
+
 # First-use compile of the compiled CPU engine with an empty cache (seconds, 2-core VM, loaded:
 # the upper end of the range while the engine is cold; the run goes on meanwhile, slower).
 COLD_COMPILE: dict[str, float] = {"ssa": 25.0, "channel": 60.0, "cardiac": 40.0, "network": 30.0,
@@ -131,14 +134,14 @@ def rate_key(domain: str, cfg: Any, backend: str) -> str:
 
 
 def shipped_rates(domain: str) -> dict[str, float]:
-    """:data:`MEASURED` of ``domain``, keyed by :func:`rate_key` of the presets named there. A
+    """:func:`measured_table` of ``domain``, keyed by :func:`rate_key` of the presets named there. A
     preset this install cannot load (a CellML model without Myokit, as in the desktop bundle)
     gives no rate; only the asked domain's presets are read."""
     from app.sims.common.config import ConfigError
     from app.sims.common.simulation import load_run_config, presets
 
     out = {}
-    for (name, engine, stem), rate in MEASURED.items():
+    for (name, engine, stem), rate in measured_table().items():
         found = [p for p in presets(name) if p.stem == stem] if name == domain else []
         if found:
             try:
