@@ -129,6 +129,8 @@ def page(records: dict[str, list[dict]]) -> str:
         lines += ["No results are committed yet.", ""]
     for folder, docs in records.items():
         device = next((d["environment"].get("device") for d in docs if d["environment"].get("device")), folder)
+        if device == "cpu":                    # a CPU-only record: name the processor
+            device = f"CPU: {docs[0]['environment'].get('cpu') or folder}"
         lines += [f"## {device}", ""]
         for doc in sorted(docs, key=lambda d: (d["benchmark"] != "compare", d["benchmark"])):
             lines += [f"### {doc['benchmark']}", "", f"Measured at {_environment(doc['environment'])}"
