@@ -109,6 +109,22 @@ def startup_table(results: dict) -> list[str]:
             *_table(["panel", "front end", "cold caches (s)", "warm caches (s)", "second run (s)"], rows)]
 
 
+def estimates_table(results: dict) -> list[str]:
+    """``scripts/check_estimates.py``: per shipped preset, estimate against actual on the CPU
+    (a preset longer than the check's limit is run shortened: the size it ran at is named)."""
+    rows = [[r["preset"], r.get("shortened", "as shipped"), r.get("estimate_s"), r.get("actual_s"),
+             r.get("ratio"), r["result"]] for r in results.get("rows", [])]
+    load = [results.get("load_average_before"), results.get("load_average_after")]
+    loads = " and ".join(f"{a[0]:.1f}" for a in load if a)
+    return [f"Estimated against actual wall seconds on the {results.get('engine', 'CPU')} engine, every "
+            f"shipped preset (longer than {results.get('max_seconds', '?')} s: shortened); load average "
+            f"(1 min) {loads or 'not recorded'} before and after:", "",
+            *_table(["preset", "size", "estimate (s)", "actual (s)", "actual / estimate", "result"], rows)]
+
+
+TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table}
+
+
 def _environment(env: dict) -> str:
     parts = [f"commit {env.get('commit', '?')}", env.get("date", "")[:10]]
     if env.get("driver"):
@@ -135,8 +151,7 @@ def page(records: dict[str, list[dict]]) -> str:
         for doc in sorted(docs, key=lambda d: (d["benchmark"] != "compare", d["benchmark"])):
             lines += [f"### {doc['benchmark']}", "", f"Measured at {_environment(doc['environment'])}"
                       f" (`benchmarks/{doc['file']}`).", ""]
-            body = {"compare": compare_table, "startup": startup_table}.get(doc["benchmark"], generic_table)(
-                doc["results"])
+            body = TABLES.get(doc["benchmark"], generic_table)(doc["results"])
             lines += (body or ["(no tabular figures)"]) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
