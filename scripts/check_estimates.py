@@ -84,6 +84,11 @@ def calibrate(domain: str, path: Path, limit: float) -> float | None:
     :data:`SHORTEN`) until one lasts CALIBRATE_SECONDS or is the whole preset."""
     _, full = load_run_config(path)
     factor = FIRST_FACTOR
+    first = shortened(path, domain, full, factor)
+    # untimed: the model's own compiled code (a cell model, a channel kernel) compiles here,
+    # once per model class, as in the first run on a machine; the rate is of later runs
+    if timed_run(domain, first[0] if first is not None else full, limit) is None:
+        return None
     while True:
         short = shortened(path, domain, full, factor) if factor < 1 else None
         cfg = short[0] if short is not None else full
