@@ -2,9 +2,9 @@
 
     python scripts/check_estimates.py [--calibrate] [--max-seconds 10] [--domain ssa] [--out benchmarks/cpu-2core]
 
-``--calibrate`` first measures each preset's rate (work per wall second of a whole run, setup
-included) on a shortened run of the same model class, grown until it lasts CALIBRATE_SECONDS,
-and writes them to ``resources/presets/rates.json`` (the estimates' rates before a machine has
+``--calibrate`` first measures each preset's rate (work per wall second) and setup (seconds
+whatever the size) on shortened runs of the same model class (:func:`calibrate`), and writes
+them to ``resources/presets/rates.json`` (the estimates' rates before a machine has
 run a model class itself); a class whose smallest run takes longer than ``--max-seconds`` gets
 no rate (its estimate says so).
 
@@ -79,38 +79,53 @@ def timed_run(domain: str, cfg: Any, limit: float) -> float | None:
     return None if session.stopped else time.perf_counter() - start
 
 
-def calibrate(domain: str, path: Path, limit: float) -> float | None:
-    """Work per wall second of ``path``'s model class: runs of growing size (the size key of
-    :data:`SHORTEN`) until one lasts CALIBRATE_SECONDS or is the whole preset."""
+def calibrate(domain: str, path: Path, limit: float) -> tuple[float, float] | None:
+    """(work per wall second, setup seconds) of ``path``'s model class: runs of growing size
+    (the size key of :data:`SHORTEN`) until one lasts CALIBRATE_SECONDS, then until a larger
+    one lasts CALIBRATE_SECONDS longer; the two give rate and setup (t = setup + work / rate).
+    Where the whole preset is shorter, its one run gives the rate and no setup."""
     _, full = load_run_config(path)
-    factor = FIRST_FACTOR
-    first = shortened(path, domain, full, factor)
+    first = shortened(path, domain, full, FIRST_FACTOR)
     # untimed: the model's own compiled code (a cell model, a channel kernel) compiles here,
     # once per model class, as in the first run on a machine; the rate is of later runs
     if timed_run(domain, first[0] if first is not None else full, limit) is None:
         return None
+    factor, base = FIRST_FACTOR, None
     while True:
         short = shortened(path, domain, full, factor) if factor < 1 else None
         cfg = short[0] if short is not None else full
         seconds = timed_run(domain, cfg, limit)
         if seconds is None:
             return None
-        if seconds >= CALIBRATE_SECONDS or short is None:
-            return work(domain, cfg) / seconds
-        factor = min(1.0, factor * min(max(2.0, 1.5 * CALIBRATE_SECONDS / max(seconds, 0.01)), 64.0))
+        amount = work(domain, cfg)
+        if base is None and (seconds >= CALIBRATE_SECONDS or short is None):
+            base = (amount, seconds)
+        elif base is not None and (seconds >= base[1] + CALIBRATE_SECONDS or short is None):
+            if amount > base[0] and seconds > base[1]:
+                rate = (amount - base[0]) / (seconds - base[1])
+                setup = seconds - amount / rate
+                if 0.0 <= setup < seconds:
+                    return rate, setup
+            return amount / seconds, 0.0
+        if short is None:
+            return amount / seconds, 0.0
+        target = (base[1] if base else 0.0) + CALIBRATE_SECONDS
+        factor = min(1.0, factor * min(max(2.0, 1.5 * target / max(seconds, 0.01)), 64.0))
 
 
-def write_rates(rates: dict[str, float]) -> Path:
-    """The cpu section of ``rates.json``: these rates, the machine and its load."""
+def write_rates(rates: dict[str, tuple[float, float]]) -> Path:
+    """The cpu section of ``rates.json``: these rates and setups, the machine and its load."""
     from app.compute.cpu_threads import cpu_description
 
     path = PRESETS / RATES_FILE
     doc = json.loads(path.read_text(encoding="utf-8"))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     doc["cpu"] = {"measured_on": f"{cpu_description()}, {datetime.date.today()}, load average {load}",
-                  "rates": {k: float(f"{v:.4g}") for k, v in sorted(rates.items())}}
+                  "rates": {k: float(f"{v[0]:.4g}") for k, v in sorted(rates.items())},
+                  "setup_s": {k: round(v[1], 2) for k, v in sorted(rates.items()) if v[1] > 0}}
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    estimate._table, estimate._shipped = None, {}      # the check below reads the new rates
+    estimate._tables.clear()                             # the check below reads the new rates
+    estimate._shipped.clear()
     return path
 
 
@@ -155,7 +170,8 @@ def main() -> int:
             service().request(name)
             service().wait(name)
     if args.calibrate:
-        rates = {k: v for k, v in json.loads((PRESETS / RATES_FILE).read_text())["cpu"]["rates"].items()
+        cpu = json.loads((PRESETS / RATES_FILE).read_text())["cpu"]
+        rates = {k: (v, cpu.get("setup_s", {}).get(k, 0.0)) for k, v in cpu["rates"].items()
                  if k.partition("/")[0] not in names}
         for name in names:
             for path in presets(name):

@@ -1,5 +1,6 @@
 """How long a run will take here: work of the config / this machine's measured rate for the
-same domain, engine and model class, as a range, plus the compile when the engine is cold.
+same domain, engine and model class (plus its setup), as a range, plus the compile when the
+engine is cold.
 
 A run's *work* is its domain's measure of it (reaction events from a model of the run,
 cell-steps, ...); where the work could only be extrapolated the range is wider. Its
@@ -53,18 +54,27 @@ def measured_table() -> dict[tuple[str, str, str], float]:
     class of each preset named, keyed (domain, engine, preset stem): ``rates.json`` in the
     presets folder (cpu: written by ``scripts/check_estimates.py --calibrate``; cuda: from the
     README's H100 tables)."""
-    global _table
-    if _table is None:
+    return _read_table("rates")
+
+
+def setup_table() -> dict[tuple[str, str, str], float]:
+    """Seconds a run of each class takes whatever its size (setup: a model's import, an initial
+    relaxation), keyed as :func:`measured_table`; a class not named has none."""
+    return _read_table("setup_s")
+
+
+def _read_table(part: str) -> dict[tuple[str, str, str], float]:
+    if part not in _tables:
         from app.sims.common.simulation import PRESETS
 
         doc = json.loads((PRESETS / RATES_FILE).read_text(encoding="utf-8"))
-        _table = {(key.partition("/")[0], engine, key.partition("/")[2]): float(rate)
-                  for engine in ("cpu", "cuda") for key, rate in doc.get(engine, {}).get("rates", {}).items()}
-    return _table
+        _tables[part] = {(key.partition("/")[0], engine, key.partition("/")[2]): float(value)
+                         for engine in ("cpu", "cuda") for key, value in doc.get(engine, {}).get(part, {}).items()}
+    return _tables[part]
 
 
 RATES_FILE = "rates.json"
-_table: dict[tuple[str, str, str], float] | None = None
+_tables: dict[str, dict[tuple[str, str, str], float]] = {}
 
 # First-use compile of the compiled CPU engine with an empty cache (seconds, 2-core VM, loaded:
 # the upper end of the range while the engine is cold; the run goes on meanwhile, slower).
@@ -133,33 +143,38 @@ def rate_key(domain: str, cfg: Any, backend: str) -> str:
     return f"{domain}.{engine_kind(backend)}.{model_class(domain, cfg)}"
 
 
-def shipped_rates(domain: str) -> dict[str, float]:
-    """:func:`measured_table` of ``domain``, keyed by :func:`rate_key` of the presets named there. A
-    preset this install cannot load (a CellML model without Myokit, as in the desktop bundle)
-    gives no rate; only the asked domain's presets are read."""
+def shipped_rates(domain: str) -> dict[str, tuple[float, float]]:
+    """:func:`measured_table` and :func:`setup_table` of ``domain``, (rate, setup seconds) keyed
+    by :func:`rate_key` of the presets named there. A preset this install cannot load (a CellML
+    model without Myokit, as in the desktop bundle) gives no rate; only the asked domain's
+    presets are read."""
     from app.sims.common.config import ConfigError
     from app.sims.common.simulation import load_run_config, presets
 
     out = {}
+    setups = setup_table()
     for (name, engine, stem), rate in measured_table().items():
         found = [p for p in presets(name) if p.stem == stem] if name == domain else []
         if found:
             try:
-                out[rate_key(domain, load_run_config(found[0])[1], engine)] = rate
+                key = rate_key(domain, load_run_config(found[0])[1], engine)
             except ConfigError:
                 continue
+            out[key] = (rate, setups.get((name, engine, stem), 0.0))
     return out
 
 
-_shipped: dict[str, dict[str, float]] = {}
+_shipped: dict[str, dict[str, tuple[float, float]]] = {}
 
 
-def rate_for(domain: str, cfg: Any, backend: str, rates: Mapping[str, float] | None = None) -> float | None:
-    """This machine's measured rate for ``cfg``'s class on ``backend`` (``rates``: by
-    :func:`rate_key`), else the shipped one for that class, else None."""
+def rate_for(domain: str, cfg: Any, backend: str,
+             rates: Mapping[str, float] | None = None) -> tuple[float, float] | None:
+    """(rate, setup seconds) for ``cfg``'s class on ``backend``: this machine's measured rate
+    (``rates``: by :func:`rate_key`; of whole runs, so no separate setup), else the shipped
+    one for that class, else None."""
     key = rate_key(domain, cfg, backend)
     if rates and rates.get(key):
-        return float(rates[key])
+        return float(rates[key]), 0.0
     if domain not in _shipped:
         _shipped[domain] = shipped_rates(domain)
     return _shipped[domain].get(key)
@@ -170,11 +185,11 @@ def estimate_range(domain: str, cfg: Any, backend: str, rates: Mapping[str, floa
     """(low, high) expected wall seconds of ``cfg`` on ``backend``; ``cold``: the compiled CPU
     engine still has to compile (its time is added to the high end). None: no rate measured
     for this model class yet."""
-    rate = rate_for(domain, cfg, backend, rates)
+    found = rate_for(domain, cfg, backend, rates)
     amount, measured = sized(domain, cfg)
-    if not rate or amount <= 0:
+    if not found or not found[0] or amount <= 0:
         return None
-    seconds = amount / rate
+    seconds = found[1] + amount / found[0]
     extra = COLD_COMPILE.get(domain, 0.0) if cold and engine_kind(backend) == "cpu" else 0.0
     low, high = SPREAD if measured else EXTRAPOLATED
     return low * seconds, high * seconds + extra
@@ -182,10 +197,10 @@ def estimate_range(domain: str, cfg: Any, backend: str, rates: Mapping[str, floa
 
 def estimate_seconds(domain: str, cfg: Any, backend: str,
                      rates: Mapping[str, float] | None = None) -> float | None:
-    """The middle of :func:`estimate_range` (warm engine): work / measured rate, or None."""
-    rate = rate_for(domain, cfg, backend, rates)
+    """The middle of :func:`estimate_range` (warm engine): setup + work / rate, or None."""
+    found = rate_for(domain, cfg, backend, rates)
     amount = work(domain, cfg)
-    return amount / rate if rate and amount > 0 else None
+    return found[1] + amount / found[0] if found and found[0] and amount > 0 else None
 
 
 def format_duration(seconds: float) -> str:
