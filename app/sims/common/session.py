@@ -120,12 +120,14 @@ class Session:
         if self.handover and self.backend == "cpu" and has_compiled_engine(name):
             cfg = self.cfg if self._checkpoint is None else None
             self._key = key_of(name, cfg)
+            service().hold(self._key)         # its in-process stage waits for the first frame
             prep = service().request(name, cfg)
             if prep.state == "preparing":
                 self._handing = True
                 log.info("%s: starting on the NumPy reference engine while the compiled engine is "
                          "prepared", name)
                 return "cpu-reference"
+            service().release(self._key)
         return self.backend
 
     def _guard(self, engine: str) -> contextlib.AbstractContextManager:
@@ -173,7 +175,13 @@ class Session:
             if self.cfg is not None:
                 preflight(self.domain, self.cfg, self.backend)
             self.engine = self._start_backend()
-            sim = self._build(module, self.engine)
+            held = self._key if self._handing else None     # held back by _start_backend
+            try:
+                sim = self._build(module, self.engine)
+            except BaseException:
+                if held is not None:
+                    service().release(held)
+                raise
             if self.engine == "cpu" and self.backend == "cpu" and has_compiled_engine(self.domain.name):
                 service().mark_ready(key_of(self.domain.name, self.cfg if self._checkpoint is None else None),
                                      getattr(getattr(sim, "engine", None), "compile_seconds", 0.0))
@@ -196,6 +204,9 @@ class Session:
                         frame = replace(frame, status=f"{frame.status} · {preparing}" if frame.status else preparing)
                     self.last_frame = frame
                     self.on_frame(frame)
+                    if held is not None:
+                        service().release(held)
+                        held = None
                     with self._lock:
                         condition = self._pause_when
                     if condition is not None and not frame.done and condition(frame):
@@ -212,6 +223,8 @@ class Session:
                     pass
                 raise
             finally:
+                if held is not None:
+                    service().release(held)
                 sim.close()
         return self.last_frame
 

@@ -11,7 +11,8 @@ on-disk cache. The service does that in the background, in two stages per domain
    A cache that crashes or fails to load (a run killed mid-write left it damaged) is found
    here, in the helper process, never in the application: the helper is run once more with
    numba's cache reads turned off, which rewrites every entry it needs;
-2. *load*: this process calls the same ``warm_up()``, now a load from the checked cache.
+2. *load*: this process calls the same ``warm_up()``, now a load from the checked cache, once
+   no run holds it back (:meth:`CompileService.hold`: a run waiting for its first frame).
 
 While a domain is not ready, a :class:`~app.sims.common.session.Session` on ``cpu`` runs on
 the NumPy reference engine and hands the run over (``state()`` / ``restore()``) once it is.
@@ -111,6 +112,7 @@ class CompileService:
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen | None = None
         self._closed = False
+        self._held: dict[str, int] = {}       # key -> runs waiting for their first frame
         self.helper = (not getattr(sys, "frozen", False)) if helper is None else helper
         self.listeners: list[Callable[[Preparation], None]] = []
 
@@ -136,6 +138,23 @@ class CompileService:
                     self._thread.start()
                 self._wake.notify_all()
             return prep
+
+    def hold(self, domain: str) -> None:
+        """Keep ``domain``'s in-process stage (loading: numba's import, the cache) back until
+        :meth:`release`: a run's first frame on the reference engine must not share the GIL
+        with it."""
+        with self._lock:
+            self._held[domain] = self._held.get(domain, 0) + 1
+
+    def release(self, domain: str) -> None:
+        """Undo one :meth:`hold` (the run showed its first frame, stopped or failed)."""
+        with self._lock:
+            left = self._held.get(domain, 0) - 1
+            if left > 0:
+                self._held[domain] = left
+            else:
+                self._held.pop(domain, None)
+            self._wake.notify_all()
 
     def wait(self, domain: str, timeout: float | None = None) -> Preparation:
         """Block until ``domain`` is ready or failed (or ``timeout`` passed); its status."""
@@ -189,6 +208,9 @@ class CompileService:
                 rebuilt = False
                 if self.helper:
                     rebuilt = self._compile_in_helper(domain)
+                with self._lock:
+                    while self._held.get(domain) and not self._closed:
+                        self._wake.wait()
                 if self._closed:
                     return
                 self._set(replace(prep, stage=2, rebuilt=rebuilt))
