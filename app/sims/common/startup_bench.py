@@ -195,8 +195,9 @@ def main(out_dir: Path, quick: bool = False, bundle: str | None = None) -> int:
     (:func:`~app.sims.common.bench_record.save_bench`), with the load average before and after:
     figures measured on a busy machine say so."""
     from app.compute.cpu_threads import cpu_description
-    from app.sims.common.bench_record import save_bench
+    from app.sims.common.bench_record import commit, save_bench
 
+    os.environ["BIOGPU_COMMIT"] = commit()      # the tree measured: the one at the start
     names = ["ssa"] if quick else list(DOMAINS)
     before = _load()
     print(f"time to the first frame, CPU default presets ({cpu_description()}; load {before})")
