@@ -210,7 +210,7 @@ def main(out_dir: Path, quick: bool = False, bundle: str | None = None) -> int:
             try:
                 seconds = bundle_first_start(bundle, name)
             except RuntimeError as exc:          # a preset the bundle cannot run: say why
-                rows.append({"panel": name, "front": front, "skipped": str(exc).rpartition(" (")[2][:-1][:80]})
+                rows.append({"panel": name, "front": front, "skipped": str(exc).rpartition(" (")[2][:-1][-80:]})
                 print(f"  {name:10s} bundle: {exc}", flush=True)
                 continue
             rows.append({"panel": name, "front": front, "cold_first_frame_s": seconds})
