@@ -7,7 +7,7 @@
     python -m app devices
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear|warm]          # the compiled-kernel cache (warm: numba too)
-    python -m app bench startup [--out DIR]        # time to the first frame, cold and warm
+    python -m app bench startup [--bundle EXE] [--out DIR]   # time to the first frame, cold and warm
     python -m app bench steering [--backend ...]   # from a live change to the first frame showing it
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--suite DIR] [--out F]
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--against", help="compare: the reference commit (this repository's git)")
     bench.add_argument("--against-tree", help="compare: an extracted reference source tree")
     bench.add_argument("--cases", help="compare: comma-separated parts of case names")
+    bench.add_argument("--bundle", help="startup: also the desktop bundle's first start (its executable)")
     bench.add_argument("--rounds", type=int, default=2, help="compare: runs per tree and case")
     bench.add_argument("--reps", type=int, default=2, help="compare: timings per run")
     bench.add_argument("--single-cell", action="store_true",
@@ -315,7 +316,7 @@ def _bench(args: argparse.Namespace) -> int:
                                   args.cases)
     if args.name == "startup":          # not a domain: time to the first frame, cold and warm
         from app.sims.common.startup_bench import main as startup_main
-        return startup_main(out_dir=Path(args.out), quick=args.quick)
+        return startup_main(out_dir=Path(args.out), quick=args.quick, bundle=args.bundle)
     if args.name == "steering":         # not a domain: from a change to the first frame showing it
         from app.sims.common.steering_bench import main as steering_main
         return steering_main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)

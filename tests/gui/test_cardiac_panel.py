@@ -107,8 +107,8 @@ def test_sphere_pause_resume_stop_click_probe_and_render(cardiac, qtbot, tmp_pat
     qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
     qtbot.mouseClick(cardiac.run_controls.pause_button, Qt.MouseButton.LeftButton)
     assert worker.paused and cardiac.run_controls.state is RunState.PAUSED
-    qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)
-    qtbot.wait(100)
+    # the slice in flight landed and its frame was published (however slow the machine)
+    qtbot.waitUntil(lambda: worker.session.holding and not worker.pending, timeout=30000)
     frames = worker.frames_published
     qtbot.wait(300)
     assert worker.frames_published == frames, "frames arrived while paused"

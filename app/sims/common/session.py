@@ -15,6 +15,7 @@ say "preparing the compiled engine: stage x of y, n s" in their status line.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -140,16 +141,23 @@ class Session:
         if self.handover and self.backend == "cpu" and has_compiled_engine(name):
             cfg = self.cfg if self._checkpoint is None else None
             self._key = key_of(name, cfg)
+            service().hold(self._key)         # its in-process stage waits for the first frame
             prep = service().request(name, cfg)
             if prep.state == "preparing":
                 self._handing = True
                 log.info("%s: starting on the NumPy reference engine while the compiled engine is "
                          "prepared", name)
                 return "cpu-reference"
+            service().release(self._key)
         return self.backend
 
+    def _guard(self, engine: str) -> contextlib.AbstractContextManager:
+        """:func:`parallel_guard` for an engine that may run numba code; the NumPy reference
+        engine needs none (and so does not import numba before the first frame)."""
+        return contextlib.nullcontext() if engine == "cpu-reference" else parallel_guard()
+
     def _build(self, module: Any, backend: str) -> Simulation:
-        with parallel_guard():
+        with self._guard(backend):
             if self._checkpoint is not None:
                 sim = module.Simulation.restore(self._checkpoint, backend)
             else:
@@ -195,11 +203,18 @@ class Session:
             if self.cfg is not None:
                 preflight(self.domain, self.cfg, self.backend)
             self.engine = self._start_backend()
+            held = self._key if self._handing else None     # held back by _start_backend
             try:
                 sim = self._build(module, self.engine)
             except SetupStopped:          # Stop during a long setup: nothing ran, nothing to keep
+                if held is not None:
+                    service().release(held)
                 self.stopped = True
                 return None
+            except BaseException:
+                if held is not None:
+                    service().release(held)
+                raise
             if self.engine == "cpu" and self.backend == "cpu" and has_compiled_engine(self.domain.name):
                 service().mark_ready(key_of(self.domain.name, self.cfg if self._checkpoint is None else None),
                                      getattr(getattr(sim, "engine", None), "compile_seconds", 0.0))
@@ -217,7 +232,7 @@ class Session:
                         sim = self._maybe_hand_over(module, sim, started)
                     target = self._replay[0].at if self._replay else None
                     try:
-                        with parallel_guard():
+                        with self._guard(self.engine):
                             frame = sim.advance() if target is None else sim.advance(until=target)
                     except SetupStopped:  # Stop inside a long slice: the state before it is kept
                         self.stopped = True
@@ -229,6 +244,9 @@ class Session:
                         frame = replace(frame, status=f"{frame.status} · {preparing}" if frame.status else preparing)
                     self.last_frame = frame
                     self.on_frame(frame)
+                    if held is not None:
+                        service().release(held)
+                        held = None
                     with self._lock:
                         condition = self._pause_when
                     if condition is not None and not frame.done and condition(frame):
@@ -249,6 +267,8 @@ class Session:
                     pass
                 raise
             finally:
+                if held is not None:
+                    service().release(held)
                 sim.close()
         return self.last_frame
 

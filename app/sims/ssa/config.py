@@ -150,6 +150,18 @@ def check_counts(cfg: SSAConfig, network: Network, backend: str) -> None:
                           path=where)
 
 
+def estimated_work(cfg: SSAConfig) -> tuple[float, bool]:
+    """(reaction events of the run, measured to t_end): an exact algorithm's work from a pilot
+    rate equations or a pilot ensemble (:mod:`app.sims.ssa.workload`); tau-leaping's is
+    realizations x t_end."""
+    if cfg.ensemble.algorithm == "tau-leap":
+        return float(cfg.ensemble.realizations * cfg.ensemble.t_end), True
+    from app.sims.ssa.workload import workload
+
+    work = workload(cfg)
+    return cfg.ensemble.realizations * work.events_per_realization, work.measured
+
+
 def estimate_memory(cfg: SSAConfig, backend: str):
     """Host and GPU bytes of the run's largest arrays (engine state, statistics, snapshots)."""
     from app.sims.common.memory import estimate
