@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     omex.add_argument("--no-png", action="store_true", help="skip the plots")
     export = sub.add_parser("export", help="a run's model or data as NeuroML2, NWB or CellML")
     export.add_argument("run_folder")
-    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
+    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml", "vtu"))
     export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
     sub.add_parser("dsmts", help="SSA: DSMTS conformance verdicts (SBML stochastic test suite); exit 1 on a fail",
                    add_help=False)

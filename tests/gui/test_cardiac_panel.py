@@ -282,8 +282,8 @@ def test_a_mesh_file_config_runs_and_draws_the_surface(cardiac, run_to_end, tmp_
     """A triangle surface from a VTU file: the panel runs it, the tissue view draws its
     triangles coloured by activation (a gradient from the stimulated end)."""
     meshio = pytest.importorskip("meshio")
-    from app.sims.cardiac.fem import structured_sheet
-    raw = structured_sheet(16, 4, 0.1)
+    from app.sims.cardiac.shapes import grid_sheet
+    raw = grid_sheet(16, 4, 0.1)
     meshio.write(tmp_path / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
     (tmp_path / "strip.yaml").write_text(
         "domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
