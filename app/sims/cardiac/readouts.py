@@ -132,7 +132,7 @@ def write_vtu_series(base: str | Path, mesh: Mesh, times: np.ndarray, series: di
     base = Path(base)
     cells = [(CELL_TYPES[mesh.elements.shape[1]], np.asarray(mesh.elements, np.int64))]
     files = []
-    for i, t in enumerate(np.asarray(times, float)):
+    for i in range(len(times)):
         data = {k: np.asarray(v, float) for k, v in maps.items()}
         data.update({k: np.asarray(v[i], float) for k, v in series.items()})
         path = base.with_name(f"{base.stem}_{i:04d}.vtu")
