@@ -198,6 +198,8 @@ class TissueView(QWidget):
         show_axis_values(self.image_widget.getPlotItem(), False)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image_widget.addItem(self.image)
+        self.cores = pg.ScatterPlotItem(symbol="x", size=12, pen=pg.mkPen("w", width=2), brush=None)
+        self.image_widget.addItem(self.cores)
         self.image_widget.scene().sigMouseClicked.connect(self._image_clicked)
         self.image_widget.scene().sigMouseMoved.connect(self._image_moved)
         self.stack.addWidget(self.image_widget)
@@ -287,6 +289,7 @@ class TissueView(QWidget):
         self.V = np.asarray(frame.V)
         if frame.activation_time is not None:
             self.maps["first"] = np.asarray(frame.activation_time)
+        self.show_cores(frame.singularities)
         if self.kind != "single" and (not self.history or frame.t > self.history[-1][0]):
             self.history.append((float(frame.t), self.V.astype(np.float16)))
             if len(self.history) > self._history_limit:      # keep every other one
@@ -294,6 +297,13 @@ class TissueView(QWidget):
         if self.replay_row.isVisible():
             self.replay_row.hide()
         self.redraw()
+
+    def show_cores(self, positions: np.ndarray | None) -> None:
+        """Phase singularities (rotor cores) now: crosses on the sheet; their count in the title."""
+        pos = np.zeros((0, 3)) if positions is None else np.asarray(positions).reshape(-1, 3)
+        self.cores.setData(pos[:, 0], pos[:, 1]) if self.kind == "sheet" else self.cores.clear()
+        count = f" · {len(pos)} rotor core{'s' if len(pos) != 1 else ''}" if len(pos) else ""
+        self.title.setText(f"<b>Tissue</b>{count}")
 
     def show_activation(self, activation: np.ndarray, last: np.ndarray | None = None) -> None:
         """A finished run: the last activation map (re-entry shows its latest wave) if given,
