@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStacked
 
 from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
                                 sparse_log_labels)
+from app.gui.views.decimate import decimate_surface
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
@@ -68,6 +69,7 @@ class SphereCanvas(QWidget):
         self.view.camera = scene.TurntableCamera(fov=30.0, elevation=20.0, azimuth=30.0)
         self.mesh = scene.visuals.Mesh(shading=None, parent=self.view.scene)
         self.positions: np.ndarray | None = None
+        self.nodes = np.zeros(0, np.int64)        # the mesh node of each drawn vertex
         self._press = None
         self.canvas.events.mouse_press.connect(self._on_press)
         self.canvas.events.mouse_release.connect(self._on_release)
@@ -76,10 +78,11 @@ class SphereCanvas(QWidget):
         layout.addWidget(self.canvas.native)
 
     def set_mesh(self, positions: np.ndarray, faces: np.ndarray) -> None:
-        self.positions = np.asarray(positions, np.float32)
+        """Draw the surface ``faces`` (a large one decimated: :func:`decimate_surface`)."""
+        self.nodes, local = decimate_surface(positions, faces)
+        self.positions = np.asarray(positions, np.float32)[self.nodes]
         colours = np.tile(np.array([[0.6, 0.6, 0.6, 1.0]], np.float32), (len(self.positions), 1))
-        self.mesh.set_data(vertices=self.positions, faces=np.asarray(faces, np.uint32),
-                           vertex_colors=colours)
+        self.mesh.set_data(vertices=self.positions, faces=local, vertex_colors=colours)
         lo, hi = (self.positions.min(axis=0), self.positions.max(axis=0)) if self.positions.size \
             else (-np.ones(3), np.ones(3))
         c, r = (lo + hi) / 2, float((hi - lo).max()) / 2 or 1.0      # a cube around the mesh
@@ -87,6 +90,7 @@ class SphereCanvas(QWidget):
         self.canvas.update()
 
     def set_colours(self, rgba: np.ndarray) -> None:
+        """Colours of the drawn vertices (those of ``nodes``)."""
         if self.positions is None or len(rgba) != len(self.positions):
             return
         self.mesh.set_data(vertices=self.positions, faces=self.mesh.mesh_data.get_faces(),
@@ -102,7 +106,8 @@ class SphereCanvas(QWidget):
     def pick(self, x: float, y: float) -> int | None:
         if self.positions is None:
             return None
-        return pick_vertex(self.screen_positions(), (x, y))
+        local = pick_vertex(self.screen_positions(), (x, y))
+        return None if local is None else int(self.nodes[local])
 
     def _on_press(self, event) -> None:
         self._press = tuple(event.pos[:2])
@@ -348,10 +353,10 @@ class TissueView(QWidget):
             return
         key = self.mode.currentData()
         self.colour_bar.set_range(lo, hi, self.mode.currentText() if key in self.maps else "V (mV)")
-        rgba = colormap_rgba(values, lo, hi)
         if self.kind in ("sphere", "file") and self.sphere is not None:
-            self.sphere.set_colours(rgba)
+            self.sphere.set_colours(colormap_rgba(values[self.sphere.nodes], lo, hi))
         elif self.kind == "sheet" and self.shape is not None:
+            rgba = colormap_rgba(values, lo, hi)
             self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False,
                                 rect=self._rect)
             show_axis_values(self.image_widget.getPlotItem(), True)

@@ -156,11 +156,16 @@ def fem_mesh(raw: RawMesh, tissue: Tissue, faces: np.ndarray | None = None) -> M
                 elements=raw.elements, element_tags=raw.tags)
 
 
+def face_keys(faces: np.ndarray, n_nodes: int) -> np.ndarray:
+    """One int64 per triangle, the same for any order of its nodes (for fast 1-D uniques)."""
+    f = np.sort(faces, axis=1).astype(np.int64)
+    return (f[:, 0] * n_nodes + f[:, 1]) * n_nodes + f[:, 2]
+
+
 def boundary_faces(tets: np.ndarray) -> np.ndarray:
     """Triangles of a tetrahedral mesh's boundary (faces that belong to one tetrahedron)."""
     f = np.concatenate([tets[:, [1, 2, 3]], tets[:, [0, 3, 2]], tets[:, [0, 1, 3]], tets[:, [0, 2, 1]]])
-    key = np.sort(f, axis=1)
-    _, idx, counts = np.unique(key, axis=0, return_index=True, return_counts=True)
+    _, idx, counts = np.unique(face_keys(f, int(tets.max()) + 1), return_index=True, return_counts=True)
     return f[idx[counts == 1]]
 
 

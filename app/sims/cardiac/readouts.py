@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.sims.cardiac.fem import shape_gradients
+from app.sims.cardiac.fem import face_keys, shape_gradients
 from app.sims.cardiac.mesh import Mesh
 
 V_MID = -40.0           # mV: the embedding's centre, between rest and plateau
@@ -38,7 +38,7 @@ def loops(mesh: Mesh) -> np.ndarray:
     if el.shape[1] == 3:
         return el
     faces = np.concatenate([el[:, [1, 2, 3]], el[:, [0, 2, 3]], el[:, [0, 1, 3]], el[:, [0, 1, 2]]])
-    return np.unique(np.sort(faces, axis=1), axis=0)
+    return faces[np.unique(face_keys(faces, mesh.n_cells), return_index=True)[1]]
 
 
 def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
