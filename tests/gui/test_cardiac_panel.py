@@ -301,3 +301,31 @@ def test_a_mesh_file_config_runs_and_draws_the_surface(cardiac, run_to_end, tmp_
     image = sphere.render()
     assert len(np.unique(image[..., :3].reshape(-1, 3), axis=0)) > 10
     cardiac.shutdown()
+
+
+def test_a_volume_past_the_face_budget_runs_live_decimated(cardiac, run_to_end, tmp_path):
+    """A tetrahedral slab whose surface exceeds the view's face budget: the view draws a
+    clustered surface (fewer vertices than the boundary has, each a mesh node), recoloured at
+    every live view, and the run ends with its activation map drawn."""
+    from app.sims.cardiac.fem import boundary_faces
+    from app.sims.cardiac.mesh_io import write_opencarp
+    from app.sims.cardiac.shapes import structured_slab
+    raw = structured_slab(2.0, 1.0, 1.0, 0.1)
+    write_opencarp(tmp_path / "slab", raw)
+    (tmp_path / "slab.yaml").write_text(
+        "domain: cardiac\nmesh: {kind: file, path: slab.elem, conductivity: {along: 0.1, across: 0.1, sheet: 0.1}}\n"
+        "protocol: {t_end: 6, stimuli: [{start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}}]}\n"
+        "solver: {method: rlfe, dt: 0.01}\noutput: {random_probes: 2, dt_save: 0.5, snapshot_interval: 1.0}\n")
+    surface = np.unique(boundary_faces(raw.elements))
+    cardiac.tissue.max_faces = 300
+    cardiac.load_config(tmp_path / "slab.yaml")
+    run_to_end(cardiac, 120000)
+    sphere = cardiac.tissue.sphere
+    assert cardiac.tissue.stack.currentWidget() is sphere
+    assert 20 < len(sphere.nodes) < 0.5 * len(surface) and np.isin(sphere.nodes, surface).all()
+    assert len(sphere.mesh.mesh_data.get_faces()) < 1.25 * 300
+    act = cardiac.arrays["activation_time"]
+    cardiac.tissue.show_activation(act)
+    colours = sphere.mesh.mesh_data.get_vertex_colors()
+    assert colours.shape == (len(sphere.nodes), 4) and len(np.unique(colours.round(3), axis=0)) > 5
+    cardiac.shutdown()

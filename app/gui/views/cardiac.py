@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStacked
 
 from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
                                 sparse_log_labels)
-from app.gui.views.decimate import decimate_surface
+from app.gui.views.decimate import MAX_FACES, decimate_surface
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
@@ -77,9 +77,9 @@ class SphereCanvas(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.canvas.native)
 
-    def set_mesh(self, positions: np.ndarray, faces: np.ndarray) -> None:
-        """Draw the surface ``faces`` (a large one decimated: :func:`decimate_surface`)."""
-        self.nodes, local = decimate_surface(positions, faces)
+    def set_mesh(self, positions: np.ndarray, faces: np.ndarray, max_faces: int = MAX_FACES) -> None:
+        """Draw the surface ``faces`` (past ``max_faces`` decimated: :func:`decimate_surface`)."""
+        self.nodes, local = decimate_surface(positions, faces, max_faces)
         self.positions = np.asarray(positions, np.float32)[self.nodes]
         colours = np.tile(np.array([[0.6, 0.6, 0.6, 1.0]], np.float32), (len(self.positions), 1))
         self.mesh.set_data(vertices=self.positions, faces=local, vertex_colors=colours)
@@ -228,6 +228,7 @@ class TissueView(QWidget):
         layout.addLayout(header)
         layout.addLayout(picture, 1)
         layout.addWidget(self.replay_row)
+        self.max_faces = MAX_FACES       # larger surfaces are drawn decimated
         self.kind = "single"
         self.expected = "single"          # the mesh kind of the next run (the config's)
         self.shape: tuple[int, int] | None = None
@@ -275,7 +276,7 @@ class TissueView(QWidget):
                 self.sphere = SphereCanvas()
                 self.sphere.cell_clicked.connect(self.cell_clicked)
                 self.stack.addWidget(self.sphere)
-            self.sphere.set_mesh(mesh.positions, mesh.faces)
+            self.sphere.set_mesh(mesh.positions, mesh.faces, self.max_faces)
             self.stack.setCurrentWidget(self.sphere)
         elif mesh.kind == "sheet":
             self.image.clear()
