@@ -25,7 +25,7 @@ def phase(v_now: np.ndarray, v_before: np.ndarray, v_mid: float = V_MID) -> np.n
     return np.arctan2(np.asarray(v_before, float) - v_mid, np.asarray(v_now, float) - v_mid)
 
 
-def _wrap(a: np.ndarray) -> np.ndarray:
+def wrap(a: np.ndarray) -> np.ndarray:
     return (a + np.pi) % (2 * np.pi) - np.pi
 
 
@@ -44,7 +44,7 @@ def loops(mesh: Mesh) -> np.ndarray:
 def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta``."""
     a, b, c = theta[triangles[:, 0]], theta[triangles[:, 1]], theta[triangles[:, 2]]
-    return np.rint((_wrap(b - a) + _wrap(c - b) + _wrap(a - c)) / (2 * np.pi)).astype(np.int8)
+    return np.rint((wrap(b - a) + wrap(c - b) + wrap(a - c)) / (2 * np.pi)).astype(np.int8)
 
 
 def singularities(mesh: Mesh, v_now: np.ndarray, v_before: np.ndarray, triangles: np.ndarray | None = None,
