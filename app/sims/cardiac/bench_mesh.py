@@ -29,7 +29,8 @@ BANDWIDTH = {"H100 80GB HBM3": 3.35e12, "H100 PCIe": 2.0e12, "H200": 4.8e12}
 CONFIG = """domain: cardiac
 name: ventricle-like shell, {nodes} nodes
 mesh: {{kind: file, path: {path}, conductivity: {{along: 0.34, across: 0.06, sheet: 0.06}}}}
-protocol: {{t_end: {t_end:g}, stimuli: [{{start: 1, duration: 2, amplitude: -80, region: {{kind: cells, cells: {cells}}}}}]}}
+protocol: {{t_end: {t_end:g}, stimuli: [{{start: 1, duration: 2, amplitude: -80,
+  region: {{kind: cells, cells: {cells}}}}}]}}
 solver: {{method: rlfe, dt: {dt:g}, precision: float32, lookup_tables: true}}
 output: {{random_probes: 10, dt_save: 1.0, snapshot_interval: {t_end:g}, singularity_delay: 0}}
 """

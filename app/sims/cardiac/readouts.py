@@ -1,5 +1,6 @@
 """What a tissue run is read as, on any mesh of elements: phase singularities (rotor cores),
-conduction-velocity vectors and repolarisation maps; and a VTU time series for ParaView.
+conduction-velocity vectors and repolarisation maps; and a VTU time series for ParaView
+(:mod:`.export_vtu` writes a run folder's).
 
 Phase: θ = atan2(V(t−τ) − v_mid, V(t) − v_mid), a time-delay embedding (Gray et al. 1998; τ
 about a quarter of the rotation period): resting tissue sits at one phase and every phase occurs
@@ -144,26 +145,3 @@ def write_vtu_series(base: str | Path, mesh: Mesh, times: np.ndarray, series: di
     pvd.write_text('<?xml version="1.0"?>\n<VTKFile type="Collection" version="0.1">\n  <Collection>\n'
                    f"{rows}\n  </Collection>\n</VTKFile>\n")
     return [pvd, *files]
-
-
-def export_run(folder: Path, out: Path) -> list[Path]:
-    """``python -m app export RUN --to vtu``: the run's tissue as a ParaView time series: V at
-    every recorded snapshot (``V_series``; else the final V) with the activation,
-    repolarisation, APD90 and conduction-velocity maps in every file."""
-    from app.sims.cardiac.engine import build_mesh
-    from app.sims.common.config import ConfigError
-    from app.sims.common.export import load_results, load_run
-
-    cfg = load_run(folder)
-    arrays = load_results(folder)
-    mesh = build_mesh(cfg)
-    if mesh.elements is None:
-        raise ConfigError(f"{folder}: a single-cell run has no tissue to write as VTU")
-    if "V_series" in arrays and len(arrays["V_series"]):
-        times, v = arrays["V_series_t"], arrays["V_series"]
-    else:
-        times, v = np.array([float(cfg.protocol.t_end)]), arrays["V_final"][None]
-    act, apd = arrays["activation_time"], arrays["apd90"]
-    maps = {"activation_ms": act, "apd90_ms": apd, "repolarisation_ms": repolarisation(act, apd),
-            "cv_mm_per_ms": conduction_velocity(mesh, act)}
-    return write_vtu_series(out, mesh, times, {"V_mV": v}, maps)
