@@ -70,6 +70,8 @@ def test_sheet_run_to_end_views_and_exports(cardiac, window, run_to_end, tmp_pat
     assert cardiac.tissue.mode.currentData() == "last"     # the last activation when done
     act = cardiac.arrays["activation_time"]
     assert np.isfinite(act[0]) and np.isfinite(act).sum() > 12   # the left edge fired and spread
+    np.testing.assert_allclose(cardiac.tissue.maps["repolarisation"],       # the map offered
+                               cardiac.arrays["repolarisation_time"])
     assert "sim ms/s" in window.throughput_label.text()
 
     csv, npz, vtk, ply, png, cellml = (tmp_path / n for n in ("t.csv", "m.npz", "m.vtk", "m.ply", "v.png", "m.cellml"))

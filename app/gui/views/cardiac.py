@@ -13,11 +13,13 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStacked
 from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
                                 sparse_log_labels)
 from app.gui.views.decimate import MAX_FACES, decimate_surface
+from app.sims.cardiac.readouts import repolarisation
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
 MAP_COLOURS = np.array([[0.1, 0.1, 0.6], [0.1, 0.8, 0.9], [1.0, 0.9, 0.1], [0.85, 0.05, 0.05]])
-MODES = (("V", "V (mV)"), ("first", "first activation (ms)"), ("last", "last activation (ms)"))
+MODES = (("V", "V (mV)"), ("first", "first activation (ms)"), ("last", "last activation (ms)"),
+         ("repolarisation", "repolarisation (ms)"))
 # what the tissue area says before a run's mesh arrives (a sheet shows its empty axes)
 WAITING_NOTES = {"single": "single cell: see the probe trace",
                  "sphere": "the sphere is drawn when the run starts",
@@ -295,6 +297,8 @@ class TissueView(QWidget):
         self.V = np.asarray(frame.V)
         if frame.activation_time is not None:
             self.maps["first"] = np.asarray(frame.activation_time)
+            if frame.apd90 is not None:
+                self.maps["repolarisation"] = repolarisation(frame.activation_time, frame.apd90)
         self.show_cores(frame.singularities)
         if self.kind != "single" and (not self.history or frame.t > self.history[-1][0]):
             self.history.append((float(frame.t), self.V.astype(np.float16)))
