@@ -129,8 +129,9 @@ class OutputSettings:
         "delay τ of the phase embedding that tracks phase singularities (rotor cores) at the live "
         "views; about a quarter of a rotation; 0 = off")))
     series_every: float = field(default=0.0, metadata=spec(range=(0.0, 1e6), unit="ms", doc=(
-        "keep V of the whole tissue at the first live view after every this many ms (results.npz "
-        "V_series, exported as a VTU time series); 0 = off")))
+        "keep V of the whole tissue every this many ms (fixed-step and GPU runs stop there; adaptive "
+        "CPU runs keep the first live view after) in results.npz V_series, exported as a VTU time "
+        "series; 0 = off")))
 
 
 @dataclass(frozen=True)

@@ -69,8 +69,12 @@ class SingularityTracker:
         self._found: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.now = np.zeros((0, 3))
 
+    @property
+    def active(self) -> bool:
+        return len(self.triangles) > 0
+
     def observe(self, t: float, v: np.ndarray) -> None:
-        if len(self.triangles) == 0:
+        if not self.active:
             return
         old = [k for k, (tk, _) in enumerate(self._past) if tk <= t - self.delay + 1e-9]
         if old:

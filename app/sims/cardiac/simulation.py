@@ -103,16 +103,21 @@ class CardiacSimulation(Simulation):
         if not self.finished:
             start = time.perf_counter()
             try:
+                to_series = self._series_due() - self.engine.t      # stop there to keep V
                 if self.backend == "cuda":
-                    self.engine.advance_time(self.cfg.output.snapshot_interval)
+                    self.engine.advance_time(min(self.cfg.output.snapshot_interval, max(to_series, 1e-9)))
+                elif self.problem.tableau is not None and not self.problem.tableau.adaptive:
+                    dt = self.cfg.solver.dt
+                    self.engine.advance(int(min(self._steps, max(1, np.ceil(to_series / dt - 1e-9)))))
                 else:
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
-            v = self.engine.voltage()
-            if self._ecg is not None:
-                self._ecg_rows.append((self.engine.t, self._ecg(v)))
-            self._tracker.observe(self.engine.t, v)
+            if self._ecg is not None or self._tracker.active:      # one copy of V (from the GPU)
+                v = self.engine.voltage()
+                if self._ecg is not None:
+                    self._ecg_rows.append((self.engine.t, self._ecg(v)))
+                self._tracker.observe(self.engine.t, v)
             self._keep_series()
             run = self.cfg.run
             if run.checkpoint and self.stopped is None and (
@@ -153,9 +158,14 @@ class CardiacSimulation(Simulation):
             apd90=freeze(acts["apd90"]) if acts else None,
             singularities=freeze(self._tracker.now), stopped=str(self.stopped or ""))
 
+    def _series_due(self) -> float:
+        """When V of the whole tissue is next kept (inf: not kept)."""
+        every = self.cfg.output.series_every
+        return self._series[-1][0] + every if every > 0 and self._series else np.inf
+
     def _keep_series(self) -> None:
         every = self.cfg.output.series_every
-        if every > 0 and (not self._series or self.engine.t >= self._series[-1][0] + every - 1e-9):
+        if every > 0 and (not self._series or self.engine.t >= self._series_due() - 1e-9):
             self._series.append((self.engine.t, np.asarray(self.engine.voltage(), np.float32)))
 
     def update(self, changes: Mapping[str, Any]) -> None:

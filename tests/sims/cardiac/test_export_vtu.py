@@ -17,8 +17,8 @@ def test_a_run_writes_maps_and_a_vtu_series(tmp_path):
                  "output: {random_probes: 0, probe_cells: [0], dt_save: 1.0, snapshot_interval: 1.0, series_every: 2.0}\n")
     session = run_headless(DOMAINS["cardiac"], cfg, "cpu-reference", tmp_path / "run")
     arrays = session.arrays
-    assert arrays["V_series"].shape[1] == 64 and len(arrays["V_series_t"]) >= 5
-    assert np.all(np.diff(arrays["V_series_t"]) >= 2.0 - 1e-9)
+    assert arrays["V_series"].shape[1] == 64
+    np.testing.assert_allclose(arrays["V_series_t"], [0, 2, 4, 6, 8, 10], atol=1e-9)   # fixed steps stop there
     np.testing.assert_allclose(arrays["repolarisation_time"], arrays["activation_time"] + arrays["apd90"])
     files = export_run(tmp_path / "run", "vtu")
     assert files[0].suffix == ".pvd" and len(files) == 1 + len(arrays["V_series_t"])
