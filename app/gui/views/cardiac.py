@@ -70,6 +70,8 @@ class SphereCanvas(QWidget):
         self.view = self.canvas.central_widget.add_view()
         self.view.camera = scene.TurntableCamera(fov=30.0, elevation=20.0, azimuth=30.0)
         self.mesh = scene.visuals.Mesh(shading=None, parent=self.view.scene)
+        self.cores = scene.visuals.Markers(parent=self.view.scene)
+        self.cores.visible = False
         self.positions: np.ndarray | None = None
         self.nodes = np.zeros(0, np.int64)        # the mesh node of each drawn vertex
         self._press = None
@@ -97,6 +99,14 @@ class SphereCanvas(QWidget):
             return
         self.mesh.set_data(vertices=self.positions, faces=self.mesh.mesh_data.get_faces(),
                            vertex_colors=rgba.astype(np.float32))
+        self.canvas.update()
+
+    def set_cores(self, positions: np.ndarray) -> None:
+        """Phase singularities (rotor cores), drawn as crosses over the surface."""
+        self.cores.visible = len(positions) > 0
+        if len(positions):
+            self.cores.set_data(np.asarray(positions, np.float32), symbol="x", size=14,
+                                edge_color="white", face_color="white", edge_width=2)
         self.canvas.update()
 
     def screen_positions(self) -> np.ndarray:
@@ -309,9 +319,12 @@ class TissueView(QWidget):
         self.redraw()
 
     def show_cores(self, positions: np.ndarray | None) -> None:
-        """Phase singularities (rotor cores) now: crosses on the sheet; their count in the title."""
+        """Phase singularities (rotor cores) now: crosses on the tissue, their count in the title."""
         pos = np.zeros((0, 3)) if positions is None else np.asarray(positions).reshape(-1, 3)
-        self.cores.setData(pos[:, 0], pos[:, 1]) if self.kind == "sheet" else self.cores.clear()
+        if self.kind == "sheet":
+            self.cores.setData(pos[:, 0], pos[:, 1])
+        elif self.sphere is not None:
+            self.sphere.set_cores(pos)
         count = f" · {len(pos)} rotor core{'s' if len(pos) != 1 else ''}" if len(pos) else ""
         self.title.setText(f"<b>Tissue</b>{count}")
 
