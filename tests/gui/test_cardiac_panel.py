@@ -337,3 +337,23 @@ def test_a_volume_past_the_face_budget_runs_live_decimated(cardiac, run_to_end, 
     cardiac.tissue.show_cores(np.zeros((0, 3)))
     assert not sphere.cores.visible and cardiac.tissue.title.text() == "<b>Tissue</b>"
     cardiac.shutdown()
+
+
+def test_an_s1_s2_protocol_on_a_file_mesh_runs_from_the_panel(cardiac, run_to_end, tmp_path):
+    """S1, then S2 once the strip has recovered, at the same end of a VTU strip: every node
+    fires twice, the second wave about the coupling interval later."""
+    meshio = pytest.importorskip("meshio")
+    from app.sims.cardiac.shapes import grid_sheet
+    raw = grid_sheet(16, 4, 0.1)
+    meshio.write(tmp_path / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
+    (tmp_path / "s1s2.yaml").write_text(
+        "domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
+        "protocol: {t_end: 420, stimuli: [{name: S1, start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}},"
+        " {name: S2, start: 400, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}}]}\n"
+        "solver: {method: rlfe, dt: 0.02}\noutput: {random_probes: 2, dt_save: 1.0, snapshot_interval: 20}\n")
+    cardiac.load_config(tmp_path / "s1s2.yaml")
+    run_to_end(cardiac, 120000)
+    first, last = cardiac.arrays["activation_time"], cardiac.arrays["activation_last"]
+    assert np.isfinite(first).all() and first.max() < 20.0
+    assert np.all((last > 400.0) & (last < 420.0))
+    cardiac.shutdown()
