@@ -25,6 +25,7 @@ import argparse
 import importlib
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -87,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
+    sweep.add_argument("--max-hours", type=float, default=None, metavar="H",
+                       help="refuse a sweep expected to run longer than H hours, its points one after "
+                            "another here (default 24)")
     omex = sub.add_parser("omex", help="SSA: run a COMBINE/OMEX archive's SED-ML, or export a run as one")
     omex.add_argument("-i", "--archive", default=None, help="the archive to run")
     omex.add_argument("--export", default=None, metavar="FOLDER", help="a run or sweep folder to export")
@@ -100,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("run_folder")
     export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml", "vtu"))
     export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
+    export.add_argument("--epoch", type=int, default=None, metavar="N",
+                        help="network runs, NeuroML2: the connectivity after epoch N (0: the start; "
+                             "default the end of the run)")
     sub.add_parser("dsmts", help="SSA: DSMTS conformance verdicts (SBML stochastic test suite); exit 1 on a fail",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -132,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             return _omex(args)
         if args.command == "export":
             from app.sims.common.export import export_run
-            for path in export_run(args.run_folder, args.to, args.out):
+            for path in export_run(args.run_folder, args.to, args.out, args.epoch):
                 print(f"wrote {path}")
             return 0
     except (ConfigError, KernelCompileError) as exc:
@@ -262,12 +269,17 @@ def _check_preset_name(config: str) -> None:
 def _expected(name: str, cfg, backend: str) -> tuple[float, float] | None:
     """The run's expected wall seconds (printed before it starts), or None."""
     from app.sims.common.estimate import estimate_range, format_range
+    from app.sims.common.memory import describe
+    from app.sims.common.session import memory_estimate
     from app.sims.common.warmup import has_compiled_engine, key_of, service
 
     cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
     expected = estimate_range(name, cfg, backend, cold=cold)
     print(f"expected: {format_range(*expected)}" if expected else
           "expected: no estimate (this model was not measured on this engine)")
+    need = memory_estimate(cfg, backend)
+    if need is not None:
+        print(f"memory: {describe(need, backend)}", flush=True)
     return expected
 
 
@@ -386,11 +398,13 @@ def _print_compile_stats(wall: float) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     """Exit 0 when every point finished, 1 when some failed, 130 when stopped (resume with --out)."""
-    from app.sweep.runner import run_sweep
+    from app.sweep.runner import MAX_SWEEP_HOURS, run_sweep
 
     out = Path(args.out or f"runs/{Path(args.config).stem}-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.max_hours is not None and not 0 < args.max_hours < math.inf:
+        raise ConfigError(f"--max-hours must be a positive number of hours, got {args.max_hours}")
 
     def show(row: dict, done: int, total: int) -> None:
         state = row.get("status", "ok")
@@ -404,7 +418,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
     result = run_sweep(args.config, out, backend=args.backend, workers=args.workers,
                        scheduler=args.scheduler, overrides=args.overrides,
-                       batch=not args.no_batch, on_row=show)
+                       batch=not args.no_batch, on_row=show,
+                       max_hours=args.max_hours or MAX_SWEEP_HOURS, on_plan=lambda line: print(line, flush=True))
     s = result.summary
     print(f"{s['finished']} of {s['points']} points finished ({s['reused']} reused, {s['failed']} failed) "
           f"in {s['wall_seconds']:.1f} s on {s['cluster']}")

@@ -53,3 +53,24 @@ def test_a_figure_needs_a_record_and_markers_are_optional(tmp_path):
     with pytest.raises(SystemExit, match="not a benchmark record"):
         tables.main(["--root", str(tmp_path)])
 
+
+
+def test_performance_pages_get_their_domain_rows_and_nothing_else(tmp_path):
+    record(tmp_path, "compare", {"reference": "4ccdcb4", "cases": [
+        {"case": "channel-ga-1.12M", "domain": "channel", "unit": "s per generation",
+         "current_seconds": [0.0075, 0.0077], "reference_seconds": [0.0087, 0.0087], "ratio": 0.87},
+        {"case": "epidermis-5000x3000", "domain": "epidermis", "unit": "s", "current_seconds": [0.38],
+         "reference_seconds": []}]})
+    pages = tmp_path / "docs" / "performance"
+    pages.mkdir(parents=True)
+    (pages / "channel.md").write_text(f"# Channel\n{tables.BEGIN}\n{tables.END}\nfloor\n")
+    (pages / "ssa.md").write_text(f"# SSA\n{tables.BEGIN}\n{tables.END}\n")
+    (pages / "gui.md").write_text("# GUI, no markers\n")
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 1
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    channel = (pages / "channel.md").read_text()
+    assert "| channel-ga-1.12M | s per generation | NVIDIA H200 | 0.0076 ± 1.3 % | 0.0087 ± 0.0 % (4ccdcb4) |" in channel
+    assert "benchmarks/h200/compare.json" in channel and "epidermis" not in channel and channel.endswith("floor\n")
+    assert "No result of this domain is committed yet" in (pages / "ssa.md").read_text()
+    assert (pages / "gui.md").read_text() == "# GUI, no markers\n"
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 0

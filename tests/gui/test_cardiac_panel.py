@@ -170,18 +170,21 @@ def test_click_and_drag_on_the_sheet_stimulate_during_a_run(cardiac, qtbot, monk
     requests = []
     assert cardiac.start_run()
     session = cardiac.worker.session
-    original = session.request
-    monkeypatch.setattr(session, "request", lambda action: (requests.append(action), original(action)))
+    original = session.steer
+    monkeypatch.setattr(session, "steer", lambda *change: (requests.append(change), original(*change)))
     qtbot.waitUntil(lambda: cardiac.worker.frames_published >= 1, timeout=30000)
     assert cardiac.tissue.click_action.currentData() == "stimulate"
     cardiac.tissue.cell_clicked.emit(50)
     cardiac.tissue.cell_dragged.emit(51)
-    assert [r.cell for r in requests] == [50, 51]
+    positions = cardiac.last_frame.mesh.positions
+    assert [(key, region["centre"]) for key, _, region in requests] == [
+        ("stimulate", list(positions[50])), ("stimulate", list(positions[51]))]
     assert cardiac.tissue.colour_bar.bar.axis.labelText == "V (mV)"
     qtbot.wait(300)
     cardiac.stop_run()
     qtbot.waitUntil(lambda: not cardiac.running, timeout=60000)
     assert str(50) not in cardiac.probe_cells.text()          # a stimulus, not a probe
+    assert [e.key for e in session.events] == ["stimulate", "stimulate"]   # recorded for the replay
     assert cardiac.tissue.replay_row.isVisible() == (len(cardiac.tissue.history) > 1)
     if len(cardiac.tissue.history) > 1:
         cardiac.tissue.replay.setValue(0)

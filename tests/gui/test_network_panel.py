@@ -80,6 +80,7 @@ def test_pause_at_epoch_end_then_finish_views_and_exports(network, qtbot, tmp_pa
     network.export("nwb", tmp_path / "n.nwb")
     network.export("neuroml", tmp_path / "n.nml")
     assert (tmp_path / "n.nwb").stat().st_size > 0 and "<blockingPlasticSynapse" in (tmp_path / "n.nml").read_text()
+    assert "<Include file=\"n.nml\"/>" in (tmp_path / "LEMS_n.xml").read_text()      # its simulation
     with np.load(spikes) as data:
         assert data["spike_times"].size == data["spike_neurons"].size > 0
     assert open(hist).readline().strip().startswith("epoch,epoch_mean_radius")

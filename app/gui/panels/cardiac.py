@@ -264,9 +264,11 @@ class CardiacPanel(Panel):
         """Inject a stimulus pulse around ``cell`` into the running simulation (between slices)."""
         if not self.running or self.tissue.click_action.currentData() != "stimulate":
             return False
-        from app.sims.cardiac.stimulate import StimulusRequest
+        from app.sims.cardiac.stimulate import click_region
 
-        self.worker.session.request(StimulusRequest(int(cell)))
+        if self.last_frame is None or self.last_frame.mesh is None:
+            return False
+        self.worker.session.steer("stimulate", -40.0, click_region(self.last_frame.mesh.positions, int(cell)))
         log.info("cardiac: stimulus requested at cell %d", cell)
         return True
 

@@ -39,7 +39,8 @@ from app.gui.views.convergence import ConvergenceView
 from app.gui.views.intervals import IntervalsView
 from app.gui.views.parameter_history import ParameterHistoryView
 from app.gui.views.sweep_fit import SweepFitView
-from app.sims.channel.config import ChannelConfig, DataSpec, FitSettings, GASettings, resolve
+from app.sims.channel.config import (LIVE_GA_SETTINGS, ChannelConfig, DataSpec, FitSettings,
+                                     GASettings, resolve)
 from app.sims.channel.recordings import FamilyData
 from app.sims.channel.model import ChannelSpec
 from app.sims.channel.protocol import ProtocolSpec, compile_protocols
@@ -53,7 +54,6 @@ DATA_SOURCES = (("Surrogate (model's true values)", "surrogate"), ("CSV file", "
                 ("ABF file", "abf"), ("Recordings per family", "recordings"))
 FAMILY_COLUMNS = ("family", "file", "protocol", "mask ms", "weight")
 # GA settings that may change between generations, and their widgets' attribute names.
-LIVE_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_fraction", "chi2_threshold")
 INLINE = "<inline>"
 
 
@@ -428,10 +428,11 @@ class ChannelPanel(Panel):
         """The live GA settings changed since the run started (or last resumed); validated."""
         settings = self.ga_settings()
         old = self.run_ga or settings
-        return {k: getattr(settings, k) for k in LIVE_SETTINGS if getattr(settings, k) != getattr(old, k)}
+        return {f"ga.{k}": getattr(settings, k) for k in LIVE_GA_SETTINGS
+                if getattr(settings, k) != getattr(old, k)}
 
     def changes_sent(self, changes: dict[str, Any]) -> None:
-        self.run_ga = replace(self.run_ga, **changes)
+        self.run_ga = replace(self.run_ga, **{k.partition(".")[2]: v for k, v in changes.items()})
 
     def status_text(self, frame) -> str:
         gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0

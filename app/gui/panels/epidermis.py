@@ -49,7 +49,7 @@ from app.sims.common.config import ConfigError, dotted_items, to_plain
 from app.sims.common.simulation import Domain
 from app.sims.epidermis.config import EpidermisConfig, Morse
 from app.sims.epidermis.model import morse_minimum
-from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
+from app.sims.epidermis.config import LIVE_RUN_KEYS, LIVE_SECTIONS
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class EpidermisPanel(Panel):
         fixed = sorted(set(changed) - set(live))
         if fixed:
             raise ConfigError(f"{', '.join(fixed)} cannot change during a run (stop and start a new "
-                              "one); the mechanics, growth, Δt, steps and search can")
+                              "one); the mechanics, genes, growth, Δt and steps can")
         return live
 
     def changes_sent(self, changes: dict[str, Any]) -> None:

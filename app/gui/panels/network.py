@@ -39,7 +39,8 @@ EXPORTS = (("Spikes (NPZ)…", "spikes", "NPZ (*.npz)", "every recorded spike (o
            ("Spikes and bursts (NWB)…", "nwb", "NWB (*.nwb)",
             "a finished run: spike times, positions, population rate and bursts"),
            ("Culture (NeuroML2)…", "neuroml", "NeuroML2 (*.nml)",
-            "a finished run: cells, positions, Tsodyks-Markram synapses, final connections"))
+            "a finished run: cells, positions, Tsodyks-Markram synapses, final connections, "
+            "and beside it a LEMS file that simulates one epoch"))
 HISTORY_KEYS = ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute")
 
 

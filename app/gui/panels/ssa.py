@@ -233,7 +233,7 @@ class SSAPanel(Panel):
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         if summary and summary.get("finished") and self.worker is not None:
-            self.last_run = (self.worker.session.cfg, dict(arrays), dict(summary))
+            self.last_run = (self.worker.session.steered_config(), dict(arrays), dict(summary))
         if summary:
             log.info("SSA: %d reactions in %.2f s on %s (%s)", summary.get("reactions_fired", 0),
                      summary.get("wall_seconds", 0.0), summary.get("device", "?"),

@@ -15,6 +15,7 @@ import numpy as np
 from app.sims.cardiac.fem import UNIT_TISSUE, operator_arrays
 from app.sims.cardiac.mesh import DEFAULT_SPACING_MM, Mesh
 from app.sims.cardiac.mesh_io import RawMesh, check_mesh, signed_measure
+from app.sims.common.progress import SetupProgress
 
 MAX_SPHERE_LEVEL = 9
 
@@ -32,7 +33,9 @@ def icosphere_surface(level: int, radius_mm: float | None = None) -> RawMesh:
                       [3, 2, 6], [3, 6, 8], [3, 8, 9], [4, 9, 5], [2, 4, 11], [6, 2, 10],
                       [8, 6, 7], [9, 8, 1]], np.int64)
     verts /= np.linalg.norm(verts, axis=1, keepdims=True)
-    for _ in range(level):
+    report = SetupProgress(f"building the level-{level} sphere", level + 1)   # + the operator
+    for done in range(level):
+        report(done)
         e = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
         e.sort(axis=1)
         uniq, inverse = np.unique(e, axis=0, return_inverse=True)
@@ -46,6 +49,7 @@ def icosphere_surface(level: int, radius_mm: float | None = None) -> RawMesh:
         a, b, c = faces[:, 0], faces[:, 1], faces[:, 2]
         faces = np.concatenate([np.stack([a, m01, m20], 1), np.stack([b, m12, m01], 1),
                                 np.stack([c, m20, m12], 1), np.stack([m01, m12, m20], 1)])
+    report(level)
     if radius_mm is None:
         radius_mm = DEFAULT_SPACING_MM / _mean_edge(verts, faces)
     return RawMesh("<sphere>", verts * radius_mm, faces)

@@ -9,17 +9,19 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.cardiac.config import CardiacConfig, load_config
+from app.sims.cardiac.config import STIMULUS_MS, CardiacConfig, load_config
 from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.mesh import Mesh
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
 from app.sims.cardiac.readouts import SingularityTracker, conduction_velocity, repolarisation
+from app.sims.cardiac.stimulate import cells_near, kick_voltage
 from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config, like
 from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
+from app.sims.common.steering import region_mask, steering_from_state, steering_state
 
 CPU_SLICE_SECONDS = 0.15
 RESTITUTION_DEFINITIONS = (
@@ -86,6 +88,10 @@ class CardiacSimulation(Simulation):
         self._steps = 16
         self.stopped: RunStopped | None = None
         self._last_checkpoint = 0.0
+        # steering: the configured coupling and parameters, and the cells made scar
+        self._base_inv_d2 = np.array(m.inv_d2, copy=True)
+        self._base_field = None if self.problem.param_field is None else self.problem.param_field.copy()
+        self.ablated = np.zeros(m.n_cells, bool)
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, backend: str) -> "CardiacSimulation":
@@ -99,12 +105,24 @@ class CardiacSimulation(Simulation):
     def finished(self) -> bool:
         return self.stopped is not None or self.engine.finished
 
-    def advance(self) -> CardiacFrame:
-        if not self.finished:
+    @property
+    def step(self) -> int:
+        """Time steps tried so far (accepted and rejected)."""
+        return int(self.engine.steps_accepted + self.engine.steps_rejected)
+
+    @property
+    def sim_time(self) -> float:
+        return float(self.engine.t)
+
+    def advance(self, until: int | None = None) -> CardiacFrame:
+        if not self.finished and until != self.step:
             start = time.perf_counter()
             try:
                 to_series = self._series_due() - self.engine.t      # stop there to keep V
-                if self.backend == "cuda":
+                if until is not None:
+                    self.engine.advance(min(self._steps if self.backend != "cuda" else 1 << 30,
+                                            until - self.step))
+                elif self.backend == "cuda":
                     self.engine.advance_time(min(self.cfg.output.snapshot_interval, max(to_series, 1e-9)))
                 elif self.problem.tableau is not None and not self.problem.tableau.adaptive:
                     dt = self.cfg.solver.dt
@@ -168,13 +186,57 @@ class CardiacSimulation(Simulation):
         if every > 0 and (not self._series or self.engine.t >= self._series_due() - 1e-9):
             self._series.append((self.engine.t, np.asarray(self.engine.voltage(), np.float32)))
 
-    def update(self, changes: Mapping[str, Any]) -> None:
-        raise ConfigError("the cardiac panel takes changes between runs, not while running")
+    # ---- steering -------------------------------------------------------------------------
+    def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
+        """``ablate``, ``restore``, ``stimulate`` and ``model.<paintable parameter>`` on the
+        cells of ``region`` (see ``config.steerables``); the engine's arrays change in place."""
+        cells = self._cells(region)
+        if key == "stimulate":
+            kick_voltage(self.engine, np.flatnonzero(cells), -float(value if value is not None else -40.0)
+                         * STIMULUS_MS)
+            return None
+        field = None if self.problem.param_field is None else self.problem.param_field.copy()
+        if key == "ablate":
+            self.ablated |= cells
+        elif key == "restore":
+            self.ablated &= ~cells
+            if field is not None:
+                field[:, cells] = self._base_field[:, cells]
+        else:
+            k = self.problem.model.parameter_names.index(key.partition(".")[2])
+            old = float(np.median(field[k, cells]))
+            field[k, cells] = value
+        self._push(field)
+        return old if key.startswith("model.") else None
+
+    def _cells(self, region: Mapping[str, Any] | None) -> np.ndarray:
+        """Mask of the cells in a region (a brush reaches at least its nearest cell)."""
+        positions = self.problem.mesh.positions
+        if region is not None and region["kind"] == "brush":
+            centre = np.zeros(positions.shape[1])
+            centre[:len(region["centre"])] = region["centre"][:positions.shape[1]]
+            mask = np.zeros(len(positions), bool)
+            mask[cells_near(positions, centre, region["radius"])] = True
+            return mask
+        return region_mask(region or {"kind": "indices", "indices": []}, positions)
+
+    def _push(self, field: np.ndarray | None) -> None:
+        """The coupling without the scar's edges and ``field`` to the engine."""
+        keep = ~self.ablated
+        p = self.problem
+        inv_d2 = (self._base_inv_d2 * (keep[:, None] & keep[p.mesh.neighbours])).astype(self._base_inv_d2.dtype)
+        self.engine.set_tissue(inv_d2, field)
+        p.mesh = replace(p.mesh, inv_d2=inv_d2)     # the engine's problem (the CUDA engine's too)
+        if field is not None:
+            p.param_field = field
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
         hist = getattr(self.engine, "h_history", None) or []
-        return {**config_state(self.cfg), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
+        steered = {} if not self.steered else {"steer_ablated": self.ablated.copy(), **(
+            {} if self.problem.param_field is None else {"steer_param_field": self.problem.param_field.copy()})}
+        return {**config_state(self.cfg), **steering_state(self.steered), **steered,
+                "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
                 "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
@@ -204,6 +266,13 @@ class CardiacSimulation(Simulation):
             sim.engine.h_history = [(float(t), float(h)) for t, h in np.asarray(state["h_history"])]
         sim.wall = float(state["wall"])
         sim._last_checkpoint = sim.engine.t
+        sim.steered = steering_from_state(state)
+        if "steer_ablated" in state:
+            n, field = sim.problem.n_cells, sim.problem.param_field
+            check_arrays(state, [ArraySpec("steer_ablated", "bool", (n,)), ArraySpec(
+                "steer_param_field", "float", None if field is None else field.shape, optional=True)], path)
+            sim.ablated = np.asarray(state["steer_ablated"], bool).copy()
+            sim._push(None if field is None else np.array(state["steer_param_field"], field.dtype))
         return sim
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

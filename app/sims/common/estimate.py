@@ -41,7 +41,7 @@ WORK: dict[str, tuple[Callable[[Any], float], str, tuple[str, ...]]] = {
     "network": (lambda c: c.culture.width * c.culture.height * c.run.epochs * c.run.epoch_seconds,
                 "neuron-seconds", ("culture.width", "culture.height", "run.epochs")),
     "epidermis": (lambda c: c.tissue.cells * c.tissue.elements * c.run.steps, "element-steps",
-                  ("run.steps",)),
+                  ("run.steps", "tissue.cells")),
 }
 IGNORED = ("name", "description", "checkpoint", "resume", "seed")   # never change the rate
 
@@ -165,6 +165,20 @@ def estimate_seconds(domain: str, cfg: Any, backend: str,
     rate = rate_for(domain, cfg, backend, rates)
     amount = work(domain, cfg)
     return amount / rate if rate and amount > 0 else None
+
+
+def sweep_seconds(domain: str, configs: list[Any], backend: str,
+                  rates: Mapping[str, float] | None = None) -> tuple[float, int]:
+    """(seconds, unmeasured): the sum of :func:`estimate_seconds` over a sweep's point configs
+    run one after another here, and how many points have no estimate (not in the sum)."""
+    total, unmeasured = 0.0, 0
+    for cfg in configs:
+        seconds = estimate_seconds(domain, cfg, backend, rates)
+        if seconds is None:
+            unmeasured += 1
+        else:
+            total += seconds
+    return total, unmeasured
 
 
 def format_duration(seconds: float) -> str:

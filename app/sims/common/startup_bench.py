@@ -6,20 +6,18 @@ default preset, headless (the CLI's session) and in the GUI, each in a fresh int
 - *warm*: the caches filled (the compiled engine loads instead of compiling);
 - *again*: a second run in the same process once the compiled engine is ready.
 
-Prints a table and writes ``startup.json`` (commit, date, CPU, Python, numba, the load, the
-figures). The GUI runs offscreen where there is no display (the 3D panels need one: skipped).
+Prints a table and writes ``startup.json`` (the benchmarks' record: commit, date, CPU, Python,
+numba; the load and the figures). The GUI runs offscreen where there is no display (the 3D
+panels need one: skipped).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -126,14 +124,6 @@ def _fill(name: str, env: dict[str, str]) -> None:
                    capture_output=True, timeout=1800, cwd=os.getcwd())
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def measure(names: list[str], gui: bool) -> list[dict]:
     """The rows: per panel and front end, cold, warm and again."""
     rows: list[dict[str, Any]] = []
@@ -166,19 +156,12 @@ def measure(names: list[str], gui: bool) -> list[dict]:
 
 def main(out_dir: Path, quick: bool = False) -> int:
     """Measure every panel (``quick``: SSA only, headless only) and write startup.json."""
-    import numba
-
     from app.compute.cpu_threads import cpu_description
+    from app.sims.common.bench_record import save_bench
 
     names = ["ssa"] if quick else list(DOMAINS)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(f"time to the first frame, CPU default presets ({cpu_description()}; load {load})")
     rows = measure(names, gui=not quick)
-    result = {"bench": "startup", "commit": _commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "device": cpu_description(), "python": platform.python_version(),
-              "numba": numba.__version__, "load_average": load, "figures": rows}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "startup.json"
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
+    print(f"wrote {save_bench('startup', {'load_average': load, 'cases': rows}, out_dir, cuda=False)}")
     return 0

@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 
+from app.sims.channel.config import steerables
+from app.sims.common.steering import by_key, check_change
+
 from app.sims.channel import cpu, ga
 from app.sims.channel.data import load_abf, load_csv, save_csv_traces, surrogate
 from app.sims.channel.numerics import expm, steady_state
@@ -162,15 +165,17 @@ def test_checkpoint_resume_continues_identically():
 def test_settings_change_between_generations():
     sim = ChannelSimulation(preset("model-a-surrogate", dt=5.0, population=32, generations=5), "cpu")
     sim.advance()
-    sim.update({"crossover": 0.9, "generations": 3})
+    sim.steer("ga.crossover", 0.9)
+    sim.steer("ga.generations", 3)
     assert sim.settings.crossover == 0.9
     while not sim.finished:
         sim.advance()
     assert sim.generation == 3
+    specs = by_key(steerables(sim.cfg))
     with pytest.raises(ConfigError, match="valid range"):
-        sim.update({"mutation": 2.0})
-    with pytest.raises(ConfigError, match="population cannot change"):
-        sim.update({"population": 64})
+        check_change(specs, "ga.mutation", 2.0)
+    with pytest.raises(ConfigError, match="'ga.population' needs a restart"):
+        check_change(specs, "ga.population", 64)
 
 
 @pytest.mark.slow
