@@ -8,6 +8,7 @@
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear|warm]          # the compiled-kernel cache (warm: numba too)
     python -m app bench startup [--out DIR]        # time to the first frame, cold and warm
+    python -m app bench steering [--backend ...]   # from a live change to the first frame showing it
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--suite DIR] [--out F]
     python -m app omex -i ARCHIVE.omex -o OUTDIR [--backend ...]   # run a COMBINE/OMEX archive's SED-ML
@@ -305,7 +306,7 @@ def _save_png(domain: str, session, path: Path) -> None:
 def _bench(args: argparse.Namespace) -> int:
     from app.sims.common.simulation import DOMAINS
 
-    if args.name in ("sweep", "gui", "compare"):
+    if args.name in ("sweep", "gui", "compare", "steering"):
         print(f"results go to {Path(args.out).resolve()}/ (--out changes it)")
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
@@ -317,6 +318,9 @@ def _bench(args: argparse.Namespace) -> int:
     if args.name == "startup":          # not a domain: time to the first frame, cold and warm
         from app.sims.common.startup_bench import main as startup_main
         return startup_main(out_dir=Path(args.out), quick=args.quick)
+    if args.name == "steering":         # not a domain: from a change to the first frame showing it
+        from app.sims.common.steering_bench import main as steering_main
+        return steering_main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     if args.name == "gui":              # not a domain: each panel in the GUI against headless
         from app.gui import bench as gui_bench
         return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)

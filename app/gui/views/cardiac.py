@@ -194,8 +194,10 @@ class TissueView(QWidget):
         self.click_action = QComboBox()
         self.click_action.addItem("stimulate there", "stimulate")
         self.click_action.addItem("add a probe", "probe")
-        self.click_action.setToolTip("What a click (or, on the sheet, a drag) on the tissue does "
-                                     "during a run")
+        self.click_action.addItem("paint with the brush", "paint")
+        self.click_action.setToolTip("What a click (or, on the sheet, a drag) on the tissue does: "
+                                     "stimulate (during a run), add a probe, or paint the brush's "
+                                     "gesture (during a run, or before Run: from its start)")
         header = QHBoxLayout()
         header.addWidget(self.title)
         header.addStretch(1)
