@@ -285,19 +285,24 @@ def test_reset_shows_the_next_runs_mesh_not_the_last_runs_tissue(cardiac, run_to
     assert tissue.stack.currentWidget() is tissue.note and "sphere" in tissue.note.text()
 
 
-def test_a_mesh_file_config_runs_and_draws_the_surface(cardiac, run_to_end, tmp_path):
-    """A triangle surface from a VTU file: the panel runs it, the tissue view draws its
-    triangles coloured by activation (a gradient from the stimulated end)."""
+def _strip_config(folder, protocol: str, output: str):
+    """A 16 x 4 node VTU strip (dx 0.1 mm) and a config running ``protocol`` on it."""
     meshio = pytest.importorskip("meshio")
     from app.sims.cardiac.shapes import grid_sheet
     raw = grid_sheet(16, 4, 0.1)
-    meshio.write(tmp_path / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
-    (tmp_path / "strip.yaml").write_text(
-        "domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
-        "protocol: {t_end: 12, stimuli: [{start: 1, duration: 2, amplitude: -60, "
-        "region: {kind: rect, x1: 0.25}}]}\nsolver: {method: rlfe, dt: 0.02}\n"
-        "output: {random_probes: 2, dt_save: 0.5}\n")
-    cardiac.load_config(tmp_path / "strip.yaml")
+    meshio.write(folder / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
+    path = folder / "strip.yaml"
+    path.write_text("domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
+                    f"protocol: {{{protocol}}}\nsolver: {{method: rlfe, dt: 0.02}}\n"
+                    f"output: {{random_probes: 2, {output}}}\n")
+    return path
+
+
+def test_a_mesh_file_config_runs_and_draws_the_surface(cardiac, run_to_end, tmp_path):
+    """A triangle surface from a VTU file: the panel runs it, the tissue view draws its
+    triangles coloured by activation (a gradient from the stimulated end)."""
+    cardiac.load_config(_strip_config(tmp_path, "t_end: 12, stimuli: [{start: 1, duration: 2, amplitude: -60, "
+                                                "region: {kind: rect, x1: 0.25}}]", "dt_save: 0.5"))
     assert "file" in cardiac.cells_label.text() or "mesh" in cardiac.cells_label.text()
     run_to_end(cardiac, 60000)
     sphere = cardiac.tissue.sphere
@@ -345,16 +350,10 @@ def test_a_volume_past_the_face_budget_runs_live_decimated(cardiac, run_to_end, 
 def test_an_s1_s2_protocol_on_a_file_mesh_runs_from_the_panel(cardiac, run_to_end, tmp_path):
     """S1, then S2 once the strip has recovered, at the same end of a VTU strip: every node
     fires twice, the second wave about the coupling interval later."""
-    meshio = pytest.importorskip("meshio")
-    from app.sims.cardiac.shapes import grid_sheet
-    raw = grid_sheet(16, 4, 0.1)
-    meshio.write(tmp_path / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
-    (tmp_path / "s1s2.yaml").write_text(
-        "domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
-        "protocol: {t_end: 420, stimuli: [{name: S1, start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}},"
-        " {name: S2, start: 400, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}}]}\n"
-        "solver: {method: rlfe, dt: 0.02}\noutput: {random_probes: 2, dt_save: 1.0, snapshot_interval: 20}\n")
-    cardiac.load_config(tmp_path / "s1s2.yaml")
+    cardiac.load_config(_strip_config(
+        tmp_path, "t_end: 420, stimuli: [{name: S1, start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}},"
+        " {name: S2, start: 400, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}}]",
+        "dt_save: 1.0, snapshot_interval: 20"))
     run_to_end(cardiac, 120000)
     first, last = cardiac.arrays["activation_time"], cardiac.arrays["activation_last"]
     assert np.isfinite(first).all() and first.max() < 20.0
