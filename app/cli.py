@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--reps", type=int, default=2, help="compare: timings per run")
     bench.add_argument("--single-cell", action="store_true",
                        help="cardiac: single cells (CVODE) against Myokit's CVODES, side by side")
+    bench.add_argument("--mesh", action="store_true",
+                       help="cardiac: a generated ventricle-like mesh of 10^6 nodes, real-time factor")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     omex.add_argument("--no-png", action="store_true", help="skip the plots")
     export = sub.add_parser("export", help="a run's model or data as NeuroML2, NWB or CellML")
     export.add_argument("run_folder")
-    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
+    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml", "vtu"))
     export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
     export.add_argument("--epoch", type=int, default=None, metavar="N",
                         help="network runs, NeuroML2: the connectivity after epoch N (0: the start; "
@@ -332,6 +334,11 @@ def _bench(args: argparse.Namespace) -> int:
         if args.name != "cardiac":
             raise ConfigError("--single-cell belongs to the cardiac benchmark")
         return module.single_cell(out_dir=Path(args.out), quick=args.quick)
+    if args.mesh:
+        if args.name != "cardiac":
+            raise ConfigError("--mesh belongs to the cardiac benchmark")
+        from app.sims.cardiac import bench_mesh
+        return bench_mesh.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")

@@ -49,9 +49,10 @@ EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
 
 def region_for(kind: str, region: Region, dx: float) -> Region:
     """A preset's stimulus region carried over to another mesh kind: a sphere cap becomes
-    the sheet's left edge (two columns), a sheet rectangle becomes a 10° cap at the pole."""
+    the sheet's left edge (three columns: 2.5 cells of tissue, the edge column holding half a
+    cell), a sheet rectangle becomes a 10° cap at the pole."""
     if kind == "sheet" and region.kind == "cap":
-        return Region(kind="rect", x0=-1e9, x1=1.5 * dx, y0=-1e9, y1=1e9)
+        return Region(kind="rect", x0=-1e9, x1=2.5 * dx, y0=-1e9, y1=1e9)
     if kind == "sphere" and region.kind == "rect":
         return Region(kind="cap", center=[0.0, 0.0, 1.0], angle_deg=10.0)
     if kind == "single" and region.kind != "all":

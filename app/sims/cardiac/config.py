@@ -126,6 +126,13 @@ class OutputSettings:
     activation_threshold: float = field(default=-20.0, metadata=spec(range=(-100.0, 50.0)))
     snapshot_interval: float = field(default=1.0, metadata=spec(range=(0.01, 1e6),
                                      doc="sim ms between live views of V"))
+    singularity_delay: float = field(default=10.0, metadata=spec(range=(0.0, 1e4), unit="ms", doc=(
+        "delay τ of the phase embedding that tracks phase singularities (rotor cores) at the live "
+        "views; about a quarter of a rotation; 0 = off")))
+    series_every: float = field(default=0.0, metadata=spec(range=(0.0, 1e6), unit="ms", doc=(
+        "keep V of the whole tissue every this many ms (fixed-step and GPU runs stop there; adaptive "
+        "CPU runs keep the first live view after) in results.npz V_series, exported as a VTU time "
+        "series; 0 = off")))
 
 
 @dataclass(frozen=True)
@@ -255,10 +262,6 @@ def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
     from app.sims.cardiac.mesh_io import MeshFileError
     if not cfg.mesh.path:
         raise doc.error("mesh.kind file needs mesh.path", ("mesh", "path"))
-    for i, e in enumerate(cfg.mesh.electrodes):
-        if len(e) != 3 or not np.all(np.isfinite(e)):
-            raise doc.error("mesh.electrodes: each electrode is a finite [x, y, z] in mm",
-                            ("mesh", "electrodes", i))
     for key, value in cfg.mesh.tag_conductivity.items():
         if not key.lstrip("-").isdigit() or not (np.isfinite(value) and value >= 0):
             raise doc.error(f"mesh.tag_conductivity: '{key}: {value}' must map an integer element tag "
@@ -282,6 +285,10 @@ def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
 
 def load_config(doc: Document) -> CardiacConfig:
     cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
+    for i, e in enumerate(cfg.mesh.electrodes):
+        if len(e) != 3 or not np.all(np.isfinite(e)):
+            raise doc.error("mesh.electrodes: each electrode is a finite [x, y, z] in mm",
+                            ("mesh", "electrodes", i))
     if cfg.mesh.kind == "file":
         cfg = _load_file_mesh(doc, cfg)
     r = cfg.restitution

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion, Region
-from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
+from app.sims.cardiac.mesh import Mesh, single_cell
+from app.sims.cardiac.shapes import icosphere, sheet
 from app.sims.cardiac.model import CellModel, LookupSpec, config_model
 from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
 from app.sims.common.config import ConfigError

@@ -13,6 +13,7 @@ from app.sims.cardiac.config import STIMULUS_MS, CardiacConfig, load_config
 from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.mesh import Mesh
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
+from app.sims.cardiac.readouts import SingularityTracker, conduction_velocity, repolarisation
 from app.sims.cardiac.stimulate import cells_near, kick_voltage
 from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError
@@ -53,6 +54,7 @@ class CardiacFrame(Frame):
     apd90: np.ndarray | None = None
     stopped: str = ""
     mesh: Mesh | None = None              # positions, faces, shape: what the tissue view draws
+    singularities: np.ndarray | None = None   # (K, 3) phase singularities (rotor cores) now, mm
 
 
 class CardiacSimulation(Simulation):
@@ -70,13 +72,17 @@ class CardiacSimulation(Simulation):
         self.frame_mesh = replace(m, positions=freeze(m.positions), neighbours=freeze(m.neighbours),
                                   inv_d2=freeze(m.inv_d2), faces=None if m.faces is None else freeze(m.faces))
         self._ecg, self._ecg_rows = None, []
-        if cfg.mesh.kind == "file" and cfg.mesh.electrodes:
+        if cfg.mesh.electrodes and m.elements is not None:
             from app.sims.cardiac.ecg import Electrodes
             try:
                 self._ecg = Electrodes(m, np.asarray(cfg.mesh.electrodes, float))
             except ValueError as exc:
                 raise ConfigError(f"mesh.electrodes: {exc}") from None
             self._ecg_rows = [(self.engine.t, self._ecg(self.engine.voltage()))]
+        self._tracker = SingularityTracker(m, cfg.output.singularity_delay)
+        self._tracker.observe(self.engine.t, self.engine.voltage())
+        self._series: list[tuple[float, np.ndarray]] = []
+        self._keep_series()
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
@@ -112,17 +118,25 @@ class CardiacSimulation(Simulation):
         if not self.finished and until != self.step:
             start = time.perf_counter()
             try:
+                to_series = self._series_due() - self.engine.t      # stop there to keep V
                 if until is not None:
                     self.engine.advance(min(self._steps if self.backend != "cuda" else 1 << 30,
                                             until - self.step))
                 elif self.backend == "cuda":
-                    self.engine.advance_time(self.cfg.output.snapshot_interval)
+                    self.engine.advance_time(min(self.cfg.output.snapshot_interval, max(to_series, 1e-9)))
+                elif self.problem.tableau is not None and not self.problem.tableau.adaptive:
+                    dt = self.cfg.solver.dt
+                    self.engine.advance(int(min(self._steps, max(1, np.ceil(to_series / dt - 1e-9)))))
                 else:
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
-            if self._ecg is not None:
-                self._ecg_rows.append((self.engine.t, self._ecg(self.engine.voltage())))
+            if self._ecg is not None or self._tracker.active:      # one copy of V (from the GPU)
+                v = self.engine.voltage()
+                if self._ecg is not None:
+                    self._ecg_rows.append((self.engine.t, self._ecg(v)))
+                self._tracker.observe(self.engine.t, v)
+            self._keep_series()
             run = self.cfg.run
             if run.checkpoint and self.stopped is None and (
                     self.engine.finished or self.engine.t >= self._last_checkpoint + run.checkpoint_every):
@@ -160,7 +174,17 @@ class CardiacSimulation(Simulation):
             steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected, mesh=self.frame_mesh,
             activation_time=freeze(acts["activation_time"]) if acts else None,
             apd90=freeze(acts["apd90"]) if acts else None,
-            stopped=str(self.stopped or ""))
+            singularities=freeze(self._tracker.now), stopped=str(self.stopped or ""))
+
+    def _series_due(self) -> float:
+        """When V of the whole tissue is next kept (inf: not kept)."""
+        every = self.cfg.output.series_every
+        return self._series[-1][0] + every if every > 0 and self._series else np.inf
+
+    def _keep_series(self) -> None:
+        every = self.cfg.output.series_every
+        if every > 0 and (not self._series or self.engine.t >= self._series_due() - 1e-9):
+            self._series.append((self.engine.t, np.asarray(self.engine.voltage(), np.float32)))
 
     # ---- steering -------------------------------------------------------------------------
     def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
@@ -258,6 +282,12 @@ class CardiacSimulation(Simulation):
         arrays = {"probe_index": p.probes, "probe_t": pt, "probe_V": pv,
                   "activation_time": acts["activation_time"], "activation_last": acts["activation_last"],
                   "apd90": acts["apd90"], "V_final": e.voltage()}
+        arrays["repolarisation_time"] = repolarisation(acts["activation_time"], acts["apd90"])
+        arrays["cv_vectors"] = conduction_velocity(p.mesh, acts["activation_time"])
+        arrays.update(self._tracker.arrays())
+        if self._series:
+            arrays["V_series_t"] = np.array([s[0] for s in self._series])
+            arrays["V_series"] = np.stack([s[1] for s in self._series])
         hist = getattr(e, "h_history", None)
         if hist:
             arrays["h_t"] = np.array([x[0] for x in hist])

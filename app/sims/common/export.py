@@ -17,8 +17,8 @@ import numpy as np
 from app.sims.common.config import ConfigError, load_yaml
 from app.sims.common.registry import DOMAINS, Domain, resolve
 
-FORMATS = ("neuroml", "nwb", "cellml")
-SUFFIX = {"neuroml": ".nml", "nwb": ".nwb", "cellml": ".cellml"}
+FORMATS = ("neuroml", "nwb", "cellml", "vtu")
+SUFFIX = {"neuroml": ".nml", "nwb": ".nwb", "cellml": ".cellml", "vtu": ".pvd"}
 
 
 def run_domain(folder: Path) -> Domain:
