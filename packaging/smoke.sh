@@ -32,4 +32,8 @@ bundle="$top/dist/biogpu-studio/biogpu-studio"
 "$bundle" run birth-death --backend cpu --set ensemble.realizations=64 --set ensemble.t_end=2 \
     --out "$work/bundle-run" --no-png >/dev/null
 test -s "$work/bundle-run/results.npz"
-echo "bundle: $(du -sh "$top/dist/biogpu-studio" | cut -f1), ran a preset from $work"
+# the cardiac panel's CPU default: a CellML model through Myokit's importer, inside the bundle
+"$bundle" run 03-sheet-spiral-s1s2-ach-small --backend cpu --set protocol.t_end=5 \
+    --out "$work/bundle-cardiac" --no-png >/dev/null
+test -s "$work/bundle-cardiac/results.npz"
+echo "bundle: $(du -sh "$top/dist/biogpu-studio" | cut -f1), ran an SSA and a cardiac preset from $work"
