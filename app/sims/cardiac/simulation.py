@@ -114,7 +114,7 @@ class CardiacSimulation(Simulation):
     def sim_time(self) -> float:
         return float(self.engine.t)
 
-    def advance(self, until: int | None = None) -> CardiacFrame:
+    def advance(self, until: int | None = None, within: int = 0) -> CardiacFrame:
         if not self.finished and until != self.step:
             start = time.perf_counter()
             try:

@@ -53,9 +53,10 @@ class Simulation(abc.ABC):
         """Create from a validated config on ``backend`` ('cpu' or 'cuda')."""
 
     @abc.abstractmethod
-    def advance(self, until: int | None = None) -> Frame:
+    def advance(self, until: int | None = None, within: int = 0) -> Frame:
         """Do a bounded slice of work and return the newest frame; never past step ``until``
-        (a steering event's boundary)."""
+        (a steering event's boundary), and, where the domain works inside a step
+        (:attr:`within`), never past ``within`` of step ``until``."""
 
     @abc.abstractmethod
     def state(self) -> dict[str, Any]:
@@ -93,6 +94,12 @@ class Simulation(abc.ABC):
         return float(self.step)
 
     @property
+    def within(self) -> int:
+        """The work done inside :attr:`step` (a steering event's ``within``): 0 where a change
+        only takes effect between whole steps."""
+        return 0
+
+    @property
     def at_boundary(self) -> bool:
         """Whether a change applied now takes effect exactly at :attr:`step` (False inside a
         step the engine has not finished, e.g. an SSA sample interval on the CPU)."""
@@ -102,9 +109,9 @@ class Simulation(abc.ABC):
         """Apply a checked change at the current step boundary and record it."""
         if not self.at_boundary:
             raise RuntimeError(f"{self.domain}: a change waits for a step boundary (at_boundary)")
-        at, t = self.step, self.sim_time
+        at, t, within = self.step, self.sim_time, self.within
         event = SteeringEvent(at, key, value, self.apply_change(key, value, region),
-                              None if region is None else dict(region), t)
+                              None if region is None else dict(region), t, within)
         self.steered = (*self.steered, event)
         return event
 

@@ -54,6 +54,23 @@ def test_a_steered_run_replays_bit_for_bit(backend):
     assert not np.array_equal(live.arrays["mean"], Session(domain, cfg, backend, handover=False).run().mean)
 
 
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+def test_a_change_inside_a_sample_interval_replays_bit_for_bit(backend, monkeypatch):
+    """Ten-second sample intervals of some 100 reactions per realization take several slices:
+    the changes are taken inside them (``within`` > 0), and the replay stops there too. Slices
+    are sized by the wall clock; here the live run's shrink (a tiny slice time) while the
+    replay's grow, so the replay meets the changes only by stopping at their ``within``."""
+    domain, cfg = birth_death("ensemble.samples=4")
+    plan = [(0, "rates.birth", 25.0, None), (3, "initial.X", 7, None), (5, "rates.death", 0.5, None)]
+    with monkeypatch.context() as patch:
+        patch.setattr("app.sims.ssa.simulation.CPU_SLICE_SECONDS", 1e-9)
+        live = run_steered(domain, cfg, backend, plan)
+    assert any(e.within > 0 for e in live.events), live.events
+    again = replay(live)
+    assert again.events == live.events
+    assert_same_arrays(live.arrays, again.arrays)
+
+
 def test_explore_reruns_from_t0_a_first_look_then_the_full_ensemble():
     """Explore: the ensemble after a change is the run of the changed model from t = 0."""
     domain, cfg = birth_death("ensemble.realizations=512")
