@@ -293,7 +293,7 @@ class Session:
         boundary (else they wait for it)."""
         if not sim.at_boundary:
             return
-        here = (sim.step, sim.within)
+        here = (sim.step, sim.within) if self._replay else (0, 0)    # a domain may have no step counter
         while self._replay and (self._replay[0].at, self._replay[0].within) <= here:
             event = self._replay.pop(0)
             if (event.at, event.within) < here:

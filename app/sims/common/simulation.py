@@ -42,6 +42,16 @@ class Frame:
     events: tuple[SteeringEvent, ...] = ()   # the steering applied so far (marks on time axes)
 
 
+AFTER_CHANGE_FRACTION = 8   # the slice after a steering change is this much shorter
+
+
+def slice_after_change(steps: int, least: int = 1) -> int:
+    """A CPU slice's step budget right after a steering change: ``steps`` cut by
+    :data:`AFTER_CHANGE_FRACTION` (at least ``least``), so the first frame that shows the change
+    comes soon; the wall-clock sizing grows it back over the next slices."""
+    return max(least, steps // AFTER_CHANGE_FRACTION)
+
+
 class Simulation(abc.ABC):
     """A running simulation advanced in bounded slices by its owning thread."""
 

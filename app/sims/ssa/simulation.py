@@ -23,14 +23,13 @@ from app.sims.common.config import ConfigError
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
 from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
-from app.sims.common.simulation import Frame, Simulation, freeze
+from app.sims.common.simulation import Frame, Simulation, freeze, slice_after_change
 from app.sims.common.steering import steering_from_state, steering_state
 from app.sims.ssa.config import SSAConfig, load_config
 from app.sims.ssa.engine import EnsembleEngine, IntervalStats, RunStopped, initial_stats
 from app.sims.ssa.stats import Histogram
 
 CPU_SLICE_SECONDS = 0.15
-AFTER_CHANGE_FRACTION = 8  # the slice after a change is this much shorter: a frame shows it soon
 PREVIEW_FRACTION = 16      # explore: a first look with 1/16 of the ensemble
 PREVIEW_MIN = 32
 
@@ -185,7 +184,7 @@ class SSASimulation(Simulation):
             old, self.mode = self.mode, value
             return old
         if self.backend != "cuda":        # a short slice next: the first frame with the change comes soon
-            self._steps = max(8, self._steps // AFTER_CHANGE_FRACTION)
+            self._steps = slice_after_change(self._steps, least=8)
         old = self._set_value(key, value)
         if self.mode == "explore":
             self._rerun(preview=True)
