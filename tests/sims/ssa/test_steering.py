@@ -13,6 +13,7 @@ import pytest
 from app.sims.common.config import ConfigError
 from app.sims.common.session import Session
 from app.sims.common.simulation import PRESETS, load_run_config
+from app.sims.common.steering import SteeringEvent
 from app.sims.ssa.simulation import PREVIEW_FRACTION, PREVIEW_MIN, SSASimulation
 from tests.sims.common.steering_runs import assert_continue_alike, assert_same_arrays, replay, run_steered
 
@@ -69,6 +70,19 @@ def test_a_change_inside_a_sample_interval_replays_bit_for_bit(backend, monkeypa
     again = replay(live)
     assert again.events == live.events
     assert_same_arrays(live.arrays, again.arrays)
+
+
+def test_a_change_inside_an_interval_is_refused_on_cuda_naming_it():
+    """The CUDA engine runs whole sample intervals, so it cannot stop where a CPU change was
+    made inside one: the run is refused before anything is allocated."""
+    from app.sims.ssa.config import check_before_run
+
+    _, cfg = birth_death()
+    steered = replace(cfg, steering=(SteeringEvent(0, "rates.birth", 25.0, 10.0, None, 0.0, 64),))
+    with pytest.raises(ConfigError, match=r"steering event 0 was made inside a sample interval.*within: 64"):
+        check_before_run(steered, "cuda")
+    check_before_run(steered, "cpu")
+    check_before_run(replace(steered, steering=(replace(steered.steering[0], within=0),)), "cuda")
 
 
 def test_explore_reruns_from_t0_a_first_look_then_the_full_ensemble():
