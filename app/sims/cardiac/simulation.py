@@ -20,7 +20,7 @@ from app.sims.common.config import ConfigError
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config, like
 from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
-from app.sims.common.simulation import Frame, Simulation, freeze
+from app.sims.common.simulation import Frame, Simulation, freeze, slice_after_change
 from app.sims.common.steering import region_mask, steering_from_state, steering_state
 
 CPU_SLICE_SECONDS = 0.15
@@ -114,7 +114,7 @@ class CardiacSimulation(Simulation):
     def sim_time(self) -> float:
         return float(self.engine.t)
 
-    def advance(self, until: int | None = None) -> CardiacFrame:
+    def advance(self, until: int | None = None, within: int = 0) -> CardiacFrame:
         if not self.finished and until != self.step:
             start = time.perf_counter()
             try:
@@ -190,6 +190,8 @@ class CardiacSimulation(Simulation):
     def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
         """``ablate``, ``restore``, ``stimulate`` and ``model.<paintable parameter>`` on the
         cells of ``region`` (see ``config.steerables``); the engine's arrays change in place."""
+        if self.backend != "cuda":        # a short slice next: the first frame with the change comes soon
+            self._steps = slice_after_change(self._steps)
         cells = self._cells(region)
         if key == "stimulate":
             kick_voltage(self.engine, np.flatnonzero(cells), -float(value if value is not None else -40.0)

@@ -170,7 +170,7 @@ class ChannelSimulation(Simulation):
         """Iterations so far: generations of the search, then refinement and MCMC steps."""
         return self.iterations
 
-    def advance(self, until: int | None = None) -> ChannelFrame:
+    def advance(self, until: int | None = None, within: int = 0) -> ChannelFrame:
         """One iteration (so never past a step ``until``)."""
         if self.finished or until == self.iterations:
             return self.frame()

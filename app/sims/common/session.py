@@ -230,10 +230,11 @@ class Session:
                     self._apply_requests(sim)
                     if self._handing:
                         sim = self._maybe_hand_over(module, sim, started)
-                    target = self._replay[0].at if self._replay else None
+                    target = self._replay[0] if self._replay else None
                     try:
                         with self._guard(self.engine):
-                            frame = sim.advance() if target is None else sim.advance(until=target)
+                            frame = (sim.advance() if target is None
+                                     else sim.advance(until=target.at, within=target.within))
                     except SetupStopped:  # Stop inside a long slice: the state before it is kept
                         self.stopped = True
                         break
@@ -292,11 +293,14 @@ class Session:
         boundary (else they wait for it)."""
         if not sim.at_boundary:
             return
-        while self._replay and self._replay[0].at <= sim.step:
+        here = (sim.step, sim.within) if self._replay else (0, 0)    # a domain may have no step counter
+        while self._replay and (self._replay[0].at, self._replay[0].within) <= here:
             event = self._replay.pop(0)
-            if event.at < sim.step:
-                raise SteeringError(f"the steering event at step {event.at} ({event.key}) was not "
-                                    f"applied: the run had passed it (step {sim.step})")
+            if (event.at, event.within) < here:
+                raise SteeringError(f"the steering event at step {event.at}"
+                                    f"{f' (+{event.within})' if event.within else ''} ({event.key}) was "
+                                    f"not applied: the run had passed it (step {sim.step}"
+                                    f"{f' (+{sim.within})' if sim.within else ''})")
             sim.steer(event.key, event.value, event.region)
         with self._lock:
             changes, self._changes = self._changes, []

@@ -42,6 +42,16 @@ class Frame:
     events: tuple[SteeringEvent, ...] = ()   # the steering applied so far (marks on time axes)
 
 
+AFTER_CHANGE_FRACTION = 8   # the slice after a steering change is this much shorter
+
+
+def slice_after_change(steps: int, least: int = 1) -> int:
+    """A CPU slice's step budget right after a steering change: ``steps`` cut by
+    :data:`AFTER_CHANGE_FRACTION` (at least ``least``), so the first frame that shows the change
+    comes soon; the wall-clock sizing grows it back over the next slices."""
+    return max(least, steps // AFTER_CHANGE_FRACTION)
+
+
 class Simulation(abc.ABC):
     """A running simulation advanced in bounded slices by its owning thread."""
 
@@ -53,9 +63,10 @@ class Simulation(abc.ABC):
         """Create from a validated config on ``backend`` ('cpu' or 'cuda')."""
 
     @abc.abstractmethod
-    def advance(self, until: int | None = None) -> Frame:
+    def advance(self, until: int | None = None, within: int = 0) -> Frame:
         """Do a bounded slice of work and return the newest frame; never past step ``until``
-        (a steering event's boundary)."""
+        (a steering event's boundary), and, where the domain works inside a step
+        (:attr:`within`), never past ``within`` of step ``until``."""
 
     @abc.abstractmethod
     def state(self) -> dict[str, Any]:
@@ -93,6 +104,12 @@ class Simulation(abc.ABC):
         return float(self.step)
 
     @property
+    def within(self) -> int:
+        """The work done inside :attr:`step` (a steering event's ``within``): 0 where a change
+        only takes effect between whole steps."""
+        return 0
+
+    @property
     def at_boundary(self) -> bool:
         """Whether a change applied now takes effect exactly at :attr:`step` (False inside a
         step the engine has not finished, e.g. an SSA sample interval on the CPU)."""
@@ -102,9 +119,9 @@ class Simulation(abc.ABC):
         """Apply a checked change at the current step boundary and record it."""
         if not self.at_boundary:
             raise RuntimeError(f"{self.domain}: a change waits for a step boundary (at_boundary)")
-        at, t = self.step, self.sim_time
+        at, t, within = self.step, self.sim_time, self.within
         event = SteeringEvent(at, key, value, self.apply_change(key, value, region),
-                              None if region is None else dict(region), t)
+                              None if region is None else dict(region), t, within)
         self.steered = (*self.steered, event)
         return event
 

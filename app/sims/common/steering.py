@@ -12,7 +12,7 @@ list; running that file applies each event exactly at its ``at`` and so reproduc
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -28,7 +28,9 @@ class SteeringEvent:
     """One change of a running simulation.
 
     ``at`` is the step boundary where it takes effect, in the domain's counter (SSA: sample
-    index; cardiac: time step; network: step; epidermis: step; channel: generation); ``old``
+    index; cardiac: time step; network: step; epidermis: step; channel: generation);
+    ``within`` the work done inside step ``at`` before it (SSA on the CPU: engine steps each
+    realization had taken into the sample interval after ``at``; 0 elsewhere); ``old``
     is the value it replaced (None for a gesture); ``region`` the painted region of a gesture:
     ``{'kind': 'brush', 'centre': [x, y(, z)], 'radius': r}`` or ``{'kind': 'indices',
     'indices': [...]}`` (nodes, cells or neurons)."""
@@ -39,6 +41,8 @@ class SteeringEvent:
     old: Any = None
     region: dict[str, Any] | None = None
     t: float | None = None
+    within: int = field(default=0, metadata=spec(range=(0, 2**62),
+                                                 doc="work done inside step 'at' before the change"))
 
 
 @dataclass(frozen=True)
@@ -186,7 +190,7 @@ def check_steering(events: Sequence[SteeringEvent], specs: Mapping[str, Steerabl
         except ConfigError as exc:
             field_name = "region" if "region" in exc.path else "value" if event.key in specs else "key"
             raise doc.error(exc.message, ("steering", i, field_name)) from None
-        out.append(SteeringEvent(event.at, event.key, value, event.old, region, event.t))
+        out.append(replace(event, value=value, region=region))
     return tuple(out)
 
 

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 TARGET_MS = {"cpu": 250.0, "cuda": 100.0}
 EXPLORE_TARGET_MS = {"cuda": (100.0, 300.0)}
 # the explore case is 2^16 realizations on the GPU; the 2-core CPU runs 2^8 (its whole
-# ensemble takes some 20 s there: the preview is the whole ensemble)
+# ensemble takes some 10 to 20 s there; the preview is 32 of them)
 EXPLORE_REALIZATIONS = {"cuda": 2**16, "cpu": 2**8}
 CHANGES = 5                     # changes per case (3 with --quick)
 WAIT_S = 120.0                  # a hang guard for one frame (never a speed limit)

@@ -85,7 +85,7 @@ class EpidermisSimulation(Simulation):
             self.stopped = (f"step {self.step}: cell {int(np.flatnonzero(bad)[0])} has a non-finite "
                             "position or gene value (the mechanics blew up: lower run.dt)")
 
-    def advance(self, until: int | None = None) -> EpidermisFrame:
+    def advance(self, until: int | None = None, within: int = 0) -> EpidermisFrame:
         run = self.cfg.run
         if not self.finished and until != self.step:
             start = time.perf_counter()

@@ -121,7 +121,7 @@ class NetworkSimulation(Simulation):
     def sim_time(self) -> float:
         return self.sim_seconds
 
-    def advance(self, until: int | None = None) -> NetworkFrame:
+    def advance(self, until: int | None = None, within: int = 0) -> NetworkFrame:
         self.boundary = False
         if not self.finished and until != self.step:
             start = time.perf_counter()

@@ -191,8 +191,14 @@ def estimate_memory(cfg: SSAConfig, backend: str):
 
 
 def check_before_run(cfg: SSAConfig, backend: str) -> None:
-    """Integer ranges of the engine that runs (see :func:`check_counts`) and, on the compiled
-    CPU engine, the size of the code it would generate."""
+    """Integer ranges of the engine that runs (see :func:`check_counts`), on the compiled
+    CPU engine the size of the code it would generate, and on CUDA no steering event inside a
+    sample interval (the CUDA engine runs whole intervals)."""
+    inside = next((i for i, e in enumerate(cfg.steering) if e.within), None)
+    if backend == "cuda" and inside is not None:
+        raise ConfigError(f"steering event {inside} was made inside a sample interval on the CPU "
+                          f"(within: {cfg.steering[inside].within}); the CUDA engine runs whole "
+                          "intervals: replay this run on the CPU", path=("steering", inside, "within"))
     network = cfg.network()
     check_counts(cfg, network, backend)
     if backend == "cpu" and cfg.ensemble.algorithm != "tau-leap":

@@ -1,4 +1,14 @@
-"""The SSA simulation: an ensemble advanced one sample time per slice, frames for the GUI."""
+"""The SSA simulation: an ensemble advanced by bounded slices of one sample interval at most,
+frames for the GUI.
+
+On the CPU a slice gives every realization at most ``n`` engine steps towards the next sample
+time, so a sample interval can take several slices. A change is taken between any two slices:
+each realization takes it where it is inside the interval, and the event records the engine
+steps into the interval (``within``). The engines' state after ``a`` then ``b`` steps equals
+their state after ``a + b`` steps (each realization runs its own Philox stream and stops where
+its budget ends), so a replay that stops at ``within`` reproduces the run bit for bit. Samples
+at and after the end of that interval see the change in every realization.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +23,7 @@ from app.sims.common.config import ConfigError
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
 from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
-from app.sims.common.simulation import Frame, Simulation, freeze
+from app.sims.common.simulation import Frame, Simulation, freeze, slice_after_change
 from app.sims.common.steering import steering_from_state, steering_state
 from app.sims.ssa.config import SSAConfig, load_config
 from app.sims.ssa.engine import EnsembleEngine, IntervalStats, RunStopped, initial_stats
@@ -21,7 +31,7 @@ from app.sims.ssa.stats import Histogram
 
 CPU_SLICE_SECONDS = 0.15
 PREVIEW_FRACTION = 16      # explore: a first look with 1/16 of the ensemble
-PREVIEW_MIN = 256
+PREVIEW_MIN = 32
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ class SSASimulation(Simulation):
         self.mode = "continue"         # steering: explore re-runs the ensemble on each change
         self.previewing = False        # explore: the small ensemble runs before the full one
         self._base = 0                 # steps of the ensembles run before this one (explore)
-        self._mid_interval = False     # some realizations are still inside a sample interval
+        self._within = 0               # engine steps into the sample interval in flight (CPU)
         self.wall = 0.0
         self._steps = 64
         t0 = time.perf_counter()
@@ -98,8 +108,9 @@ class SSASimulation(Simulation):
         return self._base + self.k - 1
 
     @property
-    def at_boundary(self) -> bool:
-        return not self._mid_interval
+    def within(self) -> int:
+        """Engine steps each realization has taken (at most) into the interval after :attr:`step`."""
+        return self._within
 
     @property
     def sim_time(self) -> float:
@@ -109,17 +120,21 @@ class SSASimulation(Simulation):
     def can_hand_over(self) -> bool:
         return not self.previewing
 
-    def advance(self, until: int | None = None) -> SSAFrame:
-        """One sample interval at most (so never past a step ``until``)."""
+    def advance(self, until: int | None = None, within: int = 0) -> SSAFrame:
+        """One sample interval at most (so never past a step ``until``), and on the CPU never
+        past ``within`` engine steps into the interval after step ``until``."""
         if self.previewing and self.k >= len(self.times):     # the preview is done: the full ensemble
             self._rerun(preview=False)
-        if not self.finished:
+        steps = self._steps
+        if until == self.step and self.backend != "cuda":      # a replayed change inside this interval
+            steps = within - self._within
+        if not self.finished and steps > 0:
             start = time.perf_counter()
             try:
-                done = self.engine.advance(float(self.times[self.k]), self._steps)
+                done = self.engine.advance(float(self.times[self.k]), steps)
             except RunStopped as exc:     # an overflow, a bad propensity: stop with the last sample, say why
                 self.stopped, done = str(exc), False
-            self._mid_interval = not done and self.stopped is None
+            self._within = 0 if done or self.stopped is not None else self._within + steps
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":   # keep a CPU slice near CPU_SLICE_SECONDS
@@ -168,6 +183,8 @@ class SSASimulation(Simulation):
         if key == "mode":
             old, self.mode = self.mode, value
             return old
+        if self.backend != "cuda":        # a short slice next: the first frame with the change comes soon
+            self._steps = slice_after_change(self._steps, least=8)
         old = self._set_value(key, value)
         if self.mode == "explore":
             self._rerun(preview=True)
@@ -206,7 +223,7 @@ class SSASimulation(Simulation):
                                  ens.algorithm, self.hist_idx, ens.histogram_bins, ens.epsilon)
         self._base = self.step + 1
         self.engine.close()
-        self._mid_interval = False
+        self._within = 0
         self._start(engine)
 
     # ---- checkpoint and results ---------------------------------------------------------
@@ -215,7 +232,7 @@ class SSASimulation(Simulation):
             raise ConfigError("explore mode is showing its first look (a small ensemble); a "
                               "checkpoint waits for the full ensemble")
         return {**config_state(self.cfg), **steering_state(self.steered), "k": np.int64(self.k),
-                "step_base": np.int64(self._base), "mid_interval": np.bool_(self._mid_interval),
+                "step_base": np.int64(self._base), "within": np.int64(self._within),
                 "wall": np.float64(self.wall), "mean": self.mean, "var": self.var,
                 "hist_lo": self.hist_lo, "hist_width": self.hist_width,
                 "hist_counts": self.hist_counts, **engine_state(self.engine)}
@@ -235,7 +252,7 @@ class SSASimulation(Simulation):
         sim.engine.restore(engine_part(state))
         sim.k, sim.wall = int(state["k"]), float(state["wall"])
         sim._base = int(state.get("step_base", 0))
-        sim._mid_interval = bool(state.get("mid_interval", False))
+        sim._within = int(state.get("within", 0))
         for name in ("mean", "var", "hist_lo", "hist_width", "hist_counts"):
             getattr(sim, name)[...] = state[name]
         return sim
@@ -321,4 +338,5 @@ def checkpoint_schema(cfg: SSAConfig) -> list[ArraySpec]:
             ArraySpec("engine_events", "int", (r,), 0, 2**32 - 1, optional=True),
             ArraySpec("engine_reactions_fired", "int", (), 0),
             ArraySpec("step_base", "int", (), 0, 2**62, optional=True),
-            ArraySpec("mid_interval", "bool", (), optional=True)]
+            ArraySpec("mid_interval", "bool", (), optional=True),    # checkpoints before 'within'
+            ArraySpec("within", "int", (), 0, 2**62, optional=True)]

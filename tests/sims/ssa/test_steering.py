@@ -13,6 +13,7 @@ import pytest
 from app.sims.common.config import ConfigError
 from app.sims.common.session import Session
 from app.sims.common.simulation import PRESETS, load_run_config
+from app.sims.common.steering import SteeringEvent
 from app.sims.ssa.simulation import PREVIEW_FRACTION, PREVIEW_MIN, SSASimulation
 from tests.sims.common.steering_runs import assert_continue_alike, assert_same_arrays, replay, run_steered
 
@@ -52,6 +53,36 @@ def test_a_steered_run_replays_bit_for_bit(backend):
     assert again.events == live.events
     assert_same_arrays(live.arrays, again.arrays)
     assert not np.array_equal(live.arrays["mean"], Session(domain, cfg, backend, handover=False).run().mean)
+
+
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+def test_a_change_inside_a_sample_interval_replays_bit_for_bit(backend, monkeypatch):
+    """Ten-second sample intervals of some 100 reactions per realization take several slices:
+    the changes are taken inside them (``within`` > 0), and the replay stops there too. Slices
+    are sized by the wall clock; here the live run's shrink (a tiny slice time) while the
+    replay's grow, so the replay meets the changes only by stopping at their ``within``."""
+    domain, cfg = birth_death("ensemble.samples=4")
+    plan = [(0, "rates.birth", 25.0, None), (3, "initial.X", 7, None), (5, "rates.death", 0.5, None)]
+    with monkeypatch.context() as patch:
+        patch.setattr("app.sims.ssa.simulation.CPU_SLICE_SECONDS", 1e-9)
+        live = run_steered(domain, cfg, backend, plan)
+    assert any(e.within > 0 for e in live.events), live.events
+    again = replay(live)
+    assert again.events == live.events
+    assert_same_arrays(live.arrays, again.arrays)
+
+
+def test_a_change_inside_an_interval_is_refused_on_cuda_naming_it():
+    """The CUDA engine runs whole sample intervals, so it cannot stop where a CPU change was
+    made inside one: the run is refused before anything is allocated."""
+    from app.sims.ssa.config import check_before_run
+
+    _, cfg = birth_death()
+    steered = replace(cfg, steering=(SteeringEvent(0, "rates.birth", 25.0, 10.0, None, 0.0, 64),))
+    with pytest.raises(ConfigError, match=r"steering event 0 was made inside a sample interval.*within: 64"):
+        check_before_run(steered, "cuda")
+    check_before_run(steered, "cpu")
+    check_before_run(replace(steered, steering=(replace(steered.steering[0], within=0),)), "cuda")
 
 
 def test_explore_reruns_from_t0_a_first_look_then_the_full_ensemble():
