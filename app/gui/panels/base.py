@@ -86,7 +86,8 @@ class Panel(QWidget):
         self.live_movie = None        # a MovieRecorder while (and after) a recorded run
         self.estimate_label: QLabel | None = None
         self.loaded = ""              # what the controls hold, in words (the window title shows it)
-        self._previews: list = []     # RestPreview threads still running (the newest counts)
+        self._previews: list = []     # RestPreview threads still running
+        self._newest_preview = None   # the only one whose picture is drawn (an older one may end later)
         self.last_estimate = ""       # 'last run: 12 s (expected 8-20 s)'
         self._expected: tuple[float, float] | None = None
         # gestures made before Run, applied by the next runs at their step 0 (key, value, region)
@@ -276,6 +277,7 @@ class Panel(QWidget):
             self._rest_pending = True
             return
         self._rest_pending = False
+        self._newest_preview = None            # a preview still running is for an older config
         try:
             cfg = self.current_config()
         except Exception as exc:  # noqa: BLE001  (an invalid form has no picture; Run says why)
@@ -289,6 +291,7 @@ class Panel(QWidget):
         preview.ready.connect(lambda frame, p=preview: self._rest_ready(p, frame))
         preview.finished.connect(lambda p=preview: self._previews.remove(p) if p in self._previews else None)
         self._previews.append(preview)
+        self._newest_preview = preview
         preview.start()
 
     def rest_preview_wanted(self, cfg: Any) -> bool:
@@ -296,7 +299,7 @@ class Panel(QWidget):
         return True
 
     def _rest_ready(self, preview, frame: Frame) -> None:
-        if self.running or not self._previews or preview is not self._previews[-1]:
+        if self.running or preview is not self._newest_preview:
             return                             # a run, or a newer config, came first
         self.last_frame = None
         self.clear_views()
