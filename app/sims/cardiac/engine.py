@@ -23,7 +23,7 @@ import numpy as np
 from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion, Region
 from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
 from app.sims.cardiac.model import CellModel, LookupSpec, config_model
-from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+from app.sims.cardiac.solvers import AUTO, METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
 from app.sims.common.engine import EngineBase
 
 V_LIMIT = 200.0
@@ -143,6 +143,8 @@ class Problem:
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, mesh: Mesh | None = None) -> "Problem":
+        if cfg.solver.method == AUTO:
+            raise ValueError("solver.method auto is resolved per engine (config.for_backend) before the problem")
         mesh = mesh or build_mesh(cfg)
         model = config_model(cfg.model)
         n = mesh.n_cells
