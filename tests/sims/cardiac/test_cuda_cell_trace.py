@@ -21,7 +21,8 @@ def test_cuda_single_cell_writes_every_state_and_the_beat(cuda_context, name):
         sim.close()
         return out
 
-    cfg = first_beat(preset(name))            # Bogacki-Shampine 3(2) + RL, float64: adaptive
+    from app.sims.cardiac.config import for_backend
+    cfg = for_backend(first_beat(preset(name)), "cuda")   # auto on CUDA: bs32 + RL, float64, on both engines
     arrays, s = results("cuda", cfg)
     t, ys = arrays["cell_t"], arrays["cell_states"]
     from app.sims.cardiac.model import load_model
