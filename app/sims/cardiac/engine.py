@@ -206,12 +206,17 @@ class Problem:
     def n_cells(self) -> int:
         return self.mesh.n_cells
 
-    def stim_amplitudes(self, t: float) -> np.ndarray:
-        """Amplitude of each stimulus at time t (0 when off)."""
+    def stim_amplitudes(self, t: float | np.ndarray) -> np.ndarray:
+        """Amplitude of each stimulus at time t (0 when off): (G,), or (T, G) for times (T, 1)."""
         start, dur, amp, period, count = self.stim_table.T
         k = np.floor((t - start) / period)
         on = (t >= start) & (k < count) & (t - start - k * period < dur)
         return np.where(on, amp, 0.0)
+
+    def cell_stimulus(self, times: np.ndarray, cell: int = 0) -> np.ndarray:
+        """One cell's stimulus current at each of ``times`` (T,): :meth:`stim_current` at once."""
+        bits = (self.stim_mask[cell] >> np.arange(len(self.stim_table), dtype=np.uint32)) & 1
+        return self.stim_amplitudes(np.asarray(times, np.float64)[:, None]) @ bits.astype(np.float64)
 
     def stim_current(self, t: float) -> np.ndarray:
         amps = self.stim_amplitudes(t)

@@ -217,7 +217,7 @@ class CardiacSimulation(Simulation):
         hist_states = e.cell_history() if hasattr(e, "cell_history") else None
         if p.n_cells == 1 and hist_states is not None:
             t, ys = hist_states
-            dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.cell_params)[0][0]
+            dv = p.model.rates(ys, p.cell_stimulus(t), p.cell_params)[0][0]
             arrays["cell_t"], arrays["cell_states"], arrays["cell_dVdt"] = t, ys.T, dv
             summary.update(self._beat(t, ys[0], dv))
             trace = (t, ys[0], dv)
