@@ -34,7 +34,8 @@ Usage (SUNDIALS: ``apt-get install libsundials-dev``; check with ``python -m myo
     python scripts/cardiac/cellml_corpus.py CORPUS_DIR [--out DIR] [--models a,b] [--table]
     python scripts/cardiac/cellml_corpus.py CORPUS_DIR --out DIR --runs cuda,explicit --jobs 15
 
-Each model's result is a JSON file in ``--out`` (default ``corpus-results/``), skipped when it
+Each model's result is a JSON file in ``--out`` (default ``corpus-results/``; per kind of run a
+subfolder: bundle the folder, e.g. with tar, to bring a GPU machine's results back), skipped when it
 exists; ``--table`` writes docs/user-guide/cellml-corpus.md from them (the references come
 from the first kind of run; the others need no SUNDIALS).
 """
@@ -262,19 +263,23 @@ def _explicit_cell(run: dict | None, target: dict) -> tuple[str, float | None]:
 def table(out: Path) -> str:
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     extra = {k: {p.stem: json.loads(p.read_text()) for p in (out / k).glob("*.json")} for k in ("cuda", "explicit")}
-    lines = ["| model | imported | APD90 ours (ms) | APD90 CVODES (ms) | error | CUDA default: error "
-             f"| tissue solver (RLFE, float32): error, bound {EXPLICIT_BOUND:g} % | sheet APD90 error (beat 1) "
-             "| time ours (s) | time Myokit (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    with_cuda = bool(extra["cuda"])           # a column only where a GPU ran them
+    head = ["model", "imported", "APD90 ours (ms)", "APD90 CVODES (ms)", "error"]
+    head += ["CUDA default: error"] if with_cuda else []
+    head += [f"tissue solver (RLFE, float32): error, bound {EXPLICIT_BOUND:g} %", "sheet APD90 error (beat 1)",
+             "time ours (s)", "time Myokit (s)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    blank = " |" * (len(head) - 2)
     worst, n_ok, ours_total, ref_total = 0.0, 0, 0.0, 0.0
     cuda_errs: list[float] = []
     steps: dict[str, int] = {}
     for r in rows:
         name = r["model"]
         if "refused" in r:
-            lines.append(f"| {name} | refused: {r['refused'].split(': ', 1)[-1]} | | | | | | | | |")
+            lines.append(f"| {name} | refused: {r['refused'].split(': ', 1)[-1]} |{blank}")
             continue
         if "timeout_s" in r:
-            lines.append(f"| {name} | (not finished within {r['timeout_s']:.0f} s) | | | | | | | | |")
+            lines.append(f"| {name} | (not finished within {r['timeout_s']:.0f} s) |{blank}")
             continue
         ref = (r.get("reference") or {}).get("last") or {}
         beats = (r.get("reference") or {}).get("beats") or [{}]
@@ -303,7 +308,8 @@ def table(out: Path) -> str:
             label = "not run" if within is not None and math.isnan(within) else f"{within:g} ms" if within else "missed"
             steps[label] = steps.get(label, 0) + 1
         lines.append(f"| {name} | yes ({r['states']} states){note} | {_f(s.get('apd90_ms'), '.2f')} | "
-                     f"{_f(ref.get('apd90_ms'), '.2f')} | {_f(err, '+.3f')} % | {cuda_text} | {explicit_text} | "
+                     f"{_f(ref.get('apd90_ms'), '.2f')} | {_f(err, '+.3f')} % | "
+                     f"{cuda_text + ' | ' if with_cuda else ''}{explicit_text} | "
                      f"{_f(sheet_err, '+.2f')} % | "
                      f"{_f(s.get('engine_seconds'), '.2f')} | {_f((r.get('reference') or {}).get('seconds'), '.2f')} |")
     summary = (f"{len(rows)} models; {sum('refused' in r for r in rows)} refused; {n_ok} compared: largest "
