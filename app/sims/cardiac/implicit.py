@@ -115,17 +115,18 @@ def _stepper():
     cvode = ctypes.CFUNCTYPE(ctypes.c_int, u64, d, u64, u64, ctypes.c_int)(
         ctypes.cast(sundials().step, ctypes.c_void_p).value)
 
-    @njit
+    @njit("Tuple((int64, int64, boolean))(int64, float64, int64, float64[::1], float64[::1], float64[::1], "
+          "float64[:, ::1])")          # compiled here (the run's compile time), not at the first step
     def steps(mem, tstop, vector, tret, buf, times, states):
         for k in range(times.shape[0]):
-            flag = cvode(mem, tstop, vector, tret.ctypes.data, CV_ONE_STEP)
+            flag = np.int64(cvode(mem, tstop, vector, tret.ctypes.data, CV_ONE_STEP))
             if flag < 0:
                 return k, flag, True
             times[k] = tret[0]
             states[k, :] = buf
             if flag == CV_TSTOP_RETURN or tret[0] >= tstop:
                 return k + 1, flag, True
-        return times.shape[0], 0, False
+        return times.shape[0], np.int64(0), False
 
     return steps
 
