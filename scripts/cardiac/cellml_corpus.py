@@ -208,7 +208,11 @@ def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: b
 
 
 def _err(ours_apd, ref_apd) -> float:
+    """The APD90 error in %; nan where either is missing or not a duration (the beat's max dV/dt
+    after its repolarisation: no action potential to measure)."""
     if ours_apd is None or ref_apd is None or not (np.isfinite(ours_apd) and np.isfinite(ref_apd)):
+        return math.nan
+    if ours_apd <= 0 or ref_apd <= 0:
         return math.nan
     return 100.0 * (ours_apd - ref_apd) / ref_apd
 
@@ -295,6 +299,8 @@ def table(out: Path) -> str:
             note += f" (Myokit: {_short(r['reference_error'])})"
         if r.get("protocol") is None:
             note += " (no annotated stimulus: last spontaneous beat)"
+        if (ref.get("apd90_ms") or 1.0) <= 0:
+            note += f" (reference APD90 {ref['apd90_ms']:.0f} ms: its max dV/dt falls after the repolarisation)"
         if np.isfinite(err):
             worst, n_ok = max(worst, abs(err)), n_ok + 1
             ours_total += s.get("engine_seconds") or 0.0
