@@ -183,7 +183,7 @@ def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: b
         files = [f for f in files if f.stem in models]
     tasks = [(k, f) for f in files for k in kinds if redo_ours or not _target(out, k, f.stem).exists()]
     if jobs > 1:                                  # the largest first: fewer stragglers at the end
-        tasks.sort(key=lambda task: -task[1].stat().st_size)
+        tasks.sort(key=lambda task: -task[1].stat().st_size * (-1 if reverse else 1))
     for k in kinds:
         _target(out, k, "x").parent.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
