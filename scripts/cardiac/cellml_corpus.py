@@ -249,6 +249,8 @@ def _explicit_cell(run: dict | None, target: dict) -> tuple[str, float | None]:
     :data:`EXPLICIT_BOUND` (None: none; nan: not run)."""
     if not run or "timeout_s" in run:
         return ("not run" if not run else f"not finished within {run['timeout_s']:.0f} s"), math.nan
+    if not np.isfinite(_err(1.0, target.get("apd90_ms"))):
+        return "no reference APD90 for this beat", math.nan
     parts, within = [], None
     for dt in EXPLICIT_STEPS:
         res = run.get(f"rlfe {dt:g}")
@@ -311,7 +313,8 @@ def table(out: Path) -> str:
         explicit_text, within = _explicit_cell(extra["explicit"].get(name),
                                                beats[0] if r.get("protocol") else ref)
         if ref and name in extra["explicit"]:
-            label = "not run" if within is not None and math.isnan(within) else f"{within:g} ms" if within else "missed"
+            compared = within is None or not math.isnan(within)
+            label = "not compared" if not compared else f"{within:g} ms" if within else "missed"
             steps[label] = steps.get(label, 0) + 1
         lines.append(f"| {name} | yes ({r['states']} states){note} | {_f(s.get('apd90_ms'), '.2f')} | "
                      f"{_f(ref.get('apd90_ms'), '.2f')} | {_f(err, '+.3f')} % | "
