@@ -7,7 +7,8 @@
     python -m app devices
     python -m app domains                          # the registered domains (built-in and plugins)
     python -m app cache [info|clear|warm]          # the compiled-kernel cache (warm: numba too)
-    python -m app bench startup [--out DIR]        # time to the first frame, cold and warm
+    python -m app bench startup [--bundle EXE] [--out DIR]   # time to the first frame, cold and warm
+    python -m app bench steering [--backend ...]   # from a live change to the first frame showing it
     python -m app sweep CONFIG.yaml [--scheduler ADDRESS] [--workers N] [--out DIR]
     python -m app dsmts [--backend ...] [--realizations N] [--cases 1,5] [--seed S] [--suite DIR] [--out F]
     python -m app omex -i ARCHIVE.omex -o OUTDIR [--backend ...]   # run a COMBINE/OMEX archive's SED-ML
@@ -25,6 +26,7 @@ import argparse
 import importlib
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -61,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--against", help="compare: the reference commit (this repository's git)")
     bench.add_argument("--against-tree", help="compare: an extracted reference source tree")
     bench.add_argument("--cases", help="compare: comma-separated parts of case names")
+    bench.add_argument("--bundle", help="startup: also the desktop bundle's first start (its executable)")
     bench.add_argument("--rounds", type=int, default=2, help="compare: runs per tree and case")
     bench.add_argument("--reps", type=int, default=2, help="compare: timings per run")
     bench.add_argument("--single-cell", action="store_true",
                        help="cardiac: single cells (CVODE) against Myokit's CVODES, side by side")
+    bench.add_argument("--mesh", action="store_true",
+                       help="cardiac: a generated ventricle-like mesh of 10^6 nodes, real-time factor")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -85,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--plot", default=None, metavar="METRIC",
                        help="metric drawn in plot.png (default: the first)")
     sweep.add_argument("--no-png", action="store_true", help="skip plot.png")
+    sweep.add_argument("--max-hours", type=float, default=None, metavar="H",
+                       help="refuse a sweep expected to run longer than H hours, its points one after "
+                            "another here (default 24)")
     omex = sub.add_parser("omex", help="SSA: run a COMBINE/OMEX archive's SED-ML, or export a run as one")
     omex.add_argument("-i", "--archive", default=None, help="the archive to run")
     omex.add_argument("--export", default=None, metavar="FOLDER", help="a run or sweep folder to export")
@@ -96,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     omex.add_argument("--no-png", action="store_true", help="skip the plots")
     export = sub.add_parser("export", help="a run's model or data as NeuroML2, NWB or CellML")
     export.add_argument("run_folder")
-    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml"))
+    export.add_argument("--to", required=True, choices=("neuroml", "nwb", "cellml", "vtu"))
     export.add_argument("-o", "--out", default=None, help="output file (default RUN_FOLDER/export/<run>.<ext>)")
+    export.add_argument("--epoch", type=int, default=None, metavar="N",
+                        help="network runs, NeuroML2: the connectivity after epoch N (0: the start; "
+                             "default the end of the run)")
     sub.add_parser("dsmts", help="SSA: DSMTS conformance verdicts (SBML stochastic test suite); exit 1 on a fail",
                    add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -130,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             return _omex(args)
         if args.command == "export":
             from app.sims.common.export import export_run
-            for path in export_run(args.run_folder, args.to, args.out):
+            for path in export_run(args.run_folder, args.to, args.out, args.epoch):
                 print(f"wrote {path}")
             return 0
     except (ConfigError, KernelCompileError) as exc:
@@ -260,12 +271,17 @@ def _check_preset_name(config: str) -> None:
 def _expected(name: str, cfg, backend: str) -> tuple[float, float] | None:
     """The run's expected wall seconds (printed before it starts), or None."""
     from app.sims.common.estimate import estimate_range, format_range
+    from app.sims.common.memory import describe
+    from app.sims.common.session import memory_estimate
     from app.sims.common.warmup import has_compiled_engine, key_of, service
 
     cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
     expected = estimate_range(name, cfg, backend, cold=cold)
     print(f"expected: {format_range(*expected)}" if expected else
           "expected: no estimate (this model was not measured on this engine)")
+    need = memory_estimate(cfg, backend)
+    if need is not None:
+        print(f"memory: {describe(need, backend)}", flush=True)
     return expected
 
 
@@ -291,7 +307,7 @@ def _save_png(domain: str, session, path: Path) -> None:
 def _bench(args: argparse.Namespace) -> int:
     from app.sims.common.simulation import DOMAINS
 
-    if args.name in ("sweep", "gui", "compare"):
+    if args.name in ("sweep", "gui", "compare", "steering"):
         print(f"results go to {Path(args.out).resolve()}/ (--out changes it)")
     if args.name == "sweep":            # not a domain: Dask's overhead on tiny points
         from app.sweep import bench as sweep_bench
@@ -302,7 +318,10 @@ def _bench(args: argparse.Namespace) -> int:
                                   args.cases)
     if args.name == "startup":          # not a domain: time to the first frame, cold and warm
         from app.sims.common.startup_bench import main as startup_main
-        return startup_main(out_dir=Path(args.out), quick=args.quick)
+        return startup_main(out_dir=Path(args.out), quick=args.quick, bundle=args.bundle)
+    if args.name == "steering":         # not a domain: from a change to the first frame showing it
+        from app.sims.common.steering_bench import main as steering_main
+        return steering_main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     if args.name == "gui":              # not a domain: each panel in the GUI against headless
         from app.gui import bench as gui_bench
         return gui_bench.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
@@ -315,6 +334,11 @@ def _bench(args: argparse.Namespace) -> int:
         if args.name != "cardiac":
             raise ConfigError("--single-cell belongs to the cardiac benchmark")
         return module.single_cell(out_dir=Path(args.out), quick=args.quick)
+    if args.mesh:
+        if args.name != "cardiac":
+            raise ConfigError("--mesh belongs to the cardiac benchmark")
+        from app.sims.cardiac import bench_mesh
+        return bench_mesh.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")
@@ -379,11 +403,13 @@ def _print_compile_stats(wall: float) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     """Exit 0 when every point finished, 1 when some failed, 130 when stopped (resume with --out)."""
-    from app.sweep.runner import run_sweep
+    from app.sweep.runner import MAX_SWEEP_HOURS, run_sweep
 
     out = Path(args.out or f"runs/{Path(args.config).stem}-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.max_hours is not None and not 0 < args.max_hours < math.inf:
+        raise ConfigError(f"--max-hours must be a positive number of hours, got {args.max_hours}")
 
     def show(row: dict, done: int, total: int) -> None:
         state = row.get("status", "ok")
@@ -397,7 +423,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
     result = run_sweep(args.config, out, backend=args.backend, workers=args.workers,
                        scheduler=args.scheduler, overrides=args.overrides,
-                       batch=not args.no_batch, on_row=show)
+                       batch=not args.no_batch, on_row=show,
+                       max_hours=args.max_hours or MAX_SWEEP_HOURS, on_plan=lambda line: print(line, flush=True))
     s = result.summary
     print(f"{s['finished']} of {s['points']} points finished ({s['reused']} reused, {s['failed']} failed) "
           f"in {s['wall_seconds']:.1f} s on {s['cluster']}")

@@ -246,13 +246,34 @@ __device__ __forceinline__ void steady_state(const double* Q, double* P)
     for (int k = 0; k < CH_NS; ++k) P[k] /= total;
 }
 
+// Exchange states i and j (j may be known only at run time) of a step matrix, a state and the
+// open weights: selects over compile-time indices, so everything stays in registers.
+__device__ __forceinline__ void swap_states(double* e, double* q, double* o, const int i, const int j)
+{
+#pragma unroll
+    for (int k = 0; k < CH_NS; ++k) {
+        if (k == j && k != i) {
+#pragma unroll
+            for (int c = 0; c < CH_NS; ++c) { const double x = e[k * CH_NS + c]; e[k * CH_NS + c] = e[i * CH_NS + c]; e[i * CH_NS + c] = x; }
+#pragma unroll
+            for (int r = 0; r < CH_NS; ++r) { const double x = e[r * CH_NS + k]; e[r * CH_NS + k] = e[r * CH_NS + i]; e[r * CH_NS + i] = x; }
+            double x = q[k]; q[k] = q[i]; q[i] = x;
+            x = o[k]; o[k] = o[i]; o[i] = x;
+        }
+    }
+}
+
 // Recorded steps of a constant-voltage segment from Pd (the state, double) with E (its
-// column-stochastic step matrix): float32, with the state's largest component m eliminated
+// column-stochastic step matrix): float32, with a large component m eliminated
 // (P_m = 1 - sum of the others), so NS-1 components advance by an affine map,
 //   P'_a = E[a][m] + sum_{b != m} (E[a][b] - E[a][m]) P_b,
-// and the current is affine in them too: (NS-1)^2 + (NS-1) FMAs a step instead of NS^2 + open
-// sum + drive. Eliminating the largest keeps every term within NS times the open probability
-// it feeds (relative accuracy of small probabilities), and the sum stays exactly 1.
+// and the current is affine in them too. Eliminating a large component keeps every term
+// within NS times the probability it feeds (relative accuracy of small probabilities), and
+// the sum stays exactly 1. A model with one conducting state (known at compile time: the
+// weights come from ch_open) keeps that state first and eliminates the largest of the others:
+// the largest overall whenever the open probability is below 1/NS, the case where relative
+// accuracy matters; the residual is then one FMA, drive * P_open - target, so a step costs
+// (NS-1)^2 + 2 FMAs (6 for three states, against 8 for the general current w0 + w.P - target).
 // Returns the sum of (weighted) squared residuals; W: weights given, T: currents written.
 template <bool W, bool T>
 __device__ __forceinline__ float recorded_steps(const double* E, double* Pd, const float drive, const int n,
@@ -261,6 +282,7 @@ __device__ __forceinline__ float recorded_steps(const double* E, double* Pd, con
 {
     constexpr int M = CH_NS - 1;
     double e[CH_NS * CH_NS], q[CH_NS], o[CH_NS];
+    int open = 0, n_open = 0;
 #pragma unroll
     for (int k = 0; k < CH_NS * CH_NS; ++k) e[k] = E[k];
 #pragma unroll
@@ -270,22 +292,15 @@ __device__ __forceinline__ float recorded_steps(const double* E, double* Pd, con
         for (int j = 0; j < CH_NS; ++j) unit[j] = j == k ? 1.f : 0.f;
         o[k] = (double)ch_open(unit);
         q[k] = Pd[k];
+        if (o[k] != 0.0) { open = k; ++n_open; }
     }
+    const bool single = n_open == 1 && M > 0;      // constant after unrolling
+    if (single) swap_states(e, q, o, 0, open);
     int m = M;
 #pragma unroll
-    for (int k = M - 1; k >= 0; --k) m = q[k] > q[m] ? k : m;
-    // move state m to the last place (rows, columns, state and open weight)
 #pragma unroll
-    for (int j = 0; j < M; ++j) {
-        if (m == j) {
-#pragma unroll
-            for (int c = 0; c < CH_NS; ++c) { const double x = e[j * CH_NS + c]; e[j * CH_NS + c] = e[M * CH_NS + c]; e[M * CH_NS + c] = x; }
-#pragma unroll
-            for (int r = 0; r < CH_NS; ++r) { const double x = e[r * CH_NS + j]; e[r * CH_NS + j] = e[r * CH_NS + M]; e[r * CH_NS + M] = x; }
-            double x = q[j]; q[j] = q[M]; q[M] = x;
-            x = o[j]; o[j] = o[M]; o[M] = x;
-        }
-    }
+    for (int k = M - 1; k >= (single ? 1 : 0); --k) m = q[k] > q[m] ? k : m;
+    swap_states(e, q, o, M, m);
     float A[M * M + 1], c[M + 1], w[M + 1], P[M + 1];
 #pragma unroll
     for (int a = 0; a < M; ++a) {
@@ -298,11 +313,9 @@ __device__ __forceinline__ float recorded_steps(const double* E, double* Pd, con
     const float w0 = (float)(drive * o[M]);
     float part = 0.f;
     // pointers stepped (not base + step: that cost 6 integer instructions a sample)
-    const float* __restrict__ tp = target;
     const float* __restrict__ wp = weights;
     float* __restrict__ cp = out;
-#pragma unroll 8
-    for (int step = 0; step < n; ++step) {
+    auto advance = [&](const float t) {
         float Tn[M + 1];
 #pragma unroll
         for (int a = 0; a < M; ++a) {
@@ -311,21 +324,43 @@ __device__ __forceinline__ float recorded_steps(const double* E, double* Pd, con
             for (int b = 0; b < M; ++b) acc = fmaf(A[a * M + b], P[b], acc);
             Tn[a] = acc;
         }
-        float current = w0;
 #pragma unroll
-        for (int a = 0; a < M; ++a) { P[a] = Tn[a]; current = fmaf(w[a], P[a], current); }
-        if (T) *cp++ = current;
-        const float r = current - __ldg(tp++);
+        for (int a = 0; a < M; ++a) P[a] = Tn[a];
+        float r;
+        if (single) {
+            r = fmaf(w[0], P[0], -t);
+            if (T) *cp++ = w[0] * P[0];
+        } else {
+            float current = w0;
+#pragma unroll
+            for (int a = 0; a < M; ++a) current = fmaf(w[a], P[a], current);
+            if (T) *cp++ = current;
+            r = current - t;
+        }
         part = W ? fmaf(__ldg(wp++) * r, r, part) : fmaf(r, r, part);
+    };
+    // The target (the same address in every thread) four points a load once 16-byte aligned:
+    // one load instruction a sample was a seventh of the loop's issue slots.
+    const float* __restrict__ tp = target;
+    const int head = min(n, (int)(((16u - ((unsigned)(size_t)tp & 15u)) & 15u) >> 2));
+#pragma unroll 1
+    for (int k = 0; k < head; ++k) advance(__ldg(tp++));
+    const int quads = (n - head) >> 2;
+    const float4* __restrict__ tq = reinterpret_cast<const float4*>(tp);
+#pragma unroll 4
+    for (int k = 0; k < quads; ++k) {
+        const float4 t = __ldg(tq++);
+        advance(t.x); advance(t.y); advance(t.z); advance(t.w);
     }
+    tp = reinterpret_cast<const float*>(tq);
+#pragma unroll 1
+    for (int k = head + 4 * quads; k < n; ++k) advance(__ldg(tp++));
     double rest = 1.0;
 #pragma unroll
     for (int a = 0; a < M; ++a) { q[a] = (double)P[a]; rest -= q[a]; }
     q[M] = rest;
-#pragma unroll
-    for (int j = 0; j < M; ++j) {
-        if (m == j) { const double x = q[j]; q[j] = q[M]; q[M] = x; }
-    }
+    swap_states(e, q, o, M, m);
+    if (single) swap_states(e, q, o, 0, open);
 #pragma unroll
     for (int k = 0; k < CH_NS; ++k) Pd[k] = q[k];
     return part;

@@ -26,6 +26,7 @@
 #define NET_PI 3.14159265358979323846
 
 __constant__ float c_U[4];        // per type EE, EI, IE, II (source -> target)
+__constant__ float c_wscale[4];   // steering: weight factor per type (0 blocks the type)
 __constant__ float c_invD[4];     // 1 / tau_rec
 __constant__ float c_invF[4];     // 1 / tau_facil
 __constant__ float c_decay[4];    // exp(-dt / tau)
@@ -73,7 +74,7 @@ extern "C" __global__ void net_step(
         const unsigned int bits = (unsigned int)(hist_in[j] >> (D - nsteps)) & window;
         if (bits) {
             arrived = 1;
-            const float w = W[s], U = c_U[typ], invD = c_invD[typ], invF = c_invF[typ];
+            const float w = W[s] * c_wscale[typ], U = c_U[typ], invD = c_invD[typ], invF = c_invF[typ];
             float u = su[s], r = sr[s];
             int last = slast[s];
 #pragma unroll

@@ -1,6 +1,11 @@
 """Performance tables from committed benchmark results: ``benchmarks/<device>/*.json`` (records
-written by ``app.sims.common.bench_record``) become the whole of ``docs/benchmarks.md`` and
-the block of README.md between ``<!-- bench-table:begin -->`` and ``<!-- bench-table:end -->``.
+written by ``app.sims.common.bench_record``) become the whole of ``docs/benchmarks.md``, the
+blocks of README.md between ``<!-- bench-table:begin -->`` and ``<!-- bench-table:end -->``
+(the headline cases) and between ``<!-- first-run-table:begin -->`` and
+``<!-- first-run-table:end -->`` (the newest ``bench startup``: time to the first frame), and
+the bench-table block of each ``docs/performance/<domain>.md`` that has the markers (that
+domain's results: its cases of every comparison and its own records, ``<domain>`` or
+``<domain>-...``).
 
     python scripts/bench_tables.py            # write both
     python scripts/bench_tables.py --check    # exit 1 when either is not what the results give
@@ -18,7 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
+FIRST_BEGIN, FIRST_END = "<!-- first-run-table:begin -->", "<!-- first-run-table:end -->"
 MAX_COLUMNS = 9
+# a performance page's records when its name is not theirs: the cpu page shows every CPU case
+RECORDS_OF_PAGE = {"sweeps": "sweep", "startup": "startup"}
 
 
 def load(results_dir: Path) -> dict[str, list[dict]]:
@@ -88,6 +96,40 @@ def generic_table(results: dict) -> list[str]:
     return _table(keys, [[r.get(k) for k in keys] for r in rows])
 
 
+def _seconds(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def startup_table(results: dict) -> list[str]:
+    """``bench startup``: per panel and front end, the first frame cold, warm and on a second run,
+    with the targets and the machine's load while it was measured."""
+    rows = [[r["panel"], r["front"], r["skipped"], "", ""] if "skipped" in r else
+            [r["panel"], r["front"], _seconds(r.get("cold_first_frame_s")), _seconds(r.get("warm_first_frame_s")),
+             _seconds(r.get("again_first_frame_s"))] for r in results.get("rows", [])]
+    load = [results.get("load_average_before"), results.get("load_average_after")]
+    loads = " and ".join(f"{a[0]:.1f}" for a in load if a)
+    return [f"Seconds from Run to the first frame of each panel's CPU default run (target: cold "
+            f"{results.get('target_cold_s', '?')} s, warm {results.get('target_warm_s', '?')} s); "
+            f"load average (1 min) {loads or 'not recorded'} before and after:", "",
+            *_table(["panel", "front end", "cold caches (s)", "warm caches (s)", "second run (s)"], rows)]
+
+
+def estimates_table(results: dict) -> list[str]:
+    """``scripts/check_estimates.py``: per shipped preset, estimate against actual on the CPU
+    (a preset longer than the check's limit is run shortened: the size it ran at is named)."""
+    rows = [[r["preset"], r.get("shortened", "as shipped"), r.get("estimate_s"), r.get("actual_s"),
+             r.get("ratio"), r["result"]] for r in results.get("rows", [])]
+    load = [results.get("load_average_before"), results.get("load_average_after")]
+    loads = " and ".join(f"{a[0]:.1f}" for a in load if a)
+    return [f"Estimated against actual wall seconds on the {results.get('engine', 'CPU')} engine, every "
+            f"shipped preset (longer than {results.get('max_seconds', '?')} s: shortened); load average "
+            f"(1 min) {loads or 'not recorded'} before and after:", "",
+            *_table(["preset", "size", "estimate (s)", "actual (s)", "actual / estimate", "result"], rows)]
+
+
+TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table}
+
+
 def _environment(env: dict) -> str:
     parts = [f"commit {env.get('commit', '?')}", env.get("date", "")[:10]]
     if env.get("driver"):
@@ -108,11 +150,13 @@ def page(records: dict[str, list[dict]]) -> str:
         lines += ["No results are committed yet.", ""]
     for folder, docs in records.items():
         device = next((d["environment"].get("device") for d in docs if d["environment"].get("device")), folder)
+        if device == "cpu":                    # a CPU-only record: name the processor
+            device = f"CPU: {docs[0]['environment'].get('cpu') or folder}"
         lines += [f"## {device}", ""]
         for doc in sorted(docs, key=lambda d: (d["benchmark"] != "compare", d["benchmark"])):
             lines += [f"### {doc['benchmark']}", "", f"Measured at {_environment(doc['environment'])}"
                       f" (`benchmarks/{doc['file']}`).", ""]
-            body = compare_table(doc["results"]) if doc["benchmark"] == "compare" else generic_table(doc["results"])
+            body = TABLES.get(doc["benchmark"], generic_table)(doc["results"])
             lines += (body or ["(no tabular figures)"]) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -142,12 +186,71 @@ def readme_block(records: dict[str, list[dict]]) -> str:
     return "\n".join(lines)
 
 
-def with_block(readme: str, block: str) -> str | None:
+def _date(doc: dict) -> str:
+    return doc["environment"].get("date", "")
+
+
+def _case_domain(case: dict) -> str:
+    return case.get("domain") or case["case"].split("-")[0]
+
+
+def domain_block(records: dict[str, list[dict]], page: str) -> str:
+    """A performance page's block: the newest comparison row of each of the page's cases on each
+    device (the domain's, or every CPU case for ``cpu``), then the page's own bench records
+    (``<domain>`` or ``<domain>-...``), each naming its file."""
+    domain = RECORDS_OF_PAGE.get(page, page)
+    rows, own = [], []
+    for folder, docs in records.items():
+        newest: dict[str, list] = {}
+        for doc in sorted(docs, key=_date):
+            device = doc["environment"].get("device") or folder
+            if doc["benchmark"] == "compare":
+                for c in doc["results"].get("cases", []):
+                    if domain in (_case_domain(c), c.get("device")) and c["current_seconds"]:
+                        reference = (_median(c["reference_seconds"]) + f" ({doc['results'].get('reference', '?')})"
+                                     if c["reference_seconds"] else "-")
+                        where = f"{device} host CPU" if c.get("device") == "cpu" else device
+                        newest[c["case"]] = [c["case"], c["unit"], where, _median(c["current_seconds"]), reference,
+                                             f"{c['ratio']:.3f}" if "ratio" in c else "-",
+                                             f"{doc['environment'].get('commit', '?')}, {_date(doc)[:10]}",
+                                             f"`benchmarks/{doc['file']}`"]
+            elif doc["benchmark"] == domain or doc["benchmark"].startswith(domain + "-"):
+                own.append((device, doc))
+        rows += newest.values()
+    lines = [BEGIN, "<!-- generated by scripts/bench_tables.py from benchmarks/; do not edit -->", ""]
+    if not rows and not own:
+        lines += ["No result of this domain is committed yet; `python -m app bench compare` and "
+                  f"`python -m app bench {domain}` write them (see [Benchmarks](../benchmarks.md)).", END]
+        return "\n".join(lines)
+    if rows:
+        lines += ["Headline cases (median ± half the range; ratio: this commit over the reference, "
+                  "timed alternately in the same run):", "",
+                  *_table(["case", "unit", "device", "s", "reference s", "ratio", "commit, date", "result"],
+                          rows), ""]
+    for device, doc in own:
+        lines += [f"`{doc['benchmark']}` on the {device}, {_environment(doc['environment'])}"
+                  f" (`benchmarks/{doc['file']}`):", "", *(generic_table(doc["results"]) or ["(no tabular figures)"]),
+                  ""]
+    return "\n".join([*lines, END])
+
+
+def first_run_block(records: dict[str, list[dict]]) -> str:
+    """The newest ``bench startup`` record of any machine, with the machine named."""
+    found = [d for docs in records.values() for d in docs if d["benchmark"] == "startup"]
+    if not found:
+        return "\n".join([FIRST_BEGIN, "No first-run measurement is committed yet.", FIRST_END])
+    doc = max(found, key=lambda d: d["environment"].get("date", ""))
+    return "\n".join([FIRST_BEGIN, "<!-- generated by scripts/bench_tables.py from benchmarks/; do not edit -->", "",
+                      *startup_table(doc["results"]), "",
+                      f"Measured on {_environment(doc['environment'])} (`benchmarks/{doc['file']}`).", FIRST_END])
+
+
+def with_block(readme: str, block: str, begin: str = BEGIN, end: str = END) -> str | None:
     """README text with its marked block replaced, or None when it has no (single) pair of markers."""
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
+    if readme.count(begin) != 1 or readme.count(end) != 1 or readme.index(begin) > readme.index(end):
         return None
-    head, rest = readme.split(BEGIN)
-    _, tail = rest.split(END)
+    head, rest = readme.split(begin)
+    _, tail = rest.split(end)
     return head + block + tail
 
 
@@ -161,11 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     readme = args.root / "README.md"
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")
-        updated = with_block(text, readme_block(records))
-        if updated is None:
-            print(f"{readme}: no {BEGIN} ... {END} block; only docs/benchmarks.md is generated")
-        else:
-            targets[readme] = updated
+        for block, begin, end in ((readme_block(records), BEGIN, END),
+                                  (first_run_block(records), FIRST_BEGIN, FIRST_END)):
+            updated = with_block(text, block, begin, end)
+            if updated is None:
+                print(f"{readme}: no {begin} ... {end} block; that table is not generated")
+            else:
+                text = updated
+        if text != readme.read_text(encoding="utf-8"):
+            targets[readme] = text
+    for path in sorted((args.root / "docs" / "performance").glob("*.md")):
+        updated = with_block(path.read_text(encoding="utf-8"), domain_block(records, path.stem))
+        if updated is not None:
+            targets[path] = updated
     stale = [p for p, text in targets.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
     if args.check:
         for p in stale:

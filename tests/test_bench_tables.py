@@ -53,3 +53,50 @@ def test_a_figure_needs_a_record_and_markers_are_optional(tmp_path):
     with pytest.raises(SystemExit, match="not a benchmark record"):
         tables.main(["--root", str(tmp_path)])
 
+
+
+def test_performance_pages_get_their_domain_rows_and_nothing_else(tmp_path):
+    record(tmp_path, "compare", {"reference": "4ccdcb4", "cases": [
+        {"case": "channel-ga-1.12M", "domain": "channel", "unit": "s per generation",
+         "current_seconds": [0.0075, 0.0077], "reference_seconds": [0.0087, 0.0087], "ratio": 0.87},
+        {"case": "epidermis-5000x3000", "domain": "epidermis", "unit": "s", "current_seconds": [0.38],
+         "reference_seconds": []}]})
+    pages = tmp_path / "docs" / "performance"
+    pages.mkdir(parents=True)
+    (pages / "channel.md").write_text(f"# Channel\n{tables.BEGIN}\n{tables.END}\nfloor\n")
+    (pages / "ssa.md").write_text(f"# SSA\n{tables.BEGIN}\n{tables.END}\n")
+    (pages / "gui.md").write_text("# GUI, no markers\n")
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 1
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    channel = (pages / "channel.md").read_text()
+    assert "| channel-ga-1.12M | s per generation | NVIDIA H200 | 0.0076 ± 1.3 % | 0.0087 ± 0.0 % (4ccdcb4) |" in channel
+    assert "benchmarks/h200/compare.json" in channel and "epidermis" not in channel and channel.endswith("floor\n")
+    assert "No result of this domain is committed yet" in (pages / "ssa.md").read_text()
+    assert (pages / "gui.md").read_text() == "# GUI, no markers\n"
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 0
+
+
+def test_the_first_run_table_is_the_newest_startup_record_with_its_load(tmp_path):
+    (tmp_path / "README.md").write_text(f"a\n{tables.FIRST_BEGIN}\n{tables.FIRST_END}\nb\n")
+    record(tmp_path, "startup", {"target_cold_s": 2.0, "target_warm_s": 1.0, "load_average_before": [3.5, 2, 1],
+                                 "load_average_after": [4.25, 3, 2], "rows": [
+                                     {"panel": "ssa", "front": "cli", "cold_first_frame_s": 0.512,
+                                      "warm_first_frame_s": 0.3, "again_first_frame_s": 0.1},
+                                     {"panel": "epidermis", "front": "gui", "skipped": "3D view needs a display"}]})
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    readme = (tmp_path / "README.md").read_text()
+    assert "| ssa | cli | 0.51 | 0.30 | 0.10 |" in readme and "3D view needs a display" in readme
+    assert "load average (1 min) 3.5 and 4.2 before and after" in readme and "test CPU" in readme
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 0
+
+
+def test_the_estimate_check_names_what_was_shortened(tmp_path):
+    record(tmp_path, "estimates", {"engine": "cpu", "max_seconds": 10.0, "load_average_before": [2.0, 1, 1],
+                                   "rows": [{"preset": "ssa/birth-death", "estimate_s": 1.5, "actual_s": 1.4,
+                                             "ratio": 0.93, "result": "ok"},
+                                            {"preset": "ssa/paper", "shortened": "ensemble.realizations=124",
+                                             "estimate_s": 8.0, "actual_s": 9.0, "ratio": 1.12, "result": "ok"}]})
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    docs = (tmp_path / "docs" / "benchmarks.md").read_text()
+    assert "| ssa/birth-death | as shipped | 1.5 | 1.4 | 0.93 | ok |" in docs
+    assert "| ssa/paper | ensemble.realizations=124 | 8 | 9 | 1.12 | ok |" in docs

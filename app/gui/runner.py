@@ -140,6 +140,12 @@ class SimulationWorker(QThread):
             else:
                 self._newest = frame
 
+    @property
+    def pending(self) -> bool:
+        """True while a frame the run handed over waits for publication (the draw budget)."""
+        with self._lock:
+            return self._newest is not None or bool(self._kept)
+
     # ---- GUI thread ---------------------------------------------------------------------
     def _take(self) -> Frame | None:
         with self._lock:

@@ -65,6 +65,7 @@ class SweepThread(QThread):
         config_path, out, backend, workers, scheduler = self.args
         try:
             plan = plan_sweep(config_path, out, backend)
+            log.info("sweep of %d points: %s", len(plan.tasks), plan.estimate)   # the log dock shows it
             cluster = start_cluster(backend, workers, scheduler)
             try:
                 self.run_handle = SweepRun(plan, cluster, lambda r, d, t: self.row.emit(dict(r), d, t))

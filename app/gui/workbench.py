@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from app.fileio import atomic_write_bytes
-from app.sims.common.config import ConfigError
+from app.sims.common.config import ConfigError, dump_yaml
 from app.sims.common.simulation import Frame
+from app.sims.common.steering import SteeringEvent, steering_from_state
 
 FORMAT = "biogpu-session"
 VERSION = 1
@@ -65,6 +66,8 @@ def _encode_frame(frame: Frame, prefix: str, arrays: dict[str, np.ndarray]) -> d
             plain["fields"][f.name] = {"arrays": keys}
         elif value is None or isinstance(value, (bool, int, float, str)):
             plain["fields"][f.name] = {"value": value}
+        elif isinstance(value, tuple) and value and all(isinstance(v, SteeringEvent) for v in value):
+            plain["fields"][f.name] = {"steering": dump_yaml(list(value))}    # checked YAML on reading
         elif isinstance(value, (tuple, list)) and all(
                 isinstance(v, (bool, int, float, str)) for v in value):
             plain["fields"][f.name] = {"tuple": list(value)}
@@ -124,6 +127,10 @@ def _field_value(cls: type, f: dataclasses.Field, item: dict[str, Any], arrays: 
         if not isinstance(raw, list) or not all(isinstance(v, (bool, int, float, str)) for v in raw):
             raise ConfigError(f"{where}: 'tuple' is not a list of plain values")
         return tuple(raw)
+    if kind == "steering":
+        if not isinstance(raw, str):
+            raise ConfigError(f"{where}: 'steering' is not YAML text")
+        return steering_from_state({"steering_yaml": raw})
     if kind != "value":
         raise ConfigError(f"{where}: unknown entry {kind!r}")
     if raw is not None and not isinstance(raw, (bool, int, float, str)):

@@ -56,6 +56,7 @@ class SweepPlan:
     base_config: Any
     configs: list[Any] = field(default_factory=list)    # the validated config of each task
     batch: bool = False                                  # points share launches where they can
+    estimate: str = ""                                   # the whole sweep's expected time, a line
 
     def groups(self, tasks: list[PointTask], workers: int = 1) -> list[list[PointTask]]:
         """The tasks in the batches one worker runs together (singletons without batching),
@@ -81,9 +82,17 @@ class SweepResult:
         return sum(1 for r in self.rows if r.get("status") != "ok")
 
 
+# a sweep expected to run longer than this, its points one after another here, is refused
+# unless the user raises the limit (--max-hours): a typo in a range should not book a week
+MAX_SWEEP_HOURS = 24.0
+
+
 def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "auto",
-               overrides: list[str] | None = None, batch: bool = True) -> SweepPlan:
-    """Read a config with a ``sweep:`` block and validate every point before anything runs.
+               overrides: list[str] | None = None, batch: bool = True,
+               max_hours: float = MAX_SWEEP_HOURS) -> SweepPlan:
+    """Read a config with a ``sweep:`` block and validate every point before anything runs;
+    refuse a sweep whose points' estimated running time, one after another on this machine,
+    is above ``max_hours`` (:func:`sweep_time`).
 
     With ``batch`` (the default) and the CUDA engine, points that the domain's batch engine can
     run together (SSA: the same network up to rates, initial counts and seed) share launches.
@@ -130,7 +139,28 @@ def plan_sweep(config_path: str | Path, out_dir: str | Path, backend: str = "aut
         tasks.append(PointTask(name, doc.source or str(config_path), point_data, backend,
                                str(out_dir), point, names, dict(spec.metric_options)))
     use_batch = batch and batch_module(domain.module) is not None and _runs_on_cuda(backend)
-    return SweepPlan(name, str(config_path), spec, tasks, base, configs, use_batch)
+    estimate = sweep_time(name, configs, backend, max_hours, doc.source or str(config_path))
+    return SweepPlan(name, str(config_path), spec, tasks, base, configs, use_batch, estimate)
+
+
+
+def sweep_time(domain: str, configs: list[Any], backend: str, max_hours: float, source: str) -> str:
+    """A line with the whole sweep's expected running time (the per-point estimates of
+    :mod:`app.sims.common.estimate` summed), or ConfigError above ``max_hours``."""
+    from app.sims.common.estimate import format_duration, sweep_seconds
+
+    seconds, unmeasured = sweep_seconds(domain, configs, backend)
+    measured = len(configs) - unmeasured
+    if not measured:
+        return f"expected: no estimate (this model was not measured on this engine), {len(configs)} points"
+    if seconds > max_hours * 3600:
+        raise ConfigError(f"the sweep's {measured:,} measured points are expected to take "
+                          f"{format_duration(seconds)} one after another on this machine, above the "
+                          f"limit of {max_hours:g} h; give --max-hours to allow longer, or sweep fewer "
+                          "or smaller points", source, path=("sweep",))
+    rest = f" ({unmeasured:,} more not measured on this engine)" if unmeasured else ""
+    return (f"expected: {format_duration(seconds)} of runs for {measured:,} points{rest}, "
+            "one after another here; a cluster divides it among its workers")
 
 
 def _point_memory_check(base: Any, backend: str) -> Callable[[Any, str], None]:
@@ -503,10 +533,15 @@ def replace_pin(task: PointTask, pin: bool) -> PointTask:
 def run_sweep(config_path: str | Path, out_dir: str | Path, *, backend: str = "auto",
               workers: int | None = None, scheduler: str | None = None,
               overrides: list[str] | None = None, batch: bool = True,
-              on_row: Callable[[dict[str, Any], int, int], None] | None = None) -> SweepResult:
-    """Plan, start (or connect to) the cluster, run every unfinished point, write the tables."""
+              on_row: Callable[[dict[str, Any], int, int], None] | None = None,
+              max_hours: float = MAX_SWEEP_HOURS,
+              on_plan: Callable[[str], None] | None = None) -> SweepResult:
+    """Plan, start (or connect to) the cluster, run every unfinished point, write the tables;
+    ``on_plan`` gets the plan's running-time estimate before the cluster starts."""
     check_cluster_options(workers, scheduler)
-    plan = plan_sweep(config_path, out_dir, backend, overrides, batch)
+    plan = plan_sweep(config_path, out_dir, backend, overrides, batch, max_hours)
+    if on_plan is not None:
+        on_plan(plan.estimate)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(backend, workers, scheduler)
     try:

@@ -21,6 +21,9 @@ BAD_FILES = {
     "latin1.yaml": ("domain: ssa\nname: caf\xe9\n".encode("latin-1"), "not UTF-8 text"),
     "tag.yaml": (b"domain: ssa\nname: !!python/name:os.system\n", "not a plain YAML value"),
     "domain.yaml": (b"domain: [ssa]\n", "unknown domain"),
+    # alias cycles: the Open used to hang (the hardening report's GUI reproducers)
+    "self-alias.yaml": (b"domain: ssa\nname: &a [*a]\n", "contains it"),
+    "self-merge.yaml": (b"domain: ssa\nx: &m {<<: *m}\n", "contains it"),
 }
 
 

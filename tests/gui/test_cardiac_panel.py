@@ -70,6 +70,10 @@ def test_sheet_run_to_end_views_and_exports(cardiac, window, run_to_end, tmp_pat
     assert cardiac.tissue.mode.currentData() == "last"     # the last activation when done
     act = cardiac.arrays["activation_time"]
     assert np.isfinite(act[0]) and np.isfinite(act).sum() > 12   # the left edge fired and spread
+    np.testing.assert_allclose(cardiac.tissue.maps["repolarisation"],       # the map offered
+                               cardiac.arrays["repolarisation_time"])
+    cardiac.tissue.show_cores(np.array([[1.0, 0.6, 0.0]]))                   # a rotor core marked
+    assert cardiac.tissue.cores.data["x"].tolist() == [1.0] and "1 rotor core" in cardiac.tissue.title.text()
     assert "sim ms/s" in window.throughput_label.text()
 
     csv, npz, vtk, ply, png, cellml = (tmp_path / n for n in ("t.csv", "m.npz", "m.vtk", "m.ply", "v.png", "m.cellml"))
@@ -107,8 +111,8 @@ def test_sphere_pause_resume_stop_click_probe_and_render(cardiac, qtbot, tmp_pat
     qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
     qtbot.mouseClick(cardiac.run_controls.pause_button, Qt.MouseButton.LeftButton)
     assert worker.paused and cardiac.run_controls.state is RunState.PAUSED
-    qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)
-    qtbot.wait(100)
+    # the slice in flight landed and its frame was published (however slow the machine)
+    qtbot.waitUntil(lambda: worker.session.holding and not worker.pending, timeout=30000)
     frames = worker.frames_published
     qtbot.wait(300)
     assert worker.frames_published == frames, "frames arrived while paused"
@@ -166,18 +170,21 @@ def test_click_and_drag_on_the_sheet_stimulate_during_a_run(cardiac, qtbot, monk
     requests = []
     assert cardiac.start_run()
     session = cardiac.worker.session
-    original = session.request
-    monkeypatch.setattr(session, "request", lambda action: (requests.append(action), original(action)))
+    original = session.steer
+    monkeypatch.setattr(session, "steer", lambda *change: (requests.append(change), original(*change)))
     qtbot.waitUntil(lambda: cardiac.worker.frames_published >= 1, timeout=30000)
     assert cardiac.tissue.click_action.currentData() == "stimulate"
     cardiac.tissue.cell_clicked.emit(50)
     cardiac.tissue.cell_dragged.emit(51)
-    assert [r.cell for r in requests] == [50, 51]
+    positions = cardiac.last_frame.mesh.positions
+    assert [(key, region["centre"]) for key, _, region in requests] == [
+        ("stimulate", list(positions[50])), ("stimulate", list(positions[51]))]
     assert cardiac.tissue.colour_bar.bar.axis.labelText == "V (mV)"
     qtbot.wait(300)
     cardiac.stop_run()
     qtbot.waitUntil(lambda: not cardiac.running, timeout=60000)
     assert str(50) not in cardiac.probe_cells.text()          # a stimulus, not a probe
+    assert [e.key for e in session.events] == ["stimulate", "stimulate"]   # recorded for the replay
     assert cardiac.tissue.replay_row.isVisible() == (len(cardiac.tissue.history) > 1)
     if len(cardiac.tissue.history) > 1:
         cardiac.tissue.replay.setValue(0)
@@ -277,19 +284,24 @@ def test_reset_shows_the_next_runs_mesh_not_the_last_runs_tissue(cardiac, run_to
     assert tissue.stack.currentWidget() is tissue.note and "sphere" in tissue.note.text()
 
 
+def _strip_config(folder, protocol: str, output: str):
+    """A 16 x 4 node VTU strip (dx 0.1 mm) and a config running ``protocol`` on it."""
+    meshio = pytest.importorskip("meshio")
+    from app.sims.cardiac.shapes import grid_sheet
+    raw = grid_sheet(16, 4, 0.1)
+    meshio.write(folder / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
+    path = folder / "strip.yaml"
+    path.write_text("domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
+                    f"protocol: {{{protocol}}}\nsolver: {{method: rlfe, dt: 0.02}}\n"
+                    f"output: {{random_probes: 2, {output}}}\n")
+    return path
+
+
 def test_a_mesh_file_config_runs_and_draws_the_surface(cardiac, run_to_end, tmp_path):
     """A triangle surface from a VTU file: the panel runs it, the tissue view draws its
     triangles coloured by activation (a gradient from the stimulated end)."""
-    meshio = pytest.importorskip("meshio")
-    from app.sims.cardiac.fem import structured_sheet
-    raw = structured_sheet(16, 4, 0.1)
-    meshio.write(tmp_path / "strip.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
-    (tmp_path / "strip.yaml").write_text(
-        "domain: cardiac\nmesh: {kind: file, path: strip.vtu, conductivity: {along: 0.1, across: 0.1}}\n"
-        "protocol: {t_end: 12, stimuli: [{start: 1, duration: 2, amplitude: -60, "
-        "region: {kind: rect, x1: 0.25}}]}\nsolver: {method: rlfe, dt: 0.02}\n"
-        "output: {random_probes: 2, dt_save: 0.5}\n")
-    cardiac.load_config(tmp_path / "strip.yaml")
+    cardiac.load_config(_strip_config(tmp_path, "t_end: 12, stimuli: [{start: 1, duration: 2, amplitude: -60, "
+                                                "region: {kind: rect, x1: 0.25}}]", "dt_save: 0.5"))
     assert "file" in cardiac.cells_label.text() or "mesh" in cardiac.cells_label.text()
     run_to_end(cardiac, 60000)
     sphere = cardiac.tissue.sphere
@@ -299,4 +311,50 @@ def test_a_mesh_file_config_runs_and_draws_the_surface(cardiac, run_to_end, tmp_
     cardiac.tissue.show_activation(act)
     image = sphere.render()
     assert len(np.unique(image[..., :3].reshape(-1, 3), axis=0)) > 10
+    cardiac.shutdown()
+
+
+def test_a_volume_past_the_face_budget_runs_live_decimated(cardiac, run_to_end, tmp_path):
+    """A tetrahedral slab whose surface exceeds the view's face budget: the view draws a
+    clustered surface (fewer vertices than the boundary has, each a mesh node), recoloured at
+    every live view, and the run ends with its activation map drawn."""
+    from app.sims.cardiac.fem import boundary_faces
+    from app.sims.cardiac.mesh_io import write_opencarp
+    from app.sims.cardiac.shapes import structured_slab
+    raw = structured_slab(2.0, 1.0, 1.0, 0.1)
+    write_opencarp(tmp_path / "slab", raw)
+    (tmp_path / "slab.yaml").write_text(
+        "domain: cardiac\nmesh: {kind: file, path: slab.elem, conductivity: {along: 0.1, across: 0.1, sheet: 0.1}}\n"
+        "protocol: {t_end: 6, stimuli: [{start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}}]}\n"
+        "solver: {method: rlfe, dt: 0.01}\noutput: {random_probes: 2, dt_save: 0.5, snapshot_interval: 1.0}\n")
+    surface = np.unique(boundary_faces(raw.elements))
+    cardiac.tissue.max_faces = 300
+    cardiac.load_config(tmp_path / "slab.yaml")
+    run_to_end(cardiac, 120000)
+    sphere = cardiac.tissue.sphere
+    assert cardiac.tissue.stack.currentWidget() is sphere
+    assert 20 < len(sphere.nodes) < 0.5 * len(surface) and np.isin(sphere.nodes, surface).all()
+    assert len(sphere.mesh.mesh_data.get_faces()) < 1.25 * 300
+    act = cardiac.arrays["activation_time"]
+    cardiac.tissue.show_activation(act)
+    colours = sphere.mesh.mesh_data.get_vertex_colors()
+    assert colours.shape == (len(sphere.nodes), 4) and len(np.unique(colours.round(3), axis=0)) > 5
+    cardiac.tissue.show_cores(np.array([[1.0, 0.5, 1.0], [0.5, 0.5, 1.0]]))      # rotor cores marked
+    assert sphere.cores.visible and "2 rotor cores" in cardiac.tissue.title.text()
+    cardiac.tissue.show_cores(np.zeros((0, 3)))
+    assert not sphere.cores.visible and cardiac.tissue.title.text() == "<b>Tissue</b>"
+    cardiac.shutdown()
+
+
+def test_an_s1_s2_protocol_on_a_file_mesh_runs_from_the_panel(cardiac, run_to_end, tmp_path):
+    """S1, then S2 once the strip has recovered, at the same end of a VTU strip: every node
+    fires twice, the second wave about the coupling interval later."""
+    cardiac.load_config(_strip_config(
+        tmp_path, "t_end: 420, stimuli: [{name: S1, start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}},"
+        " {name: S2, start: 400, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}}]",
+        "dt_save: 1.0, snapshot_interval: 20"))
+    run_to_end(cardiac, 120000)
+    first, last = cardiac.arrays["activation_time"], cardiac.arrays["activation_last"]
+    assert np.isfinite(first).all() and first.max() < 20.0
+    assert np.all((last > 400.0) & (last < 420.0))
     cardiac.shutdown()

@@ -66,8 +66,8 @@ def test_run_pause_resume_stop_render_and_cut(epidermis, window, qtbot):
     qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
     qtbot.mouseClick(epidermis.run_controls.pause_button, Qt.MouseButton.LeftButton)
     assert worker.paused and epidermis.run_controls.state is RunState.PAUSED
-    qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)   # the slice in flight landed
-    qtbot.wait(100)                                                  # and was published
+    # the slice in flight landed and its frame was published (however slow the machine)
+    qtbot.waitUntil(lambda: worker.session.holding and not worker.pending, timeout=30000)
     frames = worker.frames_published
     qtbot.wait(300)
     assert worker.frames_published == frames, "frames arrived while paused"
@@ -148,27 +148,28 @@ def test_run_to_end_records_and_exports(epidermis, run_to_end, tmp_path):
     assert first.ndim == 3 and first.shape[0] > 50
 
 
-def test_settings_changed_while_paused_reach_the_run(epidermis, qtbot, shown_errors):
+def test_settings_changed_during_a_run_are_steering_events(epidermis, qtbot, shown_errors):
     _tiny(epidermis, steps=200_000)
     assert epidermis.start_run()
     worker = epidermis.worker
     qtbot.waitUntil(lambda: worker.frames_published >= 1, timeout=30000)
-    epidermis.pause_run()
+    worker.session.pause_when(lambda frame: True)       # hold the run between two slices
     qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)
 
-    epidermis.cells.setValue(9)                  # fixed for a run: refused, the run stays paused
-    epidermis.resume_run()
-    assert worker.paused and "tissue.cells" in shown_errors[-1][1]
-    epidermis.cells.setValue(4)
-
+    with qtbot.waitSignal(epidermis.status_changed, check_params_cb=lambda text: "tissue.cells" in text):
+        epidermis.cells.setValue(9)              # fixed for a run: the next run's (no event)
+    assert not shown_errors and worker.session.events == ()
     epidermis.interval.setValue(123)
     epidermis.delta_low.setValue(0.25)
     seen = []
-    epidermis.resume_run()
-    assert not worker.paused
     worker.session.request(lambda sim: seen.append((sim.cfg.growth.interval, sim.cfg.growth.delta_low)))
+    worker.session.pause_when(None)
+    epidermis.resume_run()
     qtbot.waitUntil(lambda: bool(seen), timeout=30000)
     assert seen[0] == (123, 0.25)
+    events = worker.session.events
+    assert [(e.key, e.value) for e in events] == [("growth.interval", 123), ("growth.delta_low", 0.25)]
+    assert len({e.at for e in events}) == 1 and not shown_errors
     with qtbot.waitSignal(worker.run_finished, timeout=30000):
         epidermis.stop_run()
 

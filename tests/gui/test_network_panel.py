@@ -37,8 +37,8 @@ def test_run_pause_resume_stop(network, window, qtbot):
     qtbot.waitUntil(lambda: worker.frames_published >= 2, timeout=30000)
     qtbot.mouseClick(network.run_controls.pause_button, Qt.MouseButton.LeftButton)
     assert worker.paused and network.run_controls.state is RunState.PAUSED
-    qtbot.waitUntil(lambda: worker.session.holding, timeout=30000)   # the slice in flight landed
-    qtbot.wait(100)                                 # and was published by the display timer
+    # the slice in flight landed and its frame was published (however slow the machine)
+    qtbot.waitUntil(lambda: worker.session.holding and not worker.pending, timeout=30000)
     frames = worker.frames_published
     qtbot.wait(400)
     assert worker.frames_published == frames, "frames arrived while paused"
@@ -80,6 +80,7 @@ def test_pause_at_epoch_end_then_finish_views_and_exports(network, qtbot, tmp_pa
     network.export("nwb", tmp_path / "n.nwb")
     network.export("neuroml", tmp_path / "n.nml")
     assert (tmp_path / "n.nwb").stat().st_size > 0 and "<blockingPlasticSynapse" in (tmp_path / "n.nml").read_text()
+    assert "<Include file=\"n.nml\"/>" in (tmp_path / "LEMS_n.xml").read_text()      # its simulation
     with np.load(spikes) as data:
         assert data["spike_times"].size == data["spike_neurons"].size > 0
     assert open(hist).readline().strip().startswith("epoch,epoch_mean_radius")

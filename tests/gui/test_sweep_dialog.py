@@ -19,7 +19,7 @@ def _axis(dialog, row: int, key: str, start: float, stop: float, num: int, scale
 
 
 def test_sweep_dialog_runs_shows_and_opens_a_point(ssa, window, qtbot, preset, set_ensemble,
-                                                   tmp_path, shown_errors):
+                                                   tmp_path, shown_errors, caplog):
     ssa.load_config(preset("birth-death"))
     set_ensemble(ssa, realizations=64, t_end=1.0, samples=5)
     dialog = window.open_sweep()
@@ -33,9 +33,11 @@ def test_sweep_dialog_runs_shows_and_opens_a_point(ssa, window, qtbot, preset, s
     dialog.replicates.setValue(2)
     dialog.workers.setValue(1)
     dialog.out_edit.setText(str(tmp_path / "sweep"))
-    assert dialog.start()
-    qtbot.waitUntil(lambda: dialog.thread is None, timeout=120_000)
+    with caplog.at_level("INFO", logger="app.gui.sweep_dialog"):
+        assert dialog.start()
+        qtbot.waitUntil(lambda: dialog.thread is None, timeout=120_000)
     assert not shown_errors, shown_errors
+    assert any(r.getMessage().startswith("sweep of 12 points: expected: ") for r in caplog.records)
     assert len(dialog.rows) == 12 and all(r["status"] == "ok" for r in dialog.rows)
     assert dialog.progress.value() == 12
     assert dialog.view.metric_box.currentText().startswith("mean_X")

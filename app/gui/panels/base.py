@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -22,9 +23,11 @@ from app.gui import errors
 from app.gui.presets import (default_for_engine, estimate_range, format_range, preset_config, preset_for,
                              work)
 from app.gui.runner import RunControls, RunState, SimulationWorker, flush_paints
+from app.gui.steering import BrushTool, EventMarks, SteeringBox, config_values
 from app.sims.common.config import ConfigError, Document, dump_yaml, to_plain
 from app.sims.common.estimate import rate_key
 from app.sims.common.output import save_text
+from app.sims.common.session import steerables_of
 from app.sims.common.simulation import Domain, Frame, load_run_config, presets
 from app.sims.common.warmup import has_compiled_engine, key_of, service
 
@@ -32,6 +35,19 @@ log = logging.getLogger(__name__)
 
 # () -> (backend, device_index, reason): supplied by the main window's device selector.
 DeviceProvider = Callable[[], tuple[str, int, str]]
+
+
+def with_values(cfg: Any, events: Any) -> Any:
+    """``cfg`` with the values of the events whose key is a path of the config (what forms that
+    steer show after the run); other events (rates, regions) leave it as it is."""
+    from app.gui.forms import replace_paths
+
+    for event in events:
+        try:
+            cfg = replace_paths(cfg, {event.key: event.value})
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return cfg
 
 
 def cpu_device() -> tuple[str, int, str]:
@@ -73,6 +89,12 @@ class Panel(QWidget):
         self._previews: list = []     # RestPreview threads still running (the newest counts)
         self.last_estimate = ""       # 'last run: 12 s (expected 8-20 s)'
         self._expected: tuple[float, float] | None = None
+        # gestures made before Run, applied by the next runs at their step 0 (key, value, region)
+        self.pending_steering: list[tuple[str, Any, Any]] = []
+        self.event_marks: list[EventMarks] = []     # the plots' time axes that mark steering events
+        self.steering: SteeringBox | None = None      # controls of the declared steerables
+        self.brush: BrushTool | None = None           # the declared region gestures
+        self.steered_forms: list[tuple[Any, str]] = []  # (ConfigForm, config prefix) that steer runs
         self.run_controls = RunControls()
         self.controls_layout = QVBoxLayout()
         self.views = QSplitter(Qt.Orientation.Vertical)
@@ -218,6 +240,7 @@ class Panel(QWidget):
         preset box (a preset's own entry when ``data`` names its file); the last run's views
         are marked as belonging to the previous model, and the model at rest is drawn."""
         self.loaded = text
+        self.pending_steering.clear()           # gestures belonged to the previous model
         if self.preset_combo is not None and item:
             key = data if data is not None else item
             index = self.preset_combo.findData(key)
@@ -289,9 +312,26 @@ class Panel(QWidget):
         return self.domain.load().load_config(Document(to_plain(cfg), {}))
 
     def save_config(self, path: str | Path) -> Path:
-        out = save_text(path, dump_yaml(self.current_config()))
-        log.info("saved run config to %s", out)
+        """The controls' config; after a steered run whose config the controls still hold (as it
+        started, or with the values steered through the forms), that run's starting config with
+        its ``steering:`` list (the file replays the run)."""
+        cfg = self.current_config()
+        steered = self.steered_run_config()
+        if steered is not None and hasattr(cfg, "steering"):
+            shown = replace(cfg, steering=())
+            start = replace(steered, steering=())
+            if shown in (start, with_values(start, steered.steering)):
+                cfg = steered
+        out = save_text(path, dump_yaml(cfg))
+        log.info("saved run config to %s%s", out,
+                 f" with {len(cfg.steering)} steering events" if getattr(cfg, "steering", ()) else "")
         return out
+
+    def steered_run_config(self) -> Any:
+        """The last run's config with the events applied in it (None: no steered run)."""
+        if self.worker is None or not self.worker.session.events:
+            return None
+        return self.worker.session.steered_config()
 
     def save_screenshot(self, path: str | Path) -> Path:
         """The views area as PNG, or as a vector figure (SVG, PDF), by suffix; atomic."""
@@ -333,6 +373,13 @@ class Panel(QWidget):
             self.worker.deleteLater()
         self.worker = self.make_worker(cfg, backend, index)
         try:
+            for key, value, region in self.pending_steering:     # the gestures made before Run
+                self.worker.session.steer(key, value, region)
+        except Exception as exc:
+            errors.report_exception(self, "Cannot start the run with these changes", exc)
+            self.pending_steering.clear()
+            return False
+        try:
             self._expected = self.estimate(cfg)
         except Exception:                 # noqa: BLE001  (an estimate never stops a run)
             self._expected = None
@@ -354,32 +401,117 @@ class Panel(QWidget):
             self.run_controls.set_state(RunState.PAUSED)
             self.status_changed.emit("paused")
 
-    def live_changes(self) -> dict[str, Any]:
-        """Settings edited while paused that the running simulation takes (none here); raises
-        ConfigError for a bad or a fixed setting."""
-        return {}
-
-    def changes_sent(self, changes: dict[str, Any]) -> None:
-        """``changes`` went to the paused run (a panel that tracks the run's settings updates them)."""
-
     def resume_run(self) -> None:
-        """Send the settings changed while paused (:meth:`live_changes`) to the run, then resume it."""
+        """Resume a paused run (changes made meanwhile were steered as they were made)."""
         if not self.running:
             return
-        if self.worker.paused:
-            try:
-                changes = self.live_changes()
-            except Exception as exc:
-                errors.report_exception(self, "Cannot resume with these settings", exc)
-                return
-            if changes:
-                self.worker.session.request_update(changes)
-                self.changes_sent(changes)
-                log.info("%s: for the rest of the run: %s", self.domain.name,
-                         ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
-                                   for k, v in changes.items()))
         self.worker.resume()
         self.run_controls.set_state(RunState.RUNNING)
+
+    def steering_box(self, title: str = "Steer while running") -> SteeringBox:
+        """The controls of the loaded config's declared steerables (numbers as sliders from
+        :meth:`steer_values`), each use a :meth:`steer`. Sets :attr:`steering`; filled by
+        :meth:`refresh_steering`."""
+        self.steering = SteeringBox(title)
+        self.steering.setObjectName("steeringBox")
+        self.steering.steered.connect(lambda key, value: self.steer(key, value))
+        return self.steering
+
+    def brush_tool(self, unit: str = "mm") -> BrushTool:
+        """The region gestures a click or drag on the panel's view paints. Sets :attr:`brush`."""
+        self.brush = BrushTool("Brush (click or drag on the view)", unit)
+        self.brush.setObjectName("brushTool")
+        return self.brush
+
+    def steer_form(self, form: Any, prefix: str = "") -> None:
+        """Make the fields of ``form`` (a :class:`~app.gui.forms.ConfigForm` of the config part
+        at ``prefix``) steer the running simulation: during a run (paused or not), a changed
+        field whose key the domain declares live is a :meth:`steer` at once (refused: the field
+        shows the run's value again); one that needs a restart applies to the next run (the status
+        bar says so). Spin boxes report a value once it is entered
+        (Enter, focus out, arrows), not per keystroke. The steering box leaves these keys out."""
+        from PySide6.QtWidgets import QAbstractSpinBox, QCheckBox, QComboBox, QLineEdit
+
+        self.steered_forms.append((form, prefix))
+        for path, widget in form.widgets.items():
+            changed = lambda *_, path=path: self._form_changed(form, prefix, path)   # noqa: E731
+            if isinstance(widget, QAbstractSpinBox):
+                widget.setKeyboardTracking(False)
+                widget.valueChanged.connect(changed)
+            elif isinstance(widget, QCheckBox):
+                widget.toggled.connect(changed)
+            elif isinstance(widget, QComboBox):
+                widget.activated.connect(changed)
+            elif isinstance(widget, QLineEdit):
+                widget.editingFinished.connect(changed)
+
+    def _form_changed(self, form: Any, prefix: str, path: str) -> None:
+        from app.gui.forms import get_path, get_value, set_value
+
+        if not self.running:
+            return
+        key = f"{prefix}.{path}" if prefix else path
+        session = self.worker.session
+        if key not in session.steerables:
+            return                                  # not the running model's: the next run's
+        if not session.steerables[key].live:
+            note = f"{key} needs a restart: it applies to the next run"
+            log.info("%s: %s", self.domain.name, note)
+            self.status_changed.emit(note)
+            return
+        widget = form[path]
+        try:
+            value = get_value(form.specs[path], widget)
+            now = next((e.value for e in reversed(session.events) if e.key == key),
+                       get_path(self.worker.cfg, key))
+        except Exception as exc:  # noqa: BLE001  (a malformed entry: Run will say so)
+            log.debug("%s: not steered: %s", key, exc)
+            return
+        if value == now or self.steer(key, value):
+            return
+        widget.blockSignals(True)                   # refused: the field shows the run's value
+        set_value(widget, now)
+        widget.blockSignals(False)
+
+    def steer_values(self, cfg: Any) -> dict[str, Any]:
+        """The current value of each steerable (key -> value): those whose key is a config path."""
+        return config_values(cfg, steerables_of(cfg))
+
+    def refresh_steering(self, cfg: Any) -> None:
+        """Controls and brush gestures for ``cfg`` (a newly loaded model)."""
+        try:
+            declared = steerables_of(cfg)
+            values = self.steer_values(cfg)
+        except Exception as exc:  # noqa: BLE001  (a model without live controls still runs)
+            log.warning("%s: no steering controls: %s", self.domain.name, exc)
+            declared, values = (), {}
+        if self.steering is not None:
+            in_forms = {f"{prefix}.{path}" if prefix else path
+                        for form, prefix in self.steered_forms for path in form.widgets}
+            self.steering.set_steerables([s for s in declared if s.key not in in_forms], values)
+        if self.brush is not None:
+            self.brush.set_steerables(declared, values)
+
+    def paint(self, centre: Any) -> bool:
+        """A dab of the brush's gesture at ``centre`` (view coordinates: mm, model units)."""
+        stroke = self.brush.stroke(centre) if self.brush is not None else None
+        return stroke is not None and self.steer(*stroke)
+
+    def steer(self, key: str, value: Any, region: Any = None) -> bool:
+        """Change ``key`` to ``value`` (in ``region``, for a painted gesture): in the running
+        simulation at its next step boundary, recorded as an event; before Run, at the next runs'
+        step 0. A refused change is reported (False), never raised."""
+        try:
+            if self.running:
+                self.worker.session.steer(key, value, region)
+            else:
+                self.pending_steering.append((key, value, region))
+        except Exception as exc:
+            errors.report_exception(self, f"Cannot change {key}", exc)
+            return False
+        log.info("%s: %s = %s%s%s", self.domain.name, key, value, f" in {region}" if region else "",
+                 "" if self.running else " (from the start of the next run)")
+        return True
 
     def stop_run(self) -> None:
         if self.worker is not None:
@@ -390,6 +522,7 @@ class Panel(QWidget):
         if self.running:
             return
         self.last_frame = None
+        self.pending_steering.clear()
         self.clear_views()
         self.set_stale(False)
         self.run_controls.set_state(RunState.IDLE)
@@ -612,6 +745,8 @@ class Panel(QWidget):
         self.run_controls.set_progress(frame.progress)
         self.status_changed.emit(self.status_text(frame))
         self.on_frame(frame)
+        for marks in self.event_marks:
+            marks.set_events(getattr(frame, "events", ()))
         if self.live_movie is not None:             # a finished movie takes no more frames
             try:
                 self.live_movie.add(self.movie_image())

@@ -26,6 +26,7 @@ from app.gui.labels import short_path
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
+from app.gui.steering import EventMarks
 from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
 from app.sims.cardiac.solvers import ADAPTIVE
@@ -34,6 +35,8 @@ from app.sims.common.output import save_npz
 from app.sims.common.simulation import Domain
 
 log = logging.getLogger(__name__)
+
+STIMULUS_PA_PF = -40.0      # a click's stimulus (pA/pF for 2 ms, as the presets' S1/S2)
 
 EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
            ("Maps (NPZ)…", "maps", "NPZ (*.npz)", "per-cell maps (V, activation, APD90), probes and steps"),
@@ -46,9 +49,10 @@ EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
 
 def region_for(kind: str, region: Region, dx: float) -> Region:
     """A preset's stimulus region carried over to another mesh kind: a sphere cap becomes
-    the sheet's left edge (two columns), a sheet rectangle becomes a 10° cap at the pole."""
+    the sheet's left edge (three columns: 2.5 cells of tissue, the edge column holding half a
+    cell), a sheet rectangle becomes a 10° cap at the pole."""
     if kind == "sheet" and region.kind == "cap":
-        return Region(kind="rect", x0=-1e9, x1=1.5 * dx, y0=-1e9, y1=1e9)
+        return Region(kind="rect", x0=-1e9, x1=2.5 * dx, y0=-1e9, y1=1e9)
     if kind == "sphere" and region.kind == "rect":
         return Region(kind="cap", center=[0.0, 0.0, 1.0], angle_deg=10.0)
     if kind == "single" and region.kind != "all":
@@ -79,6 +83,9 @@ class CardiacPanel(Panel):
         self._build_solver_group()
         self._build_protocol_group()
         self.form.expose(self, {"mesh.kind": "mesh_kind", "mesh.dx_mm": "dx"})
+        self.steer_form(self.form)
+        self.controls_layout.addWidget(self.brush_tool("mm"))
+        self.controls_layout.addWidget(self.steering_box("Steer while running"))
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
@@ -134,7 +141,7 @@ class CardiacPanel(Panel):
         self.steps = StepSizeView()
         self.restitution_view = RestitutionView()
         self.tissue.cell_clicked.connect(self.tissue_clicked)
-        self.tissue.cell_dragged.connect(self.stimulate)
+        self.tissue.cell_dragged.connect(self.tissue_dragged)
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.traces)
         bottom.addWidget(self.steps)
@@ -146,6 +153,8 @@ class CardiacPanel(Panel):
         self.rest_kind.currentTextChanged.connect(self._show_applicable_views)
         self._show_applicable_views()
         self.mesh_kind.currentTextChanged.connect(self.tissue.expect)
+        self.event_marks.append(EventMarks(self.traces.plot))
+
 
     def _update_cells(self, *_: Any) -> None:
         kind = self.mesh_kind.currentText()
@@ -195,6 +204,7 @@ class CardiacPanel(Panel):
         self.probe_cells.setText(", ".join(str(c) for c in cfg.output.probe_cells))
         self._update_cells()
         self._update_solver()
+        self.refresh_steering(cfg)
 
     def probe_list(self) -> list[int]:
         text = self.probe_cells.text().replace(";", ",")
@@ -253,21 +263,49 @@ class CardiacPanel(Panel):
         return super().movie_image()
 
     def tissue_clicked(self, cell: int) -> None:
-        """A click on the tissue: stimulate there (during a run) or add a probe, as chosen."""
-        if self.tissue.click_action.currentData() == "stimulate" and self.running:
+        """A click on the tissue: stimulate there (during a run), paint the brush's gesture, or
+        add a probe, as chosen."""
+        action = self.tissue.click_action.currentData()
+        if action == "stimulate" and self.running:
             self.stimulate(cell)
+        elif action == "paint":
+            self.paint_cell(cell)
         else:
             self.add_probe(cell)
+
+    def tissue_dragged(self, cell: int) -> None:
+        """A drag over the sheet: stimulate or paint every millimetre."""
+        if self.tissue.click_action.currentData() == "paint":
+            self.paint_cell(cell)
+        else:
+            self.stimulate(cell)
+
+    def paint_cell(self, cell: int) -> bool:
+        """A dab of the brush centred on ``cell`` (its position in mm)."""
+        if self.mesh is None or not 0 <= cell < len(self.mesh.positions):
+            return False
+        return self.paint(np.asarray(self.mesh.positions[cell], float))
 
     def stimulate(self, cell: int) -> bool:
         """Inject a stimulus pulse around ``cell`` into the running simulation (between slices)."""
         if not self.running or self.tissue.click_action.currentData() != "stimulate":
             return False
-        from app.sims.cardiac.stimulate import StimulusRequest
+        from app.sims.cardiac.stimulate import click_region
 
-        self.worker.session.request(StimulusRequest(int(cell)))
-        log.info("cardiac: stimulus requested at cell %d", cell)
-        return True
+        if self.mesh is None:
+            return False
+        return self.steer("stimulate", STIMULUS_PA_PF, click_region(self.mesh.positions, int(cell)))
+
+    def steer_values(self, cfg: CardiacConfig) -> dict[str, Any]:
+        """The brush's starting values: the click stimulus, and each paintable parameter's value."""
+        from app.sims.cardiac.model import config_model
+
+        values: dict[str, Any] = {"stimulate": STIMULUS_PA_PF}
+        if cfg.model.paintable:
+            for p in config_model(cfg.model).parameters:
+                if p.qname in cfg.model.paintable:
+                    values[f"model.{p.qname}"] = float(cfg.model.parameters.get(p.qname, p.default))
+        return values
 
     # ---- running ------------------------------------------------------------------------
     def start_run(self) -> bool:

@@ -9,9 +9,9 @@ convergence (best and median chi^2 against step or wall time, log scale, a line 
 optimiser changes), the best point's normalised parameters, and tabs with the best fit over
 the data for every sweep and the uncertainty (intervals table, warnings, corner plot).
 
-Pause, change GA settings (crossover, mutation, creep, creep fraction, chi^2 threshold,
-generations), Resume: the changes reach the running GA through ``Session.request_update``
-before its next generation. Population and seed are fixed for a run.
+GA settings (crossover, mutation, creep, creep fraction, chi^2 threshold, generations) changed
+while the fit runs are steering events: the GA takes them before its next generation, and the
+run's config.yaml replays them. Population and seed are fixed for a run.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from app.gui.views.convergence import ConvergenceView
 from app.gui.views.intervals import IntervalsView
 from app.gui.views.parameter_history import ParameterHistoryView
 from app.gui.views.sweep_fit import SweepFitView
+from app.gui.steering import EventMarks
 from app.sims.channel.config import ChannelConfig, DataSpec, FitSettings, GASettings, resolve
 from app.sims.channel.recordings import FamilyData
 from app.sims.channel.model import ChannelSpec
@@ -52,8 +53,6 @@ PROTOCOLS = RESOURCES / "protocols" / "channel"
 DATA_SOURCES = (("Surrogate (model's true values)", "surrogate"), ("CSV file", "csv"),
                 ("ABF file", "abf"), ("Recordings per family", "recordings"))
 FAMILY_COLUMNS = ("family", "file", "protocol", "mask ms", "weight")
-# GA settings that may change between generations, and their widgets' attribute names.
-LIVE_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_fraction", "chi2_threshold")
 INLINE = "<inline>"
 
 
@@ -86,7 +85,6 @@ class ChannelPanel(Panel):
         self.protocols: list[ProtocolSpec] = []
         self._inline_protocols: list[ProtocolSpec] = []
         self.run_cfg: ChannelConfig | None = None     # the config of the current / last run
-        self.run_ga: GASettings | None = None         # GA settings the running GA has now
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_model_tab(), "Model")
         self.tabs.addTab(self._build_fit_tab(), "Fit")
@@ -138,6 +136,7 @@ class ChannelPanel(Panel):
         layout.addWidget(self._build_protocol_group())
         layout.addWidget(self._build_data_group())
         layout.addWidget(self._build_ga_group())
+        layout.addWidget(self.steering_box("Steer the running fit"))
         layout.addWidget(self._build_fit_group())
         self._optimizer_changed()
         layout.addWidget(self._build_export_group())
@@ -206,10 +205,11 @@ class ChannelPanel(Panel):
                                                        ("creep", "Creep step"), "creep_fraction",
                                                        ("chi2_threshold", "χ² threshold"), "seed"])
         self.ga_form.expose(self, {"seed": "ga_seed"})
+        self.steer_form(self.ga_form, "ga")
         self.chi2_threshold.setToolTip("stop when the best chi² reaches this value (0: never)")
         box.layout().addRow("Backend", self.backend_combo())
-        self.ga_note = QLabel("Pause, change settings, Resume: the GA continues with them "
-                              "(population and seed are fixed for a run).")
+        self.ga_note = QLabel("Change a setting while the fit runs: the GA takes it from its next "
+                              "generation (population and seed are fixed for a run).")
         self.ga_note.setWordWrap(True)
         self.ga_note.setStyleSheet("color: #555")
         box.layout().addRow(self.ga_note)
@@ -244,6 +244,7 @@ class ChannelPanel(Panel):
             ("uncertainty", "Gauss–Newton intervals and correlations at the end"),
             ("mcmc_chains", "MCMC chains"), ("mcmc_steps", "MCMC steps")])
         self.fit_form.expose(self, {"uncertainty": "intervals_on"})
+        self.steer_form(self.fit_form, "fit")
         note = QLabel("CMA-ES uses the population, generations, χ² threshold and seed above; "
                       "the refinement and intervals run in float64 on the CPU.")
         note.setWordWrap(True)
@@ -288,6 +289,7 @@ class ChannelPanel(Panel):
 
     def _build_views(self) -> None:
         self.convergence = ConvergenceView()
+        self.event_marks.append(EventMarks(self.convergence.plot, self.event_generation))
         self.parameters = ParameterHistoryView()
         self.fit = SweepFitView()
         self.uncertainty = IntervalsView()
@@ -320,6 +322,7 @@ class ChannelPanel(Panel):
         self.ga_form.show(cfg.ga)
         self.fit_form.show(cfg.fit)
         self._set_families(d.families, cfg.base_dir)
+        self.refresh_steering(cfg)
 
     def _set_families(self, families: list[FamilyData], base_dir: str) -> None:
         self.families.setRowCount(len(families))
@@ -413,7 +416,7 @@ class ChannelPanel(Panel):
     # ---- running ------------------------------------------------------------------------
     def make_worker(self, cfg: ChannelConfig, backend: str, index: int) -> SimulationWorker:
         worker = super().make_worker(cfg, backend, index)
-        self.run_cfg, self.run_ga = cfg, cfg.ga
+        self.run_cfg = cfg
         self.run_protocol = cfg.fit_data(cfg.model_()).protocol if cfg.data.source == "recordings" else cfg.protocol()
         for box in (self.population, self.ga_seed):
             box.setEnabled(False)
@@ -424,14 +427,14 @@ class ChannelPanel(Panel):
         for box in (self.population, self.ga_seed):
             box.setEnabled(True)
 
-    def live_changes(self) -> dict[str, Any]:
-        """The live GA settings changed since the run started (or last resumed); validated."""
-        settings = self.ga_settings()
-        old = self.run_ga or settings
-        return {k: getattr(settings, k) for k in LIVE_SETTINGS if getattr(settings, k) != getattr(old, k)}
-
-    def changes_sent(self, changes: dict[str, Any]) -> None:
-        self.run_ga = replace(self.run_ga, **changes)
+    def event_generation(self, event) -> float | None:
+        """A steering event on the convergence plot: at its generation, or at that generation's
+        wall time when the plot is against wall time."""
+        if not self.convergence.against_wall:
+            return event.t
+        frame = self.last_frame
+        wall = None if frame is None else np.asarray(frame.history_wall, float)
+        return float(wall[event.at - 1]) if wall is not None and 0 < event.at <= len(wall) else None
 
     def status_text(self, frame) -> str:
         gens = frame.generation / frame.wall_seconds if frame.wall_seconds > 0 else 0.0

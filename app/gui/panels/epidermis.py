@@ -10,9 +10,10 @@ cut to see inside, and the history of cells, layers and state fractions against 
 time. Exports: frames and history (NPZ), history (CSV), the current frame as a point cloud
 (PLY or VTK), the 3D view (PNG), a movie (MP4), the views (PNG).
 
-Pause, change the mechanics, the growth settings, Δt, the steps or the search, Resume: the
-changes reach the running tissue through ``Session.request_update`` before its next slice.
-The tissue's size, boundary, seed and mode are fixed for a run.
+The mechanics, the growth settings, Δt, the steps and the search changed while the tissue
+grows are steering events (applied before its next slice, replayed by the run's config.yaml),
+as are the gene parameters, pausing growth and the wound brush (a click on the 3D view). The
+tissue's size, boundary, seed and mode are fixed for a run.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
 from app.gui.export import save_rgba_png
 from app.gui.forms import ConfigForm
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
+from app.gui.steering import EventMarks
 from app.gui.panels.epidermis_export import (
     FrameRecorder,
     MovieRecorder,
@@ -45,11 +47,10 @@ from app.gui.panels.epidermis_export import (
 )
 from app.gui.views.epidermis_history import EpidermisHistoryView
 from app.gui.views.epidermis_tissue import TissueView3D
-from app.sims.common.config import ConfigError, dotted_items, to_plain
+from app.sims.common.config import ConfigError
 from app.sims.common.simulation import Domain
 from app.sims.epidermis.config import EpidermisConfig, Morse
 from app.sims.epidermis.model import morse_minimum
-from app.sims.epidermis.simulation import LIVE_RUN_KEYS, LIVE_SECTIONS
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,10 @@ class EpidermisPanel(Panel):
                                 "mechanics.intra.xi1": "xi1", "mechanics.intra.xi2": "xi2",
                                 "mechanics.inter.U0": "inter_U0", "mechanics.inter_cutoff": "cutoff",
                                 "mechanics.membrane.U0": "membrane_U0"})
+        self.steer_form(self.form)
         self._build_record_group()
+        self.controls_layout.addWidget(self.brush_tool("µm"))
+        self.controls_layout.addWidget(self.steering_box("Steer while running"))
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
@@ -165,10 +169,14 @@ class EpidermisPanel(Panel):
         self.tissue = TissueView3D()
         self.history = EpidermisHistoryView()
         self.tissue.drawn.connect(self._record_movie_frame)
+        self.tissue.point_picked.connect(self.paint)
+        for plot in self.history.plots.values():
+            self.event_marks.append(EventMarks(plot))
         self.views.addWidget(self.tissue)
         self.views.addWidget(self.history)
         self.views.setSizes([560, 240])
         self._update_view_limits()
+
 
     # ---- derived labels -----------------------------------------------------------------
     def _update_tissue(self, *_: Any) -> None:
@@ -201,6 +209,7 @@ class EpidermisPanel(Panel):
         self.form.show(cfg)
         self._update_tissue()
         self._update_mechanics()
+        self.refresh_steering(cfg)
 
     def current_config(self) -> EpidermisConfig:
         if self.base_cfg is None:
@@ -227,23 +236,6 @@ class EpidermisPanel(Panel):
     def make_worker(self, cfg: EpidermisConfig, backend: str, index: int):
         self.run_cfg = cfg
         return super().make_worker(cfg, backend, index)
-
-    def live_changes(self) -> dict[str, Any]:
-        """Settings changed since the run started (or last resumed) that a running tissue
-        accepts, as dotted keys; raises ConfigError for the controls or for a fixed setting."""
-        new = dict(dotted_items(to_plain(self.current_config())))
-        old = dict(dotted_items(to_plain(self.run_cfg)))
-        changed = {k: v for k, v in new.items() if old.get(k) != v}
-        live = {k: v for k, v in changed.items() if k.split(".")[0] in LIVE_SECTIONS
-                or (k.startswith("run.") and k.split(".")[-1] in LIVE_RUN_KEYS)}
-        fixed = sorted(set(changed) - set(live))
-        if fixed:
-            raise ConfigError(f"{', '.join(fixed)} cannot change during a run (stop and start a new "
-                              "one); the mechanics, growth, Δt, steps and search can")
-        return live
-
-    def changes_sent(self, changes: dict[str, Any]) -> None:
-        self.run_cfg = self.current_config()
 
     def on_frame(self, frame) -> None:
         if self.record_frames.isChecked():

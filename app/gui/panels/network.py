@@ -23,6 +23,7 @@ from app.gui.forms import ConfigForm
 
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.runner import RunState, SimulationWorker
+from app.gui.steering import EventMarks, PlotBrush
 from app.gui.views.network import CultureView, EpochHistoryView, PopulationRateView, RasterView
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_csv, save_npz
@@ -39,7 +40,8 @@ EXPORTS = (("Spikes (NPZ)…", "spikes", "NPZ (*.npz)", "every recorded spike (o
            ("Spikes and bursts (NWB)…", "nwb", "NWB (*.nwb)",
             "a finished run: spike times, positions, population rate and bursts"),
            ("Culture (NeuroML2)…", "neuroml", "NeuroML2 (*.nml)",
-            "a finished run: cells, positions, Tsodyks-Markram synapses, final connections"))
+            "a finished run: cells, positions, Tsodyks-Markram synapses, final connections, "
+            "and beside it a LEMS file that simulates one epoch"))
 HISTORY_KEYS = ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses", "epoch_bursts_per_minute")
 
 
@@ -81,6 +83,8 @@ class NetworkPanel(Panel):
         self.resume_path: Path | None = None
         self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self._build_form()
+        self.controls_layout.addWidget(self.brush_tool("grid units"))
+        self.controls_layout.addWidget(self.steering_box("Steer while running"))
         self.controls_layout.addWidget(self.export_group(EXPORTS))
         self.controls_layout.addStretch(1)
         self._build_views()
@@ -102,6 +106,7 @@ class NetworkPanel(Panel):
         self.form.expose(self, {"culture.width": "width_box", "culture.height": "height_box",
                                 "culture.layout": "layout_combo", "culture.seed": "culture_seed",
                                 "run.seed": "noise_seed"})
+        self.steer_form(self.form)
         self.checkpoint.setPlaceholderText("none (no checkpoints)")
         self.pause_at_epoch = QCheckBox("Pause at the end of each epoch")
         self.resume_button = QPushButton("Resume from checkpoint…")
@@ -129,6 +134,16 @@ class NetworkPanel(Panel):
         self.views.addWidget(top)
         self.views.addWidget(self.history)
         self.views.setSizes([560, 240])
+        self.culture_brush = PlotBrush(self.culture.plot, self.paint, lambda: self.brush.key is not None)
+        for plot in (self.raster.plot, self.pop_rate.plot):
+            self.event_marks.append(EventMarks(plot))
+
+    def steer_values(self, cfg: NetworkConfig) -> dict[str, Any]:
+        """The growth's target rate and a factor of 1 on each synapse type's weights."""
+        from app.sims.network.config import SYNAPSE_TYPES
+
+        return {**super().steer_values(cfg), **{f"scale.{t}": 1.0 for t in SYNAPSE_TYPES}}
+
 
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: NetworkConfig) -> None:
@@ -137,6 +152,7 @@ class NetworkPanel(Panel):
         self.resume_label.setText("")
         self.show_description(cfg.name, cfg.description)
         self.form.show(cfg)
+        self.refresh_steering(cfg)
         self.raster.window = cfg.analysis.raster_seconds
 
     def current_config(self) -> NetworkConfig:

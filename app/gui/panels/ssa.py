@@ -23,6 +23,7 @@ from app.gui.panels.base import DeviceProvider, Panel, cpu_device
 from app.gui.panels.ssa_data import EnsembleHistograms, export_csv, export_npz
 from app.gui.panels.ssa_params import ParameterTable
 from app.gui.runner import SimulationWorker
+from app.gui.steering import EventMarks
 from app.gui.views.heatmap import HeatMapView
 from app.gui.views.histogram import HistogramView
 from app.gui.views.trajectories import TrajectoryView
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 REFERENCE_MAX_REALIZATIONS = 256
 REFERENCE_SEED_OFFSET = 7919   # a different seed, hence independent Philox streams
+MAX_SLIDERS = 24               # rate and count sliders of a network at most (more: edit the table)
 
 
 def short_number(x: float) -> str:
@@ -60,6 +62,7 @@ class SSAPanel(Panel):
         self._add_sbml_export(model_box)
         self.controls_layout.addWidget(model_box)
         self._build_table_group()
+        self._build_steering_group()
         self._build_ensemble_group()
         self._build_compare_group()
         self.controls_layout.addStretch(1)
@@ -150,6 +153,35 @@ class SSAPanel(Panel):
         self.controls_layout.addWidget(box)
         self.table.problem.connect(self._table_problem)
 
+    def _build_steering_group(self) -> None:
+        box = self.steering_box("Steer rates and counts")
+        box.steered.connect(self._steered)
+        self.controls_layout.addWidget(box)
+
+    def _steered(self, key: str, value: Any) -> None:
+        """Explore mode: sliders act while dragged, and a change with no run going starts one
+        (an explore run ends with its whole ensemble; the next move re-runs it)."""
+        if key == "mode":
+            self.steering.set_live_drag(value == "explore")
+        elif self.exploring and not self.running:
+            self.start_run()
+
+    @property
+    def exploring(self) -> bool:
+        mode = self.steering.choices.get("mode") if self.steering is not None else None
+        return mode is not None and mode.currentText() == "explore"
+
+    def steer_values(self, cfg: SSAConfig) -> dict[str, float]:
+        """Rate constants and initial counts of a small network (a grid or a large model: none)."""
+        if cfg.grid is not None:
+            return {"mode": "continue"}
+        net = cfg.network()
+        if len(net.reaction_names) + len(net.species) > MAX_SLIDERS:
+            return {"mode": "continue"}
+        return {"mode": "continue",
+                **{f"rates.{name}": float(rate) for name, rate in zip(net.reaction_names, net.rates)},
+                **{f"initial.{name}": float(count) for name, count in zip(net.species, net.x0)}}
+
     def _build_ensemble_group(self) -> None:
         self.form = ConfigForm(SSAConfig, hints={"ensemble.t_end": {"decimals": 4}})
         box = self.form.group("Ensemble", ["ensemble.realizations", ("ensemble.t_end", "t end"), "ensemble.samples",
@@ -157,6 +189,7 @@ class SSAPanel(Panel):
                                            ("ensemble.epsilon", "tau-leap ε")])
         box.layout().insertRow(4, "Backend", self.backend_combo())
         self.form.expose(self)
+        self.steer_form(self.form)
         self.controls_layout.addWidget(box)
 
     def _build_compare_group(self) -> None:
@@ -194,6 +227,8 @@ class SSAPanel(Panel):
         self.views.setSizes([400, 400])
         self.heatmap.hide()
         self.histogram.index_changed.connect(self.heatmap.show_index)
+        self.event_marks.append(EventMarks(self.trajectories.plot))
+
 
     # ---- configs ------------------------------------------------------------------------
     def apply_config(self, cfg: SSAConfig) -> None:
@@ -213,6 +248,7 @@ class SSAPanel(Panel):
             self.table.set_model(cfg.model)
         self.form.show(cfg)
         self.heatmap.setVisible(cfg.grid is not None)
+        self.refresh_steering(cfg)
 
     def current_config(self) -> SSAConfig:
         if self.base_cfg is None:
@@ -233,7 +269,7 @@ class SSAPanel(Panel):
 
     def on_finished(self, arrays: dict, summary: dict) -> None:
         if summary and summary.get("finished") and self.worker is not None:
-            self.last_run = (self.worker.session.cfg, dict(arrays), dict(summary))
+            self.last_run = (self.worker.session.steered_config(), dict(arrays), dict(summary))
         if summary:
             log.info("SSA: %d reactions in %.2f s on %s (%s)", summary.get("reactions_fired", 0),
                      summary.get("wall_seconds", 0.0), summary.get("device", "?"),

@@ -12,11 +12,14 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStacked
 
 from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
                                 sparse_log_labels)
+from app.gui.views.decimate import MAX_FACES, decimate_surface
+from app.sims.cardiac.readouts import repolarisation
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
 MAP_COLOURS = np.array([[0.1, 0.1, 0.6], [0.1, 0.8, 0.9], [1.0, 0.9, 0.1], [0.85, 0.05, 0.05]])
-MODES = (("V", "V (mV)"), ("first", "first activation (ms)"), ("last", "last activation (ms)"))
+MODES = (("V", "V (mV)"), ("first", "first activation (ms)"), ("last", "last activation (ms)"),
+         ("repolarisation", "repolarisation (ms)"))
 # what the tissue area says before a run's mesh arrives (a sheet shows its empty axes)
 WAITING_NOTES = {"single": "single cell: see the probe trace",
                  "sphere": "the sphere is drawn when the run starts",
@@ -67,7 +70,10 @@ class SphereCanvas(QWidget):
         self.view = self.canvas.central_widget.add_view()
         self.view.camera = scene.TurntableCamera(fov=30.0, elevation=20.0, azimuth=30.0)
         self.mesh = scene.visuals.Mesh(shading=None, parent=self.view.scene)
+        self.cores = scene.visuals.Markers(parent=self.view.scene)
+        self.cores.visible = False
         self.positions: np.ndarray | None = None
+        self.nodes = np.zeros(0, np.int64)        # the mesh node of each drawn vertex
         self._press = None
         self.canvas.events.mouse_press.connect(self._on_press)
         self.canvas.events.mouse_release.connect(self._on_release)
@@ -75,11 +81,12 @@ class SphereCanvas(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.canvas.native)
 
-    def set_mesh(self, positions: np.ndarray, faces: np.ndarray) -> None:
-        self.positions = np.asarray(positions, np.float32)
+    def set_mesh(self, positions: np.ndarray, faces: np.ndarray, max_faces: int = MAX_FACES) -> None:
+        """Draw the surface ``faces`` (past ``max_faces`` decimated: :func:`decimate_surface`)."""
+        self.nodes, local = decimate_surface(positions, faces, max_faces)
+        self.positions = np.asarray(positions, np.float32)[self.nodes]
         colours = np.tile(np.array([[0.6, 0.6, 0.6, 1.0]], np.float32), (len(self.positions), 1))
-        self.mesh.set_data(vertices=self.positions, faces=np.asarray(faces, np.uint32),
-                           vertex_colors=colours)
+        self.mesh.set_data(vertices=self.positions, faces=local, vertex_colors=colours)
         lo, hi = (self.positions.min(axis=0), self.positions.max(axis=0)) if self.positions.size \
             else (-np.ones(3), np.ones(3))
         c, r = (lo + hi) / 2, float((hi - lo).max()) / 2 or 1.0      # a cube around the mesh
@@ -87,10 +94,19 @@ class SphereCanvas(QWidget):
         self.canvas.update()
 
     def set_colours(self, rgba: np.ndarray) -> None:
+        """Colours of the drawn vertices (those of ``nodes``)."""
         if self.positions is None or len(rgba) != len(self.positions):
             return
         self.mesh.set_data(vertices=self.positions, faces=self.mesh.mesh_data.get_faces(),
                            vertex_colors=rgba.astype(np.float32))
+        self.canvas.update()
+
+    def set_cores(self, positions: np.ndarray) -> None:
+        """Phase singularities (rotor cores), drawn as crosses over the surface."""
+        self.cores.visible = len(positions) > 0
+        if len(positions):
+            self.cores.set_data(np.asarray(positions, np.float32), symbol="x", size=14,
+                                edge_color="white", face_color="white", edge_width=2)
         self.canvas.update()
 
     def screen_positions(self) -> np.ndarray:
@@ -102,7 +118,8 @@ class SphereCanvas(QWidget):
     def pick(self, x: float, y: float) -> int | None:
         if self.positions is None:
             return None
-        return pick_vertex(self.screen_positions(), (x, y))
+        local = pick_vertex(self.screen_positions(), (x, y))
+        return None if local is None else int(self.nodes[local])
 
     def _on_press(self, event) -> None:
         self._press = tuple(event.pos[:2])
@@ -177,8 +194,10 @@ class TissueView(QWidget):
         self.click_action = QComboBox()
         self.click_action.addItem("stimulate there", "stimulate")
         self.click_action.addItem("add a probe", "probe")
-        self.click_action.setToolTip("What a click (or, on the sheet, a drag) on the tissue does "
-                                     "during a run")
+        self.click_action.addItem("paint with the brush", "paint")
+        self.click_action.setToolTip("What a click (or, on the sheet, a drag) on the tissue does: "
+                                     "stimulate (during a run), add a probe, or paint the brush's "
+                                     "gesture (during a run, or before Run: from its start)")
         header = QHBoxLayout()
         header.addWidget(self.title)
         header.addStretch(1)
@@ -198,6 +217,8 @@ class TissueView(QWidget):
         show_axis_values(self.image_widget.getPlotItem(), False)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image_widget.addItem(self.image)
+        self.cores = pg.ScatterPlotItem(symbol="x", size=12, pen=pg.mkPen("w", width=2), brush=None)
+        self.image_widget.addItem(self.cores)
         self.image_widget.scene().sigMouseClicked.connect(self._image_clicked)
         self.image_widget.scene().sigMouseMoved.connect(self._image_moved)
         self.stack.addWidget(self.image_widget)
@@ -221,6 +242,7 @@ class TissueView(QWidget):
         layout.addLayout(header)
         layout.addLayout(picture, 1)
         layout.addWidget(self.replay_row)
+        self.max_faces = MAX_FACES       # larger surfaces are drawn decimated
         self.kind = "single"
         self.expected = "single"          # the mesh kind of the next run (the config's)
         self.shape: tuple[int, int] | None = None
@@ -268,7 +290,7 @@ class TissueView(QWidget):
                 self.sphere = SphereCanvas()
                 self.sphere.cell_clicked.connect(self.cell_clicked)
                 self.stack.addWidget(self.sphere)
-            self.sphere.set_mesh(mesh.positions, mesh.faces)
+            self.sphere.set_mesh(mesh.positions, mesh.faces, self.max_faces)
             self.stack.setCurrentWidget(self.sphere)
         elif mesh.kind == "sheet":
             self.image.clear()
@@ -287,6 +309,9 @@ class TissueView(QWidget):
         self.V = np.asarray(frame.V)
         if frame.activation_time is not None:
             self.maps["first"] = np.asarray(frame.activation_time)
+            if frame.apd90 is not None:
+                self.maps["repolarisation"] = repolarisation(frame.activation_time, frame.apd90)
+        self.show_cores(frame.singularities)
         if self.kind != "single" and (not self.history or frame.t > self.history[-1][0]):
             self.history.append((float(frame.t), self.V.astype(np.float16)))
             if len(self.history) > self._history_limit:      # keep every other one
@@ -294,6 +319,16 @@ class TissueView(QWidget):
         if self.replay_row.isVisible():
             self.replay_row.hide()
         self.redraw()
+
+    def show_cores(self, positions: np.ndarray | None) -> None:
+        """Phase singularities (rotor cores) now: crosses on the tissue, their count in the title."""
+        pos = np.zeros((0, 3)) if positions is None else np.asarray(positions).reshape(-1, 3)
+        if self.kind == "sheet":
+            self.cores.setData(pos[:, 0], pos[:, 1])
+        elif self.sphere is not None:
+            self.sphere.set_cores(pos)
+        count = f" · {len(pos)} rotor core{'s' if len(pos) != 1 else ''}" if len(pos) else ""
+        self.title.setText(f"<b>Tissue</b>{count}")
 
     def show_activation(self, activation: np.ndarray, last: np.ndarray | None = None) -> None:
         """A finished run: the last activation map (re-entry shows its latest wave) if given,
@@ -338,10 +373,10 @@ class TissueView(QWidget):
             return
         key = self.mode.currentData()
         self.colour_bar.set_range(lo, hi, self.mode.currentText() if key in self.maps else "V (mV)")
-        rgba = colormap_rgba(values, lo, hi)
         if self.kind in ("sphere", "file") and self.sphere is not None:
-            self.sphere.set_colours(rgba)
+            self.sphere.set_colours(colormap_rgba(values[self.sphere.nodes], lo, hi))
         elif self.kind == "sheet" and self.shape is not None:
+            rgba = colormap_rgba(values, lo, hi)
             self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False,
                                 rect=self._rect)
             show_axis_values(self.image_widget.getPlotItem(), True)

@@ -66,7 +66,7 @@ def element_spacing(positions: np.ndarray, element_cell: np.ndarray, box: float,
     head = slice(0, min(len(positions), 64 * cells))
     pos, cell = np.asarray(positions[head], float), np.asarray(element_cell[head])
     nearest = []
-    for c in np.unique(cell)[:cells]:
+    for c in np.flatnonzero(np.bincount(cell.astype(np.int64)))[:cells]:   # np.unique imports numpy.ma (slow)
         p = pos[cell == c]
         if len(p) < 2:
             continue
@@ -108,6 +108,7 @@ class TissueView3D(QWidget):
     """
 
     drawn = Signal()
+    point_picked = Signal(object)     # a click (not a drag) near a cell: its centre (µm)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -127,6 +128,7 @@ class TissueView3D(QWidget):
         self._framed: tuple[dict, float] | None = None   # (camera state, tissue top) we framed
         self._size_due = 0
         self._membrane_key: tuple | None = None
+        self._press: tuple[float, float] | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self.redraw)
@@ -192,12 +194,37 @@ class TissueView3D(QWidget):
         self.membrane = scene.visuals.Mesh(color=MEMBRANE_RGBA, parent=self.view.scene)
         self.membrane.set_gl_state("translucent", depth_test=True, cull_face=False)
         self.membrane.order = 1              # after the opaque markers
+        self.canvas.events.mouse_press.connect(self._on_press)
+        self.canvas.events.mouse_release.connect(self._on_release)
         self.canvas.events.draw.connect(self._paint_started, position="first")
         self.canvas.events.draw.connect(self._paint_ended, position="last")
         self.body.removeWidget(self.placeholder)
         self.placeholder.hide()
         self.body.addWidget(self.canvas.native)
         return True
+
+    def _on_press(self, event) -> None:
+        self._press = tuple(event.pos[:2])
+
+    def _on_release(self, event) -> None:
+        start, self._press = self._press, None
+        if start is None or np.hypot(*(np.asarray(event.pos[:2]) - start)) > 3:  # a drag turns the view
+            return
+        point = self.pick(*event.pos[:2])
+        if point is not None:
+            self.point_picked.emit(point)
+
+    def pick(self, x: float, y: float) -> np.ndarray | None:
+        """The centre (µm) of the front cell nearest the canvas pixel (x, y); None: none near."""
+        from app.gui.views.cardiac import pick_vertex
+
+        f = self.frame
+        if self.canvas is None or f is None or f.centres is None or not len(f.centres):
+            return None
+        centres = np.asarray(f.centres, np.float32)
+        mapped = self.markers.get_transform("visual", "canvas").map(centres)
+        cell = pick_vertex(mapped[:, :3] / mapped[:, 3:4], (x, y), radius_px=20.0)
+        return None if cell is None else centres[cell].astype(float)
 
     def _paint_started(self, event) -> None:
         self._paint_start = time.perf_counter()

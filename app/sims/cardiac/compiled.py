@@ -238,6 +238,15 @@ class CompiledTissue(CpuTissue):
         self._modules: dict[bool, object] = {}
         self._module(self._fused)           # compile (or load) before the first step
 
+    def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
+        super().set_tissue(inv_d2, param_field)
+        if not hasattr(self, "_inv_d2"):        # one cell or implicit: the NumPy engine's arrays
+            return
+        self._inv_d2 = np.ascontiguousarray(inv_d2, np.float64)
+        if param_field is not None:
+            self._params = np.ascontiguousarray(param_field, self.y.dtype)
+            self._pfield = np.ascontiguousarray(param_field[list(self.p.varying)], np.float64)
+
     def _module(self, fused: bool):
         """The compiled module of the fused RLFE step (``fused``: the model with tabulated gate
         updates where there are tables) or of the rates, compiled at first use."""

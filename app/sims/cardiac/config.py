@@ -8,6 +8,7 @@ import numpy as np
 
 from app.sims.cardiac.solvers import ADAPTIVE, AUTO, IMPLICIT, METHODS
 from app.sims.common.config import Document, build, spec
+from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_steering
 
 MESH_KINDS = ("sphere", "sheet", "single", "file")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
@@ -134,6 +135,13 @@ class OutputSettings:
     activation_threshold: float = field(default=-20.0, metadata=spec(range=(-100.0, 50.0)))
     snapshot_interval: float = field(default=1.0, metadata=spec(range=(0.01, 1e6),
                                      doc="sim ms between live views of V"))
+    singularity_delay: float = field(default=10.0, metadata=spec(range=(0.0, 1e4), unit="ms", doc=(
+        "delay τ of the phase embedding that tracks phase singularities (rotor cores) at the live "
+        "views; about a quarter of a rotation; 0 = off")))
+    series_every: float = field(default=0.0, metadata=spec(range=(0.0, 1e6), unit="ms", doc=(
+        "keep V of the whole tissue every this many ms (fixed-step and GPU runs stop there; adaptive "
+        "CPU runs keep the first live view after) in results.npz V_series, exported as a VTU time "
+        "series; 0 = off")))
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,8 @@ class ModelSettings:
     stimulus: str = field(default="", metadata=spec(doc="component.variable of the stimulus current"))
     parameters: dict[str, float] = field(default_factory=dict)
     regions: list[ParameterRegion] = field(default_factory=list)
+    # parameters kept per cell from the start, so a running tissue can be painted (no recompile)
+    paintable: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -212,6 +222,7 @@ class CardiacConfig:
     output: OutputSettings = field(default_factory=OutputSettings)
     run: RunSettings = field(default_factory=RunSettings)
     restitution: RestitutionSettings = field(default_factory=RestitutionSettings)
+    steering: tuple[SteeringEvent, ...] = ()    # changes made while it ran (replayed at their step)
 
 
 def with_restitution(cfg: CardiacConfig) -> CardiacConfig:
@@ -260,10 +271,6 @@ def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
     from app.sims.cardiac.mesh_io import MeshFileError
     if not cfg.mesh.path:
         raise doc.error("mesh.kind file needs mesh.path", ("mesh", "path"))
-    for i, e in enumerate(cfg.mesh.electrodes):
-        if len(e) != 3 or not np.all(np.isfinite(e)):
-            raise doc.error("mesh.electrodes: each electrode is a finite [x, y, z] in mm",
-                            ("mesh", "electrodes", i))
     for key, value in cfg.mesh.tag_conductivity.items():
         if not key.lstrip("-").isdigit() or not (np.isfinite(value) and value >= 0):
             raise doc.error(f"mesh.tag_conductivity: '{key}: {value}' must map an integer element tag "
@@ -287,6 +294,10 @@ def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
 
 def load_config(doc: Document) -> CardiacConfig:
     cfg: CardiacConfig = build(CardiacConfig, doc.data, doc)
+    for i, e in enumerate(cfg.mesh.electrodes):
+        if len(e) != 3 or not np.all(np.isfinite(e)):
+            raise doc.error("mesh.electrodes: each electrode is a finite [x, y, z] in mm",
+                            ("mesh", "electrodes", i))
     if cfg.mesh.kind == "file":
         cfg = _load_file_mesh(doc, cfg)
     r = cfg.restitution
@@ -358,7 +369,35 @@ def load_config(doc: Document) -> CardiacConfig:
         if r.kind == "rect" and (r.x0 > r.x1 or r.y0 > r.y1):
             raise doc.error(f"stimulus {st.name}: rect needs x0 <= x1 and y0 <= y1 (mm), got "
                             f"x {r.x0:g}..{r.x1:g}, y {r.y0:g}..{r.y1:g}", where)
-    return cfg
+    for i, name in enumerate(cfg.model.paintable):
+        if name not in model.parameter_names:
+            raise doc.error(f"'{name}' is not a parameter of this model", ("model", "paintable", i))
+    from dataclasses import replace as replace_
+    return replace_(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
+
+
+STIMULUS_MS = 2.0      # a steered stimulus: a pulse of this length (its charge is given at once)
+
+
+def steerables(cfg: CardiacConfig) -> tuple[Steerable, ...]:
+    """Gestures on a running tissue (each with a region: a brush or cell indices): ``ablate``
+    (the cells become scar: uncoupled, so they neither conduct nor are excited), ``restore``
+    (coupling and painted parameters back to the config's), ``stimulate`` (a 2-ms pulse of the
+    value's amplitude, pA/pF, negative depolarising) and ``model.<parameter>`` for the
+    parameters listed in ``model.paintable``; other model parameters need a restart (list
+    them in ``model.paintable`` to paint them live)."""
+    from app.sims.cardiac.model import config_model
+
+    paintable = set(cfg.model.paintable)
+    out = [Steerable("ablate", "gesture", region=True, doc="scar: uncoupled cells"),
+           Steerable("restore", "gesture", region=True, doc="coupling and painted parameters as configured"),
+           Steerable("stimulate", "gesture", (-1e3, 1e3), region=True, unit="pA/pF",
+                     doc=f"a {STIMULUS_MS:g}-ms pulse (negative depolarises)")]
+    out += [Steerable(f"model.{name}", "float", (-1e12, 1e12), region=name in paintable,
+                      live=name in paintable,
+                      doc="painted on a region" if name in paintable else "list it in model.paintable")
+            for name in config_model(cfg.model).parameter_names]
+    return tuple(out)
 
 
 def _solver_defaults(cfg: CardiacConfig, given) -> CardiacConfig:

@@ -211,6 +211,19 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._reset_recording()
         self._seed_voltage()
 
+    def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
+        """Steering: new diffusion weights and per-cell parameters, copied into the device
+        arrays the kernels read (between launches: no recompile)."""
+        self.stream.synchronize()
+        n = self.p.n_cells
+        w = self.w.get().reshape(self.p.mesh.width, -1)
+        w[:, :n] = inv_d2.T
+        self.w.set(np.ascontiguousarray(w.ravel()))
+        if param_field is not None and self.p.varying:
+            pfield = self.pfield.get().reshape(len(self.p.varying), -1)
+            pfield[:, :n] = param_field[list(self.p.varying)]
+            self.pfield.set(np.ascontiguousarray(pfield.ravel()))
+
     def _set_const(self, name: str, values: np.ndarray) -> None:
         ptr, size = self.module.get_global(name)
         data = np.ascontiguousarray(values)

@@ -1,4 +1,4 @@
-"""Pseudo-ECG of a mesh from a file: at each electrode x₀ the integral
+"""Pseudo-ECG of a tissue mesh (built-in or from a file): at each electrode x₀ the integral
 
     Φ(x₀) = ∫ ∇V · ∇(1/r) dΩ,   r = |x − x₀|,
 
@@ -21,7 +21,7 @@ class Electrodes:
 
     def __init__(self, mesh: Mesh, positions: np.ndarray):
         if mesh.elements is None:
-            raise ValueError("a pseudo-ECG needs a mesh file (elements); this is a " + mesh.kind)
+            raise ValueError("a pseudo-ECG needs a tissue of elements; this mesh is a " + mesh.kind)
         pos = np.asarray(positions, float).reshape(-1, 3)
         el = mesh.elements
         grads, measure = shape_gradients(mesh.positions, el)            # (E, k, 3), (E,)

@@ -16,14 +16,16 @@ Bookkeeping on accepted steps only (both engines):
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion, Region
-from app.sims.cardiac.mesh import Mesh, icosphere, sheet, single_cell
+from app.sims.cardiac.mesh import Mesh, single_cell
+from app.sims.cardiac.shapes import icosphere, sheet
 from app.sims.cardiac.model import CellModel, LookupSpec, config_model
 from app.sims.cardiac.solvers import AUTO, METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+from app.sims.common.config import ConfigError
 from app.sims.common.engine import EngineBase
 
 V_LIMIT = 200.0
@@ -88,9 +90,9 @@ def _extent(mesh: Mesh) -> str:
 
 def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
                     params: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...]]:
-    """Per-cell parameters (P, N) from ``model.regions`` and the indices that vary; (None, ())
-    without regions."""
-    if not cfg.model.regions:
+    """Per-cell parameters (P, N) from ``model.regions`` and the indices that vary (those
+    ``model.paintable`` lists too); (None, ()) without either."""
+    if not cfg.model.regions and not cfg.model.paintable:
         return None, ()
     values = np.repeat(params[:, None], mesh.n_cells, axis=1)
     index = {q: k for k, q in enumerate(model.parameter_names)}
@@ -101,7 +103,8 @@ def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
                              f"{mesh.kind}{_extent(mesh)}")
         for key, value in region.parameters.items():
             values[index[key], reached] = value
-    varying = tuple(k for k in range(len(params)) if np.any(values[k] != values[k, 0]))
+    painted = {index[name] for name in cfg.model.paintable}
+    varying = tuple(k for k in range(len(params)) if k in painted or np.any(values[k] != values[k, 0]))
     return values, varying
 
 
@@ -364,6 +367,16 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.record_states = problem.n_cells == 1    # single cell: keep every state
         self._states = Rows(self.y[:, 0]) if self.record_states else None
         self._state_t = Rows(0.0) if self.record_states else None
+
+    def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
+        """Steering: new diffusion weights (N, K) and per-cell parameters (P, N; only the
+        ``varying`` rows may differ from the config's), taken from the next step on."""
+        if self.p.tableau is None:
+            raise ConfigError("the implicit solver builds its Jacobian once: it takes no changes "
+                              "of the tissue while running; use an explicit method")
+        self.p.mesh = replace(self.p.mesh, inv_d2=inv_d2)
+        if param_field is not None:
+            self.p.param_field = param_field
 
     # ---- the right-hand side ------------------------------------------------------------
     def f(self, t: float, y: np.ndarray):

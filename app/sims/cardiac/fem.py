@@ -19,6 +19,7 @@ and sheets, normal to the surface, play no part.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from app.sims.cardiac.mesh import Mesh
-from app.sims.cardiac.mesh_io import MeshFileError, RawMesh, check_mesh, quality, read_mesh, signed_measure
+from app.sims.cardiac.mesh_io import MeshFileError, RawMesh, quality, read_mesh
 
 ZERO_WEIGHT = 1e-12        # |w| below this times the row's largest is structural zero (dropped)
 
@@ -50,6 +51,9 @@ class Tissue:
     def diffusivity(self, sigma: float) -> float:
         """σ/(χ Cm), mm²/ms."""
         return sigma / (self.chi * self.cm)
+
+
+UNIT_TISSUE = Tissue(1.0, 1.0, 1.0, 1.0, 1.0)     # σ/(χ Cm) = 1: the built-in meshes' weights, per unit D
 
 
 def conductivity(raw: RawMesh, tissue: Tissue) -> np.ndarray:
@@ -86,15 +90,14 @@ def conductivity(raw: RawMesh, tissue: Tissue) -> np.ndarray:
 
 
 def shape_gradients(points: np.ndarray, elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Gradients of the P1 basis functions (E, d+1, 3) and element measures (E,). On triangles
-    in 3-D the gradients lie in the triangle's plane (the pseudo-inverse of its edge matrix)."""
+    """Gradients of the P1 basis functions (E, d+1, 3) and element measures (E,). On lines and
+    triangles in 3-D the gradients lie along the element (the pseudo-inverse of its edge matrix)."""
     x = points[elements]
     edges = np.transpose(x[:, 1:] - x[:, :1], (0, 2, 1))          # (E, 3, d)
     gram = np.einsum("eki,ekj->eij", edges, edges)                # (E, d, d)
     g = np.linalg.solve(gram, np.transpose(edges, (0, 2, 1)))     # (E, d, 3): grads of λ1..λd
     grads = np.concatenate([-g.sum(axis=1, keepdims=True), g], axis=1)
-    d = elements.shape[1] - 1
-    measure = np.sqrt(np.abs(np.linalg.det(gram))) / (2.0 if d == 2 else 6.0)
+    measure = np.sqrt(np.abs(np.linalg.det(gram))) / math.factorial(elements.shape[1] - 1)
     return grads, measure
 
 
@@ -121,10 +124,11 @@ def assemble(raw: RawMesh, tissue: Tissue) -> tuple[np.ndarray, np.ndarray, np.n
     return r, c, summed, mass
 
 
-def fem_mesh(raw: RawMesh, tissue: Tissue, faces: np.ndarray | None = None) -> Mesh:
-    """The P1 mass-lumped operator as a :class:`Mesh` (kind ``file``), weights carrying D:
-    w_kj = −K_kj / (χ Cm m_k); weights below ZERO_WEIGHT of their row's largest are dropped
-    (the diagonals of right triangles with isotropic σ)."""
+def operator_arrays(raw: RawMesh, tissue: Tissue) -> tuple[np.ndarray, np.ndarray]:
+    """The P1 mass-lumped operator in padded rows: neighbours (N, K) int32 (padding: the node
+    itself) and weights w_kj = −K_kj / (χ Cm m_k) (1/ms for σ in mS/mm); weights below
+    ZERO_WEIGHT of their row's largest are dropped (the diagonals of right triangles with
+    isotropic σ)."""
     r, c, kval, mass = assemble(raw, tissue)
     w = -kval / (tissue.chi * tissue.cm * mass[r])
     n = len(raw.points)
@@ -133,24 +137,35 @@ def fem_mesh(raw: RawMesh, tissue: Tissue, faces: np.ndarray | None = None) -> M
     keep = np.abs(w) > ZERO_WEIGHT * big[r]
     r, c, w = r[keep], c[keep], w[keep]
     counts = np.bincount(r, minlength=n)
-    width = max(int(counts.max()), 1)
+    width = max(int(counts.max()) if n else 1, 1)
     start = np.concatenate([[0], np.cumsum(counts)[:-1]])
     slot = np.arange(len(r)) - start[r]
     nbr = np.repeat(np.arange(n, dtype=np.int32)[:, None], width, axis=1)
     weights = np.zeros((n, width))
     nbr[r, slot] = c
     weights[r, slot] = w
+    return nbr, weights
+
+
+def fem_mesh(raw: RawMesh, tissue: Tissue, faces: np.ndarray | None = None) -> Mesh:
+    """A file's mesh with its P1 mass-lumped operator (kind ``file``), the weights carrying D."""
+    nbr, weights = operator_arrays(raw, tissue)
     if faces is None:
         faces = raw.elements if raw.dim == 2 else boundary_faces(raw.elements)
     return Mesh("file", raw.points, nbr, weights, faces=faces.astype(np.int32), weights_carry_D=True,
                 elements=raw.elements, element_tags=raw.tags)
 
 
+def face_keys(faces: np.ndarray, n_nodes: int) -> np.ndarray:
+    """One int64 per triangle, the same for any order of its nodes (for fast 1-D uniques)."""
+    f = np.sort(faces, axis=1).astype(np.int64)
+    return (f[:, 0] * n_nodes + f[:, 1]) * n_nodes + f[:, 2]
+
+
 def boundary_faces(tets: np.ndarray) -> np.ndarray:
     """Triangles of a tetrahedral mesh's boundary (faces that belong to one tetrahedron)."""
     f = np.concatenate([tets[:, [1, 2, 3]], tets[:, [0, 3, 2]], tets[:, [0, 1, 3]], tets[:, [0, 2, 1]]])
-    key = np.sort(f, axis=1)
-    _, idx, counts = np.unique(key, axis=0, return_index=True, return_counts=True)
+    _, idx, counts = np.unique(face_keys(f, int(tets.max()) + 1), return_index=True, return_counts=True)
     return f[idx[counts == 1]]
 
 
@@ -160,37 +175,6 @@ def stable_dt(mesh: Mesh) -> float:
     (all weights ≥ 0, e.g. the 5-point sheet) the bound is sharp."""
     row = np.abs(mesh.inv_d2).sum(axis=1).max()
     return float(np.inf if row == 0 else 1.0 / row)
-
-
-def structured_slab(lx: float, ly: float, lz: float, dx: float) -> RawMesh:
-    """A box [0, lx] × [0, ly] × [0, lz] (mm) of nodes every ``dx`` (rounded to whole cells),
-    each cube cut into six tetrahedra (Kuhn), fibres along x, sheets along y."""
-    nx, ny, nz = (max(1, int(round(v / dx))) for v in (lx, ly, lz))
-    xs, ys, zs = np.linspace(0, lx, nx + 1), np.linspace(0, ly, ny + 1), np.linspace(0, lz, nz + 1)
-    gx, gy, gz = np.meshgrid(xs, ys, zs, indexing="ij")
-    pts = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], 1)
-    idx = np.arange(len(pts)).reshape(nx + 1, ny + 1, nz + 1)
-    corner = [idx[i:i + nx, j:j + ny, k:k + nz].ravel() for i in (0, 1) for j in (0, 1) for k in (0, 1)]
-    c = np.stack(corner, 1)          # corner index = 4i + 2j + k
-    paths = [(1, 3, 7), (1, 5, 7), (2, 3, 7), (2, 6, 7), (4, 5, 7), (4, 6, 7)]
-    tets = np.concatenate([c[:, [0, a, b, d]] for a, b, d in paths])
-    neg = signed_measure(pts, tets) < 0          # half of Kuhn's paths have the other orientation
-    tets[neg] = tets[neg][:, [0, 2, 1, 3]]
-    e = len(tets)
-    raw = RawMesh("<slab>", pts, tets, np.tile([1.0, 0, 0], (e, 1)), np.tile([0, 1.0, 0], (e, 1)))
-    return check_mesh(raw)
-
-
-def structured_sheet(nx: int, ny: int, dx: float, fibre=(1.0, 0.0, 0.0)) -> RawMesh:
-    """nx × ny nodes every ``dx`` (mm) in the plane z = 0, each square cut into two right
-    triangles; node (ix, iy) has index iy·nx + ix, as in :func:`~app.sims.cardiac.mesh.sheet`."""
-    idx = np.arange(nx * ny).reshape(ny, nx)
-    a, b = idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel()
-    c, d = idx[1:, :-1].ravel(), idx[1:, 1:].ravel()
-    tris = np.concatenate([np.stack([a, b, d], 1), np.stack([a, d, c], 1)])
-    iy, ix = np.divmod(np.arange(nx * ny), nx)
-    pts = np.stack([ix * dx, iy * dx, np.zeros(nx * ny)], 1).astype(float)
-    return RawMesh("<sheet>", pts, tris, np.tile(np.asarray(fibre, float), (len(tris), 1)))
 
 
 def tissue_of(settings) -> Tissue:

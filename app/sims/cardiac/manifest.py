@@ -17,5 +17,5 @@ DOMAIN = Domain(
     panel="app.gui.panels.cardiac:CardiacPanel",
     main_plot="app.gui.main_plots:cardiac",
     bench="app.sims.cardiac.bench",
-    exports={"cellml": "app.sims.cardiac.export_cellml:export_run"},
+    exports={"cellml": "app.sims.cardiac.export_cellml:export_run", "vtu": "app.sims.cardiac.export_vtu:export_run"},
 )

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.sims.cardiac.readouts import V_MID, phase, wrap
+
 
 def cubic_spline(x: np.ndarray, y: np.ndarray, xq: np.ndarray) -> np.ndarray:
     """Natural cubic spline through (x, y) evaluated at xq (y may be (n,) or (n, m))."""
@@ -177,20 +179,10 @@ def accuracy(t_ref, v_ref, t, v) -> dict[str, float]:
     return {"rrms": float(np.max(r)), "i_abs_error": float(np.max(a)), "i_rel_error": float(np.max(rel))}
 
 
-def phase_singularities(v_now: np.ndarray, v_before: np.ndarray, v_mid: float = -40.0) -> np.ndarray:
-    """Topological charge (-1, 0 or +1) of each 2x2 plaquette of a sheet, (ny-1, nx-1).
-
-    The phase of each cell is θ = atan2(V(t−τ) − v_mid, V(t) − v_mid) (a time-delay embedding,
-    Gray et al. 1998; τ about a quarter of the rotation period): resting cells sit at one
-    phase, and every phase occurs once around the tip of a rotating wave. Summing the wrapped
-    phase differences around a plaquette gives 2π·charge; charge ±1 marks a phase singularity.
-    A broken wavefront's free end is one too, so a singularity proves re-entry only once a
-    non-re-entrant wave would have left the sheet.
-    """
-    theta = np.arctan2(np.asarray(v_before, float) - v_mid, np.asarray(v_now, float) - v_mid)
-
-    def wrap(a: np.ndarray) -> np.ndarray:
-        return (a + np.pi) % (2 * np.pi) - np.pi
-
+def phase_singularities(v_now: np.ndarray, v_before: np.ndarray, v_mid: float = V_MID) -> np.ndarray:
+    """Topological charge (-1, 0 or +1) of each 2x2 plaquette of a sheet's (ny, nx) V maps,
+    (ny-1, nx-1): the phase and winding of :mod:`app.sims.cardiac.readouts` (which finds the
+    cores on any mesh's triangles) around the grid's squares."""
+    theta = phase(v_now, v_before, v_mid)
     a, b, c, d = theta[:-1, :-1], theta[:-1, 1:], theta[1:, 1:], theta[1:, :-1]
     return np.rint((wrap(b - a) + wrap(c - b) + wrap(d - c) + wrap(a - d)) / (2 * np.pi)).astype(int)

@@ -456,7 +456,7 @@ def load_model(name_or_path: str = DEFAULT_MODEL, voltage: str | None = None,
 
 def config_model(settings) -> CellModel:
     """The model of a config's ``model:`` block (its parameter keys made editable)."""
-    keys = set(settings.parameters)
+    keys = set(settings.parameters) | set(getattr(settings, "paintable", ()))
     for region in settings.regions:
         keys |= set(region.parameters)
     return load_model(settings.file, settings.voltage, settings.stimulus, tuple(sorted(keys)))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.sims.cardiac.fem import structured_slab
+from app.sims.cardiac.shapes import structured_slab
 from app.sims.cardiac.mesh_io import write_opencarp
 
 SIZE_MM = (20.0, 7.0, 3.0)

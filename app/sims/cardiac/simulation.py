@@ -9,16 +9,19 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.cardiac.config import CardiacConfig, for_backend, load_config
+from app.sims.cardiac.config import STIMULUS_MS, CardiacConfig, for_backend, load_config
 from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.mesh import Mesh
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
+from app.sims.cardiac.readouts import SingularityTracker, conduction_velocity, repolarisation
+from app.sims.cardiac.stimulate import cells_near, kick_voltage
 from app.sims.common.checkpoint import CheckpointError, refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.config import ConfigError
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config, like
 from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
+from app.sims.common.steering import region_mask, steering_from_state, steering_state
 
 CPU_SLICE_SECONDS = 0.15
 RESTITUTION_DEFINITIONS = (
@@ -51,6 +54,7 @@ class CardiacFrame(Frame):
     apd90: np.ndarray | None = None
     stopped: str = ""
     mesh: Mesh | None = None              # positions, faces, shape: what the tissue view draws
+    singularities: np.ndarray | None = None   # (K, 3) phase singularities (rotor cores) now, mm
 
 
 class CardiacSimulation(Simulation):
@@ -68,18 +72,26 @@ class CardiacSimulation(Simulation):
         self.frame_mesh = replace(m, positions=freeze(m.positions), neighbours=freeze(m.neighbours),
                                   inv_d2=freeze(m.inv_d2), faces=None if m.faces is None else freeze(m.faces))
         self._ecg, self._ecg_rows = None, []
-        if cfg.mesh.kind == "file" and cfg.mesh.electrodes:
+        if cfg.mesh.electrodes and m.elements is not None:
             from app.sims.cardiac.ecg import Electrodes
             try:
                 self._ecg = Electrodes(m, np.asarray(cfg.mesh.electrodes, float))
             except ValueError as exc:
                 raise ConfigError(f"mesh.electrodes: {exc}") from None
             self._ecg_rows = [(self.engine.t, self._ecg(self.engine.voltage()))]
+        self._tracker = SingularityTracker(m, cfg.output.singularity_delay)
+        self._tracker.observe(self.engine.t, self.engine.voltage())
+        self._series: list[tuple[float, np.ndarray]] = []
+        self._keep_series()
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
         self.stopped: RunStopped | None = None
         self._last_checkpoint = 0.0
+        # steering: the configured coupling and parameters, and the cells made scar
+        self._base_inv_d2 = np.array(m.inv_d2, copy=True)
+        self._base_field = None if self.problem.param_field is None else self.problem.param_field.copy()
+        self.ablated = np.zeros(m.n_cells, bool)
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, backend: str) -> "CardiacSimulation":
@@ -93,18 +105,38 @@ class CardiacSimulation(Simulation):
     def finished(self) -> bool:
         return self.stopped is not None or self.engine.finished
 
-    def advance(self) -> CardiacFrame:
-        if not self.finished:
+    @property
+    def step(self) -> int:
+        """Time steps tried so far (accepted and rejected)."""
+        return int(self.engine.steps_accepted + self.engine.steps_rejected)
+
+    @property
+    def sim_time(self) -> float:
+        return float(self.engine.t)
+
+    def advance(self, until: int | None = None) -> CardiacFrame:
+        if not self.finished and until != self.step:
             start = time.perf_counter()
             try:
-                if self.backend == "cuda":
-                    self.engine.advance_time(self.cfg.output.snapshot_interval)
+                to_series = self._series_due() - self.engine.t      # stop there to keep V
+                if until is not None:
+                    self.engine.advance(min(self._steps if self.backend != "cuda" else 1 << 30,
+                                            until - self.step))
+                elif self.backend == "cuda":
+                    self.engine.advance_time(min(self.cfg.output.snapshot_interval, max(to_series, 1e-9)))
+                elif self.problem.tableau is not None and not self.problem.tableau.adaptive:
+                    dt = self.cfg.solver.dt
+                    self.engine.advance(int(min(self._steps, max(1, np.ceil(to_series / dt - 1e-9)))))
                 else:
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
-            if self._ecg is not None:
-                self._ecg_rows.append((self.engine.t, self._ecg(self.engine.voltage())))
+            if self._ecg is not None or self._tracker.active:      # one copy of V (from the GPU)
+                v = self.engine.voltage()
+                if self._ecg is not None:
+                    self._ecg_rows.append((self.engine.t, self._ecg(v)))
+                self._tracker.observe(self.engine.t, v)
+            self._keep_series()
             run = self.cfg.run
             if run.checkpoint and self.stopped is None and (
                     self.engine.finished or self.engine.t >= self._last_checkpoint + run.checkpoint_every):
@@ -142,15 +174,69 @@ class CardiacSimulation(Simulation):
             steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected, mesh=self.frame_mesh,
             activation_time=freeze(acts["activation_time"]) if acts else None,
             apd90=freeze(acts["apd90"]) if acts else None,
-            stopped=str(self.stopped or ""))
+            singularities=freeze(self._tracker.now), stopped=str(self.stopped or ""))
 
-    def update(self, changes: Mapping[str, Any]) -> None:
-        raise ConfigError("the cardiac panel takes changes between runs, not while running")
+    def _series_due(self) -> float:
+        """When V of the whole tissue is next kept (inf: not kept)."""
+        every = self.cfg.output.series_every
+        return self._series[-1][0] + every if every > 0 and self._series else np.inf
+
+    def _keep_series(self) -> None:
+        every = self.cfg.output.series_every
+        if every > 0 and (not self._series or self.engine.t >= self._series_due() - 1e-9):
+            self._series.append((self.engine.t, np.asarray(self.engine.voltage(), np.float32)))
+
+    # ---- steering -------------------------------------------------------------------------
+    def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
+        """``ablate``, ``restore``, ``stimulate`` and ``model.<paintable parameter>`` on the
+        cells of ``region`` (see ``config.steerables``); the engine's arrays change in place."""
+        cells = self._cells(region)
+        if key == "stimulate":
+            kick_voltage(self.engine, np.flatnonzero(cells), -float(value if value is not None else -40.0)
+                         * STIMULUS_MS)
+            return None
+        field = None if self.problem.param_field is None else self.problem.param_field.copy()
+        if key == "ablate":
+            self.ablated |= cells
+        elif key == "restore":
+            self.ablated &= ~cells
+            if field is not None:
+                field[:, cells] = self._base_field[:, cells]
+        else:
+            k = self.problem.model.parameter_names.index(key.partition(".")[2])
+            old = float(np.median(field[k, cells]))
+            field[k, cells] = value
+        self._push(field)
+        return old if key.startswith("model.") else None
+
+    def _cells(self, region: Mapping[str, Any] | None) -> np.ndarray:
+        """Mask of the cells in a region (a brush reaches at least its nearest cell)."""
+        positions = self.problem.mesh.positions
+        if region is not None and region["kind"] == "brush":
+            centre = np.zeros(positions.shape[1])
+            centre[:len(region["centre"])] = region["centre"][:positions.shape[1]]
+            mask = np.zeros(len(positions), bool)
+            mask[cells_near(positions, centre, region["radius"])] = True
+            return mask
+        return region_mask(region or {"kind": "indices", "indices": []}, positions)
+
+    def _push(self, field: np.ndarray | None) -> None:
+        """The coupling without the scar's edges and ``field`` to the engine."""
+        keep = ~self.ablated
+        p = self.problem
+        inv_d2 = (self._base_inv_d2 * (keep[:, None] & keep[p.mesh.neighbours])).astype(self._base_inv_d2.dtype)
+        self.engine.set_tissue(inv_d2, field)
+        p.mesh = replace(p.mesh, inv_d2=inv_d2)     # the engine's problem (the CUDA engine's too)
+        if field is not None:
+            p.param_field = field
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
         hist = getattr(self.engine, "h_history", None) or []
-        return {**config_state(self.cfg), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
+        steered = {} if not self.steered else {"steer_ablated": self.ablated.copy(), **(
+            {} if self.problem.param_field is None else {"steer_param_field": self.problem.param_field.copy()})}
+        return {**config_state(self.cfg), **steering_state(self.steered), **steered,
+                "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
                 "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
@@ -180,6 +266,13 @@ class CardiacSimulation(Simulation):
             sim.engine.h_history = [(float(t), float(h)) for t, h in np.asarray(state["h_history"])]
         sim.wall = float(state["wall"])
         sim._last_checkpoint = sim.engine.t
+        sim.steered = steering_from_state(state)
+        if "steer_ablated" in state:
+            n, field = sim.problem.n_cells, sim.problem.param_field
+            check_arrays(state, [ArraySpec("steer_ablated", "bool", (n,)), ArraySpec(
+                "steer_param_field", "float", None if field is None else field.shape, optional=True)], path)
+            sim.ablated = np.asarray(state["steer_ablated"], bool).copy()
+            sim._push(None if field is None else np.array(state["steer_param_field"], field.dtype))
         return sim
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -189,6 +282,12 @@ class CardiacSimulation(Simulation):
         arrays = {"probe_index": p.probes, "probe_t": pt, "probe_V": pv,
                   "activation_time": acts["activation_time"], "activation_last": acts["activation_last"],
                   "apd90": acts["apd90"], "V_final": e.voltage()}
+        arrays["repolarisation_time"] = repolarisation(acts["activation_time"], acts["apd90"])
+        arrays["cv_vectors"] = conduction_velocity(p.mesh, acts["activation_time"])
+        arrays.update(self._tracker.arrays())
+        if self._series:
+            arrays["V_series_t"] = np.array([s[0] for s in self._series])
+            arrays["V_series"] = np.stack([s[1] for s in self._series])
         hist = getattr(e, "h_history", None)
         if hist:
             arrays["h_t"] = np.array([x[0] for x in hist])

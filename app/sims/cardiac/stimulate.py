@@ -1,12 +1,11 @@
 """Stimulate chosen cells of a running cardiac simulation (teaching: start a spiral by hand).
 
-A request made from any thread (``Session.request(StimulusRequest(...))``) runs in the thread
-that owns the simulation, between slices. It injects the charge of a stimulus pulse
-(``amplitude`` pA/pF for ``duration`` ms, negative depolarising as in the run configs) at
-once: with Cm = 1 µF/cm² the membrane voltage of each chosen cell moves by
-``-amplitude * duration`` mV, the operator-split integral of the pulse. The engine is touched
-only through its checkpoint (the state array's first row is V), so the same request works on
-the NumPy, compiled and CUDA engines.
+A stimulus is the steering gesture ``stimulate`` (``Session.steer('stimulate', amplitude,
+brush)``, recorded and replayed like every change): it injects the charge of a 2-ms pulse
+(``amplitude`` pA/pF, negative depolarising as in the run configs) at once: with Cm = 1 µF/cm²
+the membrane voltage of each chosen cell moves by ``-amplitude * duration`` mV, the
+operator-split integral of the pulse. The engine is touched only through its checkpoint (the
+state array's first row is V), so it works on the NumPy, compiled and CUDA engines.
 """
 
 from __future__ import annotations
@@ -29,22 +28,27 @@ def cells_near(positions: np.ndarray, point: np.ndarray, radius_mm: float) -> np
     return near if near.size else np.array([int(np.argmin(d))])
 
 
+def click_region(positions: np.ndarray, cell: int, radius_mm: float = DEFAULT_RADIUS_MM) -> dict:
+    """The brush of a click on cell ``cell``: a disc of ``radius_mm`` around it."""
+    if not 0 <= cell < len(positions):
+        raise ValueError(f"cell {cell} is outside 0..{len(positions) - 1}")
+    return {"kind": "brush", "centre": [float(x) for x in positions[cell]], "radius": float(radius_mm)}
+
+
 @dataclass(frozen=True)
 class StimulusRequest:
-    """A pulse into the cells within ``radius_mm`` of cell ``cell`` (the clicked one)."""
+    """A pulse into the cells within ``radius_mm`` of cell ``cell`` (the clicked one), as the
+    steering gesture ``stimulate`` of a simulation driven directly (tests, lessons)."""
 
     cell: int
     amplitude: float = -40.0        # pA/pF, as in the presets' S1/S2
-    duration: float = 2.0           # ms
     radius_mm: float = DEFAULT_RADIUS_MM
 
     def __call__(self, sim) -> np.ndarray:
         """Apply to ``sim`` (a CardiacSimulation, in its owning thread); returns the cells."""
-        positions = sim.problem.mesh.positions
-        if not 0 <= self.cell < len(positions):
-            raise ValueError(f"cell {self.cell} is outside 0..{len(positions) - 1}")
-        cells = cells_near(positions, positions[self.cell], self.radius_mm)
-        kick_voltage(sim.engine, cells, -self.amplitude * self.duration)
+        region = click_region(sim.problem.mesh.positions, self.cell, self.radius_mm)
+        sim.steer("stimulate", self.amplitude, region)
+        cells = np.flatnonzero(sim._cells(region))
         log.info("stimulus at t = %.2f ms: %d cells around cell %d", sim.engine.t, cells.size, self.cell)
         return cells
 

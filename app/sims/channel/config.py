@@ -12,6 +12,8 @@ from app.sims.channel.protocol import Protocol, ProtocolSpec, compile_protocols
 from app.sims.channel.files import resolve
 from app.sims.channel.recordings import FamilyData
 from app.sims.common.config import ConfigError, Document, build, load_yaml, spec
+from app.sims.common.steering import (Steerable, SteeringEvent, by_key, check_steering,
+                                      config_steerables)
 
 MAX_POPULATION = 4_000_000
 
@@ -73,6 +75,7 @@ class ChannelConfig:
     base_dir: str = ""      # folder that relative paths are resolved against (set on load)
     model_file: str = ""      # the file the model came from, "" when inline (set on load)
     protocols_file: str = ""  # the file the protocols came from, "" when inline (set on load)
+    steering: tuple[SteeringEvent, ...] = ()    # changes made while it ran (replayed at their iteration)
 
     def model_(self) -> ChannelModel:
         return compile_model(self.model)
@@ -145,8 +148,25 @@ def load_config(doc: Document) -> ChannelConfig:
                         ("data",))
     model_file = str(resolve(cfg.model, base).resolve()) if isinstance(cfg.model, str) else ""
     protocols_file = str(resolve(cfg.protocols, base).resolve()) if isinstance(cfg.protocols, str) else ""
-    return replace(cfg, model=model, protocols=protocols, base_dir=base, model_file=model_file,
-                   protocols_file=protocols_file)
+    cfg = replace(cfg, model=model, protocols=protocols, base_dir=base, model_file=model_file,
+                  protocols_file=protocols_file)
+    return replace(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
+
+
+LIVE_GA_SETTINGS = ("generations", "crossover", "mutation", "creep", "creep_fraction", "chi2_threshold")
+
+
+def steerables(cfg: ChannelConfig) -> tuple[Steerable, ...]:
+    """What a running fit takes between iterations: the GA settings but the population and
+    the seed (they size and seed the population), as ``ga.<name>``, and ``fixed.<parameter>``
+    (the GA search holds the parameter at the value given, or frees it with none); the fit
+    settings need a restart."""
+    ga = [replace(s, live=s.key.split(".")[-1] in LIVE_GA_SETTINGS) for s in config_steerables(cfg.ga, "ga")]
+    model = cfg.model_()
+    fixed = [Steerable(f"fixed.{name}", "gesture", (float(lo), float(hi)),
+                       doc="the GA holds it at this value; none frees it")
+             for name, lo, hi in zip(model.param_names, model.lower, model.upper)]
+    return (*ga, *fixed, *config_steerables(cfg.fit, "fit", live=False))
 
 
 def estimate_memory(cfg: ChannelConfig, backend: str):

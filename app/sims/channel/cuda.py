@@ -7,6 +7,8 @@ in lockstep). Only the scores come back (for the best, the median and the stop t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from app.compute.kernels import load_module
@@ -184,9 +186,15 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
         self.pop, self.spare = self.spare, self.pop
 
     def individual(self, index: int) -> np.ndarray:
+        """Parameters of one individual: a column of the population, in one strided copy."""
         out = np.empty(self.model.n_params, np.float32)
-        for k in range(self.model.n_params):
-            self.cuda.memcpy_dtoh(out[k:k + 1], int(self.pop.gpudata) + 4 * (k * self.size + index))
+        copy = self.cuda.Memcpy2D()
+        copy.set_src_device(int(self.pop.gpudata) + 4 * index)
+        copy.src_pitch = 4 * self.size
+        copy.set_dst_host(out)
+        copy.dst_pitch = copy.width_in_bytes = 4
+        copy.height = self.model.n_params
+        copy(aligned=False)
         return out.astype(np.float64)
 
     def state(self) -> dict[str, np.ndarray]:
@@ -194,6 +202,13 @@ class CudaGA(EngineBase, renamed={"get_population": "state", "set_population": "
 
     def restore(self, state: dict[str, np.ndarray]) -> None:
         self.pop.set(np.ascontiguousarray(np.asarray(state["population"], np.float32).T).ravel())
+
+    def set_bounds(self, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Steering: the search box of the next generations, into the kernels' constants."""
+        self.model = replace(self.model, lower=np.asarray(lower, np.float64), upper=np.asarray(upper, np.float64))
+        for name, values in (("c_lower", self.model.lower), ("c_upper", self.model.upper)):
+            ptr, _ = self.module.get_global(name)
+            self.cuda.memcpy_htod(ptr, np.ascontiguousarray(values, np.float32))
 
     def set_scores(self, scores: np.ndarray) -> None:
         """Scores for ``advance`` when they were computed elsewhere (tests)."""

@@ -6,6 +6,8 @@ Every engine also scores and simulates any batch of parameter rows (``evaluate_p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from app.sims.channel import cpu, ga
@@ -48,6 +50,10 @@ class CpuGA(EngineBase, renamed={"get_population": "state", "set_population": "r
         self.population = ga.breed(self.population, self.scores, best, generation, self.seed,
                                    self.model.lower, self.model.upper, crossover, mutation,
                                    creep, creep_fraction)
+
+    def set_bounds(self, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Steering: the search box the next generations breed in (lower = upper fixes a parameter)."""
+        self.model = replace(self.model, lower=np.asarray(lower, np.float64), upper=np.asarray(upper, np.float64))
 
     def traces(self, index: int) -> np.ndarray:
         """Simulated currents of one individual (float64)."""

@@ -72,12 +72,17 @@ class Recording:
     def select(self, sweeps: list[int] | None) -> "Recording":
         if sweeps is None:
             return self
-        bad = [k for k in sweeps if not 0 <= k < len(self.currents)]
-        if bad:
-            raise ConfigError(f"{self.source}: sweep {bad[0]} does not exist (the file has "
-                              f"{len(self.currents)} sweeps, numbered from 0)")
+        check_sweeps(self.source, len(self.currents), sweeps)
         command = None if self.command is None else self.command[sweeps]
         return Recording(self.source, self.times, self.currents[sweeps], command)
+
+
+def check_sweeps(source: str, count: int, sweeps: list[int]) -> None:
+    """ConfigError naming the first of ``sweeps`` that a file of ``count`` sweeps lacks."""
+    bad = [k for k in sweeps if not 0 <= k < count]
+    if bad:
+        raise ConfigError(f"{source}: sweep {bad[0]} does not exist (the file has {count} sweeps, "
+                          "numbered from 0)")
 
 
 @dataclass(frozen=True)
@@ -92,13 +97,16 @@ class FamilyFit:
 
 # ---- readers -------------------------------------------------------------------------------
 
-def read(path: Path, fmt: str = "auto", channel: int = 0) -> Recording:
-    """A recording from a CSV, ABF or NWB file (``fmt`` auto: by suffix)."""
+def read(path: Path, fmt: str = "auto", channel: int = 0, sweeps: list[int] | None = None) -> Recording:
+    """The sweeps ``sweeps`` (0-based; None: all) of a CSV, ABF or NWB file (``fmt`` auto: by
+    suffix)."""
     if fmt == "auto":
         fmt = {".abf": "abf", ".nwb": "nwb"}.get(path.suffix.lower(), "csv")
     if not path.is_file():
         raise ConfigError(f"data file not found: {path}")
-    return {"csv": read_csv, "abf": read_abf, "nwb": read_nwb}[fmt](path, channel)
+    if fmt == "nwb":               # an NWB file's sweeps may differ in rate: choose before reading
+        return read_nwb(path, channel, sweeps)
+    return {"csv": read_csv, "abf": read_abf}[fmt](path, channel).select(sweeps)
 
 
 def read_csv(path: Path, channel: int = 0) -> Recording:
@@ -139,10 +147,13 @@ def read_abf(path: Path, channel: int = 0) -> Recording:
                      cmd if np.isfinite(cmd).all() else None)
 
 
-def read_nwb(path: Path, channel: int = 0) -> Recording:
+def read_nwb(path: Path, channel: int = 0, sweeps: list[int] | None = None) -> Recording:
     """Voltage-clamp series of an NWB file (pynwb): every ``VoltageClampSeries`` in
-    acquisition order is a sweep; its stimulus (``VoltageClampStimulusSeries`` of the same
-    sweep number), where present, is the command."""
+    acquisition order is a sweep (``sweeps`` picks some, 0-based); its command is the
+    ``VoltageClampStimulusSeries`` of the same sweep number and electrode, and, where several
+    are (one sweep number on several devices), the same start time, rate and length. The
+    chosen sweeps must share one sampling rate; sweeps of different lengths are cut to the
+    shortest."""
     try:
         from pynwb import NWBHDF5IO
         from pynwb.icephys import VoltageClampSeries, VoltageClampStimulusSeries
@@ -155,17 +166,36 @@ def read_nwb(path: Path, channel: int = 0) -> Recording:
     with io:
         nwb = io.read()
         series = [s for s in nwb.acquisition.values() if isinstance(s, VoltageClampSeries)]
-        stimuli = {getattr(s, "sweep_number", None): s for s in nwb.stimulus.values()
-                   if isinstance(s, VoltageClampStimulusSeries)}
+        stimuli = [s for s in nwb.stimulus.values() if isinstance(s, VoltageClampStimulusSeries)]
         if not series:
             raise ConfigError(f"{path}: no VoltageClampSeries in the acquisition group")
-        rate = series[0].rate
+        if sweeps is not None:
+            check_sweeps(str(path), len(series), sweeps)
+            series = [series[k] for k in sweeps]
+        rates: dict[float, list[str]] = {}
+        for s in series:
+            rates.setdefault(float(f"{float(s.rate):.9g}"), []).append(s.name)    # one rate to 1e-9
+        if len(rates) > 1:
+            listed = "; ".join(f"{r:g} Hz: {', '.join(names)}" for r, names in rates.items())
+            raise ConfigError(f"{path}: the sweeps were sampled at different rates ({listed}); choose "
+                              "sweeps of one rate with 'sweeps: [...]' (numbered from 0 in acquisition order)")
         n = min(len(s.data) for s in series)
         currents = np.array([np.asarray(s.data[:n], float) * s.conversion for s in series]) * 1e12
-        commands = [stimuli.get(getattr(s, "sweep_number", None)) for s in series]
+        commands = [_command_of(s, stimuli) for s in series]
         command = (np.array([np.asarray(c.data[:n], float) * c.conversion for c in commands]) * 1e3
                    if all(c is not None for c in commands) else None)
-    return Recording(str(path), np.arange(n) * 1000.0 / rate, currents, command)
+    return Recording(str(path), np.arange(n) * 1000.0 / series[0].rate, currents, command)
+
+
+def _command_of(response, stimuli: list):
+    """The stimulus series of ``response``: same sweep number and electrode, then, among
+    several, the one with the same start, rate and length; None if none or still several."""
+    same = [s for s in stimuli if getattr(s, "sweep_number", None) == getattr(response, "sweep_number", None)
+            and s.electrode is response.electrode]
+    if len(same) > 1:
+        same = [s for s in same if (s.starting_time, s.rate, len(s.data))
+                == (response.starting_time, response.rate, len(response.data))]
+    return same[0] if len(same) == 1 else None
 
 
 # ---- protocols from the command waveform ------------------------------------------------
@@ -285,7 +315,7 @@ def align(rec: Recording, k: int, sweep: Sweep, currents: np.ndarray) -> np.ndar
 
 def prepare_family(spec_: FamilyData, base_sweeps: tuple[Sweep, ...], base_dir: str) -> FamilyFit:
     """Read, leak-subtract, align, mask and weight one family's recording."""
-    rec = read(resolve(spec_.path, base_dir), spec_.format, spec_.channel).select(spec_.sweeps)
+    rec = read(resolve(spec_.path, base_dir), spec_.format, spec_.channel, spec_.sweeps)
     if spec_.protocol == "file":
         sweeps = sweeps_from_command(rec, spec_)
     else:
@@ -306,7 +336,7 @@ def prepare_family(spec_: FamilyData, base_sweeps: tuple[Sweep, ...], base_dir: 
     elif spec_.leak.method == "pn":
         if not spec_.leak.path:
             raise ConfigError(f"family '{spec_.family}': P/N leak subtraction needs 'leak.path'")
-        pn = read(resolve(spec_.leak.path, base_dir), spec_.format, spec_.channel).select(spec_.sweeps)
+        pn = read(resolve(spec_.leak.path, base_dir), spec_.format, spec_.channel, spec_.sweeps)
         if pn.currents.shape != currents.shape:
             raise ConfigError(f"{pn.source}: P/N traces {pn.currents.shape} do not match the data "
                               f"{currents.shape} (sweeps, samples)")

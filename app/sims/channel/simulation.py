@@ -19,8 +19,9 @@ from app.sims.channel.config import ChannelConfig, GASettings, load_config
 from app.sims.channel.cpu import BAD_SCORE
 from app.sims.channel.uncertainty import AdaptiveMetropolis, Intervals, gauss_newton_intervals
 from app.sims.channel.engine import CpuGA
-from app.sims.common.config import ConfigError, build, dump_yaml, parse_yaml
+from app.sims.common.config import ConfigError
 from app.sims.common.engine import config_from_state, config_state, engine_part, engine_state, make_engine
+from app.sims.common.steering import steering_from_state, steering_state
 from app.sims.common.simulation import Frame, Simulation, freeze
 
 
@@ -75,6 +76,7 @@ class ChannelSimulation(Simulation):
         self.compile_seconds = self.engine.compile_seconds
         self.setup_seconds = time.perf_counter() - start
         self.generation = 0
+        self.iterations = 0            # advances that did work: the steering step counter
         self.phase = "search"
         self.best_history: list[float] = []
         self.median_history: list[float] = []
@@ -100,8 +102,9 @@ class ChannelSimulation(Simulation):
             self.wall += time.perf_counter() - start
             self._record(self.search.best_params, self.search.best, self.search.median, "cmaes",
                          self.search.evaluations)
-        else:
-            self._score()
+        # the GA's initial population is scored by the first advance(): its frame is the run's
+        # first (a real result half as far off as one more generation on the reference engine)
+        self._initial_pending = self.search is None
 
     @property
     def exact(self):
@@ -152,6 +155,7 @@ class ChannelSimulation(Simulation):
 
     def _score(self) -> None:
         """Evaluate the GA population, then record the best, the median and the best fit."""
+        self._initial_pending = False
         start = time.perf_counter()
         scores = self.engine.evaluate()
         self.best_index = int(np.argmin(scores))
@@ -161,8 +165,18 @@ class ChannelSimulation(Simulation):
         self.wall += time.perf_counter() - start
         self._record(params, best, median, "ga", len(scores))
 
-    def advance(self) -> ChannelFrame:
-        if self.finished:
+    @property
+    def step(self) -> int:
+        """Iterations so far: generations of the search, then refinement and MCMC steps."""
+        return self.iterations
+
+    def advance(self, until: int | None = None) -> ChannelFrame:
+        """One iteration (so never past a step ``until``)."""
+        if self.finished or until == self.iterations:
+            return self.frame()
+        self.iterations += 1
+        if self._initial_pending:
+            self._score()
             return self.frame()
         start = time.perf_counter()
         if self.phase == "search" and self._search_done():
@@ -302,15 +316,35 @@ class ChannelSimulation(Simulation):
             weights=None if self.weights is None else freeze(self.weights), intervals=self.intervals,
             posterior_samples=freeze(self.posterior_samples(5000)) if self.mcmc is not None else None)
 
-    def update(self, changes: Mapping[str, Any]) -> None:
-        """GA settings (crossover, mutation, chi2_threshold, generations) between generations."""
-        doc = parse_yaml(dump_yaml({**_plain(self.settings), **changes}), "<changes>")
-        settings = build(GASettings, doc.data, doc)
-        fixed = {"population", "seed"} & {k for k in changes if changes[k] != getattr(self.settings, k)}
-        if fixed:
-            raise ConfigError(f"{', '.join(sorted(fixed))} cannot change during a run")
-        self.settings = settings
-        self.cfg = replace(self.cfg, ga=settings)
+    def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
+        """A live GA setting (``ga.<name>``) or ``fixed.<parameter>`` (see ``config.steerables``)
+        from the next generation."""
+        if key.startswith("fixed."):
+            return self._fix(key.partition(".")[2], value)
+        name = key.partition(".")[2]
+        old = getattr(self.settings, name)
+        self.settings = replace(self.settings, **{name: value})
+        self.cfg = replace(self.cfg, ga=self.settings)
+        return old
+
+    def _fix(self, name: str, value: float | None) -> float | None:
+        """Hold parameter ``name`` at ``value`` in the GA search (its whole population column
+        and its bounds), or free it (None: the config's bounds); the value it was held at."""
+        if self.phase != "search" or self.search is not None:
+            raise ConfigError("parameters are fixed or freed during the GA search, not in CMA-ES, "
+                              "the refinement or MCMC")
+        j = self.model.param_names.index(name)
+        lower, upper = self.engine.model.lower.copy(), self.engine.model.upper.copy()
+        old = float(lower[j]) if lower[j] == upper[j] else None
+        if value is None:
+            lower[j], upper[j] = self.model.lower[j], self.model.upper[j]
+        else:
+            lower[j] = upper[j] = value
+            state = self.engine.state()
+            state["population"][:, j] = value
+            self.engine.restore(state)
+        self.engine.set_bounds(lower, upper)
+        return old
 
     # ---- checkpoint and results -----------------------------------------------------------
     @property
@@ -321,7 +355,8 @@ class ChannelSimulation(Simulation):
     def state(self) -> dict[str, Any]:
         """The GA population continues exactly; CMA-ES, a refinement or MCMC restart from the
         best point (their internal state is not saved)."""
-        return {**config_state(self.cfg), **engine_state(self.engine), "generation": np.int64(self.generation),
+        return {**config_state(self.cfg), **steering_state(self.steered), **engine_state(self.engine),
+                "generation": np.int64(self.generation), "iterations": np.int64(self.iterations),
                 "best_history": np.array(self.best_history),
                 "median_history": np.array(self.median_history), "wall_history": np.array(self.wall_history),
                 "param_history": np.array(self.param_history), "wall": np.float64(self.wall),
@@ -333,9 +368,19 @@ class ChannelSimulation(Simulation):
     def restore(cls, state: Mapping[str, Any], backend: str) -> "ChannelSimulation":
         cfg = config_from_state(state, load_config)
         sim = cls(cfg, backend)
+        sim._initial_pending = False        # the saved population (scored below) replaces it
         phase = str(state.get("phase", "search"))
         sim.engine.restore(engine_part(state))
         sim.generation = int(state["generation"])
+        sim.iterations = int(state.get("iterations", sim.generation))
+        sim.steered = steering_from_state(state)
+        lower, upper = sim.model.lower.copy(), sim.model.upper.copy()
+        for event in sim.steered:        # the bounds as steered (the population has its columns)
+            if event.key.startswith("fixed."):
+                j = sim.model.param_names.index(event.key.partition(".")[2])
+                lower[j] = sim.model.lower[j] if event.value is None else event.value
+                upper[j] = sim.model.upper[j] if event.value is None else event.value
+        sim.engine.set_bounds(lower, upper)
         sim.wall, sim.evaluations = float(state["wall"]), int(state["evaluations"])
         keep = -1 if phase == "search" and sim.search is None else len(state["best_history"])
         sim.best_history = list(state["best_history"][:keep])
@@ -406,8 +451,3 @@ class ChannelSimulation(Simulation):
         self.engine.close()
         if self._exact is not None and self._exact is not self.engine:
             self._exact.close()
-
-
-def _plain(settings: GASettings) -> dict:
-    from app.sims.common.config import to_plain
-    return to_plain(settings)

@@ -1,17 +1,20 @@
 """How long a run will take here: work of the config / this machine's measured rate for the
-same domain, engine and model class, as a range, plus the compile when the engine is cold.
+same domain, engine and model class (plus its setup), as a range, plus the compile when the
+engine is cold.
 
-A run's *work* is its domain's size measure (realization·time units, cell-steps, ...). Its
+A run's *work* is its domain's measure of it (reaction events from a model of the run,
+cell-steps, ...); where the work could only be extrapolated the range is wider. Its
 *model class* is everything in the config but its sizes, seeds, names and checkpoint settings:
 a rate is only ever used for configs of the same class (an SBML model's rate says nothing about
 decay-dimerization's). Rates come from finished runs on this machine (the caller's store: the
-GUI's settings) or, for the shipped presets' classes, from :data:`MEASURED` (the 2-core VM).
+GUI's settings) or, for the shipped presets' classes, from :func:`measured_table` (the 2-core VM).
 No Qt here.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,9 +33,10 @@ def _cardiac_cells(cfg: Any) -> int:
     return 1
 
 
-# domain -> (work of a config, its unit, the config keys that only size the work)
-WORK: dict[str, tuple[Callable[[Any], float], str, tuple[str, ...]]] = {
-    "ssa": (lambda c: c.ensemble.realizations * c.ensemble.t_end, "realization·time units",
+# domain -> (work of a config, its unit, the config keys that only size the work); a work of
+# None: the config module's estimated_work(cfg) measures it (see :func:`sized`)
+WORK: dict[str, tuple[Callable[[Any], float] | None, str, tuple[str, ...]]] = {
+    "ssa": (None, "reaction events",
             ("ensemble.realizations", "ensemble.t_end", "ensemble.samples", "ensemble.snapshot_times")),
     "channel": (lambda c: c.ga.population * c.ga.generations, "evaluations",
                 ("ga.population", "ga.generations")),
@@ -41,30 +45,43 @@ WORK: dict[str, tuple[Callable[[Any], float], str, tuple[str, ...]]] = {
     "network": (lambda c: c.culture.width * c.culture.height * c.run.epochs * c.run.epoch_seconds,
                 "neuron-seconds", ("culture.width", "culture.height", "run.epochs")),
     "epidermis": (lambda c: c.tissue.cells * c.tissue.elements * c.run.steps, "element-steps",
-                  ("run.steps",)),
+                  ("run.steps", "tissue.cells")),
 }
 IGNORED = ("name", "description", "checkpoint", "resume", "seed")   # never change the rate
 
-# Work per wall second of whole runs (`python -m app run PRESET --backend cpu`: setup included,
-# compiled engine warm) on the 2-core VM, and from the README's H100 tables (CUDA), for the
-# model class of the preset named; keyed (domain, engine, preset stem).
-MEASURED: dict[tuple[str, str, str], float] = {
-    ("ssa", "cpu", "00-decay-dimerization"): 740.0,       # 512 x 10 in 6.9 s
-    ("ssa", "cuda", "decay-dimerization-paper"): 2.8e6,   # 65,536 x 10 in 0.235 s
-    ("channel", "cpu", "00-model-b-surrogate"): 1.9e4,    # Model B, 12,500 points
-    ("channel", "cuda", "00-model-b-surrogate"): 1.1e6 * 62.2,
-    ("cardiac", "cpu", "03-sheet-spiral-s1s2-ach-small"): 10000 * 15000 / 10.2,
-    ("cardiac", "cuda", "01-sphere-paper"): 163842 * 6000 / 0.185,
-    ("network", "cpu", "00-development-10x10-fast"): 100 * 1000 / 8.1,
-    ("network", "cuda", "development-100x100"): 10000 * 58.0,
-    ("epidermis", "cpu", "lesson-first-divisions"): 16 * 20 * 38000 / 12.3,
-    ("epidermis", "cuda", "00-full-100-cells"): 100 * 20 * 130000 / 23.0,
-}
+def measured_table() -> dict[tuple[str, str, str], float]:
+    """Work per wall second of whole runs (setup included, compiled engine warm) for the model
+    class of each preset named, keyed (domain, engine, preset stem): ``rates.json`` in the
+    presets folder (cpu: written by ``scripts/check_estimates.py --calibrate``; cuda: from the
+    README's H100 tables)."""
+    return _read_table("rates")
+
+
+def setup_table() -> dict[tuple[str, str, str], float]:
+    """Seconds a run of each class takes whatever its size (setup: a model's import, an initial
+    relaxation), keyed as :func:`measured_table`; a class not named has none."""
+    return _read_table("setup_s")
+
+
+def _read_table(part: str) -> dict[tuple[str, str, str], float]:
+    if part not in _tables:
+        from app.sims.common.simulation import PRESETS
+
+        doc = json.loads((PRESETS / RATES_FILE).read_text(encoding="utf-8"))
+        _tables[part] = {(key.partition("/")[0], engine, key.partition("/")[2]): float(value)
+                         for engine in ("cpu", "cuda") for key, value in doc.get(engine, {}).get(part, {}).items()}
+    return _tables[part]
+
+
+RATES_FILE = "rates.json"
+_tables: dict[str, dict[tuple[str, str, str], float]] = {}
+
 # First-use compile of the compiled CPU engine with an empty cache (seconds, 2-core VM, loaded:
 # the upper end of the range while the engine is cold; the run goes on meanwhile, slower).
 COLD_COMPILE: dict[str, float] = {"ssa": 25.0, "channel": 60.0, "cardiac": 40.0, "network": 30.0,
                                   "epidermis": 100.0}
 SPREAD = (0.6, 1.6)        # the range around work / rate: run-to-run and load scatter
+EXTRAPOLATED = (0.3, 3.0)  # the range where the work itself was extrapolated (see :func:`sized`)
 
 
 def engine_kind(backend: str) -> str:
@@ -72,15 +89,27 @@ def engine_kind(backend: str) -> str:
     return "cuda" if backend == "cuda" else "cpu"
 
 
-def work(domain: str, cfg: Any) -> float:
-    """The size of ``cfg`` in its domain's work unit (0 when the domain has no measure)."""
+def sized(domain: str, cfg: Any) -> tuple[float, bool]:
+    """(the size of ``cfg`` in its domain's work unit, whether it was measured rather than
+    extrapolated): the config module's ``estimated_work(cfg)`` where it defines one (a model
+    of the work, e.g. the SSA's reaction events), else :data:`WORK`'s formula; 0 when the
+    domain has no measure."""
     entry = WORK.get(domain)
     if entry is None:
-        return 0.0
+        return 0.0, True
     try:
-        return float(entry[0](cfg))
-    except (AttributeError, TypeError, ValueError):
-        return 0.0
+        formula = entry[0]
+        if formula is None:
+            amount, measured = importlib.import_module(type(cfg).__module__).estimated_work(cfg)
+            return float(amount), bool(measured)
+        return float(formula(cfg)), True
+    except (AttributeError, TypeError, ValueError, ArithmeticError):
+        return 0.0, True
+
+
+def work(domain: str, cfg: Any) -> float:
+    """The size of ``cfg`` in its domain's work unit (see :func:`sized`)."""
+    return sized(domain, cfg)[0]
 
 
 def _drop(data: Any, path: list[str]) -> None:
@@ -104,7 +133,8 @@ def model_class(domain: str, cfg: Any) -> str:
     data = to_plain(cfg)
     for key in WORK.get(domain, (None, None, ()))[2]:
         _drop(data, key.split("."))
-    text = json.dumps(_strip(data), sort_keys=True, default=str)
+    unit = WORK.get(domain, (None, "", ()))[1]      # a rate in another unit is another rate
+    text = json.dumps({"work": unit, "config": _strip(data)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -113,33 +143,38 @@ def rate_key(domain: str, cfg: Any, backend: str) -> str:
     return f"{domain}.{engine_kind(backend)}.{model_class(domain, cfg)}"
 
 
-def shipped_rates(domain: str) -> dict[str, float]:
-    """:data:`MEASURED` of ``domain``, keyed by :func:`rate_key` of the presets named there. A
-    preset this install cannot load (a CellML model without Myokit, as in the desktop bundle)
-    gives no rate; only the asked domain's presets are read."""
+def shipped_rates(domain: str) -> dict[str, tuple[float, float]]:
+    """:func:`measured_table` and :func:`setup_table` of ``domain``, (rate, setup seconds) keyed
+    by :func:`rate_key` of the presets named there. A preset this install cannot load (a CellML
+    model without Myokit, as in the desktop bundle) gives no rate; only the asked domain's
+    presets are read."""
     from app.sims.common.config import ConfigError
     from app.sims.common.simulation import load_run_config, presets
 
     out = {}
-    for (name, engine, stem), rate in MEASURED.items():
+    setups = setup_table()
+    for (name, engine, stem), rate in measured_table().items():
         found = [p for p in presets(name) if p.stem == stem] if name == domain else []
         if found:
             try:
-                out[rate_key(domain, load_run_config(found[0])[1], engine)] = rate
+                key = rate_key(domain, load_run_config(found[0])[1], engine)
             except ConfigError:
                 continue
+            out[key] = (rate, setups.get((name, engine, stem), 0.0))
     return out
 
 
-_shipped: dict[str, dict[str, float]] = {}
+_shipped: dict[str, dict[str, tuple[float, float]]] = {}
 
 
-def rate_for(domain: str, cfg: Any, backend: str, rates: Mapping[str, float] | None = None) -> float | None:
-    """This machine's measured rate for ``cfg``'s class on ``backend`` (``rates``: by
-    :func:`rate_key`), else the shipped one for that class, else None."""
+def rate_for(domain: str, cfg: Any, backend: str,
+             rates: Mapping[str, float] | None = None) -> tuple[float, float] | None:
+    """(rate, setup seconds) for ``cfg``'s class on ``backend``: this machine's measured rate
+    (``rates``: by :func:`rate_key`; of whole runs, so no separate setup), else the shipped
+    one for that class, else None."""
     key = rate_key(domain, cfg, backend)
     if rates and rates.get(key):
-        return float(rates[key])
+        return float(rates[key]), 0.0
     if domain not in _shipped:
         _shipped[domain] = shipped_rates(domain)
     return _shipped[domain].get(key)
@@ -150,21 +185,36 @@ def estimate_range(domain: str, cfg: Any, backend: str, rates: Mapping[str, floa
     """(low, high) expected wall seconds of ``cfg`` on ``backend``; ``cold``: the compiled CPU
     engine still has to compile (its time is added to the high end). None: no rate measured
     for this model class yet."""
-    rate = rate_for(domain, cfg, backend, rates)
-    amount = work(domain, cfg)
-    if not rate or amount <= 0:
+    found = rate_for(domain, cfg, backend, rates)
+    amount, measured = sized(domain, cfg)
+    if not found or not found[0] or amount <= 0:
         return None
-    seconds = amount / rate
+    seconds = found[1] + amount / found[0]
     extra = COLD_COMPILE.get(domain, 0.0) if cold and engine_kind(backend) == "cpu" else 0.0
-    return SPREAD[0] * seconds, SPREAD[1] * seconds + extra
+    low, high = SPREAD if measured else EXTRAPOLATED
+    return low * seconds, high * seconds + extra
 
 
 def estimate_seconds(domain: str, cfg: Any, backend: str,
                      rates: Mapping[str, float] | None = None) -> float | None:
-    """The middle of :func:`estimate_range` (warm engine): work / measured rate, or None."""
-    rate = rate_for(domain, cfg, backend, rates)
+    """The middle of :func:`estimate_range` (warm engine): setup + work / rate, or None."""
+    found = rate_for(domain, cfg, backend, rates)
     amount = work(domain, cfg)
-    return amount / rate if rate and amount > 0 else None
+    return found[1] + amount / found[0] if found and found[0] and amount > 0 else None
+
+
+def sweep_seconds(domain: str, configs: list[Any], backend: str,
+                  rates: Mapping[str, float] | None = None) -> tuple[float, int]:
+    """(seconds, unmeasured): the sum of :func:`estimate_seconds` over a sweep's point configs
+    run one after another here, and how many points have no estimate (not in the sum)."""
+    total, unmeasured = 0.0, 0
+    for cfg in configs:
+        seconds = estimate_seconds(domain, cfg, backend, rates)
+        if seconds is None:
+            unmeasured += 1
+        else:
+            total += seconds
+    return total, unmeasured
 
 
 def format_duration(seconds: float) -> str:

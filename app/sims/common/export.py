@@ -8,6 +8,7 @@ the construct, what the format cannot carry.
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -16,8 +17,8 @@ import numpy as np
 from app.sims.common.config import ConfigError, load_yaml
 from app.sims.common.registry import DOMAINS, Domain, resolve
 
-FORMATS = ("neuroml", "nwb", "cellml")
-SUFFIX = {"neuroml": ".nml", "nwb": ".nwb", "cellml": ".cellml"}
+FORMATS = ("neuroml", "nwb", "cellml", "vtu")
+SUFFIX = {"neuroml": ".nml", "nwb": ".nwb", "cellml": ".cellml", "vtu": ".pvd"}
 
 
 def run_domain(folder: Path) -> Domain:
@@ -36,20 +37,26 @@ def formats_of(domain: Domain) -> list[str]:
     return [f for f in FORMATS if f in domain.exports]
 
 
-def export_run(folder: str | Path, fmt: str, out: str | Path | None = None) -> list[Path]:
-    """Write the run in ``folder`` as ``fmt``; ``out`` defaults to ``folder/export/<run>.<suffix>``.
-    Returns the files written."""
+def export_run(folder: str | Path, fmt: str, out: str | Path | None = None,
+               epoch: int | None = None) -> list[Path]:
+    """Write the run in ``folder`` as ``fmt``; ``out`` defaults to ``folder/export/<run>.<suffix>``;
+    ``epoch`` picks the epoch of an exporter that takes one (the network's NeuroML2
+    connectivity). Returns the files written."""
     folder = Path(folder)
     domain = run_domain(folder)
     if fmt not in domain.exports:
         offered = ", ".join(formats_of(domain)) or "nothing"
         raise ConfigError(f"a {domain.label.lower()} run cannot be exported to {fmt}; "
                           f"this domain exports to: {offered}")
+    exporter = resolve(domain.exports[fmt])
+    options = {} if epoch is None else {"epoch": epoch}
+    if options and "epoch" not in inspect.signature(exporter).parameters:
+        raise ConfigError(f"--epoch: a {domain.label.lower()} run's {fmt} export has no epochs to choose")
     target = Path(out) if out is not None else folder / "export" / (folder.resolve().name + SUFFIX[fmt])
     if target.exists() and target.is_dir():
         raise ConfigError(f"-o {target}: is a folder; give a file name")
     target.parent.mkdir(parents=True, exist_ok=True)
-    return list(resolve(domain.exports[fmt])(folder, target))
+    return list(exporter(folder, target, **options))
 
 
 def load_run(folder: Path):

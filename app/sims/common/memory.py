@@ -136,3 +136,19 @@ def check_fits(est: MemoryEstimate, backend: str, what: str = "this run",
         detail = "; ".join(f"{k.removeprefix('GPU ')} = {format_bytes(v)}" for v, k in parts[:3])
         raise ConfigError(f"{what} needs about {format_bytes(need)} of {name} ({detail}); "
                           f"{format_bytes(limit)} is available here", path=est.key)
+
+
+def describe(est: MemoryEstimate, backend: str) -> str:
+    """'about 3.6 GiB of host memory (largest: ...), 18.9 GiB available here': the estimate
+    printed before a run starts."""
+    host_limit, gpu_limit = limits(backend)
+    text = []
+    for name, need, limit, gpu in (("host memory", est.host, host_limit, False),
+                                   ("GPU memory", est.gpu, gpu_limit, True)):
+        if need <= 0 and gpu:
+            continue
+        parts = [(v, k) for k, v in est.parts.items() if k.startswith("GPU ") == gpu]
+        largest = f" (largest: {max(parts)[1].removeprefix('GPU ')})" if parts else ""
+        free = f", {format_bytes(limit)} available here" if limit is not None else ""
+        text.append(f"about {format_bytes(need)} of {name}{largest}{free}")
+    return "; ".join(text)

@@ -15,6 +15,7 @@ say "preparing the compiled engine: stage x of y, n s" in their status line.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
@@ -29,10 +30,12 @@ import numpy as np
 from app.compute.device import backend_context
 from app.compute.jit import parallel_guard
 from app.sims.common.checkpoint import check_target, read_checkpoint, write_checkpoint
-from app.sims.common.config import dump_yaml, to_plain
+from app.sims.common.config import ConfigError, dump_yaml, to_plain
 from app.sims.common.output import RunFolder
+from app.sims.common.progress import SetupStopped, stoppable
 from app.sims.common.provenance import input_files
 from app.sims.common.simulation import Domain, Frame, Simulation
+from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_change
 from app.sims.common.warmup import has_compiled_engine, key_of, service
 
 log = logging.getLogger(__name__)
@@ -55,7 +58,11 @@ class Session:
         self._holding = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._changes: dict[str, Any] = {}
+        self._changes: list[tuple[str, Any, dict[str, Any] | None]] = []   # checked, not yet applied
+        self._replay: list[SteeringEvent] = []        # the config's steering still to apply
+        self._steerables: dict[str, Steerable] | None = None
+        self.events: tuple[SteeringEvent, ...] = ()   # the steering applied so far
+        self.refused: list[str] = []       # live changes the simulation refused when applying them
         self._actions: list[Callable[[Simulation], None]] = []
         self._pause_when: Callable[[Frame], bool] | None = None
         self.last_frame: Frame | None = None
@@ -94,10 +101,25 @@ class Session:
         with self._lock:
             self._pause_when = condition
 
-    def request_update(self, changes: Mapping[str, Any]) -> None:
-        """Parameter changes, applied before the next slice."""
+    @property
+    def steerables(self) -> dict[str, Steerable]:
+        """What this run takes while it runs (its domain's ``steerables(cfg)``), by key."""
+        if self._steerables is None:
+            self._steerables = by_key(steerables_of(self.cfg)) if self.cfg is not None else {}
+        return self._steerables
+
+    def steer(self, key: str, value: Any, region: Mapping[str, Any] | None = None) -> None:
+        """A change from any thread: checked now (ConfigError naming the key or the value),
+        applied at the next step boundary and recorded in :attr:`events` with its ``at``."""
+        value, checked = check_change(self.steerables, key, value, region)
         with self._lock:
-            self._changes.update(changes)
+            self._changes.append((key, value, checked))
+
+    def request_update(self, changes: Mapping[str, Any]) -> None:
+        """Several :meth:`steer` changes at once, ``{key: value}``: all checked before any is queued."""
+        checked = [(key, *check_change(self.steerables, key, value)) for key, value in changes.items()]
+        with self._lock:
+            self._changes.extend(checked)
 
     def request(self, action: Callable[[Simulation], None]) -> None:
         """Run ``action(sim)`` in the owning thread between slices (e.g. take a checkpoint)."""
@@ -119,19 +141,33 @@ class Session:
         if self.handover and self.backend == "cpu" and has_compiled_engine(name):
             cfg = self.cfg if self._checkpoint is None else None
             self._key = key_of(name, cfg)
+            service().hold(self._key)         # its in-process stage waits for the first frame
             prep = service().request(name, cfg)
             if prep.state == "preparing":
                 self._handing = True
                 log.info("%s: starting on the NumPy reference engine while the compiled engine is "
                          "prepared", name)
                 return "cpu-reference"
+            service().release(self._key)
         return self.backend
 
+    def _guard(self, engine: str) -> contextlib.AbstractContextManager:
+        """:func:`parallel_guard` for an engine that may run numba code; the NumPy reference
+        engine needs none (and so does not import numba before the first frame)."""
+        return contextlib.nullcontext() if engine == "cpu-reference" else parallel_guard()
+
     def _build(self, module: Any, backend: str) -> Simulation:
-        with parallel_guard():
+        with self._guard(backend):
             if self._checkpoint is not None:
-                return module.Simulation.restore(self._checkpoint, backend)
-            return module.Simulation.from_config(self.cfg, backend)
+                sim = module.Simulation.restore(self._checkpoint, backend)
+            else:
+                sim = module.Simulation.from_config(self.cfg, backend)
+        if self.cfg is None:
+            self._steerables = by_key(steerables_of(sim.cfg))
+        # a resumed run has applied the first events of its config's list already
+        self._replay = list(getattr(sim.cfg, "steering", ()))[len(sim.steered):]
+        self.events = sim.steered
+        return sim
 
     def _maybe_hand_over(self, module: Any, sim: Simulation, started: float) -> Simulation:
         """The run on the compiled engine once it is ready (between slices), else ``sim``."""
@@ -163,11 +199,22 @@ class Session:
         module = self.domain.load()
         self.started_at = time.time()
         started = time.perf_counter()
-        with backend_context(self.backend, self.device_index):
+        with backend_context(self.backend, self.device_index), stoppable(self._stop):
             if self.cfg is not None:
                 preflight(self.domain, self.cfg, self.backend)
             self.engine = self._start_backend()
-            sim = self._build(module, self.engine)
+            held = self._key if self._handing else None     # held back by _start_backend
+            try:
+                sim = self._build(module, self.engine)
+            except SetupStopped:          # Stop during a long setup: nothing ran, nothing to keep
+                if held is not None:
+                    service().release(held)
+                self.stopped = True
+                return None
+            except BaseException:
+                if held is not None:
+                    service().release(held)
+                raise
             if self.engine == "cpu" and self.backend == "cpu" and has_compiled_engine(self.domain.name):
                 service().mark_ready(key_of(self.domain.name, self.cfg if self._checkpoint is None else None),
                                      getattr(getattr(sim, "engine", None), "compile_seconds", 0.0))
@@ -183,19 +230,33 @@ class Session:
                     self._apply_requests(sim)
                     if self._handing:
                         sim = self._maybe_hand_over(module, sim, started)
-                    with parallel_guard():
-                        frame = sim.advance()
+                    target = self._replay[0].at if self._replay else None
+                    try:
+                        with self._guard(self.engine):
+                            frame = sim.advance() if target is None else sim.advance(until=target)
+                    except SetupStopped:  # Stop inside a long slice: the state before it is kept
+                        self.stopped = True
+                        break
+                    if self.events:
+                        frame = replace(frame, events=self.events)
                     preparing = self.preparing
                     if preparing:
                         frame = replace(frame, status=f"{frame.status} · {preparing}" if frame.status else preparing)
                     self.last_frame = frame
                     self.on_frame(frame)
+                    if held is not None:
+                        service().release(held)
+                        held = None
                     with self._lock:
                         condition = self._pause_when
                     if condition is not None and not frame.done and condition(frame):
                         self.pause()
                 self._apply_requests(sim)
                 self.arrays, self.summary = sim.results()
+                if self._replay and not self.stopped:
+                    log.warning("%s: %d steering event(s) of the config were past the run's end "
+                                "(first at step %d, the run ended at %d)", self.domain.name,
+                                len(self._replay), self._replay[0].at, sim.step)
                 self._note_engines()
             except Exception as exc:          # keep what the run had, then report the failure
                 try:
@@ -206,6 +267,8 @@ class Session:
                     pass
                 raise
             finally:
+                if held is not None:
+                    service().release(held)
                 sim.close()
         return self.last_frame
 
@@ -219,12 +282,59 @@ class Session:
 
     def _apply_requests(self, sim: Simulation) -> None:
         with self._lock:
-            changes, self._changes = self._changes, {}
             actions, self._actions = self._actions, []
-        if changes:
-            sim.update(changes)
+        self._apply_steering(sim)
         for action in actions:
             action(sim)
+
+    def _apply_steering(self, sim: Simulation) -> None:
+        """The config's events due at this step, then the live changes, if the run is at a step
+        boundary (else they wait for it)."""
+        if not sim.at_boundary:
+            return
+        while self._replay and self._replay[0].at <= sim.step:
+            event = self._replay.pop(0)
+            if event.at < sim.step:
+                raise SteeringError(f"the steering event at step {event.at} ({event.key}) was not "
+                                    f"applied: the run had passed it (step {sim.step})")
+            sim.steer(event.key, event.value, event.region)
+        with self._lock:
+            changes, self._changes = self._changes, []
+        for key, value, region in changes:
+            try:
+                sim.steer(key, value, region)
+            except ConfigError as exc:   # a check across settings the key alone could not make
+                log.warning("%s: the change %s = %r was refused: %s", self.domain.name, key, value, exc)
+                self.refused.append(f"{key} = {value!r}: {exc.message}")
+        if sim.steered != self.events:
+            for e in sim.steered[len(self.events):]:
+                log.info("%s: at step %d, %s = %r (was %r)", self.domain.name, e.at, e.key, e.value, e.old)
+            self.events = sim.steered
+
+    def steered_config(self) -> Any:
+        """The run's config with the steering applied so far as its ``steering:`` list: the
+        ``config.yaml`` that replays this run."""
+        if self.cfg is None or not hasattr(self.cfg, "steering"):
+            return self.cfg
+        return replace(self.cfg, steering=self.events)
+
+
+class SteeringError(RuntimeError):
+    """A config's steering event the run could not apply at its step."""
+
+
+def steerables_of(cfg: Any) -> tuple[Steerable, ...]:
+    """The keys the domain of ``cfg`` takes while running (its config module's ``steerables``)."""
+    config = importlib.import_module(type(cfg).__module__)
+    declared = getattr(config, "steerables", None)
+    return () if declared is None else tuple(declared(cfg))
+
+
+def memory_estimate(cfg: Any, backend: str) -> Any:
+    """The run's :class:`app.sims.common.memory.MemoryEstimate` (``estimate_memory`` of the
+    module that defines the config class), or None where the domain has none."""
+    estimate = getattr(importlib.import_module(type(cfg).__module__), "estimate_memory", None)
+    return None if estimate is None else estimate(cfg, backend)
 
 
 def preflight(domain: Domain, cfg: Any, backend: str) -> None:
@@ -235,9 +345,9 @@ def preflight(domain: Domain, cfg: Any, backend: str) -> None:
     from app.sims.common.memory import check_fits
 
     config = importlib.import_module(type(cfg).__module__)
-    estimate = getattr(config, "estimate_memory", None)
-    if estimate is not None:
-        check_fits(estimate(cfg, backend), backend, f"this {domain.name} run")
+    need = memory_estimate(cfg, backend)
+    if need is not None:
+        check_fits(need, backend, f"this {domain.name} run")
     target = getattr(getattr(cfg, "run", None), "checkpoint", "")
     if target:
         check_target(target)
@@ -284,7 +394,7 @@ def run_headless(domain: Domain, cfg: Any, backend: str, out_dir: str | Path | N
 
     def write(out: str | Path) -> None:
         more = None if extra is None else (lambda folder: extra(session, folder))
-        write_run_outputs(out, cfg, session.arrays, session.summary, more, session.started_at)
+        write_run_outputs(out, session.steered_config(), session.arrays, session.summary, more, session.started_at)
 
     try:
         session.run()
@@ -294,6 +404,6 @@ def run_headless(domain: Domain, cfg: Any, backend: str, out_dir: str | Path | N
             log.warning("the run failed; what it had is in %s", out_dir)
         raise
     log.info("run finished in %.2f s", time.perf_counter() - start)
-    if out_dir is not None:
+    if out_dir is not None and (session.summary or not session.stopped):
         write(out_dir)
     return session

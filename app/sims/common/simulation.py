@@ -13,6 +13,7 @@ import numpy as np
 from app.package_data import data_dir
 from app.sims.common.config import ConfigError, load_yaml, parse_yaml
 from app.sims.common.registry import DOMAINS, Domain
+from app.sims.common.steering import SteeringEvent
 
 __all__ = ["DOMAINS", "Domain", "Frame", "Simulation", "default_preset", "find_preset", "freeze",
            "load_run_config", "presets", "read_run_document", "resolve_config_path"]
@@ -38,6 +39,7 @@ class Frame:
     throughput: float          # domain unit per wall second, named by ``throughput_unit``
     throughput_unit: str
     status: str = ""           # one line for the status bar
+    events: tuple[SteeringEvent, ...] = ()   # the steering applied so far (marks on time axes)
 
 
 class Simulation(abc.ABC):
@@ -51,8 +53,9 @@ class Simulation(abc.ABC):
         """Create from a validated config on ``backend`` ('cpu' or 'cuda')."""
 
     @abc.abstractmethod
-    def advance(self) -> Frame:
-        """Do a bounded slice of work and return the newest frame."""
+    def advance(self, until: int | None = None) -> Frame:
+        """Do a bounded slice of work and return the newest frame; never past step ``until``
+        (a steering event's boundary)."""
 
     @abc.abstractmethod
     def state(self) -> dict[str, Any]:
@@ -74,10 +77,41 @@ class Simulation(abc.ABC):
         engine of the same backend family): the session's hand-over to the compiled engine."""
         return True
 
-    def update(self, changes: Mapping[str, Any]) -> None:
-        """Apply parameter changes between slices (domains that allow it override this)."""
-        if changes:
-            raise ConfigError(f"{self.domain} does not accept changes while running")
+    # ---- steering (see app.sims.common.steering) ----------------------------------------
+    steered: tuple[SteeringEvent, ...] = ()     # the events applied so far, in order
+
+    @property
+    def step(self) -> int:
+        """Where the run is in the domain's step counter (a steering event's ``at``)."""
+        raise NotImplementedError(f"{self.domain} has no step counter")
+
+    @property
+    def sim_time(self) -> float:
+        """The simulated time at :attr:`step`, in the domain's unit (what plots put on their
+        time axis): SSA and network seconds of model time, cardiac ms, epidermis model time,
+        the channel fit its iteration."""
+        return float(self.step)
+
+    @property
+    def at_boundary(self) -> bool:
+        """Whether a change applied now takes effect exactly at :attr:`step` (False inside a
+        step the engine has not finished, e.g. an SSA sample interval on the CPU)."""
+        return True
+
+    def steer(self, key: str, value: Any, region: Mapping[str, Any] | None = None) -> SteeringEvent:
+        """Apply a checked change at the current step boundary and record it."""
+        if not self.at_boundary:
+            raise RuntimeError(f"{self.domain}: a change waits for a step boundary (at_boundary)")
+        at, t = self.step, self.sim_time
+        event = SteeringEvent(at, key, value, self.apply_change(key, value, region),
+                              None if region is None else dict(region), t)
+        self.steered = (*self.steered, event)
+        return event
+
+    def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
+        """Apply one change (already checked against the domain's ``steerables``); return the
+        value it replaced (None for a gesture)."""
+        raise ConfigError(f"{self.domain} does not accept changes while running")
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """(arrays for results.npz, values for summary.json) of the run so far."""

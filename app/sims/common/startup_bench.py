@@ -6,15 +6,15 @@ default preset, headless (the CLI's session) and in the GUI, each in a fresh int
 - *warm*: the caches filled (the compiled engine loads instead of compiling);
 - *again*: a second run in the same process once the compiled engine is ready.
 
-Prints a table and writes ``startup.json`` (commit, date, CPU, Python, numba, the load, the
-figures). The GUI runs offscreen where there is no display (the 3D panels need one: skipped).
+Prints a table and writes ``startup.json`` (a benchmark record: commit, date, CPU, Python,
+numba, the load average before and after, the figures). The GUI runs offscreen where there is
+no display (the 3D panels need one: skipped).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from app.sims.common.simulation import DOMAINS
+
+TARGET_COLD_S = 2.0       # the first frame after Run with empty caches, on the 2-core machine
+TARGET_WARM_S = 1.0       # ... once the caches are filled
+PROGRESS_LINE = re.compile(r"^\s+\d+\.\d%  ")      # the CLI's line per frame: '   0.4%  status ...'
 
 CHILD_CLI = textwrap.dedent("""
     import sys, time
@@ -126,14 +130,6 @@ def _fill(name: str, env: dict[str, str]) -> None:
                    capture_output=True, timeout=1800, cwd=os.getcwd())
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def measure(names: list[str], gui: bool) -> list[dict]:
     """The rows: per panel and front end, cold, warm and again."""
     rows: list[dict[str, Any]] = []
@@ -164,21 +160,64 @@ def measure(names: list[str], gui: bool) -> list[dict]:
     return rows
 
 
-def main(out_dir: Path, quick: bool = False) -> int:
-    """Measure every panel (``quick``: SSA only, headless only) and write startup.json."""
-    import numba
+def bundle_first_start(executable: str, name: str) -> float:
+    """Seconds from starting the desktop bundle (its CLI: ``EXE run PRESET --backend cpu``) with
+    empty caches to its first progress line (the run's first frame; the CLI prints it at once)."""
+    from app.sims.common.config import load_yaml
+    from app.sims.common.simulation import PRESETS
 
+    stem = load_yaml(PRESETS / "roles.yaml").data[name]["cpu"]
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "NUMBA_CACHE_DIR": f"{tmp}/numba", "BIOGPU_CACHE_DIR": f"{tmp}/kernels",
+               "BIOGPU_SETTINGS_DIR": f"{tmp}/settings"}
+        start = time.perf_counter()
+        proc = subprocess.Popen([executable, "run", str(PRESETS / name / f"{stem}.yaml"), "--backend", "cpu",
+                                 "--no-png", "--out", f"{tmp}/run"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        last = ""
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if PROGRESS_LINE.match(line):
+                    return time.perf_counter() - start
+                last = line.strip() or last
+        finally:
+            proc.kill()
+            proc.wait()
+    raise RuntimeError(f"{executable}: no progress line from the {name} run ({last or 'no output'})")
+
+
+def _load() -> list[float] | None:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def main(out_dir: Path, quick: bool = False, bundle: str | None = None) -> int:
+    """Measure every panel (``quick``: SSA only, headless only; ``bundle``: also the desktop
+    bundle's first start, process start to first frame, per panel) and write ``startup.json``
+    (:func:`~app.sims.common.bench_record.save_bench`), with the load average before and after:
+    figures measured on a busy machine say so."""
     from app.compute.cpu_threads import cpu_description
+    from app.sims.common.bench_record import commit, save_bench
 
+    os.environ["BIOGPU_COMMIT"] = commit()      # the tree measured: the one at the start
     names = ["ssa"] if quick else list(DOMAINS)
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"time to the first frame, CPU default presets ({cpu_description()}; load {load})")
+    before = _load()
+    print(f"time to the first frame, CPU default presets ({cpu_description()}; load {before})")
     rows = measure(names, gui=not quick)
-    result = {"bench": "startup", "commit": _commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "device": cpu_description(), "python": platform.python_version(),
-              "numba": numba.__version__, "load_average": load, "figures": rows}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "startup.json"
-    path.write_text(json.dumps(result, indent=2))
+    if bundle:
+        for name in names:
+            front = "bundle CLI, from its start"
+            try:
+                seconds = bundle_first_start(bundle, name)
+            except RuntimeError as exc:          # a preset the bundle cannot run: say why
+                rows.append({"panel": name, "front": front, "skipped": str(exc).rpartition(" (")[2][:-1][-80:]})
+                print(f"  {name:10s} bundle: {exc}", flush=True)
+                continue
+            rows.append({"panel": name, "front": front, "cold_first_frame_s": seconds})
+            print(f"  {name:10s} bundle first start to the first frame: {seconds:6.2f} s", flush=True)
+    results = {"unit": "seconds from Run to the first frame", "target_cold_s": TARGET_COLD_S,
+               "target_warm_s": TARGET_WARM_S, "load_average_before": before,
+               "load_average_after": _load(), "rows": rows}
+    path = save_bench("startup", results, out_dir, cuda=False)
     print(f"wrote {path}")
     return 0

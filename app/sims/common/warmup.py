@@ -6,11 +6,13 @@ on-disk cache. The service does that in the background, in two stages per domain
 1. *compile*: a fresh interpreter (``python -m app.sims.common.warmup DOMAIN [CONFIG]``) calls
    the compiled engine's ``warm_up()`` and, given the run's config, builds that run on ``cpu``
    and advances it once (a cell model, a reaction network or a channel model compiles code of
-   its own), which compiles what the cache lacks and writes it there.
+   its own), which compiles what the cache lacks and writes it there. The helper lowers its
+   own priority (nice 10): on two cores it then never delays the run's first frames.
    A cache that crashes or fails to load (a run killed mid-write left it damaged) is found
    here, in the helper process, never in the application: the helper is run once more with
    numba's cache reads turned off, which rewrites every entry it needs;
-2. *load*: this process calls the same ``warm_up()``, now a load from the checked cache.
+2. *load*: this process calls the same ``warm_up()``, now a load from the checked cache, once
+   no run holds it back (:meth:`CompileService.hold`: a run waiting for its first frame).
 
 While a domain is not ready, a :class:`~app.sims.common.session.Session` on ``cpu`` runs on
 the NumPy reference engine and hands the run over (``state()`` / ``restore()``) once it is.
@@ -110,6 +112,7 @@ class CompileService:
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen | None = None
         self._closed = False
+        self._held: dict[str, int] = {}       # key -> runs waiting for their first frame
         self.helper = (not getattr(sys, "frozen", False)) if helper is None else helper
         self.listeners: list[Callable[[Preparation], None]] = []
 
@@ -135,6 +138,23 @@ class CompileService:
                     self._thread.start()
                 self._wake.notify_all()
             return prep
+
+    def hold(self, domain: str) -> None:
+        """Keep ``domain``'s in-process stage (loading: numba's import, the cache) back until
+        :meth:`release`: a run's first frame on the reference engine must not share the GIL
+        with it."""
+        with self._lock:
+            self._held[domain] = self._held.get(domain, 0) + 1
+
+    def release(self, domain: str) -> None:
+        """Undo one :meth:`hold` (the run showed its first frame, stopped or failed)."""
+        with self._lock:
+            left = self._held.get(domain, 0) - 1
+            if left > 0:
+                self._held[domain] = left
+            else:
+                self._held.pop(domain, None)
+            self._wake.notify_all()
 
     def wait(self, domain: str, timeout: float | None = None) -> Preparation:
         """Block until ``domain`` is ready or failed (or ``timeout`` passed); its status."""
@@ -188,6 +208,9 @@ class CompileService:
                 rebuilt = False
                 if self.helper:
                     rebuilt = self._compile_in_helper(domain)
+                with self._lock:
+                    while self._held.get(domain) and not self._closed:
+                        self._wake.wait()
                 if self._closed:
                     return
                 self._set(replace(prep, stage=2, rebuilt=rebuilt))
@@ -288,4 +311,6 @@ def main(argv: list[str], config_text: str = "") -> int:
 
 
 if __name__ == "__main__":
+    if hasattr(os, "nice"):
+        os.nice(10)        # below the run and the GUI: on two cores the compile must not delay their frames
     sys.exit(main(sys.argv[1:], "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()))

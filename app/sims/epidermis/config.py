@@ -30,9 +30,11 @@ not survive at dt = 0.1, so the defaults stay.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.sims.common.config import Document, build, spec
+from app.sims.common.steering import (Steerable, SteeringEvent, by_key, check_steering,
+                                      config_steerables)
 
 MODES = ("movement", "genes", "full")          # the paper's three models (Table 3)
 BOUNDARIES = ("periodic", "none")              # periodic in x and y, or no boundary at all
@@ -190,6 +192,7 @@ class EpidermisConfig:
     genes: GeneSettings = field(default_factory=GeneSettings)
     growth: GrowthSettings = field(default_factory=GrowthSettings)
     run: RunSettings = field(default_factory=RunSettings)
+    steering: tuple[SteeringEvent, ...] = ()    # changes made while it ran (replayed at their step)
 
     @property
     def grid_side(self) -> int:
@@ -227,7 +230,28 @@ def load_config(doc: Document) -> EpidermisConfig:
                         ("tissue", "cells"))
     if m.centre_cutoff < m.inter_cutoff:
         raise doc.error("centre_cutoff must not be below inter_cutoff", ("mechanics", "centre_cutoff"))
-    return cfg
+    return replace(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
+
+
+# Config parts that may change while running (steering) or on resume; the tissue may not.
+LIVE_SECTIONS = ("mechanics", "genes", "growth")
+# (run.search is not live: on CUDA it is a compile-time switch of the kernels)
+LIVE_RUN_KEYS = ("steps", "dt", "slice_steps", "checkpoint", "resume")
+
+
+def steerables(cfg: EpidermisConfig) -> tuple[Steerable, ...]:
+    """What a growing tissue takes while it runs: ``wound`` (remove the cells of a region),
+    ``growth.paused``, the mechanics, gene network and growth settings and ``run.{steps, dt,
+    slice_steps, checkpoint, resume}`` (the engine is rebuilt from its exact state);
+    the tissue and the other run settings need a restart."""
+    out = [Steerable("wound", "gesture", region=True,
+                     doc="remove the cells whose centre is in the region (a brush in µm or cell indices)"),
+           Steerable("growth.paused", "bool", live=cfg.run.mode == "full",
+                     doc="no growth or division while true (run.mode full)")]
+    out += [s for section in LIVE_SECTIONS for s in config_steerables(getattr(cfg, section), section)]
+    out += [replace(s, live=s.key.split(".")[-1] in LIVE_RUN_KEYS) for s in config_steerables(cfg.run, "run")]
+    out += config_steerables(cfg.tissue, "tissue", live=False)
+    return tuple(out)
 
 
 def estimate_memory(cfg: EpidermisConfig, backend: str):

@@ -4,17 +4,19 @@ frames for the GUI, results for the CLI, checkpoints in the canonical (engine-ag
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.common.config import ConfigError, dotted_items, dump_yaml, parse_yaml, set_path, to_plain
+from app.sims.common.config import dotted_items, dump_yaml, parse_yaml, set_path, to_plain
 from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
 from app.sims.common.engine import config_state, device_name, engine_state, make_engine
 from app.sims.common.registry import DOMAINS
 from app.sims.common.simulation import Simulation, freeze
+from app.sims.common.steering import region_mask, steering_from_state, steering_state
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, load_config
 from app.sims.epidermis.engine import STATE_KEYS, EpidermisEngine
@@ -23,9 +25,6 @@ from app.sims.epidermis.frame import EpidermisFrame, element_colours
 CPU_SLICE_SECONDS = 0.15       # wall time the CPU engine aims at per advance()
 HISTORY_KEYS = ("step", "t", "cells", "layers", "basal_fraction", "suprabasal_fraction",
                 "elements")
-# Config parts that may change while running (update) or on resume; the tissue may not.
-LIVE_SECTIONS = ("mechanics", "genes", "growth")
-LIVE_RUN_KEYS = ("steps", "dt", "slice_steps", "search", "checkpoint", "resume")
 
 
 class EpidermisSimulation(Simulation):
@@ -52,6 +51,7 @@ class EpidermisSimulation(Simulation):
         self.history: dict[str, list] = {k: [] for k in HISTORY_KEYS}
         self._slice = cfg.run.slice_steps if backend == "cuda" else 10
         self._cells = None             # (centres, genes) of the current step, cached
+        self.growth_paused = False     # steering: the engine runs mode genes meanwhile
         self.stopped: str | None = None
 
     @classmethod
@@ -70,6 +70,10 @@ class EpidermisSimulation(Simulation):
         return int(self.engine.step)
 
     @property
+    def sim_time(self) -> float:
+        return self.step * self.cfg.run.dt
+
+    @property
     def finished(self) -> bool:
         return self.step >= self.cfg.run.steps or self.stopped is not None
 
@@ -81,13 +85,14 @@ class EpidermisSimulation(Simulation):
             self.stopped = (f"step {self.step}: cell {int(np.flatnonzero(bad)[0])} has a non-finite "
                             "position or gene value (the mechanics blew up: lower run.dt)")
 
-    def advance(self) -> EpidermisFrame:
+    def advance(self, until: int | None = None) -> EpidermisFrame:
         run = self.cfg.run
-        if not self.finished:
+        if not self.finished and until != self.step:
             start = time.perf_counter()
             every = run.history_every
             next_sample = (self.step // every + 1) * every
-            n = max(1, min(self._slice, next_sample - self.step, run.steps - self.step))
+            n = max(1, min(self._slice, next_sample - self.step, run.steps - self.step,
+                           *(() if until is None or until < self.step else (until - self.step,))))
             before = self.step
             try:
                 self.engine.advance(n)
@@ -155,33 +160,43 @@ class EpidermisSimulation(Simulation):
             suprabasal=freeze(supra), layers=layers,
             history={k: freeze(np.asarray(v)) for k, v in self.history.items()})
 
-    # ---- live changes -------------------------------------------------------------------
-    def update(self, changes: Mapping[str, Any]) -> None:
-        """Mechanics, genes, growth and ``run.steps/dt/slice_steps/search`` between slices, as
-        nested mappings (``{'growth': {'interval': 500}}``) or dotted keys
-        (``{'growth.interval': 500}``). The engine is rebuilt from its (exact) state."""
-        if not changes:
-            return
+    # ---- steering -----------------------------------------------------------------------
+    def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
+        """``wound``, ``growth.paused`` (run.mode genes while paused), a mechanics, genes, growth
+        or live run setting (dotted key, see ``config.steerables``): the config checked as a
+        whole, the engine rebuilt from its exact state."""
+        if key == "wound":
+            self._rebuild(self.cfg, wound(self.engine.state(), self.cfg, region))
+            return None
+        if key == "growth.paused":
+            old, self.growth_paused = self.growth_paused, bool(value)
+            self._rebuild(self.cfg, self.engine.state())
+            return old
+        return self._set_setting(key, value)
+
+    def _set_setting(self, key: str, value: Any) -> Any:
         data = to_plain(self.cfg)
-        for key, value in dotted_items(changes):
-            top = key.split(".")[0]
-            if top not in LIVE_SECTIONS and not (top == "run" and key.split(".")[-1] in LIVE_RUN_KEYS):
-                raise ConfigError(f"'{key}' cannot change while the tissue grows; changeable: "
-                                  f"{', '.join(LIVE_SECTIONS)} and run.{{{','.join(LIVE_RUN_KEYS)}}}")
-            set_path(data, key, dump_yaml(value))
-        cfg = load_config(parse_yaml(dump_yaml(data), "<changes>"))
-        if cfg == self.cfg:
-            return
-        state = self.engine.state()
+        old = dict(dotted_items(data))[key]
+        set_path(data, key, dump_yaml(value))
+        cfg = load_config(parse_yaml(dump_yaml(data), "<steering>"))
+        if cfg != self.cfg:
+            self._rebuild(cfg, self.engine.state())
+        return old
+
+    def _rebuild(self, cfg: EpidermisConfig, state: Mapping[str, np.ndarray]) -> None:
+        """The engine again, from ``state`` with ``cfg`` (run.mode genes while growth is paused)."""
         self.engine.close()
-        self.engine = make_engine("epidermis", self.backend, cfg, state)
+        run_cfg = replace(cfg, run=replace(cfg.run, mode="genes")) if self.growth_paused else cfg
+        self.engine = make_engine("epidermis", self.backend, run_cfg, dict(state))
         self.cfg = cfg
         self._cells = None
+
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
         hist = {f"hist_{k}": np.asarray(v, np.float64) for k, v in self.history.items()}
-        return {**config_state(self.cfg), "wall": np.float64(self.wall), **hist, **engine_state(self.engine)}
+        return {**config_state(self.cfg), **steering_state(self.steered), "wall": np.float64(self.wall),
+                **hist, **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ, written atomically."""
@@ -197,6 +212,11 @@ class EpidermisSimulation(Simulation):
         refuse_past_end(path, int(np.asarray(state["engine_step"])), cfg.run.steps, "run.steps", "steps")
         engine_state = {k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS}
         sim = cls(cfg, backend, state=engine_state)
+        sim.steered = steering_from_state(state)
+        paused = [e.value for e in sim.steered if e.key == "growth.paused"]
+        if paused and paused[-1]:
+            sim.growth_paused = True
+            sim._rebuild(sim.cfg, sim.engine.state())
         sim.wall = float(state["wall"])
         for k in HISTORY_KEYS:
             values = np.asarray(state[f"hist_{k}"])
@@ -258,3 +278,23 @@ def checkpoint_schema(cfg: EpidermisConfig, state: Mapping[str, Any]) -> list[Ar
             ArraySpec("engine_etype", "int", (e, cap), 0, 1), ArraySpec("engine_count", "int", (cap,), 0, e),
             ArraySpec("engine_genes", "float", (6, cap))] + [
         ArraySpec(f"hist_{k}", "float", (h,), 0) for k in HISTORY_KEYS]
+
+
+def wound(state: Mapping[str, np.ndarray], cfg: EpidermisConfig, region: Mapping[str, Any] | None) -> dict:
+    """``state`` without the cells whose centre is in ``region`` (the others keep their order)."""
+    out = {k: np.array(v) for k, v in state.items()}
+    n = int(out["n_cells"])
+    centres = model.centroids(out["pos"], out["count"], n, model.box_of(cfg))
+    gone = region_mask(region or {"kind": "indices", "indices": []}, centres.T)
+    keep = np.flatnonzero(~gone)
+    for name, axis in (("pos", 2), ("etype", 1), ("count", 0), ("genes", 1)):
+        a = out[name]
+        moved = np.take(a, keep, axis=axis)
+        index = [slice(None)] * a.ndim
+        index[axis] = slice(0, keep.size)
+        tail = list(index)
+        tail[axis] = slice(keep.size, n)
+        a[tuple(index)] = moved
+        a[tuple(tail)] = 0
+    out["n_cells"] = np.asarray(keep.size, out["n_cells"].dtype)
+    return out

@@ -119,7 +119,8 @@ def _take_next(typingctx, counters, index):
 @njit(nogil=True, cache=CACHE, error_model="numpy")
 def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired, local, local_len,
                      ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref, dE, dI,
-                     g_dv, runs_ptr, run_part, run_start, run_stop, reach, synapses, U, D, F, decay_D, decay_F):
+                     g_dv, runs_ptr, run_part, run_start, run_stop, reach, synapses, U, D, F, w_scale,
+                     decay_D, decay_F):
     """Steps ``m .. m + k - 1`` of partition ``t`` (see :func:`_step_loop`)."""
     align_stack()
     n_parts = part_lo.shape[0] - 1
@@ -165,7 +166,7 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
                     synapses[s, USE] = u_new
                     synapses[s, RESOURCES] = r_new
                     synapses[s, LAST] = step
-                    jump = synapses[s, WEIGHT] * u_new * r_new
+                    jump = synapses[s, WEIGHT] * u_new * r_new * w_scale[typ]
                     if typ < 2:                  # types EE, EI: an excitatory source
                         gE[target >> 2] += jump
                     else:
@@ -175,7 +176,7 @@ def _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fire
 def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth, vreset, inoise, tref,
                dE, dI, g_dv, runs_ptr, run_part, run_start, run_stop, reach, synapses, U, D, F,
-               decay_D, decay_F, spike_step, spike_neuron):
+               w_scale, decay_D, decay_F, spike_step, spike_neuron):
     """:meth:`CpuEngine.advance`'s step loop (compiled below), one parallel region per chunk of
     at most ``chunk`` steps (less than any delay). Partition ``t`` owns neurons
     ``part_lo[t]:part_lo[t + 1]``: it draws their noise, updates them, notes their spikes of the
@@ -211,7 +212,7 @@ def _step_loop(m0, nsteps, chunk, n_workers, key_lo, key_hi, z, V, refrac, gE, g
                     _partition_chunk(t, m, k, key_lo, key_hi, z, V, refrac, gE, gI, counts, fired,
                                      local, local_len, ring, ring_len, part_lo, c1, c2, i0, dt, vth,
                                      vreset, inoise, tref, dE, dI, g_dv, runs_ptr, run_part, run_start,
-                                     run_stop, reach, synapses, U, D, F, decay_D, decay_F)
+                                     run_stop, reach, synapses, U, D, F, w_scale, decay_D, decay_F)
                     t = _take_next(next_part, block)
         for j in range(k):                        # the chunk's spikes in (step, neuron) order
             slot = (m + j) % RING
@@ -297,7 +298,7 @@ def warm_up() -> float:
             f.copy(), f.copy(), i.copy(), f + 1, f + 1, np.zeros(0, np.int64),
             np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
             np.zeros(0, np.int64), np.zeros((0, 1), np.uint64), np.zeros((1, 5)), f.copy(), f + 1, f + 1,
-            np.ones((1, 1)), np.ones((1, 1)), i.copy(), i.copy())
+            f + 1, np.ones((1, 1)), np.ones((1, 1)), i.copy(), i.copy())
     return time.perf_counter() - start
 
 
@@ -402,7 +403,7 @@ class CompiledEngine(CpuEngine):
         run = _run_parallel if workers > 1 else _run_serial
         constants = (self.vth, self.vreset, self.inoise, self.tref, self.dE, self.dI, self._g_dv,
                      *self._runs)
-        k_types = (self.k.U, self.k.D, self.k.F, *self._decays())
+        k_types = (self.k.U, self.k.D, self.k.F, self.k.w_scale, *self._decays())
         steps_out, neurons_out = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
         threads = numba.get_num_threads()
         numba.set_num_threads(workers)           # this thread's regions only; restored below

@@ -6,9 +6,10 @@ Defaults are the BrainGrid / Graphitti values of ``tR_1.0--fE_0.98_10000.xml``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.sims.common.config import Document, build, spec
+from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_steering
 
 LAYOUTS = ("reference", "random")
 SPIKE_RECORDING = ("all", "last_epoch", "none")
@@ -122,6 +123,7 @@ class NetworkConfig:
     growth: GrowthSettings = field(default_factory=GrowthSettings)
     run: RunSettings = field(default_factory=RunSettings)
     analysis: AnalysisSettings = field(default_factory=AnalysisSettings)
+    steering: tuple[SteeringEvent, ...] = ()    # changes made while it ran (replayed at their step)
 
     @property
     def n_neurons(self) -> int:
@@ -160,7 +162,25 @@ def load_config(doc: Document) -> NetworkConfig:
                         "(step counters are 32-bit on the GPU)", ("run", "epochs"))
     if cfg.n_neurons > 2**26:
         raise doc.error("at most 2^26 neurons", ("culture", "width"))
-    return cfg
+    return replace(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
+
+
+MAX_WEIGHT_FACTOR = 100.0
+
+
+def steerables(cfg: NetworkConfig) -> tuple[Steerable, ...]:
+    """What a developing culture takes while it runs: ``stimulate`` (the neurons of a region,
+    a brush in grid units or indices, fire at the next step), ``scale.<type>`` (a factor on the
+    weights of a synapse type, EE, EI, IE or II: 0 blocks it, a drug wash-in) and
+    ``growth.target_rate``; the culture, neurons and synapse kinetics need a restart."""
+    g = GrowthSettings.__dataclass_fields__["target_rate"].metadata["range"]
+    return (Steerable("stimulate", "gesture", region=True, doc="the region's neurons fire"),
+            *(Steerable(f"scale.{t}", "float", (0.0, MAX_WEIGHT_FACTOR),
+                        doc=f"factor on the {t} synapse weights (0 blocks them)") for t in SYNAPSE_TYPES),
+            Steerable("growth.target_rate", "float", g, log=True, unit="Hz",
+                      doc="the firing rate growth aims at"),
+            *(Steerable(f"synapses.{t}.{name}", "float", live=False) for t in SYNAPSE_TYPES
+              for name in ("U", "tau_rec", "tau_facil", "tau", "delay")))
 
 
 def estimate_memory(cfg: NetworkConfig, backend: str):

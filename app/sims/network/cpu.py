@@ -128,7 +128,7 @@ class CpuEngine(NetworkEngine):
                 r = 1.0 + (self.r[s] * (1.0 - self.u[s]) - 1.0) * np.exp(-isi / self.D[s])
                 u = self.U[s] + self.u[s] * (1.0 - self.U[s]) * np.exp(-isi / self.F[s])
                 self.r[s], self.u[s], self.last[s] = r, u, m
-                jump = self.conn.W[s] * u * r
+                jump = self.conn.W[s] * u * r * self.k.w_scale[self.syn_type[s]]
                 exc = self.syn_exc[s]
                 np.add.at(gE, self.conn.post[s[exc]], jump[exc])
                 np.add.at(gI, self.conn.post[s[~exc]], jump[~exc])
@@ -136,6 +136,10 @@ class CpuEngine(NetworkEngine):
         if out_steps:
             return np.concatenate(out_steps), np.concatenate(out_neurons)
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+    def set_constants(self, consts: Constants, growth) -> None:
+        """Steering: other synapse-type weight factors or growth settings from the next step."""
+        self.k, self.growth = consts, growth
 
     # ---- growth -------------------------------------------------------------------------
     def grow(self, epoch_seconds: float) -> np.ndarray:

@@ -106,6 +106,7 @@ class CudaEngine(NetworkEngine):
             self.cuda.memcpy_htod(ptr, np.ascontiguousarray(values, dtype))
 
         put("c_U", k.U, np.float32)
+        put("c_wscale", k.w_scale, np.float32)
         put("c_invD", 1.0 / k.D, np.float32)
         put("c_invF", 1.0 / k.F, np.float32)
         put("c_decay", k.decay, np.float32)
@@ -113,6 +114,12 @@ class CudaEngine(NetworkEngine):
         put("c_lif", [k.c1, k.c2, k.i0, k.dt], np.float32)
         put("c_growth", [g.epsilon, g.beta, g.rho, g.target_rate, g.max_radius, k.weight_scale],
             np.float64)
+
+    def set_constants(self, consts: Constants, growth) -> None:
+        """Steering: other synapse-type weight factors or growth settings, copied into the
+        kernels' constants between launches (no recompile)."""
+        self.k, self.growth = consts, growth
+        self._constants()
 
     def _slots(self, which: int) -> int:
         return self.syn[which]["pre"].size // self.n

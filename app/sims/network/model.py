@@ -21,7 +21,7 @@ Step semantics (both engines; BrainGrid's ``advanceNeuron`` / ``changePSR`` orde
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import pi
 
 import numpy as np
@@ -75,6 +75,7 @@ class Constants:
     delay: np.ndarray          # int steps per type
     chunk: int                 # min delay: steps that can run without exchanging spikes
     weight_scale: float
+    w_scale: np.ndarray = field(default_factory=lambda: np.ones(4))   # steering: per type factor (0 blocks)
 
     @classmethod
     def from_config(cls, cfg: NetworkConfig) -> "Constants":

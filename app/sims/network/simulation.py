@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -15,7 +15,8 @@ from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_c
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
 from app.sims.common.engine import config_state, device_name, engine_state, make_engine
 from app.sims.common.simulation import Frame, Simulation, freeze
-from app.sims.network.config import NetworkConfig, load_config
+from app.sims.common.steering import region_mask, steering_from_state, steering_state
+from app.sims.network.config import SYNAPSE_TYPES, NetworkConfig, load_config
 from app.sims.network.engine import STATE_KEYS, NetworkEngine
 from app.sims.network.model import Constants, build_culture, detect_bursts
 
@@ -64,6 +65,7 @@ class NetworkSimulation(Simulation):
         self.cfg, self.backend = cfg, backend
         self.culture = build_culture(cfg)
         self.consts = Constants.from_config(cfg)
+        self.growth = cfg.growth         # as steered (growth.target_rate)
         t0 = time.perf_counter()
         self.engine = engine or make_engine("network", backend, self.culture, self.consts, cfg.growth,
                                             cfg.run.seed, cfg.growth.start_radius)
@@ -76,6 +78,7 @@ class NetworkSimulation(Simulation):
         self.wall = 0.0
         self.history = {k: [] for k in ("epoch_mean_radius", "epoch_mean_rate", "epoch_synapses",
                                        "epoch_bursts_per_minute", "epoch_wall_seconds")}
+        self.epoch_radius: list[np.ndarray] = []    # radii after each epoch's growth (its connectivity)
         self.spikes: list[tuple[np.ndarray, np.ndarray]] = []
         self.n_spikes_dropped = 0
         self.recent: deque[tuple[np.ndarray, np.ndarray]] = deque()
@@ -109,11 +112,21 @@ class NetworkSimulation(Simulation):
     def sim_seconds(self) -> float:
         return self.engine.step * self.cfg.run.dt
 
-    def advance(self) -> NetworkFrame:
+    @property
+    def step(self) -> int:
+        """Time steps done."""
+        return int(self.engine.step)
+
+    @property
+    def sim_time(self) -> float:
+        return self.sim_seconds
+
+    def advance(self, until: int | None = None) -> NetworkFrame:
         self.boundary = False
-        if not self.finished:
+        if not self.finished and until != self.step:
             start = time.perf_counter()
-            n = min(self._slice_steps, self.steps_per_epoch - self.step_in_epoch)
+            n = min(self._slice_steps, self.steps_per_epoch - self.step_in_epoch,
+                    *(() if until is None or until < self.step else (until - self.step,)))
             steps, neurons = self.engine.advance(n)
             self._record(steps, neurons, n)
             self.step_in_epoch += n
@@ -148,6 +161,7 @@ class NetworkSimulation(Simulation):
         cfg = self.cfg
         rates = self.engine.grow(cfg.run.epoch_seconds)
         radius = self.engine.radius()
+        self.epoch_radius.append(radius)
         threshold = cfg.analysis.burst_fraction * self.culture.n
         bursts = detect_bursts(self.pop, threshold)
         h = self.history
@@ -226,13 +240,45 @@ class NetworkSimulation(Simulation):
             epoch_boundary=self.boundary)
 
     # ---- checkpoint and results ---------------------------------------------------------
+    # ---- steering -----------------------------------------------------------------------
+    def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
+        """``stimulate`` (the region's neurons at threshold: they fire at the next step),
+        ``scale.<type>`` and ``growth.target_rate`` (the engine's constants, no rebuild)."""
+        if key == "stimulate":
+            x, y = self.culture.positions()
+            cells = region_mask(region, np.column_stack([x, y]).astype(np.float64))
+            state = self.engine.state()
+            ready = cells & (np.asarray(state["refrac"]) <= 0)
+            state["V"] = np.where(ready, np.maximum(state["V"], self.culture.vthresh), state["V"])
+            self.engine.restore(state)
+            return None
+        return self._set_constant(key, value)
+
+    def _set_constant(self, key: str, value: float) -> float:
+        """A synapse-type weight factor or the growth target into the engine; the old value."""
+        if key.startswith("scale."):
+            k = SYNAPSE_TYPES.index(key.partition(".")[2])
+            scale = self.consts.w_scale.copy()
+            old, scale[k] = float(scale[k]), value
+            self.consts = replace(self.consts, w_scale=scale)
+        else:
+            old = self.growth.target_rate
+            self.growth = replace(self.growth, target_rate=value)
+        self.engine.set_constants(self.consts, self.growth)
+        return old
+
     def state(self) -> dict[str, Any]:
         steps, neurons = self._spike_arrays()
         hist = {f"hist_{k}": np.asarray(v, np.float64) for k, v in self.history.items()}
-        return {**config_state(self.cfg), "epoch": np.int64(self.epoch),
+        return {**config_state(self.cfg), **steering_state(self.steered), "epoch": np.int64(self.epoch),
                 "step_in_epoch": np.int64(self.step_in_epoch), "wall": np.float64(self.wall),
                 "pop": self.pop, "rate": self.rate, "spike_steps": steps, "spike_neurons": neurons,
-                **hist, **engine_state(self.engine)}
+                "epoch_radius": self._epoch_radius(), **hist, **engine_state(self.engine)}
+
+    def _epoch_radius(self) -> np.ndarray:
+        """(epochs done, N): each epoch's radii after its growth; NaN rows for epochs run
+        before a resume from a checkpoint that did not keep them."""
+        return np.array(self.epoch_radius, np.float64).reshape(len(self.epoch_radius), self.culture.n)
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one uncompressed NPZ (fast enough to write every epoch), written
@@ -249,6 +295,10 @@ class NetworkSimulation(Simulation):
         refuse_past_end(path, int(state["epoch"]), cfg.run.epochs, "run.epochs", "epochs")
         sim = cls(cfg, backend)
         sim.engine.restore({k: np.asarray(state[f"engine_{k}"]) for k in STATE_KEYS})
+        sim.steered = steering_from_state(state)
+        for event in sim.steered:        # the factors and targets as steered (set values: idempotent)
+            if event.key != "stimulate":
+                sim._set_constant(event.key, event.value)
         sim.epoch, sim.step_in_epoch = int(state["epoch"]), int(state["step_in_epoch"])
         sim.wall = float(state["wall"])
         sim.pop = np.asarray(state["pop"], np.float64).copy()
@@ -256,6 +306,10 @@ class NetworkSimulation(Simulation):
         for k in sim.history:
             values = np.asarray(state[f"hist_{k}"])
             sim.history[k] = [int(v) for v in values] if k == "epoch_synapses" else [float(v) for v in values]
+        kept = np.asarray(state.get("epoch_radius", np.zeros((0, sim.culture.n))), np.float64)
+        kept = kept[kept.shape[0] - min(sim.epoch, kept.shape[0]):]
+        missing = np.full((sim.epoch - kept.shape[0], sim.culture.n), np.nan)
+        sim.epoch_radius = list(np.concatenate([missing, kept]))
         steps = np.asarray(state["spike_steps"], np.int64)
         if steps.size:
             sim.spikes = [(steps, np.asarray(state["spike_neurons"], np.int32))]
@@ -280,7 +334,7 @@ class NetworkSimulation(Simulation):
         arrays = {
             "spike_times": steps * self.cfg.run.dt, "spike_neurons": neurons,
             **{k: np.asarray(v) for k, v in self.history.items()},
-            "final_radius": self.engine.radius(),
+            "final_radius": self.engine.radius(), "epoch_radius": self._epoch_radius(),
             "final_W": conn.W, "final_W_pre": conn.pre.astype(np.int32),
             "final_W_post": conn.post.astype(np.int32),
             "inhibitory": self.culture.inhibitory, "starter": self.culture.starter,
@@ -329,6 +383,7 @@ def checkpoint_schema(cfg: NetworkConfig, state: Mapping[str, Any]) -> list[Arra
            ArraySpec("wall", "float", (), 0), ArraySpec("pop", "float", (bins,), 0),
            ArraySpec("rate", "float", (n,), 0), ArraySpec("spike_steps", "int", (spikes,), 0, steps),
            ArraySpec("spike_neurons", "int", (spikes,), 0, n - 1),
+           ArraySpec("epoch_radius", "float", (None, n), 0, optional=True, finite=False),
            ArraySpec("engine_step", "int", (), 0, steps), ArraySpec("engine_V", "float", (n,)),
            ArraySpec("engine_refrac", "int", (n,), 0, 2**31 - 1), ArraySpec("engine_gE", "float", (n,)),
            ArraySpec("engine_gI", "float", (n,)), ArraySpec("engine_hist", "int", (n,), 0),

@@ -26,8 +26,8 @@ from app.compute.jit import generated_module
 from app.sims.common.engine import choose
 from app.sims.ssa import events
 from app.sims.ssa.cpu import CpuEnsemble
-from app.sims.ssa.engine import (FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, CountOverflow, EnsembleEngine,
-                                 IntervalStats, TooManyFirings, host_stats)
+from app.sims.ssa.engine import (BUDGET_GROWTH, FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, CountOverflow,
+                                 EnsembleEngine, IntervalStats, TooManyFirings, host_stats)
 from app.sims.ssa.model import Network
 
 INT64_MAX = 2**63 - 1
@@ -44,6 +44,7 @@ from app.sims.ssa.tauleap import mass_action
 MAX_CASCADE = {{MAX_CASCADE}}
 MAX_FIRINGS = {{MAX_FIRINGS}}
 FIRINGS_BEFORE_LIMIT = {{FIRINGS_BEFORE_LIMIT}}
+BUDGET_GROWTH = {{BUDGET_GROWTH}}
 INT64_MAX = np.int64(2**63 - 1)
 
 
@@ -105,12 +106,12 @@ def _time_events(x, r, bits, ev_time, due):
 
 @njit(parallel=True, nogil=True, cache=True, error_model="numpy")
 def advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, change, dep,
-            bits, ev_time, key_lo, key_hi, t_to, max_steps, logdirect, overflow):
+            bits, ev_time, key_lo, key_hi, t_to, max_steps, logdirect, overflow, first_over):
     """Advance every active realization by up to ``max_steps`` steps towards ``t_to``; a
     reaction that would push a count past int64 stops the realization (``overflow[r]`` set to
     1 + the species), so does a propensity that is not a finite number >= 0 (``-(1 + j)``) and
-    a total propensity asking for more than MAX_FIRINGS firings before ``t_to`` once the
-    realization has fired FIRINGS_BEFORE_LIMIT reactions (``-(1 + m)``)."""
+    a total propensity asking for more than MAX_FIRINGS firings before ``t_to``, trusted as
+    :func:`app.sims.ssa.engine.over_budget` trusts it (``first_over``) (``-(1 + m)``)."""
     n_real, m = a.shape
     n_events = ev_time.shape[0]
     for r in prange(n_real):
@@ -128,7 +129,15 @@ def advance(x, a, cum, t, active, draws, fired, rates, r_species, r_order, chang
                     bad = k
                 a0 += ak
                 cum[r, k] = a0
-            if bad >= 0 or (fired[r] + count > FIRINGS_BEFORE_LIMIT and a0 * (t_to - t[r]) > MAX_FIRINGS):
+            budget = False
+            if a0 * (t_to - t[r]) > MAX_FIRINGS:      # as app.sims.ssa.engine.over_budget
+                budget = fired[r] + count > FIRINGS_BEFORE_LIMIT or (
+                    first_over[r] > 0.0 and a0 >= BUDGET_GROWTH * first_over[r])
+                if first_over[r] == 0.0:
+                    first_over[r] = a0
+            else:
+                first_over[r] = 0.0
+            if bad >= 0 or budget:
                 overflow[r] = -(1 + bad) if bad >= 0 else -(1 + m)
                 active[r] = False
                 break
@@ -225,6 +234,7 @@ def module_source(net: Network | None) -> str:
                 trigger += [f"    if e == {e}:", f"        return ({to_python(event.trigger, symbol)}) > 0.5"]
     return fill_template(_HEADER, {"MAX_CASCADE": events.MAX_CASCADE, "MAX_FIRINGS": MAX_FIRINGS,
                                    "FIRINGS_BEFORE_LIMIT": FIRINGS_BEFORE_LIMIT,
+                                   "BUDGET_GROWTH": BUDGET_GROWTH,
                                    "LAWS": Code("\n".join(laws)),
                                    "ASSIGN": Code("\n".join(assign)),
                                    "TRIGGER": Code("\n".join(trigger))}) + _LOOP
@@ -271,7 +281,7 @@ def _exercise(module) -> None:
     module.all_propensities(x, a, *tables[:3])
     module.advance(x, a, np.zeros((1, 1)), np.zeros(1), np.ones(1, np.bool_), np.zeros(1, np.uint64),
                    np.zeros(1, np.int64), *tables, np.zeros(1, np.uint32), np.zeros(0),
-                   np.uint64(0), np.uint64(0), 0.0, 0, False, np.zeros(1, np.int64))
+                   np.uint64(0), np.uint64(0), 0.0, 0, False, np.zeros(1, np.int64), np.zeros(1))
 
 
 LOG_SEARCH = {"direct": False, "logdirect": True}   # algorithm name -> binary search in _advance
@@ -308,6 +318,7 @@ class CompiledEnsemble(EnsembleEngine):
         self.event_times = events.event_times(network)
         self._fired = np.zeros(realizations, np.int64)
         self._overflow = np.zeros(realizations, np.int64)     # 1 + species that would overflow
+        self._first_over = np.zeros(realizations)   # firing budget: see engine.over_budget
         self._base_fired = 0
         seed64 = int(seed) & 0xFFFFFFFFFFFFFFFF
         self._key = (np.uint64(seed64 & 0xFFFFFFFF), np.uint64(seed64 >> 32))
@@ -326,7 +337,7 @@ class CompiledEnsemble(EnsembleEngine):
                             self.rates, self.r_species, self.r_order, self.change, self.dep,
                             self.bits, self.event_times, self._key[0], self._key[1], float(t_to),
                             int(min(max_steps, 1 << 62)), self.log_search,
-                            self._overflow)
+                            self._overflow, self._first_over)
         hit = np.flatnonzero(self._overflow)
         if hit.size:
             r, code = int(hit[0]), int(self._overflow[hit[0]])

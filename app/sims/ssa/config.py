@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.sims.common.config import ConfigError, Document, build, spec
+from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_steering
 from app.sims.ssa.engine import ALGORITHMS
 from app.sims.ssa.model import GridSpec, Network, NetworkSpec, compile_network, grid_network
 MAX_HISTOGRAM_SPECIES = 8
@@ -37,6 +38,7 @@ class SSAConfig:
     grid: GridSpec | None = None
     sbml: str | None = None
     ensemble: EnsembleSettings = field(default_factory=EnsembleSettings)
+    steering: tuple[SteeringEvent, ...] = ()    # changes made while it ran (replayed at their sample)
 
     def network(self) -> Network:
         if self.grid is not None:
@@ -89,7 +91,31 @@ def load_config(doc: Document) -> SSAConfig:
         if not 0 <= t <= ens.t_end:
             raise doc.error(f"snapshot time {t} is outside [0, t_end={ens.t_end:g}]",
                             ("ensemble", "snapshot_times", i))
-    return cfg
+    return replace(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg, network)), doc))
+
+
+MAX_RATE = 1e12
+STEERING_MODES = ("continue", "explore")
+
+
+def steerables(cfg: SSAConfig, network: Network | None = None) -> tuple[Steerable, ...]:
+    """What a running ensemble takes: ``mode`` (continue: a change applies to the running
+    ensemble from the current sample; explore: each change re-runs the ensemble from t = 0, a
+    small ensemble first), ``rates.<reaction>`` and ``initial.<species>``; the ensemble's size,
+    algorithm and times need a restart."""
+    net = network if network is not None else cfg.network()
+    out = [Steerable("mode", "choice", choices=STEERING_MODES,
+                     doc="continue: from the current sample; explore: re-run from t = 0")]
+    out += [Steerable(f"rates.{name}", "float", (0.0, MAX_RATE), log=True,
+                      doc=f"rate constant of reaction {name}") for name in net.reaction_names]
+    out += [Steerable(f"initial.{name}", "int", (0, INT32_MAX // 2), log=True,
+                      doc=f"count of {name} (continue: set in every realization now)")
+            for name in net.species]
+    out += [Steerable("ensemble.realizations", "int", live=False),
+            Steerable("ensemble.samples", "int", live=False),
+            Steerable("ensemble.t_end", "float", live=False),
+            Steerable("ensemble.algorithm", "choice", choices=ALGORITHMS, live=False)]
+    return tuple(out)
 
 
 INT32_MAX = 2**31 - 1
@@ -122,6 +148,18 @@ def check_counts(cfg: SSAConfig, network: Network, backend: str) -> None:
         raise ConfigError(f"the initial counts add up to {total:,}, and the reactions keep the total, "
                           f"so one species can reach it: more than {engine} hold ({limit:,})",
                           path=where)
+
+
+def estimated_work(cfg: SSAConfig) -> tuple[float, bool]:
+    """(reaction events of the run, measured to t_end): an exact algorithm's work from a pilot
+    rate equations or a pilot ensemble (:mod:`app.sims.ssa.workload`); tau-leaping's is
+    realizations x t_end."""
+    if cfg.ensemble.algorithm == "tau-leap":
+        return float(cfg.ensemble.realizations * cfg.ensemble.t_end), True
+    from app.sims.ssa.workload import workload
+
+    work = workload(cfg)
+    return cfg.ensemble.realizations * work.events_per_realization, work.measured
 
 
 def estimate_memory(cfg: SSAConfig, backend: str):
@@ -164,7 +202,6 @@ def check_before_run(cfg: SSAConfig, backend: str) -> None:
 
 def _resolve_sbml(cfg: SSAConfig, doc: Document) -> SSAConfig:
     """``cfg`` with its SBML path absolute (relative paths are from the config's folder)."""
-    from dataclasses import replace
     from pathlib import Path
 
     path = Path(cfg.sbml).expanduser()

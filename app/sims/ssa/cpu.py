@@ -68,6 +68,7 @@ class CpuEnsemble(EnsembleEngine):
         self._buf_base = np.full(realizations, np.uint64(2**63))
         self._buf = np.zeros((realizations, DRAW_BLOCK, 2), np.uint32)
         self.reactions_fired = 0
+        self._first_over = np.zeros(realizations)   # firing budget: see engine.over_budget
 
     # ---- tables ---------------------------------------------------------------------------
     def _reactant_tables(self) -> None:
@@ -151,7 +152,8 @@ class CpuEnsemble(EnsembleEngine):
                 break
             a = self.a[idx]
             check_propensities(self.net, a, idx, self.x[idx], self.t[idx], t_to,
-                               fired=self.reactions_fired / max(len(self.active), 1))
+                               fired=self.reactions_fired / max(len(self.active), 1),
+                               first_over=self._first_over)
             u1, u2 = self._uniforms(idx)
             a0 = a.sum(axis=1)
             with np.errstate(divide="ignore"):

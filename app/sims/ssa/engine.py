@@ -54,6 +54,9 @@ MAX_FIRINGS = 1e10
 # a sample time overstates the interval's work by orders of magnitude (decay-dimerization's
 # 1e7 at t = 0 "asks" for 1e11 firings over t = 1e4, then fires 4e5 in all)
 FIRINGS_BEFORE_LIMIT = 1e6
+# ... or, sooner, once its total propensity has grown this much since it first asked for too
+# many: counts that explode (a stoichiometry of 1e12) are told from a decay in a few firings
+BUDGET_GROWTH = 2.0
 
 
 def _state_text(species: tuple[str, ...], x: np.ndarray) -> str:
@@ -87,22 +90,39 @@ class TooManyFirings(RunStopped):
                          "(check the stoichiometries and rates); the run stopped there")
 
 
+def over_budget(work: np.ndarray, a0: np.ndarray, rows: np.ndarray, fired: float | None,
+                first_over: np.ndarray | None) -> np.ndarray:
+    """Mask of ``rows`` whose predicted ``work`` (firings or leaps to the interval's end) is above
+    MAX_FIRINGS and is trusted: the realizations have fired ``fired`` > FIRINGS_BEFORE_LIMIT
+    reactions each (``None``: no grace), or the row's total propensity ``a0`` has grown
+    BUDGET_GROWTH-fold since it first predicted too much. ``first_over`` (R,) keeps that first
+    total per realization (0 while under the limit) and is updated here."""
+    over = work > MAX_FIRINGS
+    trusted = np.full(over.shape, fired is None or fired > FIRINGS_BEFORE_LIMIT)
+    if first_over is not None:
+        seen = first_over[rows]
+        trusted |= (seen > 0) & (a0 >= BUDGET_GROWTH * seen)
+        first_over[rows] = np.where(over, np.where(seen > 0, seen, a0), 0.0)
+    return over & trusted
+
+
 def check_propensities(net, a: np.ndarray, rows: np.ndarray, x: np.ndarray, t: np.ndarray,
-                       t_to: float | None = None, fired: float | None = None) -> None:
-    """Raise :class:`BadPropensity` (or :class:`TooManyFirings` when ``t_to`` is given and the
-    realizations have fired ``fired`` > FIRINGS_BEFORE_LIMIT reactions each) for the first row
-    of ``a`` (n, M), realizations ``rows``, states ``x`` (n, >= S), times ``t``."""
+                       t_to: float | None = None, fired: float | None = None,
+                       first_over: np.ndarray | None = None) -> None:
+    """Raise :class:`BadPropensity` for the first row of ``a`` (n, M), realizations ``rows``,
+    states ``x`` (n, >= S), times ``t``; with ``t_to``, :class:`TooManyFirings` for the first row
+    :func:`over_budget` stops (``fired``, ``first_over`` as there)."""
     bad = ~((a >= 0.0) & (a < np.inf))
     if bad.any():
         k, j = np.argwhere(bad)[0]
         raise BadPropensity(net.reaction_names[j], float(a[k, j]), float(t[k]), net.species,
                             x[k, :net.n_species], int(rows[k]))
-    if t_to is not None and (fired is None or fired > FIRINGS_BEFORE_LIMIT):
-        work = a.sum(axis=1) * (t_to - t)
-        over = np.flatnonzero(work > MAX_FIRINGS)
+    if t_to is not None:
+        a0 = a.sum(axis=1)
+        over = np.flatnonzero(over_budget(a0 * (t_to - t), a0, rows, fired, first_over))
         if over.size:
             k = over[0]
-            raise TooManyFirings(float(a[k].sum()), float(t[k]), t_to, net.species,
+            raise TooManyFirings(float(a0[k]), float(t[k]), t_to, net.species,
                                  x[k, :net.n_species], int(rows[k]))
 
 

@@ -14,11 +14,14 @@ from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_c
 from app.sims.common.engine import (config_state, device_name, engine_part,
                                      engine_state, make_engine)
 from app.sims.common.simulation import Frame, Simulation, freeze
+from app.sims.common.steering import steering_from_state, steering_state
 from app.sims.ssa.config import SSAConfig, load_config
 from app.sims.ssa.engine import EnsembleEngine, IntervalStats, RunStopped, initial_stats
 from app.sims.ssa.stats import Histogram
 
 CPU_SLICE_SECONDS = 0.15
+PREVIEW_FRACTION = 16      # explore: a first look with 1/16 of the ensemble
+PREVIEW_MIN = 256
 
 
 @dataclass(frozen=True)
@@ -54,23 +57,31 @@ class SSASimulation(Simulation):
         self.times = cfg.sample_times()
         self.hist_idx = cfg.histogram_indices(self.net)
         self.snapshot_k = sorted({int(np.argmin(np.abs(self.times - t))) for t in ens.snapshot_times})
+        self.mode = "continue"         # steering: explore re-runs the ensemble on each change
+        self.previewing = False        # explore: the small ensemble runs before the full one
+        self._base = 0                 # steps of the ensembles run before this one (explore)
+        self._mid_interval = False     # some realizations are still inside a sample interval
+        self.wall = 0.0
+        self._steps = 64
         t0 = time.perf_counter()
-        self.engine = engine or _make_engine(cfg, self.net, backend, self.hist_idx)
+        self._start(engine or _make_engine(cfg, self.net, backend, self.hist_idx))
         self.setup_seconds = time.perf_counter() - t0
-        s, h, k = self.net.n_species, len(self.hist_idx), len(self.times)
+
+    def _start(self, engine: EnsembleEngine) -> None:
+        """Run ``engine`` from t = 0 (fresh statistics)."""
+        self.engine = engine
+        s, h, k, bins = self.net.n_species, len(self.hist_idx), len(self.times), self.cfg.ensemble.histogram_bins
         self.mean = np.zeros((k, s))
         self.var = np.zeros((k, s))
         self.hist_lo = np.zeros((k, h), np.int64)
         self.hist_width = np.ones((k, h), np.int64)
-        self.hist_counts = np.zeros((k, h, ens.histogram_bins), np.int64)
+        self.hist_counts = np.zeros((k, h, bins), np.int64)
         self.snapshots: dict[int, np.ndarray] = {}
         self.final: np.ndarray | None = None
         self.k = 0                     # samples recorded so far
         self.stopped: str | None = None
-        self.wall = 0.0
-        self._steps = 64
-        self._record(initial_stats(self.net, self.engine.realizations, self.hist_idx,
-                                   ens.histogram_bins, keep_states=0 in self.snapshot_k))
+        self._record(initial_stats(self.net, engine.realizations, self.hist_idx, bins,
+                                   keep_states=0 in self.snapshot_k))
 
     @classmethod
     def from_config(cls, cfg: SSAConfig, backend: str) -> "SSASimulation":
@@ -79,15 +90,36 @@ class SSASimulation(Simulation):
     # ---- the loop -----------------------------------------------------------------------
     @property
     def finished(self) -> bool:
-        return self.k >= len(self.times) or self.stopped is not None
+        return (self.k >= len(self.times) and not self.previewing) or self.stopped is not None
 
-    def advance(self) -> SSAFrame:
+    @property
+    def step(self) -> int:
+        """The sample the ensemble is at (explore: counting on over the re-runs)."""
+        return self._base + self.k - 1
+
+    @property
+    def at_boundary(self) -> bool:
+        return not self._mid_interval
+
+    @property
+    def sim_time(self) -> float:
+        return float(self.times[self.k - 1])
+
+    @property
+    def can_hand_over(self) -> bool:
+        return not self.previewing
+
+    def advance(self, until: int | None = None) -> SSAFrame:
+        """One sample interval at most (so never past a step ``until``)."""
+        if self.previewing and self.k >= len(self.times):     # the preview is done: the full ensemble
+            self._rerun(preview=False)
         if not self.finished:
             start = time.perf_counter()
             try:
                 done = self.engine.advance(float(self.times[self.k]), self._steps)
             except RunStopped as exc:     # an overflow, a bad propensity: stop with the last sample, say why
                 self.stopped, done = str(exc), False
+            self._mid_interval = not done and self.stopped is None
             elapsed = time.perf_counter() - start
             self.wall += elapsed
             if self.backend != "cuda":   # keep a CPU slice near CPU_SLICE_SECONDS
@@ -118,8 +150,9 @@ class SSASimulation(Simulation):
             progress=self.k / len(self.times), done=self.finished, wall_seconds=self.wall,
             throughput=rate, throughput_unit="reactions/s",
             status=self.stopped or (
-                f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}"
-                + ("" if self.finished else f" (running to {self.times[self.k]:.4g})") + ", "
+                ("explore, a first look: " if self.previewing else "")
+                + f"t = {self.times[k - 1]:.4g} of {self.times[-1]:.4g}"
+                + ("" if self.k >= len(self.times) else f" (running to {self.times[self.k]:.4g})") + ", "
                 f"{self.engine.realizations} realizations" + _compile_note(self.engine)),
             species=self.net.species, times=freeze(self.times[:k]), mean=freeze(self.mean[:k]),
             std=freeze(np.sqrt(self.var[:k])), hist_species=tuple(self.hist_idx),
@@ -129,23 +162,60 @@ class SSASimulation(Simulation):
             grid_index=None if self.net.grid_index is None else freeze(self.net.grid_index),
             final=None if self.final is None else freeze(self.final))
 
-    def update(self, changes: Mapping[str, Any]) -> None:
-        """Accepts ``{'rates': {reaction name or index: value}}`` between slices."""
-        unknown = set(changes) - {"rates"}
-        if unknown:
-            raise ConfigError(f"SSA accepts only 'rates' changes while running, not {sorted(unknown)}")
-        rates = self.net.rates.copy()
-        for key, value in changes.get("rates", {}).items():
-            j = key if isinstance(key, int) else self.net.reaction_names.index(key)
-            if not value >= 0:
-                raise ConfigError(f"rate of {key} must be >= 0, got {value}")
-            rates[j] = value
-        self.net = self.net.with_values(rates=rates)
-        self.engine.set_rates(rates)
+    # ---- steering ---------------------------------------------------------------------
+    def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
+        """``mode``, ``rates.<reaction>``, ``initial.<species>`` (see ``config.steerables``)."""
+        if key == "mode":
+            old, self.mode = self.mode, value
+            return old
+        old = self._set_value(key, value)
+        if self.mode == "explore":
+            self._rerun(preview=True)
+        elif key.startswith("rates."):
+            self.engine.set_rates(self.net.rates)
+        else:
+            i = self.net.species.index(key.partition(".")[2])
+            state = self.engine.state()
+            state["x"][:, i] = value
+            self.engine.restore(state)
+        return old
+
+    def _set_value(self, key: str, value: Any) -> Any:
+        """Put a steered rate or initial count into :attr:`net`; the value it replaced."""
+        kind, _, name = key.partition(".")
+        if kind == "rates":
+            j = self.net.reaction_names.index(name)
+            rates = self.net.rates.copy()
+            old, rates[j] = float(rates[j]), value
+            self.net = self.net.with_values(rates=rates)
+        else:
+            i = self.net.species.index(name)
+            x0 = self.net.x0.copy()
+            old, x0[i] = int(x0[i]), value
+            self.net = self.net.with_values(x0=x0)
+        return old
+
+    def _rerun(self, preview: bool) -> None:
+        """Explore: the ensemble again from t = 0 with :attr:`net`; with ``preview`` a small one
+        first (:data:`PREVIEW_FRACTION` of it), then the full one."""
+        full = self.cfg.ensemble.realizations
+        small = min(full, max(PREVIEW_MIN, full // PREVIEW_FRACTION))
+        self.previewing = preview and small < full
+        ens = self.cfg.ensemble
+        engine = make_ssa_engine(self.net, self.backend, small if self.previewing else full, ens.seed,
+                                 ens.algorithm, self.hist_idx, ens.histogram_bins, ens.epsilon)
+        self._base = self.step + 1
+        self.engine.close()
+        self._mid_interval = False
+        self._start(engine)
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {**config_state(self.cfg), "k": np.int64(self.k),
+        if self.previewing:
+            raise ConfigError("explore mode is showing its first look (a small ensemble); a "
+                              "checkpoint waits for the full ensemble")
+        return {**config_state(self.cfg), **steering_state(self.steered), "k": np.int64(self.k),
+                "step_base": np.int64(self._base), "mid_interval": np.bool_(self._mid_interval),
                 "wall": np.float64(self.wall), "mean": self.mean, "var": self.var,
                 "hist_lo": self.hist_lo, "hist_width": self.hist_width,
                 "hist_counts": self.hist_counts, **engine_state(self.engine)}
@@ -156,8 +226,16 @@ class SSASimulation(Simulation):
         cfg = checked_config(state, load_config, path)
         check_arrays(state, checkpoint_schema(cfg), path)
         sim = cls(cfg, backend)
+        sim.steered = steering_from_state(state)
+        for event in sim.steered:        # the network as steered (the engine has its own copy)
+            if event.key == "mode":
+                sim.mode = event.value
+            else:
+                sim._set_value(event.key, event.value)
         sim.engine.restore(engine_part(state))
         sim.k, sim.wall = int(state["k"]), float(state["wall"])
+        sim._base = int(state.get("step_base", 0))
+        sim._mid_interval = bool(state.get("mid_interval", False))
         for name in ("mean", "var", "hist_lo", "hist_width", "hist_counts"):
             getattr(sim, name)[...] = state[name]
         return sim
@@ -241,4 +319,6 @@ def checkpoint_schema(cfg: SSAConfig) -> list[ArraySpec]:
             ArraySpec("engine_t", "float", (r,), 0, float(cfg.sample_times()[-1])),
             ArraySpec("engine_active", "bool", (r,)), ArraySpec("engine_rates", "float", (m,), 0),
             ArraySpec("engine_events", "int", (r,), 0, 2**32 - 1, optional=True),
-            ArraySpec("engine_reactions_fired", "int", (), 0)]
+            ArraySpec("engine_reactions_fired", "int", (), 0),
+            ArraySpec("step_base", "int", (), 0, 2**62, optional=True),
+            ArraySpec("mid_interval", "bool", (), optional=True)]

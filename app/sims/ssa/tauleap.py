@@ -29,8 +29,8 @@ from numba import njit, prange, uint64
 
 from app.compute.jit import CACHE
 from app.compute.philox_numba import philox_words, unit_float64
-from app.sims.ssa.engine import (MAX_FIRINGS, BadPropensity, EnsembleEngine, IntervalStats,
-                                 TooManyFirings, host_stats)
+from app.sims.ssa.engine import (BUDGET_GROWTH, FIRINGS_BEFORE_LIMIT, MAX_FIRINGS, BadPropensity, EnsembleEngine,
+                                 IntervalStats, TooManyFirings, host_stats)
 from app.sims.ssa.model import Network
 
 N_CRITICAL = 10
@@ -155,10 +155,12 @@ def tau_prime(x, r, a, critical, change, hor, need, eps):
 
 @njit(cache=CACHE, error_model="numpy")
 def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_order, change,
-                 hor, need, eps, key_lo, key_hi, max_steps):
+                 hor, need, eps, key_lo, key_hi, max_steps, fired_before, first_over):
     """Leap (or SSA-step) realization ``r`` towards ``t_to``; (reactions fired, code): code 1
     reached t_to, 0 not yet, -1 a propensity that is not finite, -2 more than MAX_FIRINGS
-    leaps or firings needed to reach t_to (the realization stays at its state)."""
+    leaps or firings needed to reach t_to, trusted as :func:`app.sims.ssa.engine.over_budget`
+    trusts it (``fired_before`` firings so far, ``first_over[r]``); the realization stays at
+    its state."""
     m, s = change.shape[0], hor.shape[0]
     fired = 0
     for _ in range(max_steps):
@@ -188,7 +190,13 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
         taup = tau_prime(x, r, a, critical, change, hor, need, eps)
         # exact steps (a0 per unit time) or leaps of tau' (1 / tau' per unit time): hours of them
         if (a0 * left if taup < SSA_THRESHOLD / a0 else left / taup) > MAX_FIRINGS:
-            return fired, -2
+            if fired_before + fired > FIRINGS_BEFORE_LIMIT or (
+                    first_over[r] > 0.0 and a0 >= BUDGET_GROWTH * first_over[r]):
+                return fired, -2
+            if first_over[r] == 0.0:
+                first_over[r] = a0
+        else:
+            first_over[r] = 0.0
         if taup < SSA_THRESHOLD / a0:
             for _k in range(SSA_STEPS):       # exact steps, as the direct method takes them
                 w0, w1, _w2, _w3 = philox_words(key_lo, key_hi, draws[r], uint64(r))
@@ -273,14 +281,15 @@ def _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species, r_o
 
 @njit(parallel=True, nogil=True, cache=CACHE, error_model="numpy")
 def advance_all(x, a, critical, x_new, t, active, draws, fired, rates, r_species, r_order, change,
-                hor, need, eps, key_lo, key_hi, t_to, max_steps, stop):
+                hor, need, eps, key_lo, key_hi, t_to, max_steps, stop, first_over):
     """Every active realization towards ``t_to`` (inactive once there), over all cores;
     ``stop[r]`` gets :func:`_advance_one`'s negative codes."""
     for r in prange(x.shape[0]):
         if not active[r]:
             continue
         count, code = _advance_one(x, r, a, critical, x_new, t, t_to, draws, rates, r_species,
-                                   r_order, change, hor, need, eps, key_lo, key_hi, max_steps)
+                                   r_order, change, hor, need, eps, key_lo, key_hi, max_steps,
+                                   fired[r], first_over)
         fired[r] += count
         if code != 0:
             active[r] = False
@@ -360,6 +369,7 @@ class TauLeapEnsemble(LeapCheckpoint):
         self.draws = np.zeros(realizations, np.uint64)
         self._fired = np.zeros(realizations, np.int64)
         self._stop = np.zeros(realizations, np.int64)
+        self._first_over = np.zeros(realizations)   # firing budget: see engine.over_budget
         self._base_fired = 0
         seed64 = int(seed) & 0xFFFFFFFFFFFFFFFF
         self._key = (np.uint64(seed64 & 0xFFFFFFFF), np.uint64(seed64 >> 32))
@@ -372,7 +382,7 @@ class TauLeapEnsemble(LeapCheckpoint):
         advance_all(self.x, self.a, self.critical, self.x_new, self.t, self.active, self.draws,
                     self._fired, self.rates, self.r_species, self.r_order, self.change, self.hor,
                     self.need, float(self.epsilon), self._key[0], self._key[1], float(t_to),
-                    int(min(max_steps, 1 << 62)), self._stop)
+                    int(min(max_steps, 1 << 62)), self._stop, self._first_over)
         stop_leaping(self, np.flatnonzero(self._stop), self._stop, float(t_to))
         return self._interval_ended(t_to)
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from app.compute import philox
-from app.sims.ssa.engine import MAX_FIRINGS, IntervalStats, check_propensities, host_stats
+from app.sims.ssa.engine import IntervalStats, check_propensities, host_stats, over_budget
 from app.sims.ssa.model import Network
 from app.sims.ssa.tauleap import (DEFAULT_EPSILON, N_CRITICAL, POISSON_INVERSION_BELOW, SSA_STEPS, LeapCheckpoint,
                                   SSA_THRESHOLD, check_network, species_orders, stop_leaping)
@@ -38,6 +38,7 @@ class TauLeapReference(LeapCheckpoint):
         self.active = np.ones(realizations, bool)
         self.draws = np.zeros(realizations, np.uint64)
         self.reactions_fired = 0
+        self._first_over = np.zeros(realizations)   # firing budget: see engine.over_budget
 
     # ---- pieces ---------------------------------------------------------------------------
     def _propensities(self, rows: np.ndarray) -> np.ndarray:
@@ -216,7 +217,9 @@ class TauLeapReference(LeapCheckpoint):
             critical = self._critical(rows, a)
             taup = self._tau_prime(rows, a, critical)
             left = t_to - self.t[rows]
-            slow = np.where(taup < SSA_THRESHOLD / a0, a0 * left, left / taup) > MAX_FIRINGS
+            work = np.where(taup < SSA_THRESHOLD / a0, a0 * left, left / taup)
+            slow = over_budget(work, a0, rows, self.reactions_fired / max(self.realizations, 1),
+                               self._first_over)
             stop_leaping(self, rows[slow], np.full(self.realizations, -2), t_to)
             exact = taup < SSA_THRESHOLD / a0
             self._exact_steps(rows[exact], a[exact], t_to)

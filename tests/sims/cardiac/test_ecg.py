@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from app.sims.cardiac import fem
+from app.sims.cardiac import fem, shapes
 from app.sims.cardiac.ecg import Electrodes
 
 
@@ -29,7 +29,7 @@ def test_linear_field_matches_the_surface_integral_to_second_order():
     exact = g @ _box_flux(size, x0)
     errors = []
     for dx in (0.25, 0.125):
-        m = fem.fem_mesh(fem.structured_slab(*size, dx), fem.Tissue(0.1, 0.1, 0.1))
+        m = fem.fem_mesh(shapes.structured_slab(*size, dx), fem.Tissue(0.1, 0.1, 0.1))
         phi = Electrodes(m, [x0])(m.positions @ g)[0]
         errors.append(abs(phi - exact))
     assert errors[1] < 2e-3 * abs(exact)
@@ -37,14 +37,14 @@ def test_linear_field_matches_the_surface_integral_to_second_order():
 
 
 def test_time_series_and_refusals():
-    m = fem.fem_mesh(fem.structured_slab(1.0, 1.0, 1.0, 0.5), fem.Tissue(0.1, 0.1, 0.1))
+    m = fem.fem_mesh(shapes.structured_slab(1.0, 1.0, 1.0, 0.5), fem.Tissue(0.1, 0.1, 0.1))
     e = Electrodes(m, [[3, 0, 0], [0, 3, 0]])
     v = np.random.default_rng(1).normal(size=(5, m.n_cells))
     np.testing.assert_allclose(e(v), np.stack([e(row) for row in v]))
     np.testing.assert_allclose(e(np.ones(m.n_cells)), 0.0, atol=1e-12)   # a uniform V has no ECG
-    from app.sims.cardiac.mesh import sheet
-    with pytest.raises(ValueError, match="needs a mesh file"):
-        Electrodes(sheet(3, 3, 0.1), [[0, 0, 1]])
+    from app.sims.cardiac.mesh import single_cell
+    with pytest.raises(ValueError, match="needs a tissue of elements; this mesh is a single"):
+        Electrodes(single_cell(), [[0, 0, 1]])
 
 
 def test_a_run_records_the_ecg_at_its_electrodes(tmp_path):
@@ -54,7 +54,7 @@ def test_a_run_records_the_ecg_at_its_electrodes(tmp_path):
     from app.sims.cardiac.config import n_cells
 
     from .helpers import config, run
-    raw = fem.structured_sheet(21, 3, 0.1)
+    raw = shapes.grid_sheet(21, 3, 0.1)
     path = tmp_path / "strip.vtu"
     meshio.write(path, meshio.Mesh(raw.points, [("triangle", raw.elements)]))
     text = (f"mesh: {{kind: file, path: {path}, conductivity: {{along: 0.1, across: 0.1}}, "

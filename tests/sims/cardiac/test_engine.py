@@ -18,7 +18,7 @@ def test_planar_wave_velocity_converges_under_refinement():
 
 def test_sheet_wave_reaches_far_side_and_apd_is_measured():
     arrays, s = run("mesh: {kind: sheet, nx: 12, ny: 8, dx_mm: 0.2}\n"
-                    "protocol: {t_end: 330, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.1}}]}\n"
+                    "protocol: {t_end: 330, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.3}}]}\n"
                     "solver: {method: rlfe, dt: 0.05}\noutput: {random_probes: 5, dt_save: 1}\n")
     assert s["finished"] and s["steps_accepted"] == 6600 and s["steps_rejected"] == 0
     at = arrays["activation_time"]

@@ -5,7 +5,7 @@ flat strip."""
 import numpy as np
 import pytest
 
-from app.sims.cardiac import fem, mesh
+from app.sims.cardiac import fem, shapes
 from app.sims.cardiac.mesh_io import RawMesh, check_mesh
 
 ISO = fem.Tissue(0.1, 0.1, 0.1, 140.0, 0.01)
@@ -15,26 +15,30 @@ def _interior(points, lo, hi, margin=1e-6):
     return ((points > np.asarray(lo) + margin) & (points < np.asarray(hi) - margin)).all(axis=1)
 
 
-def test_triangulated_sheet_is_the_five_point_sheet_inside():
+def test_built_in_sheet_is_the_file_path_and_the_five_point_laplacian_inside():
     """Right triangles on a square grid with isotropic σ: P1 with lumped mass is the 5-point
-    Laplacian (the diagonals get weight 0) with D = σ/(χ Cm). On the edges the FE operator is
-    vertex-centred (half control volumes), the sheet cell-centred, so only interior rows match."""
+    Laplacian inside (the diagonals get weight 0) with D = σ/(χ Cm); the built-in sheet is the
+    same operator per unit D (one path), on the edges too (vertex-centred no-flux rows)."""
     nx, ny, dx = 7, 5, 0.3
-    fe = fem.fem_mesh(check_mesh(fem.structured_sheet(nx, ny, dx)), ISO)
-    ref = mesh.sheet(nx, ny, dx)
-    assert fe.width == 4 and fe.weights_carry_D
-    a, b = fe.matrix(1.0), ref.matrix(ISO.diffusivity(0.1))
+    fe = fem.fem_mesh(check_mesh(shapes.grid_sheet(nx, ny, dx)), ISO)
+    built_in = shapes.sheet(nx, ny, dx)
+    D = ISO.diffusivity(0.1)
+    assert fe.width == built_in.width == 4 and fe.weights_carry_D and not built_in.weights_carry_D
+    a = fe.matrix(1.0)
+    np.testing.assert_allclose(built_in.matrix(D), a, atol=1e-12 * np.abs(a).max())
     iy, ix = np.divmod(np.arange(nx * ny), nx)
-    inner = (ix > 0) & (ix < nx - 1) & (iy > 0) & (iy < ny - 1)
-    np.testing.assert_allclose(a[inner], b[inner], atol=1e-12 * np.abs(b).max())
-    assert np.abs(a[~inner] - b[~inner]).max() > 0.1 * np.abs(b).max()   # the boundary rows differ
+    for k in np.flatnonzero((ix > 0) & (ix < nx - 1) & (iy > 0) & (iy < ny - 1)):
+        five = np.zeros(nx * ny)
+        five[[k - 1, k + 1, k - nx, k + nx]] = D / dx ** 2
+        five[k] = -4 * D / dx ** 2
+        np.testing.assert_allclose(a[k], five, atol=1e-12 * np.abs(a).max())
 
 
 def test_slab_operator_is_exact_on_quadratics_along_and_across_fibres():
     """Fibres along x, sheets along y on a Kuhn-cut box: L(x²) = 2 D_l, L(y²) = 2 D_t,
     L(z²) = 2 D_n (z the sheet normal) inside (P1 lumped on this mesh is the 7-point stencil), L(1) = 0 everywhere."""
     t = fem.Tissue(0.3, 0.05, 0.02, 140.0, 0.01)
-    raw = fem.structured_slab(3.0, 2.0, 1.5, 0.25)
+    raw = shapes.structured_slab(3.0, 2.0, 1.5, 0.25)
     m = fem.fem_mesh(raw, t)
     inner = _interior(raw.points, (0, 0, 0), (3.0, 2.0, 1.5))
     for axis, sigma in enumerate((t.sigma_l, t.sigma_t, t.sigma_n)):
@@ -51,7 +55,7 @@ def test_rotated_fibres_on_a_surface():
     f, g = np.array([np.cos(th), np.sin(th), 0.0]), np.array([-np.sin(th), np.cos(th), 0.0])
     t = fem.Tissue(0.3, 0.05, 0.05, 140.0, 0.01)
     n, dx = 41, 0.05
-    raw = check_mesh(fem.structured_sheet(n, n, dx, fibre=f))
+    raw = check_mesh(shapes.grid_sheet(n, n, dx, fibre=f))
     m = fem.fem_mesh(raw, t)
     inner = _interior(raw.points[:, :2], (0, 0), ((n - 1) * dx, (n - 1) * dx))
     p = raw.points
@@ -63,7 +67,7 @@ def test_rotated_fibres_on_a_surface():
 
 
 def test_fibres_normal_to_the_surface_are_refused_when_anisotropic():
-    raw = fem.structured_sheet(3, 3, 1.0, fibre=(0.0, 0.0, 1.0))
+    raw = shapes.grid_sheet(3, 3, 1.0, fibre=(0.0, 0.0, 1.0))
     with pytest.raises(ValueError, match="<sheet>: element 0: the fibre"):
         check_mesh(raw)
 
@@ -71,12 +75,11 @@ def test_fibres_normal_to_the_surface_are_refused_when_anisotropic():
 def test_stable_step_bounds_the_spectrum_within_a_factor_two():
     """Gershgorin: the spectral radius ρ ≤ 2·max_k Σ_j |w_kj| = 2/stable_dt, so forward Euler
     at stable_dt is stable; and for these M-matrices ρ ≥ max_k Σ_j w_kj (a Rayleigh quotient),
-    so the step is at most twice too cautious. The 5-point sheet's limit is dx²/(4D) (corner
-    nodes of the FE sheet carry a sixth of a square and so a shorter one)."""
-    fe = fem.fem_mesh(check_mesh(fem.structured_sheet(12, 9, 0.2)), ISO)
-    five = mesh.sheet(12, 9, 0.2)
+    so the step is at most twice too cautious. Inside, the 5-point limit is dx²/(4D); the two
+    corners that hold one triangle carry a sixth of a square, so the limit is dx²/(6D)."""
+    fe = fem.fem_mesh(check_mesh(shapes.grid_sheet(12, 9, 0.2)), ISO)
     D = ISO.diffusivity(0.1)
-    assert 1.0 / (np.abs(five.inv_d2).sum(axis=1).max() * D) == pytest.approx(0.2 ** 2 / (4 * D))
+    assert fem.stable_dt(fe) == pytest.approx(0.2 ** 2 / (6 * D))
     rho = np.abs(np.linalg.eigvals(fe.matrix(1.0)).real).max()
     dt = fem.stable_dt(fe)
     assert 1.0 / dt <= rho <= 2.0 / dt * (1 + 1e-9)
@@ -144,7 +147,7 @@ def _strip(nx, ny, dx, dy):
 def _tagged_strip(tmp_path):
     """A 3 mm strip, dx 0.1: elements with centroid x in [1.2, 1.8] mm carry tag 2, others 1."""
     import meshio
-    raw = fem.structured_sheet(31, 4, 0.1)
+    raw = shapes.grid_sheet(31, 4, 0.1)
     cx = raw.points[raw.elements][:, :, 0].mean(axis=1)
     tags = np.where((cx > 1.2) & (cx < 1.8), 2, 1)
     path = tmp_path / "strip.vtu"
@@ -182,3 +185,23 @@ def test_a_wave_stops_at_a_scar_tag(tmp_path):
     x = np.tile(np.arange(31) * 0.1, 4)
     assert np.isfinite(healthy).all()
     assert np.isfinite(scarred[x < 1.1]).all() and np.isnan(scarred[x > 1.9]).all()
+
+
+def test_an_s1_s2_protocol_on_a_file_mesh_gives_two_waves(tmp_path):
+    """S1 and, once the strip has recovered, S2 at the same end of a VTU strip (the CLI's
+    path): every node fires twice, the second wave later by about the coupling interval."""
+    import meshio
+
+    from .helpers import run
+    raw = shapes.grid_sheet(21, 3, 0.1)
+    path = tmp_path / "strip.vtu"
+    meshio.write(path, meshio.Mesh(raw.points, [("triangle", raw.elements)]))
+    arrays, summary = run(
+        f"mesh: {{kind: file, path: {path}, conductivity: {{along: 0.1, across: 0.1}}}}\n"
+        "protocol: {t_end: 420, stimuli: [{name: S1, start: 1, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}},"
+        " {name: S2, start: 400, duration: 2, amplitude: -60, region: {kind: rect, x1: 0.25}}]}\n"
+        "solver: {method: rlfe, dt: 0.02, precision: float64}\noutput: {random_probes: 0, probe_cells: [0], dt_save: 1.0}\n")
+    first, last = arrays["activation_time"], arrays["activation_last"]
+    assert summary["finished"] and np.isfinite(first).all() and np.isfinite(last).all()
+    assert first.max() < 20.0 and np.all(last > 400.0) and np.all(last < 420.0)
+    np.testing.assert_allclose(last - first, 399.0, atol=3.0)       # the same conduction, S2 − S1 later

@@ -4,7 +4,7 @@ naming the file and the element, quality figures, the config path."""
 import numpy as np
 import pytest
 
-from app.sims.cardiac import fem, mesh_io
+from app.sims.cardiac import fem, mesh_io, shapes
 from app.sims.cardiac.mesh_io import MeshFileError, RawMesh, check_mesh, quality, read_mesh
 
 meshio = pytest.importorskip("meshio")
@@ -32,7 +32,7 @@ def _write_opencarp(base, raw: RawMesh, um=True, header=True):
 
 
 def _slab():
-    raw = fem.structured_slab(2.0, 1.0, 1.0, 0.5)
+    raw = shapes.structured_slab(2.0, 1.0, 1.0, 0.5)
     return RawMesh(raw.path, raw.points, raw.elements, raw.fibres, raw.sheets,
                    np.arange(len(raw.elements)) % 3)
 
@@ -84,7 +84,7 @@ def test_all_inverted_tetrahedra_are_reoriented_one_is_refused():
      r"m.ply: element 8 \(\[0, 1, 9\]\) is degenerate"),
 ])
 def test_bad_surfaces_are_refused_naming_file_and_element(change, message):
-    raw = fem.structured_sheet(3, 3, 1.0)
+    raw = shapes.grid_sheet(3, 3, 1.0)
     pts, el = change(raw.points, raw.elements)
     with pytest.raises(MeshFileError, match=message):
         check_mesh(RawMesh("m.ply", pts, el))
@@ -124,7 +124,7 @@ def test_opencarp_header_and_count_mismatch(tmp_path):
 def test_file_mesh_config_resolves_the_path_and_refuses_an_unstable_step(tmp_path):
     from app.sims.cardiac.config import load_config
     from app.sims.common.config import ConfigError, load_yaml
-    raw = fem.structured_sheet(6, 4, 0.2)
+    raw = shapes.grid_sheet(6, 4, 0.2)
     meshio.write(tmp_path / "sheet.vtu", meshio.Mesh(raw.points, [("triangle", raw.elements)]))
     cfg_path = tmp_path / "run.yaml"
     cfg_path.write_text("domain: cardiac\nmesh: {kind: file, path: sheet.vtu, conductivity: {along: 0.1, "

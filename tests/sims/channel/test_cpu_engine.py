@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 
+from app.sims.channel.config import steerables
+from app.sims.common.steering import by_key, check_change
+
 from app.sims.channel import cpu, ga
 from app.sims.channel.data import load_abf, load_csv, save_csv_traces, surrogate
 from app.sims.channel.numerics import expm, steady_state
@@ -159,18 +162,36 @@ def test_checkpoint_resume_continues_identically():
     assert second.best_history == pytest.approx(whole.best_history)
 
 
+def test_the_first_frame_is_the_scored_initial_population_and_a_restore_before_it_agrees():
+    """The GA's first advance scores generation 0 (the run's first frame comes without a
+    generation of breeding first); a state taken before it restores to the same run."""
+    cfg = preset("model-a-surrogate", dt=5.0, population=32, generations=3)
+    sim = ChannelSimulation(cfg, "cpu-reference")
+    assert sim.best_history == [] and sim.evaluations == 0
+    early = ChannelSimulation.restore(sim.state(), "cpu-reference")
+    frame = sim.advance()
+    assert frame.generation == 0 and sim.evaluations == 32 and len(sim.best_history) == 1
+    while not sim.finished:
+        sim.advance()
+    while not early.finished:
+        early.advance()
+    assert early.best_history == sim.best_history and early.generation == sim.generation == 3
+
+
 def test_settings_change_between_generations():
     sim = ChannelSimulation(preset("model-a-surrogate", dt=5.0, population=32, generations=5), "cpu")
     sim.advance()
-    sim.update({"crossover": 0.9, "generations": 3})
+    sim.steer("ga.crossover", 0.9)
+    sim.steer("ga.generations", 3)
     assert sim.settings.crossover == 0.9
     while not sim.finished:
         sim.advance()
     assert sim.generation == 3
+    specs = by_key(steerables(sim.cfg))
     with pytest.raises(ConfigError, match="valid range"):
-        sim.update({"mutation": 2.0})
-    with pytest.raises(ConfigError, match="population cannot change"):
-        sim.update({"population": 64})
+        check_change(specs, "ga.mutation", 2.0)
+    with pytest.raises(ConfigError, match="'ga.population' needs a restart"):
+        check_change(specs, "ga.population", 64)
 
 
 @pytest.mark.slow

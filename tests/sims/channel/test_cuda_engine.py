@@ -21,6 +21,11 @@ def test_scores_match_cpu_on_random_individuals(name):
     rng = np.random.default_rng()
     population = m.lower + rng.uniform(size=(256, m.n_params)) * (m.upper - m.lower)
     population = population.astype(np.float32).astype(np.float64)   # the values the GPU holds
+    assert_scores_match_cpu(m, protocol, population, target)
+
+
+def assert_scores_match_cpu(m, protocol, population, target):
+    """The device scores of ``population`` within float32 propagation of the float64 CPU engine's."""
     engine = CudaGA(m, protocol, target, len(population), seed=1)
     engine.restore({"population": population})
     gpu = engine.evaluate()
@@ -209,3 +214,20 @@ def test_device_median_with_ties_and_far_neighbours():
         engine.set_scores(scores)
         assert engine.median() == np.median(np.asarray(scores, np.float32).astype(np.float64))
     engine.close()
+
+
+def test_two_open_states_take_the_general_residual():
+    """A model with two conducting states scores by the general current (w0 + w.P) where the
+    one-open-state models take one FMA: against the float64 CPU engine on random individuals."""
+    from app.sims.channel.model import ChannelSpec, ParameterSpec, compile_model
+    cfg = preset("00-model-b-surrogate")
+    b, protocol = cfg.model_(), cfg.protocol()
+    m = compile_model(ChannelSpec(
+        states=["C", "O1", "O2"], open_states=["O1", "O2"],
+        parameters=[ParameterSpec(n, float(lo), float(hi)) for n, lo, hi in zip(b.param_names, b.lower, b.upper)],
+        rates=["k12 = a12*exp(z12*v)", "k21 = a21*exp(-z21*v)", "k23 = a23*exp(z23*v)", "k32 = a32*exp(-z32*v)"]))
+    rng = np.random.default_rng()
+    population = m.lower + rng.uniform(size=(256, m.n_params)) * (m.upper - m.lower)
+    population = population.astype(np.float32).astype(np.float64)
+    target = cpu.simulate(m, protocol, population[:1])[0] + rng.normal(0, 1, protocol.n_points)
+    assert_scores_match_cpu(m, protocol, population, target)

@@ -105,7 +105,7 @@ def test_bad_overrides(override, tmp_path, capsys):
     assert not (tmp_path / "out" / "results.npz").exists()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(["ensemble.t_end", "model.parameters.k",
                             "ensemble.seed", "model.species.X", "model.parameters.g"]),
        # magnitudes a run finishes in milliseconds at (huge valid rates are a run-time question,

@@ -335,7 +335,7 @@ def test_generated_values_load_or_are_refused_never_a_traceback(domain, monkeypa
                        st.text(max_size=8), st.lists(st.integers(-5, 5), max_size=3), st.booleans(),
                        st.none())
 
-    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(derandomize=True, max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(key=st.sampled_from(keys), value=values)
     def check(key, value):
         try:

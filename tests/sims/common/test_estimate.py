@@ -23,8 +23,8 @@ def test_sizes_and_seeds_keep_the_class_and_a_model_changes_it():
 
 def test_a_rate_of_one_model_is_never_used_for_another():
     dimer = _cfg("ssa", "00-decay-dimerization.yaml")
-    other = _cfg("ssa", "birth-death.yaml")
-    rates = {rate_key("ssa", other, "cpu"): 1e9}          # a tiny run of another model
+    other = _cfg("ssa", "birth-death.yaml", "model.parameters.k=11.0")   # no shipped rate
+    rates = {rate_key("ssa", other, "cpu"): 1e12}         # a tiny run of another model (events/s)
     low, high = estimate_range("ssa", dimer, "cpu", rates)
     assert low > 0.01                                      # the shipped rate of its own class
     assert estimate_range("ssa", other, "cpu", {}) is None  # never measured: no estimate

@@ -32,7 +32,7 @@ def test_channel_run_exports_to_neuroml_and_nwb(channel_run, capsys):
     assert main(["export", str(channel_run), "--to", "nwb", "-o", str(channel_run / "fit.nwb")]) == 0
     out = capsys.readouterr().out
     assert "fit/export/fit.nml" in out and "fit.nwb" in out and "valid" not in out
-    assert b"<ionChannelKS" in (channel_run / "export" / "fit.nml").read_bytes()
+    assert b"<ionChannelHH" in (channel_run / "export" / "fit.nml").read_bytes()     # model A: one gate
     from app.sims.channel.recordings import read_nwb
     rec = read_nwb(channel_run / "fit.nwb")
     assert np.isfinite(rec.currents).all() and rec.currents.shape[0] > 1
@@ -41,5 +41,7 @@ def test_channel_run_exports_to_neuroml_and_nwb(channel_run, capsys):
 def test_formats_a_domain_does_not_write_are_refused_by_name(channel_run, tmp_path, capsys):
     with pytest.raises(ConfigError, match="cannot be exported to cellml; this domain exports to: neuroml, nwb"):
         export_run(channel_run, "cellml")
+    with pytest.raises(ConfigError, match="--epoch: a .* run's neuroml export has no epochs to choose"):
+        export_run(channel_run, "neuroml", epoch=1)
     assert main(["export", str(tmp_path), "--to", "nwb"]) == 2
     assert "not a run folder (no config.yaml)" in capsys.readouterr().err

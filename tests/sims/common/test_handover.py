@@ -32,6 +32,12 @@ class ReadyAfter:
     def mark_ready(self, domain, seconds):
         pass
 
+    def hold(self, domain):
+        pass
+
+    def release(self, domain):
+        pass
+
 
 @pytest.mark.parametrize("domain_name,preset,overrides", [
     ("ssa", "birth-death.yaml", ["ensemble.realizations=64", "ensemble.samples=201"]),

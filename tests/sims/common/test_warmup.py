@@ -78,3 +78,23 @@ def test_preparing_says_stage_and_seconds():
     text = prep.describe()
     assert text.startswith("preparing the compiled engine: stage 1 of 2 (compiling), ")
     assert text.endswith(" s")
+
+
+def test_a_held_domain_loads_in_process_only_once_released(monkeypatch):
+    """A run waiting for its first frame holds the in-process stage (numba's import and cache
+    load would share the GIL with the reference engine's first slice)."""
+    import threading
+
+    compiled, loads = threading.Event(), []
+    monkeypatch.setattr(CompileService, "_helper", lambda self, domain, rebuild: (compiled.set(), (0, ""))[1])
+    monkeypatch.setattr(warmup, "warm_in_process", lambda domain: loads.append(domain) or 0.0)
+    service = CompileService(helper=True)
+    try:
+        service.hold("ssa")
+        assert service.request("ssa").state == "preparing"
+        assert compiled.wait(60)                               # stage 1 ran while held
+        assert service.wait("ssa", timeout=0.5).state == "preparing" and not loads
+        service.release("ssa")
+        assert service.wait("ssa", timeout=60).state == "ready" and loads == ["ssa"]
+    finally:
+        service.shutdown()

@@ -6,6 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from app.sims.common.steering import by_key, check_change
+from app.sims.epidermis.config import steerables
+
 from app.cli import main
 from app.sims.common.config import ConfigError
 from app.sims.common.session import load_checkpoint
@@ -112,7 +115,8 @@ def test_live_changes_between_slices():
     sim = EpidermisSimulation.from_config(config(**SMALL), "cpu")
     sim.advance()
     before = sim.engine.state()
-    sim.update({"growth": {"interval": 25}, "mechanics.wall_stiffness": 7.0, "run": {"steps": 200}})
+    for key, value in {"growth.interval": 25, "mechanics.wall_stiffness": 7.0, "run.steps": 200}.items():
+        sim.steer(key, value)
     assert sim.cfg.growth.interval == 25 and sim.cfg.mechanics.wall_stiffness == 7.0
     assert sim.engine.cfg.growth.interval == 25 and sim.cfg.run.steps == 200
     after = sim.engine.state()
@@ -120,10 +124,11 @@ def test_live_changes_between_slices():
         np.testing.assert_array_equal(before[key], after[key])
     run_all(sim)
     assert sim.step == 200
-    with pytest.raises(ConfigError, match="tissue.cells"):
-        sim.update({"tissue": {"cells": 9}})
-    with pytest.raises(ConfigError, match=r"<changes>:\d+: growth.interval"):
-        sim.update({"growth.interval": 0})
+    specs = by_key(steerables(sim.cfg))
+    with pytest.raises(ConfigError, match="'tissue.cells' needs a restart"):
+        check_change(specs, "tissue.cells", 9)
+    with pytest.raises(ConfigError, match=r"'growth.interval' = 0 is out of range"):
+        check_change(specs, "growth.interval", 0)
 
 
 def test_frames_colour_the_elements():

@@ -75,7 +75,7 @@ def test_checkpoint_and_resume_give_the_same_continuation(tmp_path):
     a, _ = whole.results()
     b, _ = second.results()
     for key in ("spike_times", "spike_neurons", "final_radius", "final_W", "final_W_pre",
-                "epoch_mean_radius", "epoch_synapses", "epoch_mean_rate"):
+                "epoch_mean_radius", "epoch_synapses", "epoch_mean_rate", "epoch_radius"):
         assert np.array_equal(a[key], b[key]), key
 
 
@@ -96,6 +96,11 @@ def test_checkpoint_every_epoch_and_resume_after_a_crash(tmp_path):
     b, _ = resumed.results()
     assert np.array_equal(a["spike_times"], b["spike_times"])
     assert np.array_equal(a["final_W"], b["final_W"])
+    assert np.array_equal(a["epoch_radius"], b["epoch_radius"])       # every epoch's radii kept
+    old = dict(load_checkpoint(ckpt))
+    del old["epoch_radius"]                   # a checkpoint written before radii were kept per epoch
+    partial = NetworkSimulation.restore(old, "cpu")
+    assert np.isnan(partial._epoch_radius()).all() and partial._epoch_radius().shape == (old["epoch"], cfg.n_neurons)
 
 
 def test_cli_run_writes_results(tmp_path, capsys):

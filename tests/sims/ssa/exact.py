@@ -96,7 +96,8 @@ def run_engine(name: str, backend: str, realizations: int, seed: int, scale: dic
     cfg = replace(cfg, ensemble=replace(cfg.ensemble, snapshot_times=list(times)))
     sim = SSASimulation.from_config(cfg, backend)
     if scale:
-        sim.update({"rates": {j: float(sim.net.rates[j]) * f for j, f in scale.items()}})
+        for j, f in scale.items():
+            sim.steer(f"rates.{sim.net.reaction_names[j]}", float(sim.net.rates[j]) * f)
     while not sim.finished:
         sim.advance()
     sim.close()

@@ -84,7 +84,9 @@ def test_checkpoint_resume_continues_identically():
 def test_rate_change_between_slices():
     sim = SSASimulation.from_config(config(DECAY, seed=1), "cpu")
     sim.advance()
-    sim.update({"rates": {0: 0.0}})
+    while not sim.at_boundary:
+        sim.advance()
+    sim.steer(f"rates.{sim.net.reaction_names[0]}", 0.0)
     before = sim.engine.states().copy()
     while not sim.finished:
         sim.advance()

@@ -39,7 +39,7 @@ def call(f: str, arg: str = "<ci>x</ci>") -> str:
     return f"<apply><ci>{f}</ci>{arg}</apply>"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(derandomize=True, max_examples=40, deadline=None)
 @given(length=st.integers(1, 12), extra=st.integers(0, 4), entry=st.integers(0, 11))
 def test_generated_function_cycles_are_refused(length, extra, entry):
     """f0 -> f1 -> ... -> f(length-1) -> f0, plus functions outside the cycle."""
@@ -61,7 +61,7 @@ def test_function_cycle_through_the_reader(tmp_path, length):
     assert str(path) in str(info.value)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(derandomize=True, max_examples=20, deadline=None)
 @given(length=st.integers(1, 8))
 def test_function_chains_without_cycle_import(length):
     """f0 -> f1 -> ... -> f(length-1) -> x * 0.5: expanded and imported as mass action."""
@@ -85,7 +85,7 @@ def test_deep_math_is_refused_before_libsbml(tmp_path, depth):
     assert time.perf_counter() - start < 10 and str(path) in str(info.value) and info.value.line
 
 
-@settings(max_examples=30, deadline=None)
+@settings(derandomize=True, max_examples=30, deadline=None)
 @given(depth=st.integers(0, 400))
 def test_generated_depths(depth):
     text = sbml(reactions=law("r1", f"<apply><times/><cn>0.5</cn>{nested(depth)}</apply>"))

@@ -1,0 +1,110 @@
+"""``python -m app bench cardiac --mesh``: a generated ventricle-like tetrahedral shell of about
+10^6 nodes (:func:`~app.sims.cardiac.shapes.ventricle_shell`, rotating fibres, anisotropic σ),
+written as a VTU and run through the ``mesh: {kind: file}`` path like a user's mesh: the CRN
+model with Rush–Larsen forward Euler (dt 0.02 ms, voltage lookup tables, float32), timed after
+a warm-up that compiles; the real-time factor (simulated ms per wall ms) and the memory-traffic
+floor of one step.
+
+Floor, per node per step (the fused RLFE kernel): the states read and written (2 × S × 4 B),
+the padded operator row (K neighbour indices and K weights, 8·K B), the neighbours' V (mostly
+cache hits: counted once, 4 B) and the activation bookkeeping (~32 B)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from app.compute.device import backend_context, cuda_status, resolve_backend
+from app.sims.common.bench_record import save_bench
+
+NODES, QUICK_NODES = 1_000_000, 20_000
+T_END, QUICK_T_END = 100.0, 5.0
+DT = 0.02
+STIM_RADIUS_MM = 3.0           # the stimulus: nodes within this of the lowest node (near the apex)
+# nominal memory bandwidth (bytes/s) of the cards the floor is stated for
+BANDWIDTH = {"H100 80GB HBM3": 3.35e12, "H100 PCIe": 2.0e12, "H200": 4.8e12}
+CONFIG = """domain: cardiac
+name: ventricle-like shell, {nodes} nodes
+mesh: {{kind: file, path: {path}, conductivity: {{along: 0.34, across: 0.06, sheet: 0.06}}}}
+protocol: {{t_end: {t_end:g}, stimuli: [{{start: 1, duration: 2, amplitude: -80,
+  region: {{kind: cells, cells: {cells}}}}}]}}
+solver: {{method: rlfe, dt: {dt:g}, precision: float32, lookup_tables: true}}
+output: {{random_probes: 10, dt_save: 1.0, snapshot_interval: {t_end:g}, singularity_delay: 0}}
+"""
+
+
+def floor_bytes(n_states: int, width: int) -> int:
+    """Bytes per node per step the fused RLFE step must move at least (module docstring)."""
+    return 2 * n_states * 4 + 8 * width + 4 + 32
+
+
+def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
+    import meshio
+
+    from app.sims.cardiac.shapes import ventricle_shell
+    raw = ventricle_shell(nodes)
+    path = folder / "ventricle.vtu"
+    meshio.write(path, meshio.Mesh(raw.points, [("tetra", raw.elements)],
+                                   cell_data={"fibres": [raw.fibres], "sheets": [raw.sheets]}), binary=True)
+    return path, raw.points
+
+
+def config_for(path: Path, points: np.ndarray, t_end: float):
+    from app.sims.cardiac.config import load_config
+    from app.sims.common.config import parse_yaml
+    apex = points[np.argmin(points[:, 2])]
+    cells = np.flatnonzero(np.linalg.norm(points - apex, axis=1) <= STIM_RADIUS_MM).tolist()
+    text = CONFIG.format(nodes=len(points), path=path, t_end=t_end, dt=DT, cells=cells)
+    return load_config(parse_yaml(text, str(path.with_suffix(".yaml"))))
+
+
+def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False,
+         nodes: int | None = None) -> int:
+    from dataclasses import replace
+
+    from app.sims.cardiac.bench import run_once
+    from app.sims.cardiac.fem import settings_report
+    from app.sims.cardiac.model import config_model
+    resolved, reason = resolve_backend(backend)
+    nodes = nodes or (QUICK_NODES if quick else NODES)
+    t_end = QUICK_T_END if quick else T_END
+    print(f"# cardiac mesh benchmark: ventricle-like shell, about {nodes:,} nodes, CRN, RLFE dt {DT:g} ms, "
+          f"{t_end:g} ms\n# {reason}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp, backend_context(resolved):
+        t0 = time.perf_counter()
+        path, points = write_shell(Path(tmp), nodes)
+        cfg = config_for(path, points, t_end)
+        made = time.perf_counter() - t0
+        warm = replace(cfg, protocol=replace(cfg.protocol, t_end=2 * DT))
+        t1 = time.perf_counter()
+        _, warm_summary = run_once(warm, resolved)          # reads and assembles the mesh, compiles
+        setup = time.perf_counter() - t1
+        arrays, summary = run_once(cfg, resolved)
+        mesh, quality = settings_report(cfg.mesh)
+    n_states = config_model(cfg.model).n_states
+    steps, wall = summary["steps_accepted"], summary["wall_seconds"]
+    per_node = floor_bytes(n_states, mesh.width)
+    moved = per_node * mesh.n_cells * steps
+    device = cuda_status().devices[0].name if resolved == "cuda" else "cpu"
+    nominal = next((bw for name, bw in BANDWIDTH.items() if name in device), None)
+    act = arrays["activation_time"]
+    result = {
+        "device": device, "backend": resolved, "nodes": mesh.n_cells, "elements": int(quality["elements"]),
+        "neighbour_width": mesh.width, "states": n_states, "dt_ms": DT, "t_end_ms": t_end, "steps": steps,
+        "wall_seconds": wall, "real_time_factor": t_end / (wall * 1e3),
+        "floor_bytes_per_node_step": per_node, "effective_bandwidth_GBps": moved / wall / 1e9,
+        "floor_seconds": moved / nominal if nominal else None, "nominal_bandwidth_GBps": nominal and nominal / 1e9,
+        "mesh_seconds": made, "setup_seconds": setup, "activated_fraction": float(np.isfinite(act).mean()),
+        "mesh_quality": quality, "finished": summary["finished"], "warm_up_steps": warm_summary["steps_accepted"]}
+    print(f"{mesh.n_cells:,} nodes, {result['elements']:,} tetrahedra, width {mesh.width}, {n_states} states; "
+          f"{steps} steps in {wall:.2f} s: {result['real_time_factor']:.3g}x real time; floor "
+          f"{per_node} B/node/step, {result['effective_bandwidth_GBps']:.0f} GB/s moved"
+          + (f" ({moved / nominal:.3f} s at {nominal / 1e9:.0f} GB/s)" if nominal else "")
+          + f"; {result['activated_fraction']:.1%} of nodes activated; mesh {made:.1f} s, setup {setup:.1f} s",
+          flush=True)
+    out = save_bench("cardiac-mesh", result, out_dir)
+    print(f"\nwrote {out}")
+    return 0

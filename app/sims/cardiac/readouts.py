@@ -1,0 +1,151 @@
+"""What a tissue run is read as, on any mesh of elements: phase singularities (rotor cores),
+conduction-velocity vectors and repolarisation maps; and a VTU time series for ParaView
+(:mod:`.export_vtu` writes a run folder's).
+
+Phase: θ = atan2(V(t−τ) − v_mid, V(t) − v_mid), a time-delay embedding (Gray et al. 1998; τ
+about a quarter of the rotation period): resting tissue sits at one phase and every phase occurs
+once around the tip of a rotating wave. Around each triangle (of a surface, or each face of a
+tetrahedron) the wrapped phase differences sum to 2π·charge; charge ±1 marks a phase
+singularity (on a volume: where a filament pierces the face). A broken wavefront's free end is
+one too, so a singularity proves re-entry only once a non-re-entrant wave would have left.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from app.sims.cardiac.fem import face_keys, shape_gradients
+from app.sims.cardiac.mesh import Mesh
+
+V_MID = -40.0           # mV: the embedding's centre, between rest and plateau
+
+
+def phase(v_now: np.ndarray, v_before: np.ndarray, v_mid: float = V_MID) -> np.ndarray:
+    return np.arctan2(np.asarray(v_before, float) - v_mid, np.asarray(v_now, float) - v_mid)
+
+
+def wrap(a: np.ndarray) -> np.ndarray:
+    return (a + np.pi) % (2 * np.pi) - np.pi
+
+
+def loops(mesh: Mesh) -> np.ndarray:
+    """The triangles whose phase winding is counted: a surface's elements, a volume's faces
+    (each once), none for cables and single cells."""
+    el = mesh.elements
+    if el is None or el.shape[1] < 3:
+        return np.zeros((0, 3), np.int64)
+    if el.shape[1] == 3:
+        return el
+    faces = np.concatenate([el[:, [1, 2, 3]], el[:, [0, 2, 3]], el[:, [0, 1, 3]], el[:, [0, 1, 2]]])
+    return faces[np.unique(face_keys(faces, mesh.n_cells), return_index=True)[1]]
+
+
+def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta``."""
+    a, b, c = theta[triangles[:, 0]], theta[triangles[:, 1]], theta[triangles[:, 2]]
+    return np.rint((wrap(b - a) + wrap(c - b) + wrap(a - c)) / (2 * np.pi)).astype(np.int8)
+
+
+def singularities(mesh: Mesh, v_now: np.ndarray, v_before: np.ndarray, triangles: np.ndarray | None = None,
+                  v_mid: float = V_MID) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (K, 3) (centroids of the charged triangles) and charges (K,) of the phase
+    singularities; ``triangles`` from :func:`loops` (computed once per mesh)."""
+    tri = loops(mesh) if triangles is None else triangles
+    q = winding(phase(v_now, v_before, v_mid), tri)
+    hit = np.flatnonzero(q)
+    return mesh.positions[tri[hit]].mean(axis=1), q[hit]
+
+
+class SingularityTracker:
+    """Phase singularities at every observed time from V now and V about ``delay`` ms before
+    (the latest observation at least that old); ``now``: the latest positions."""
+
+    def __init__(self, mesh: Mesh, delay: float):
+        self.mesh, self.delay = mesh, float(delay)
+        self.triangles = loops(mesh) if delay > 0 else np.zeros((0, 3), np.int64)
+        self._past: list[tuple[float, np.ndarray]] = []
+        self._found: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.now = np.zeros((0, 3))
+
+    @property
+    def active(self) -> bool:
+        return len(self.triangles) > 0
+
+    def observe(self, t: float, v: np.ndarray) -> None:
+        if not self.active:
+            return
+        old = [k for k, (tk, _) in enumerate(self._past) if tk <= t - self.delay + 1e-9]
+        if old:
+            self._past = self._past[old[-1]:]
+            pos, q = singularities(self.mesh, v, self._past[0][1], self.triangles)
+            self._found.append((t, pos, q))
+            self.now = pos
+        self._past.append((t, np.array(v, np.float32)))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``ps_t``, ``ps_xyz``, ``ps_charge``: one row per singularity per observed time."""
+        if not self._found:
+            return {}
+        return {"ps_t": np.concatenate([np.full(len(q), t) for t, _, q in self._found]),
+                "ps_xyz": np.concatenate([p for _, p, _ in self._found]).reshape(-1, 3),
+                "ps_charge": np.concatenate([q for _, _, q in self._found])}
+
+
+def conduction_velocity(mesh: Mesh, activation: np.ndarray) -> np.ndarray:
+    """Conduction-velocity vectors (N, 3), mm/ms: at each node ∇T/|∇T|² with ∇T the
+    measure-weighted mean of the linear elements' activation-time gradients (elements with a
+    node that never activated left out); NaN where no element or ∇T = 0."""
+    el = mesh.elements
+    n = mesh.n_cells
+    out = np.full((n, 3), np.nan)
+    if el is None or len(el) == 0:
+        return out
+    grads, measure = shape_gradients(mesh.positions, el)
+    t = np.asarray(activation, float)[el]
+    ok = np.isfinite(t).all(axis=1)
+    g = np.einsum("eai,ea->ei", grads[ok], t[ok]) * measure[ok, None]
+    nodes = el[ok]
+    k = nodes.shape[1]
+    total = np.stack([np.bincount(nodes.ravel(), weights=np.repeat(g[:, i], k), minlength=n) for i in range(3)], 1)
+    weight = np.bincount(nodes.ravel(), weights=np.repeat(measure[ok], k), minlength=n)
+    grad_t = total / np.where(weight > 0, weight, np.nan)[:, None]
+    size2 = np.einsum("ij,ij->i", grad_t, grad_t)
+    good = np.isfinite(size2) & (size2 > 0)
+    out[good] = grad_t[good] / size2[good, None]
+    return out
+
+
+def repolarisation(activation: np.ndarray, apd90: np.ndarray) -> np.ndarray:
+    """Repolarisation times (ms): activation plus APD90 of the first beat (NaN where either is)."""
+    return np.asarray(activation, float) + np.asarray(apd90, float)
+
+
+CELL_TYPES = {2: "line", 3: "triangle", 4: "tetra"}
+
+
+def write_vtu_series(base: str | Path, mesh: Mesh, times: np.ndarray, series: dict[str, np.ndarray],
+                     maps: dict[str, np.ndarray]) -> list[Path]:
+    """``base``.pvd and one ``base``_NNNN.vtu per time through meshio: the mesh's elements, the
+    per-node ``series`` (each (T, N)) at each time and the per-node ``maps`` ((N,) or (N, 3)) in
+    every file. Returns the files written, the .pvd first."""
+    import meshio
+
+    if mesh.elements is None:
+        raise ValueError(f"a {mesh.kind} has no elements to write")
+    base = Path(base)
+    cells = [(CELL_TYPES[mesh.elements.shape[1]], np.asarray(mesh.elements, np.int64))]
+    files = []
+    for i in range(len(times)):
+        data = {k: np.asarray(v, float) for k, v in maps.items()}
+        data.update({k: np.asarray(v[i], float) for k, v in series.items()})
+        path = base.with_name(f"{base.stem}_{i:04d}.vtu")
+        meshio.write(path, meshio.Mesh(mesh.positions, cells, point_data=data), binary=True)
+        files.append(path)
+    rows = "\n".join(f'    <DataSet timestep="{t!r}" part="0" file="{p.name}"/>'
+                     for t, p in zip(np.asarray(times, float).tolist(), files))
+    pvd = base.with_suffix(".pvd")
+    pvd.write_text('<?xml version="1.0"?>\n<VTKFile type="Collection" version="0.1">\n  <Collection>\n'
+                   f"{rows}\n  </Collection>\n</VTKFile>\n")
+    return [pvd, *files]

@@ -1,0 +1,25 @@
+"""The 10^6-node mesh benchmark's pieces: its memory floor and a quick run on the CPU."""
+
+import json
+
+import pytest
+
+from app.sims.cardiac import bench_mesh
+
+
+def test_the_floor_counts_states_operator_row_and_bookkeeping():
+    """CRN (21 float32 states read and written), 14 neighbours (index and weight), one V read,
+    32 B of activation bookkeeping."""
+    assert bench_mesh.floor_bytes(21, 14) == 2 * 21 * 4 + 14 * 8 + 4 + 32 == 316
+
+
+@pytest.mark.slow
+def test_a_quick_run_through_the_file_path_writes_its_record(tmp_path, capsys):
+    assert bench_mesh.main(backend="cpu", out_dir=tmp_path, quick=True) == 0
+    record = json.loads((tmp_path / "cardiac-mesh.json").read_text())
+    result = record["results"]
+    assert 15_000 < result["nodes"] < 30_000 and result["neighbour_width"] == 14 and result["states"] == 21
+    assert result["finished"] and result["steps"] == round(bench_mesh.QUICK_T_END / bench_mesh.DT)
+    assert result["real_time_factor"] > 0 and result["floor_bytes_per_node_step"] == 316
+    assert result["mesh_quality"]["stable_dt_ms"] > bench_mesh.DT
+    assert "real time" in capsys.readouterr().out

@@ -1,0 +1,91 @@
+"""Readouts on any mesh: phase singularities on synthetic spirals with known cores (surface,
+sphere, volume), conduction-velocity vectors on planar activation, the tracker."""
+
+import numpy as np
+import pytest
+
+from app.sims.cardiac import fem, readouts, shapes
+
+
+def _spiral(points, core, turn: float = 0.0):
+    """V now and τ before of a rigidly rotating spiral: phase θ = atan2(y − y0, x − x0) − turn."""
+    phi = np.arctan2(points[:, 1] - core[1], points[:, 0] - core[0]) - turn
+    return -40 + 40 * np.cos(phi), -40 + 40 * np.sin(phi)
+
+
+def test_a_spiral_core_on_a_sheet_is_found_in_the_triangle_that_holds_it():
+    m = shapes.sheet(30, 20, 0.25)
+    core = (3.33, 2.07)
+    pos, q = readouts.singularities(m, *_spiral(m.positions, core))
+    assert q.tolist() == [1]
+    x = m.positions[m.elements]
+    hit = next(k for k, tri in enumerate(x) if _inside(core, tri))
+    np.testing.assert_allclose(pos[0], x[hit].mean(axis=0))
+    v_now, v_before = _spiral(m.positions, core)
+    assert readouts.singularities(m, v_now, -80 - v_before)[1].tolist() == [-1]     # the other sense
+    rest = np.full(m.n_cells, -80.0)
+    assert len(readouts.singularities(m, rest, rest)[1]) == 0
+    plane = -40 + 40 * np.cos(0.3 * m.positions[:, 0])
+    assert len(readouts.singularities(m, plane, -40 + 40 * np.sin(0.3 * m.positions[:, 0]))[1]) == 0
+
+
+def _inside(p, tri):
+    def cross(u, w):
+        return u[0] * w[1] - u[1] * w[0]
+    a, b, c = tri[:, :2]
+    d = [cross(b - a, p - a), cross(c - b, p - b), cross(a - c, p - c)]
+    return all(v > 0 for v in d) or all(v < 0 for v in d)
+
+
+def test_a_field_winding_around_the_axis_of_a_sphere_has_cores_at_both_poles():
+    """Azimuthal phase on a closed surface: two cores, at the poles, of opposite charge seen
+    from outside (their sum is zero, as on any closed surface)."""
+    m = shapes.icosphere(4, radius_mm=5.0)
+    tilt = np.array([0.3, -0.2, 1.0]) / np.linalg.norm([0.3, -0.2, 1.0])
+    e1 = np.cross(tilt, [1.0, 0, 0])
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(tilt, e1)
+    local = np.stack([m.positions @ e1, m.positions @ e2], 1)
+    pos, q = readouts.singularities(m, *_spiral(local, (0.0, 0.0)))
+    assert len(q) == 2 and q.sum() == 0
+    axis = pos / np.linalg.norm(pos, axis=1, keepdims=True)
+    assert np.all(np.abs(axis @ tilt) > np.cos(np.radians(5)))       # within 5° of the axis: a cell
+
+
+def test_a_straight_filament_pierces_the_faces_along_its_axis():
+    raw = shapes.structured_slab(3.0, 3.0, 2.0, 0.5)
+    m = fem.fem_mesh(raw, fem.Tissue(0.1, 0.1, 0.1))
+    core = (1.27, 1.61)
+    pos, q = readouts.singularities(m, *_spiral(m.positions, core))
+    assert len(q) >= 4                                     # at least one face per layer of 0.5 mm
+    assert np.all(np.hypot(pos[:, 0] - core[0], pos[:, 1] - core[1]) < 0.5)
+    assert np.ptp(pos[:, 2]) > 1.5                        # the whole depth
+
+
+def test_conduction_velocity_vectors_of_planar_activation_are_exact():
+    """T linear in x: P1 gradients are exact, so every node has CV = c along the wave; nodes
+    whose every element holds a never-activated node are NaN."""
+    c, th = 0.6, np.radians(30)
+    d = np.array([np.cos(th), np.sin(th), 0.0])
+    for m in (shapes.sheet(12, 9, 0.2), fem.fem_mesh(shapes.structured_slab(2.0, 1.0, 1.0, 0.25),
+                                                       fem.Tissue(0.1, 0.1, 0.1))):
+        t = 2.0 + m.positions @ d / c
+        np.testing.assert_allclose(readouts.conduction_velocity(m, t), np.tile(c * d, (m.n_cells, 1)), rtol=1e-9)
+    m = shapes.sheet(5, 5, 0.2)
+    t = 2.0 + m.positions @ d / c
+    t[12] = np.nan                                      # the centre node never fired
+    cv = readouts.conduction_velocity(m, t)
+    assert np.isnan(cv[12]).all() and np.isfinite(cv[0]).all()
+
+
+def test_tracker_follows_a_rotating_spiral_with_the_delay():
+    m = shapes.sheet(40, 40, 0.25)
+    core, omega, tau = np.array([5.1, 4.9]), 2 * np.pi / 80.0, 20.0
+    tracker = readouts.SingularityTracker(m, tau)
+    for t in np.arange(0.0, 100.0, 5.0):
+        phi = np.arctan2(m.positions[:, 1] - core[1], m.positions[:, 0] - core[0]) - omega * t
+        tracker.observe(t, -40 + 40 * np.cos(phi))
+    out = tracker.arrays()
+    assert out["ps_t"].min() == pytest.approx(tau)            # the first time with a V τ before
+    assert set(out["ps_charge"].tolist()) == {-1}             # the wave turns clockwise
+    assert np.all(np.linalg.norm(out["ps_xyz"][:, :2] - core, axis=1) < 0.25)

@@ -1,0 +1,32 @@
+"""bench startup: the bundle's first start is timed to its first progress line, caches empty."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from app.sims.common.startup_bench import bundle_first_start
+
+
+def _fake(tmp_path, body: str):
+    exe = tmp_path / "biogpu-studio"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return str(exe)
+
+
+def test_the_first_progress_line_ends_the_timing_and_the_caches_are_empty(tmp_path):
+    seen = tmp_path / "seen"
+    exe = _fake(tmp_path, f'echo "$1 $2 $4 $NUMBA_CACHE_DIR" > {seen}\necho "expected: 5 s"\n'
+                          'echo "    0.4%  generation 0"\nsleep 30\n')
+    seconds = bundle_first_start(exe, "ssa")
+    assert 0 < seconds < 30                    # not the sleep: the run is killed after the line
+    command, preset, backend, cache = seen.read_text().split()
+    assert command == "run" and preset.endswith("00-decay-dimerization.yaml") and backend == "cpu"
+    assert "numba" in cache and str(tmp_path) not in cache     # a fresh temporary cache
+
+
+def test_a_bundle_that_prints_no_progress_is_an_error(tmp_path):
+    with pytest.raises(RuntimeError, match=r"no progress line .*\(Traceback\)"):
+        bundle_first_start(_fake(tmp_path, 'echo "Traceback"\n'), "ssa")
