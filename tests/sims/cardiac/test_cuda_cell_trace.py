@@ -9,18 +9,19 @@ from .test_references import first_beat, preset, reference
 pytestmark = pytest.mark.gpu
 
 
+def results(backend, cfg):
+    """The run's arrays and summary."""
+    from app.sims.cardiac.simulation import CardiacSimulation
+    sim = CardiacSimulation(cfg, backend)
+    while not sim.finished:
+        sim.advance()
+    out = sim.results()
+    sim.close()
+    return out
+
+
 @pytest.mark.parametrize("name", ["courtemanche_ramirez_nattel_1998", "ohara_rudy_2011_endo"])
 def test_cuda_single_cell_writes_every_state_and_the_beat(cuda_context, name):
-    from app.sims.cardiac.simulation import CardiacSimulation
-
-    def results(backend, cfg):
-        sim = CardiacSimulation(cfg, backend)
-        while not sim.finished:
-            sim.advance()
-        out = sim.results()
-        sim.close()
-        return out
-
     from app.sims.cardiac.config import for_backend
     cfg = for_backend(first_beat(preset(name)), "cuda")   # auto on CUDA: bs32 + RL, float64, on both engines
     arrays, s = results("cuda", cfg)
@@ -42,26 +43,16 @@ def test_cuda_fixed_step_single_cell_writes_every_state(cuda_context):
     from dataclasses import replace
 
     from app.sims.cardiac.model import load_model
-    from app.sims.cardiac.simulation import CardiacSimulation
     name = "courtemanche_ramirez_nattel_1998"
     cfg = first_beat(preset(name))
     cfg = replace(cfg, solver=replace(cfg.solver, method="rlfe", dt=0.01, precision="float64"))
-
-    def results(backend):
-        sim = CardiacSimulation(cfg, backend)
-        while not sim.finished:
-            sim.advance()
-        out = sim.results()
-        sim.close()
-        return out
-
-    arrays, s = results("cuda")
+    arrays, s = results("cuda", cfg)
     t, ys = arrays["cell_t"], arrays["cell_states"]
     assert ys.shape == (len(t), load_model(name).n_states) and np.all(np.isfinite(ys))
     np.testing.assert_array_equal(ys[:, 0], arrays["probe_V"][:, 0])
     np.testing.assert_allclose(np.diff(t), 0.01, rtol=1e-9)        # dt_save 0: every step
     ref = reference(name)["beats"][0]
     assert abs(s["apd90_ms"] - ref["apd90_ms"]) < 0.02 * ref["apd90_ms"]
-    cpu, _ = results("cpu")
+    cpu, _ = results("cpu", cfg)
     assert cpu["cell_states"].shape == ys.shape
     np.testing.assert_allclose(ys, cpu["cell_states"], rtol=1e-6, atol=1e-9)
