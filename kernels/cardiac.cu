@@ -11,7 +11,8 @@
 //   TABLEAU slot NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
 //   STAGE_BLOCK (threads per block), STAGE_MIN_BLOCKS (0: no launch bounds),
-//   NPROBE, NSTIM; the model's NS (states), NNG (non-gating states, V first), NG (gates),
+//   NPROBE, NSTIM, RECORD_STATES (1: a single cell records its every state; the probes are the
+//   state rows), the model's NS (states), NNG (non-gating states, V first), NG (gates),
 //   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
 //
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
@@ -29,6 +30,9 @@
 
 #ifndef REAL
 #define REAL float
+#endif
+#ifndef RECORD_STATES
+#define RECORD_STATES 0
 #endif
 typedef REAL real;
 
@@ -175,7 +179,9 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
     if (sc.done) return;
 #if !ADAPTIVE
     if (I == 0 && rec_slot >= 0) {   // the host records the state the last step left (time t)
+#if !RECORD_STATES                   // (a single cell's every state: its thread, after its loads)
         if (k < NPROBE) rec_v[(size_t)rec_slot * NPROBE + k] = (double)Vin[probes[k]];
+#endif
         if (k == 0) rec_t[rec_slot] = sc.t;
     }
 #endif
@@ -198,6 +204,10 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
         real i_diff = 0, v_next = 0;
 #pragma unroll
         for (int q = 0; q < NS; ++q) y0[q] = Y0[q * NPAD + k];
+#if !ADAPTIVE && RECORD_STATES       // in place: only this thread may read its states before the update
+        if (I == 0 && rec_slot >= 0)
+            for (int q = 0; q < NS; ++q) rec_v[(size_t)rec_slot * NS + q] = (double)y0[q];
+#endif
         if (I == 0) marks = load_marks(maps, k);
         const unsigned stim_mask = mask[k];
         // stage state

@@ -21,12 +21,23 @@ Per model:
 
 Metrics: ``app.sims.cardiac.metrics.beat_metrics`` (APD90 from the time of max dV/dt).
 
+* ``--runs cuda``: the single-cell default on CUDA (``auto``: bs32 in float64 at the tolerance
+  of :data:`app.sims.cardiac.config.AUTO_SOLVERS`) and bs32 at each ``--cuda-tolerances``
+  (abs = rel), the same protocol; results in ``DIR/cuda/``.
+* ``--runs explicit``: the tissue solver (Rush–Larsen forward Euler, float32, the tissue
+  default precision) as a single cell on the compiled CPU engine (the CUDA stage kernel's
+  method), at each of :data:`EXPLICIT_STEPS`; results in ``DIR/explicit/``. The table shows
+  the largest step within :data:`EXPLICIT_BOUND` of the reference.
+
 Usage (SUNDIALS: ``apt-get install libsundials-dev``; check with ``python -m myokit system``)::
 
     python scripts/cardiac/cellml_corpus.py CORPUS_DIR [--out DIR] [--models a,b] [--table]
+    python scripts/cardiac/cellml_corpus.py CORPUS_DIR --out DIR --runs cuda,explicit --jobs 15
 
-Each model's result is a JSON file in ``--out`` (default ``corpus-results/``), skipped when it
-exists; ``--table`` writes docs/user-guide/cellml-corpus.md from them.
+Each model's result is a JSON file in ``--out`` (default ``corpus-results/``; per kind of run a
+subfolder: bundle the folder, e.g. with tar, to bring a GPU machine's results back), skipped when it
+exists; ``--table`` writes docs/user-guide/cellml-corpus.md from them (the references come
+from the first kind of run; the others need no SUNDIALS).
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ import math
 import multiprocessing as mp
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +61,9 @@ from app.sims.cardiac.singlecell import BEATS, ours, protocol, reference  # noqa
 SINGLE_CELL = "{}"                                             # the single-cell defaults: CVODE
 TISSUE = "{method: cvode, precision: float64}"                 # implicit, a 2x2 sheet
 TABLE = ROOT / "docs" / "user-guide" / "cellml-corpus.md"
+EXPLICIT_STEPS = (0.05, 0.01)                                  # ms: the tissue default, then finer
+EXPLICIT_BOUND = 2.0                                           # % of the CVODES APD90
+SINGLE_CELL_BOUND = 0.5                                        # % (the single-cell default)
 
 
 def one(path: Path, previous: dict | None = None) -> dict:
@@ -83,36 +98,121 @@ def one(path: Path, previous: dict | None = None) -> dict:
     return row
 
 
-def _worker(path: str, out: str, redo_ours: bool) -> None:
-    previous = json.loads(Path(out).read_text()) if redo_ours and Path(out).exists() else None
-    row = one(Path(path), previous)
+def _guarded(path: Path, stim: dict | None, solver: str, **options) -> dict:
+    """:func:`ours`, or its error (the file's path shortened to its name)."""
+    try:
+        return ours(path, stim, solver, **options)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc).replace(str(path), path.name)}"}
+
+
+def _error_pct(result: dict, ref: dict | None) -> float:
+    """|APD90 error| in % of ``ref`` (a beat's metrics); inf where either is missing."""
+    err = _err(result.get("apd90_ms"), (ref or {}).get("apd90_ms"))
+    return abs(err) if np.isfinite(err) else math.inf
+
+
+def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None) -> dict:
+    """The single-cell default on CUDA (``auto``); where it misses :data:`SINGLE_CELL_BOUND`
+    of the reference's last beat (``ref``: the row of the ``cpu`` run, if any), bs32 at each
+    abs = rel tolerance."""
+    from app.sims.cardiac.config import AUTO_SOLVERS
+    from app.sims.cardiac.model import load_model
+
+    stim = protocol(load_model(str(path)))
+    auto = _guarded(path, stim, SINGLE_CELL, backend="cuda")
+    row: dict = {"model": path.stem, "auto": auto}
+    last = ((ref or {}).get("reference") or {}).get("last")
+    if last is None or _error_pct(auto, last) <= SINGLE_CELL_BOUND:    # no reference yet: the default alone
+        return row
+    cuda = AUTO_SOLVERS["cuda"]
+    for tol in tolerances:
+        solver = (f"{{method: {cuda['method']}, dt: {cuda['dt']!r}, at: {tol!r}, rt: {tol!r}, dt_min: "
+                  f"{cuda['dt_min']!r}, dt_max: {cuda['dt_max']!r}, precision: {cuda['precision']}}}")
+        row[f"bs32 {tol:g}"] = _guarded(path, stim, solver, backend="cuda")
+    return row
+
+
+def one_explicit(path: Path, ref: dict | None) -> dict:
+    """The tissue solver (RLFE, float32) on one cell at each of :data:`EXPLICIT_STEPS` until one
+    is within :data:`EXPLICIT_BOUND` of the reference (``ref``: the row of the ``cpu`` run; none:
+    the first step only):
+    the first beat of a paced model (tissue runs are short), the 20 s of a self-oscillating one."""
+    from app.sims.cardiac.model import load_model
+
+    stim = protocol(load_model(str(path)))
+    ref_beats = ((ref or {}).get("reference") or {}).get("beats") or [None]
+    target = ref_beats[0] if stim else ref_beats[-1]
+    row: dict = {"model": path.stem}
+    for dt in EXPLICIT_STEPS:
+        solver = f"{{method: rlfe, dt: {dt!r}, precision: float32}}"
+        result = _guarded(path, stim, solver, beats=1 if stim else BEATS)
+        row[f"rlfe {dt:g}"] = result
+        if target is None or _error_pct(result, target) <= EXPLICIT_BOUND:   # no reference yet: the first
+            break
+    return row
+
+
+KINDS: dict[str, Callable[..., dict]] = {"cpu": one, "cuda": one_cuda, "explicit": one_explicit}
+
+
+def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[float, ...]) -> None:
+    cpu_row = Path(out).parent.parent / Path(out).name       # DIR/<model>.json, the cpu run's
+    ref = json.loads(cpu_row.read_text()) if kind != "cpu" and cpu_row.exists() else None
+    if kind == "cpu":
+        previous = json.loads(Path(out).read_text()) if redo_ours and Path(out).exists() else None
+        row = one(Path(path), previous)
+    elif kind == "cuda":
+        row = one_cuda(Path(path), tolerances, ref)
+    else:
+        row = one_explicit(Path(path), ref)
     Path(out).write_text(json.dumps(row, indent=1, default=float) + "\n")
 
 
+def _target(out: Path, kind: str, stem: str) -> Path:
+    return out / f"{stem}.json" if kind == "cpu" else out / kind / f"{stem}.json"
+
+
 def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: bool = False,
-        reverse: bool = False) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+        reverse: bool = False, kinds: tuple[str, ...] = ("cpu",), jobs: int = 1,
+        tolerances: tuple[float, ...] = ()) -> None:
+    """Every (kind, model) not yet in ``out``, ``jobs`` child processes at a time, each killed
+    after ``timeout`` seconds (a row saying so)."""
     files = sorted(corpus.glob("*.cellml"), reverse=reverse)
     if models:
         files = [f for f in files if f.stem in models]
+    tasks = [(k, f) for f in files for k in kinds if redo_ours or not _target(out, k, f.stem).exists()]
+    if jobs > 1:                                  # the largest first: fewer stragglers at the end
+        tasks.sort(key=lambda task: -task[1].stat().st_size * (-1 if reverse else 1))
+    for k in kinds:
+        _target(out, k, "x").parent.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
-    for f in files:
-        target = out / f"{f.stem}.json"
-        if target.exists() and not redo_ours:
-            continue
-        start = time.perf_counter()
-        proc = ctx.Process(target=_worker, args=(str(f), str(target), redo_ours))
-        proc.start()
-        proc.join(timeout)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join()
-            target.write_text(json.dumps({"model": f.stem, "timeout_s": timeout}) + "\n")
-        print(f"{f.stem:60s} {time.perf_counter() - start:7.1f} s", flush=True)
+    running: list[tuple[str, Path, mp.process.BaseProcess, float]] = []
+    while tasks or running:
+        while tasks and len(running) < jobs:
+            k, f = tasks.pop(0)
+            proc = ctx.Process(target=_worker, args=(k, str(f), str(_target(out, k, f.stem)), redo_ours, tolerances))
+            proc.start()
+            running.append((k, f, proc, time.perf_counter()))
+        time.sleep(0.2)
+        for item in list(running):
+            k, f, proc, start = item
+            if proc.is_alive() and time.perf_counter() - start < timeout:
+                continue
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+                _target(out, k, f.stem).write_text(json.dumps({"model": f.stem, "timeout_s": timeout}) + "\n")
+            running.remove(item)
+            print(f"{k:8s} {f.stem:60s} {time.perf_counter() - start:7.1f} s", flush=True)
 
 
 def _err(ours_apd, ref_apd) -> float:
+    """The APD90 error in %; nan where either is missing or not a duration (the beat's max dV/dt
+    after its repolarisation: no action potential to measure)."""
     if ours_apd is None or ref_apd is None or not (np.isfinite(ours_apd) and np.isfinite(ref_apd)):
+        return math.nan
+    if ours_apd <= 0 or ref_apd <= 0:
         return math.nan
     return 100.0 * (ours_apd - ref_apd) / ref_apd
 
@@ -121,45 +221,114 @@ def _f(x, fmt: str) -> str:
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, fmt)
 
 
+def _short(text: str) -> str:
+    """A Markdown cell: the message's last line."""
+    return " ".join(text.strip().splitlines()[-1:]).replace("|", "/")[:160]
+
+
+def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
+    """The CUDA column: the default's APD90 error (and the tighter tolerances tried where it
+    missed), and that error (nan: not run)."""
+    if not run:
+        return "not run", math.nan
+    if "timeout_s" in run:
+        return f"not finished within {run['timeout_s']:.0f} s", math.nan
+    auto = run["auto"]
+    if "error" in auto or auto.get("stopped"):
+        return f"failed: {_short(auto.get('error') or auto['stopped'])}", math.nan
+    err = _err(auto.get("apd90_ms"), last.get("apd90_ms"))
+    text = f"{_f(err, '+.3f')} %"
+    for key, res in run.items():
+        if key.startswith("bs32 "):
+            text += f" ({key}: {_f(_err(res.get('apd90_ms'), last.get('apd90_ms')), '+.3f')} %)"
+    return text, err
+
+
+def _explicit_cell(run: dict | None, target: dict) -> tuple[str, float | None]:
+    """The tissue-solver column: the error at each step tried, and the largest step within
+    :data:`EXPLICIT_BOUND` (None: none; nan: not run)."""
+    if not run or "timeout_s" in run:
+        return ("not run" if not run else f"not finished within {run['timeout_s']:.0f} s"), math.nan
+    if not np.isfinite(_err(1.0, target.get("apd90_ms"))):
+        return "no reference APD90 for this beat", math.nan
+    parts, within = [], None
+    for dt in EXPLICIT_STEPS:
+        res = run.get(f"rlfe {dt:g}")
+        if res is None:
+            continue
+        if "error" in res or res.get("stopped"):
+            parts.append(f"{dt:g} ms: {_short(res.get('error') or res['stopped'])}")
+            continue
+        err = _err(res.get("apd90_ms"), target.get("apd90_ms"))
+        parts.append(f"{dt:g} ms: {_f(err, '+.2f')} %")
+        if within is None and np.isfinite(err) and abs(err) <= EXPLICIT_BOUND:
+            within = dt
+    return "; ".join(parts), within
+
+
 def table(out: Path) -> str:
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
-    lines = ["| model | imported | APD90 ours (ms) | APD90 CVODES (ms) | error | sheet APD90 error (beat 1) "
-             "| time ours (s) | time Myokit (s) |", "|---|---|---|---|---|---|---|---|"]
+    extra = {k: {p.stem: json.loads(p.read_text()) for p in (out / k).glob("*.json")} for k in ("cuda", "explicit")}
+    with_cuda = bool(extra["cuda"])           # a column only where a GPU ran them
+    head = ["model", "imported", "APD90 ours (ms)", "APD90 CVODES (ms)", "error"]
+    head += ["CUDA default: error"] if with_cuda else []
+    head += [f"tissue solver (RLFE, float32): error, bound {EXPLICIT_BOUND:g} %", "sheet APD90 error (beat 1)",
+             "time ours (s)", "time Myokit (s)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    blank = " |" * (len(head) - 2)
     worst, n_ok, ours_total, ref_total = 0.0, 0, 0.0, 0.0
+    cuda_errs: list[float] = []
+    steps: dict[str, int] = {}
     for r in rows:
         name = r["model"]
         if "refused" in r:
-            lines.append(f"| {name} | refused: {r['refused'].split(': ', 1)[-1]} | | | | | | |")
+            lines.append(f"| {name} | refused: {r['refused'].split(': ', 1)[-1]} |{blank}")
             continue
         if "timeout_s" in r:
-            lines.append(f"| {name} | (not finished within {r['timeout_s']:.0f} s) | | | | | | |")
+            lines.append(f"| {name} | (not finished within {r['timeout_s']:.0f} s) |{blank}")
             continue
         ref = (r.get("reference") or {}).get("last") or {}
-        ref_first = ((r.get("reference") or {}).get("beats") or [{}])[0]
+        beats = (r.get("reference") or {}).get("beats") or [{}]
         s, sheet = r.get("single", {}), r.get("sheet", {})
         err = _err(s.get("apd90_ms"), ref.get("apd90_ms"))
-        sheet_err = _err(sheet.get("apd90_ms"), ref_first.get("apd90_ms")) if r.get("protocol") else math.nan
+        sheet_err = _err(sheet.get("apd90_ms"), beats[0].get("apd90_ms")) if r.get("protocol") else math.nan
         note = ""
-
-        def short(text: str) -> str:           # a Markdown cell: the message's last line
-            return " ".join(text.strip().splitlines()[-1:]).replace("|", "/")[:160]
         if "error" in s or s.get("stopped"):
-            note = f" (single cell: {short(s.get('error') or s.get('stopped'))})"
+            note = f" (single cell: {_short(s.get('error') or s.get('stopped'))})"
         if "error" in sheet or sheet.get("stopped"):
-            note += f" (sheet: {short(sheet.get('error') or sheet.get('stopped'))})"
+            note += f" (sheet: {_short(sheet.get('error') or sheet.get('stopped'))})"
         if "reference_error" in r:
-            note += f" (Myokit: {short(r['reference_error'])})"
+            note += f" (Myokit: {_short(r['reference_error'])})"
         if r.get("protocol") is None:
             note += " (no annotated stimulus: last spontaneous beat)"
+        if (ref.get("apd90_ms") or 1.0) <= 0:
+            note += f" (reference APD90 {ref['apd90_ms']:.0f} ms: its max dV/dt falls after the repolarisation)"
         if np.isfinite(err):
             worst, n_ok = max(worst, abs(err)), n_ok + 1
             ours_total += s.get("engine_seconds") or 0.0
             ref_total += r["reference"]["seconds"]
+        cuda_text, cuda_err = _cuda_cell(extra["cuda"].get(name), ref)
+        if ref and np.isfinite(cuda_err):
+            cuda_errs.append(abs(cuda_err))
+        explicit_text, within = _explicit_cell(extra["explicit"].get(name),
+                                               beats[0] if r.get("protocol") else ref)
+        if ref and name in extra["explicit"]:
+            compared = within is None or not math.isnan(within)
+            label = "not compared" if not compared else f"{within:g} ms" if within else "missed"
+            steps[label] = steps.get(label, 0) + 1
         lines.append(f"| {name} | yes ({r['states']} states){note} | {_f(s.get('apd90_ms'), '.2f')} | "
-                     f"{_f(ref.get('apd90_ms'), '.2f')} | {_f(err, '+.3f')} % | {_f(sheet_err, '+.2f')} % | "
+                     f"{_f(ref.get('apd90_ms'), '.2f')} | {_f(err, '+.3f')} % | "
+                     f"{cuda_text + ' | ' if with_cuda else ''}{explicit_text} | "
+                     f"{_f(sheet_err, '+.2f')} % | "
                      f"{_f(s.get('engine_seconds'), '.2f')} | {_f((r.get('reference') or {}).get('seconds'), '.2f')} |")
     summary = (f"{len(rows)} models; {sum('refused' in r for r in rows)} refused; {n_ok} compared: largest "
                f"|APD90 error| {worst:.3f} %; total time ours {ours_total:.1f} s, Myokit {ref_total:.1f} s.")
+    if cuda_errs:
+        summary += (f" CUDA default: {len(cuda_errs)} compared, largest |APD90 error| {max(cuda_errs):.3f} %, "
+                    f"{sum(e <= SINGLE_CELL_BOUND for e in cuda_errs)} within {SINGLE_CELL_BOUND:g} %.")
+    if steps:
+        summary += (f" Tissue solver within {EXPLICIT_BOUND:g} % at the largest step tried: "
+                    + ", ".join(f"{label}: {n}" for label, n in sorted(steps.items())) + ".")
     return "\n".join(lines) + "\n\n" + summary + "\n"
 
 
@@ -172,11 +341,21 @@ def main() -> None:
     ap.add_argument("--table", action="store_true", help="print the Markdown table of the results in --out")
     ap.add_argument("--redo-ours", action="store_true", help="keep the references in --out, rerun ours")
     ap.add_argument("--reverse", action="store_true", help="models in reverse order (a second runner)")
+    ap.add_argument("--runs", default="cpu", help="kinds of run, comma-separated: cpu (references, the CPU "
+                    "default, the sheet), cuda (the default on CUDA), explicit (the tissue solver)")
+    ap.add_argument("--jobs", type=int, default=1, help="models run at once (child processes)")
+    ap.add_argument("--cuda-tolerances", default="", help="--runs cuda: also bs32 at these abs = rel tolerances")
     args = ap.parse_args()
     if args.table:
         print(table(args.out))
         return
-    run(args.corpus, args.out, [m for m in args.models.split(",") if m], args.timeout, args.redo_ours, args.reverse)
+    kinds = tuple(k for k in args.runs.split(",") if k)
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        ap.error(f"--runs: unknown {', '.join(sorted(unknown))} (choose from {', '.join(KINDS)})")
+    tolerances = tuple(float(x) for x in args.cuda_tolerances.split(",") if x)
+    run(args.corpus, args.out, [m for m in args.models.split(",") if m], args.timeout, args.redo_ours,
+        args.reverse, kinds, args.jobs, tolerances)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,19 @@ def test_cardiac_variant_compiles(method, precision):
     assert compile_with_every_compiler(src, "cardiac.cu", defines)
 
 
+@pytest.mark.parametrize("method", ["rlfe", "midpoint", "bs32"])
+def test_single_cell_state_recording_compiles(method):
+    """A single cell records its every state: fixed steps in the first stage (RECORD_STATES),
+    adaptive ones in the control kernel."""
+    cfg = load_config(parse_yaml("domain: cardiac\nmesh: {kind: single}\n"
+                                 f"solver: {{method: {method}, dt: 0.01, precision: float64}}\n"))
+    problem = Problem.from_config(cfg)
+    src, defines = kernel_source(problem)
+    assert defines.get("RECORD_STATES", 0) == (0 if METHODS[method].adaptive else 1)
+    assert defines["NPROBE"] == problem.model.n_states
+    assert compile_with_every_compiler(src, "cardiac.cu", defines)
+
+
 OTHER_MODELS = ["beeler_reuter_model_1977", "hodgkin_huxley_squid_axon_model_1952_modified",
                 "luo_rudy_1991", "mahajan_shiferaw_2008", "maleckar_model_2009", "noble_model_1962",
                 "nygren_atrial_model_1998", "ohara_rudy_2011_endo", "ten_tusscher_model_2006_epi",

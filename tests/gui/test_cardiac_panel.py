@@ -225,7 +225,6 @@ def test_restitution_protocol_from_the_panel_plots_the_curve(cardiac, run_to_end
     """S1-S2 on one CRN cell from the panel: two coupling intervals give two points, plotted
     live by the chosen APD definition and written in the summary with both."""
     cardiac.load_config(PRESETS / "cardiac" / "00-single-cell-1hz.yaml")
-    cardiac.method.setCurrentText("bs32")
     cardiac.rest_kind.setCurrentText("s1s2")
     cardiac.rest_intervals.setText("400, 330")
     cardiac.rest_apd.setCurrentIndex(cardiac.rest_apd.findData("per_beat"))

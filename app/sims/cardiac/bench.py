@@ -245,16 +245,18 @@ def _print_row(row) -> None:
 def single_cell(out_dir: Path = Path("bench-results"), quick: bool = False) -> int:
     """``python -m app bench cardiac --single-cell``: every shipped model's single cell, 20 beats
     at 1 Hz with its annotated stimulus (2 models, 3 beats with ``--quick``), the single-cell
-    default (CVODE) against Myokit's CVODES at 1e-8 on this machine, side by side: APD90 and
-    seconds (compilation excluded on both sides). Needs SUNDIALS for Myokit
+    default (``auto``: CVODE on the CPU) against Myokit's CVODES at 1e-8 on this machine, side
+    by side: APD90 and seconds (compilation excluded on both sides), with the 1-minute load
+    average at each row (a shared machine's load slows both). Needs SUNDIALS for Myokit
     (``apt-get install libsundials-dev``); without it, ours alone."""
+    import os
     from app.sims.cardiac import singlecell as sc
     from app.sims.cardiac.model import load_model, shipped_models
 
     names = [n for n in shipped_models() if n != "courtemanche_1998_ikach"]
     names, beats = (names[:2], 3) if quick else (names, sc.BEATS)
     print(f"# single cells, {beats} beats at 1 Hz, each model's annotated stimulus; ours: the single-cell "
-          f"default (CVODE); reference: Myokit CVODES at {sc.TOLERANCE:g}; seconds without compilation")
+          f"default (auto: CVODE on the CPU); reference: Myokit CVODES at {sc.TOLERANCE:g}; seconds without compilation")
     rows, totals = [], [0.0, 0.0]
     for name in names:
         path = shipped_models()[name]
@@ -270,12 +272,13 @@ def single_cell(out_dir: Path = Path("bench-results"), quick: bool = False) -> i
         err = 100.0 * (mine.get("apd90_ms", float("nan")) - ref_apd) / ref_apd
         row = {"model": name, "beats": beats, "apd90_ms": mine.get("apd90_ms"), "apd90_cvodes_ms": ref_apd,
                "apd90_error_percent": err, "seconds": mine["engine_seconds"], "seconds_myokit": ref_s,
-               "steps": mine["steps_accepted"]}
+               "steps": mine["steps_accepted"], "load_average_1min": os.getloadavg()[0]}
         rows.append(row)
         totals[0] += mine["engine_seconds"]
         totals[1] += ref_s if np.isfinite(ref_s) else 0.0
         print(f"{name:48s} APD90 {row['apd90_ms']:8.2f} ms (CVODES {ref_apd:8.2f}, {err:+.3f} %)  "
-              f"ours {mine['engine_seconds']:7.2f} s  Myokit {ref_s:7.2f} s  {mine['steps_accepted']:6d} steps",
+              f"ours {mine['engine_seconds']:7.2f} s  Myokit {ref_s:7.2f} s  {mine['steps_accepted']:6d} steps  "
+              f"load {row['load_average_1min']:.1f}",
               flush=True)
     print(f"total: ours {totals[0]:.2f} s, Myokit {totals[1]:.2f} s")
     path = save_bench("cardiac-single-cell", {"rows": rows, "seconds": totals[0], "seconds_myokit": totals[1]},

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.sims.cardiac.solvers import ADAPTIVE, IMPLICIT, METHODS
+from app.sims.cardiac.solvers import ADAPTIVE, AUTO, IMPLICIT, METHODS
 from app.sims.common.config import Document, build, spec
 from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_steering
 
@@ -18,6 +18,13 @@ MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 # CVODE where the config does not say: APD90 within 0.1 % of CVODES at 1e-8 on the Chaste
 # corpus (docs/user-guide/cellml-corpus.md)
 CVODE_DEFAULTS = {"at": 1e-7, "rt": 1e-7, "precision": "float64", "dt_max": 1.0, "dt_min": 1e-12}
+# solver.method auto, per engine: CVODE on the CPU; CUDA has no implicit solver, so Bogacki-Shampine
+# 3(2) with Rush-Larsen in float64 at 1e-6 (the same method on the CPU: ToRORd's first beat +0.03 %
+# from CVODES; scripts/cardiac/cellml_corpus.py --runs cuda checks the whole corpus on a GPU)
+AUTO_SOLVERS = {"cpu": {"method": "cvode", **CVODE_DEFAULTS},
+                "cuda": {"method": "bs32", "at": 1e-6, "rt": 1e-6, "dt": 0.01, "dt_min": 1e-12,
+                         "dt_max": 1.0, "precision": "float64"}}
+AUTO_FIXED = ("at", "rt", "dt", "dt_min", "dt_max", "precision", "rush_larsen", "lookup_tables")
 
 
 @dataclass(frozen=True)
@@ -95,7 +102,9 @@ class Protocol:
 
 @dataclass(frozen=True)
 class SolverSettings:
-    method: str = field(default="rlfe", metadata=spec(choices=tuple(METHODS) + tuple(IMPLICIT)))
+    method: str = field(default="rlfe", metadata=spec(
+        choices=tuple(METHODS) + tuple(IMPLICIT) + (AUTO,),
+        doc="auto (a single cell's default): CVODE on the CPU, bs32 at 1e-6 in float64 on CUDA"))
     dt: float = field(default=0.05, metadata=spec(range=(1e-7, 10.0),
                       doc="fixed step (ms); the first step of adaptive methods"))
     at: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
@@ -319,6 +328,8 @@ def load_config(doc: Document) -> CardiacConfig:
             if not np.isfinite(value):
                 raise doc.error(f"parameter '{key}' must be a finite number", where + (key,))
     s = cfg.solver
+    if s.method == AUTO:
+        _check_auto(doc, cfg, doc.data.get("solver"))
     if s.method in ADAPTIVE + tuple(IMPLICIT) and s.at == 0 and s.rt == 0:
         raise doc.error("adaptive methods need at > 0 or rt > 0", ("solver",))
     if s.method in IMPLICIT:
@@ -351,7 +362,7 @@ def load_config(doc: Document) -> CardiacConfig:
             if not 0 <= c < cells:
                 raise doc.error(f"stimulus {st.name}: cell {c} is not a cell of this {cfg.mesh.kind} "
                                 f"(cells 0..{cells - 1})", where + ("cells", j))
-        if s.method not in ADAPTIVE and s.method not in IMPLICIT:
+        if s.method not in ADAPTIVE + tuple(IMPLICIT) + (AUTO,):
             _check_fixed_step(doc, st, s.dt, ("protocol", "stimuli", i))
         if r.kind == "cap" and (len(r.center) != 3 or not np.any(r.center)):
             raise doc.error("cap center is a nonzero 3-vector", where + ("center",))
@@ -390,17 +401,40 @@ def steerables(cfg: CardiacConfig) -> tuple[Steerable, ...]:
 
 
 def _solver_defaults(cfg: CardiacConfig, given) -> CardiacConfig:
-    """A single cell whose config names no solver method runs CVODE; CVODE's tolerances and
-    precision, where not given, are :data:`CVODE_DEFAULTS` (the explicit methods' at = 1,
-    rt = 0 and float32 are tissue settings)."""
+    """A single cell whose config names no solver method runs ``auto`` (:func:`for_backend`);
+    CVODE's tolerances and precision, where not given, are :data:`CVODE_DEFAULTS` (the explicit
+    methods' at = 1, rt = 0 and float32 are tissue settings)."""
     from dataclasses import replace
     given = given if isinstance(given, dict) else {}
     s = cfg.solver
     if "method" not in given and cfg.mesh.kind == "single" and not s.lookup_tables:
-        s = replace(s, method="cvode")
+        s = replace(s, method=AUTO)
     if s.method in IMPLICIT:
         s = replace(s, **{k: v for k, v in CVODE_DEFAULTS.items() if k not in given})
     return replace(cfg, solver=s)
+
+
+def _check_auto(doc: Document, cfg: CardiacConfig, given) -> None:
+    """``auto`` is for single cells and sets its own solver settings (:data:`AUTO_SOLVERS`):
+    one given with another value than the field's default is refused."""
+    if cfg.mesh.kind != "single":
+        raise doc.error(f"method auto is for single cells; this {cfg.mesh.kind} needs an explicit "
+                        "method (e.g. rlfe)", ("solver", "method"))
+    defaults = SolverSettings()
+    for key in AUTO_FIXED:       # a written-out default (a saved form) is no choice
+        if isinstance(given, dict) and key in given and getattr(cfg.solver, key) != getattr(defaults, key):
+            raise doc.error(f"method auto sets its own ({', '.join(AUTO_FIXED)}); name a method "
+                            "(cvode on the CPU, bs32 on CUDA) to choose them", ("solver", key))
+
+
+def for_backend(cfg: CardiacConfig, backend: str) -> CardiacConfig:
+    """The config an engine runs: ``solver.method auto`` replaced by the backend's solver
+    (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, bs32 on CUDA); other methods unchanged."""
+    from dataclasses import replace
+    if cfg.solver.method != AUTO:
+        return cfg
+    settings = AUTO_SOLVERS["cuda" if backend == "cuda" else "cpu"]
+    return replace(cfg, solver=replace(cfg.solver, **settings))
 
 
 def model_stimuli(model, t_end: float) -> list[Stimulus]:

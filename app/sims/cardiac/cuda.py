@@ -67,9 +67,10 @@ def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int,
 
 
 def records_states(problem: Problem) -> bool:
-    """A single cell on an adaptive method records its every state at each recorded step (the
-    ``control`` kernel's recording reads state rows), for the run's cell trace."""
-    return problem.n_cells == 1 and problem.tableau is not None and problem.tableau.adaptive
+    """A single cell records its every state at each recorded step, for the run's cell trace
+    and beat metrics: adaptive methods in the ``control`` kernel (it reads state rows), fixed
+    steps in the cell's own thread of the first stage (``RECORD_STATES``) or ``record``."""
+    return problem.n_cells == 1 and problem.tableau is not None
 
 
 def recorded_rows(problem: Problem) -> np.ndarray:
@@ -83,10 +84,13 @@ def recorded_rows(problem: Problem) -> np.ndarray:
 def kernel_source(problem: Problem) -> tuple[str, dict]:
     """The kernel text for this problem's model, method and precision, and its -D defines."""
     real = "double" if problem.dtype == np.float64 else "float"
-    return model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
-                               problem.mesh.width, len(recorded_rows(problem)),
-                               len(problem.cfg.protocol.stimuli), problem.varying,
-                               compute_type(problem.cfg.solver.precision))
+    src, defines = model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
+                                       problem.mesh.width, len(recorded_rows(problem)),
+                                       len(problem.cfg.protocol.stimuli), problem.varying,
+                                       compute_type(problem.cfg.solver.precision))
+    if records_states(problem) and not problem.tableau.adaptive:
+        defines["RECORD_STATES"] = 1
+    return src, defines
 
 
 def stage_min_blocks(model: CellModel, real: str, compute: str) -> int:

@@ -24,7 +24,7 @@ from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion,
 from app.sims.cardiac.mesh import Mesh, single_cell
 from app.sims.cardiac.shapes import icosphere, sheet
 from app.sims.cardiac.model import CellModel, LookupSpec, config_model
-from app.sims.cardiac.solvers import METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+from app.sims.cardiac.solvers import AUTO, METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
 from app.sims.common.config import ConfigError
 from app.sims.common.engine import EngineBase
 
@@ -146,6 +146,8 @@ class Problem:
 
     @classmethod
     def from_config(cls, cfg: CardiacConfig, mesh: Mesh | None = None) -> "Problem":
+        if cfg.solver.method == AUTO:
+            raise ValueError("solver.method auto is resolved per engine (config.for_backend) before the problem")
         mesh = mesh or build_mesh(cfg)
         model = config_model(cfg.model)
         n = mesh.n_cells
@@ -207,12 +209,17 @@ class Problem:
     def n_cells(self) -> int:
         return self.mesh.n_cells
 
-    def stim_amplitudes(self, t: float) -> np.ndarray:
-        """Amplitude of each stimulus at time t (0 when off)."""
+    def stim_amplitudes(self, t: float | np.ndarray) -> np.ndarray:
+        """Amplitude of each stimulus at time t (0 when off): (G,), or (T, G) for times (T, 1)."""
         start, dur, amp, period, count = self.stim_table.T
         k = np.floor((t - start) / period)
         on = (t >= start) & (k < count) & (t - start - k * period < dur)
         return np.where(on, amp, 0.0)
+
+    def cell_stimulus(self, times: np.ndarray, cell: int = 0) -> np.ndarray:
+        """One cell's stimulus current at each of ``times`` (T,): :meth:`stim_current` at once."""
+        bits = (self.stim_mask[cell] >> np.arange(len(self.stim_table), dtype=np.uint32)) & 1
+        return self.stim_amplitudes(np.asarray(times, np.float64)[:, None]) @ bits.astype(np.float64)
 
     def stim_current(self, t: float) -> np.ndarray:
         amps = self.stim_amplitudes(t)

@@ -28,6 +28,7 @@ from app.sims.cardiac.model import CellModel
 
 MAX_UNKNOWNS = 400            # a dense Jacobian: cells x states at most this
 CV_BDF, CV_ONE_STEP, CV_TSTOP_RETURN = 2, 2, 1
+STEP_CHUNK = 4096             # CVODE steps recorded per compiled call
 
 
 def cvode_source(model: CellModel) -> str:
@@ -102,6 +103,34 @@ def sundials() -> SimpleNamespace:
     )
 
 
+@functools.cache
+def _stepper():
+    """CVODE's one-step calls in a compiled loop, each step's time and state into the given
+    buffers: ``steps(mem, tstop, vector, tret, buf, times, states) -> (steps, flag, done)``
+    (``done``: at ``tstop`` or failed; else the buffers are full). A Python loop around each
+    call cost as much as the step itself on small models."""
+    from numba import njit
+
+    u64, d = ctypes.c_uint64, ctypes.c_double         # the pointers as integers (the same ABI)
+    cvode = ctypes.CFUNCTYPE(ctypes.c_int, u64, d, u64, u64, ctypes.c_int)(
+        ctypes.cast(sundials().step, ctypes.c_void_p).value)
+
+    @njit("Tuple((int64, int64, boolean))(int64, float64, int64, float64[::1], float64[::1], float64[::1], "
+          "float64[:, ::1])")          # compiled here (the run's compile time), not at the first step
+    def steps(mem, tstop, vector, tret, buf, times, states):
+        for k in range(times.shape[0]):
+            flag = np.int64(cvode(mem, tstop, vector, tret.ctypes.data, CV_ONE_STEP))
+            if flag < 0:
+                return k, flag, True
+            times[k] = tret[0]
+            states[k, :] = buf
+            if flag == CV_TSTOP_RETURN or tret[0] >= tstop:
+                return k + 1, flag, True
+        return times.shape[0], np.int64(0), False
+
+    return steps
+
+
 def _rhs(derivative, size: int, n: int, u_size: int):
     """The right-hand side CVODE calls: ``int f(t, y, ydot, user_data)``, user_data = ``u``."""
     from numba import carray, cfunc, types
@@ -147,6 +176,7 @@ class CvodeCell:
         self.u = np.ascontiguousarray(np.concatenate([[float(D) if n > 1 else 0.0], np.zeros(n),
                                                       params.ravel(), w.ravel(), nbr.ravel()]))
         self._rhs = _rhs(module.derivative, size, n, len(self.u))
+        self._steps = _stepper()
         self.compile_seconds = time.perf_counter() - start
         self.i_st, self.t_end = i_st, float(t_end)
         self.edges = np.concatenate([np.asarray(breakpoints, float), [self.t_end]])
@@ -171,7 +201,7 @@ class CvodeCell:
                  sd.set_min_step(self.mem, dt_min), sd.set_max_steps(self.mem, 1_000_000)]
         if any(flags):
             raise RuntimeError(f"SUNDIALS CVODE setup failed: flags {flags}")
-        self._t = ctypes.c_double()
+        self._tret = np.zeros(1)
 
     def reset(self, t: float, y: np.ndarray) -> None:
         """Start CVODE afresh at ``t`` from ``y`` (S, N) (a pulse edge, a restored checkpoint)."""
@@ -191,22 +221,21 @@ class CvodeCell:
     def segment(self) -> tuple[np.ndarray, np.ndarray, str]:
         """CVODE's steps from ``t`` to the next pulse edge (or as far as it got): times (K,),
         states (K, S, N) and '' or CVODE's message where it failed; then restarts at the edge."""
-        sd, mem, vector, tret, buf, tstop = self.sd, self.mem, self.vector, self._t, self.buf, self._tstop
-        times: list[float] = []
+        tstop, buf, size = self._tstop, self.buf, len(self.buf)
+        times: list[np.ndarray] = []
         states: list[np.ndarray] = []
-        ref = ctypes.byref(tret)
         error = ""
         while True:
-            flag = sd.step(mem, tstop, vector, ref, CV_ONE_STEP)
+            t_chunk, y_chunk = np.empty(STEP_CHUNK), np.empty((STEP_CHUNK, size))
+            k, flag, done = self._steps(self.mem, tstop, self.vector, self._tret, buf, t_chunk, y_chunk)
+            times.append(t_chunk[:k])
+            states.append(y_chunk[:k])
             if flag < 0:
-                error = f"CVODE failed: {sd.flag_name(flag).decode()} (flag {flag})"
+                error = f"CVODE failed: {self.sd.flag_name(flag).decode()} (flag {flag})"
+            if done:
                 break
-            times.append(tret.value)
-            states.append(buf.copy())
-            if flag == CV_TSTOP_RETURN or tret.value >= tstop:
-                break
-        t = np.array(times)
-        y = np.array(states).reshape((-1,) + self.shape) if states else np.zeros((0,) + self.shape)
+        t = np.concatenate(times)
+        y = np.concatenate(states).reshape((-1,) + self.shape)
         if len(t):
             self.t, self.y = float(t[-1]), y[-1]
             if not error and not self.finished:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from app.sims.cardiac.config import STIMULUS_MS, CardiacConfig, load_config
+from app.sims.cardiac.config import STIMULUS_MS, CardiacConfig, for_backend, load_config
 from app.sims.cardiac.engine import Problem, RunStopped
 from app.sims.cardiac.mesh import Mesh
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
@@ -64,7 +64,7 @@ class CardiacSimulation(Simulation):
         self.cfg, self.backend = cfg, backend
         t0 = time.perf_counter()
         try:
-            self.problem = problem or Problem.from_config(cfg)
+            self.problem = problem or Problem.from_config(for_backend(cfg, backend))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.engine = make_engine("cardiac", backend, self.problem)
@@ -300,8 +300,9 @@ class CardiacSimulation(Simulation):
             "compile_seconds": getattr(self.engine, "compile_seconds", 0.0),
             "sim_ms_per_wall_second": e.t / self.wall if self.wall else 0.0,
             "backend": self.backend, "device": device_name(self.backend),
-            "method": self.cfg.solver.method, "rush_larsen": p.tableau is not None and p.tableau.rl,
-            "precision": self.cfg.solver.precision, "n_cells": p.n_cells, "mesh": p.mesh.kind,
+            "method": p.cfg.solver.method, "rush_larsen": p.tableau is not None and p.tableau.rl,
+            "precision": p.cfg.solver.precision, "method_requested": self.cfg.solver.method,
+            "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
         }
         if self._ecg is not None:       # sampled at the live views (the history restarts on resume)
@@ -317,7 +318,7 @@ class CardiacSimulation(Simulation):
         hist_states = e.cell_history() if hasattr(e, "cell_history") else None
         if p.n_cells == 1 and hist_states is not None:
             t, ys = hist_states
-            dv = p.model.rates(ys, np.array([p.stim_current(x)[0] for x in t]), p.cell_params)[0][0]
+            dv = p.model.rates(ys, p.cell_stimulus(t), p.cell_params)[0][0]
             arrays["cell_t"], arrays["cell_states"], arrays["cell_dVdt"] = t, ys.T, dv
             summary.update(self._beat(t, ys[0], dv))
             trace = (t, ys[0], dv)

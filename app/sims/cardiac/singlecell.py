@@ -116,9 +116,10 @@ def reference(path: Path, model, stim: dict | None, beats: int = BEATS) -> dict:
 
 
 def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "{kind: single}",
-         beats: int = BEATS, backend: str = "cpu") -> dict:
-    """The app's run of ``path`` with ``stim`` (beats at 1 Hz), the ``solver`` block and ``mesh``:
-    the analysed beat's metrics (a tissue: cell 0's last beat), steps, seconds."""
+         beats: int = BEATS, backend: str = "cpu", save: float = 0.0) -> dict:
+    """The app's run of ``path`` with ``stim`` (beats at 1 Hz), the ``solver`` block and ``mesh``,
+    recording every ``save`` ms (0: every step): the analysed beat's metrics (a tissue: cell 0's
+    last beat), the solver run, steps, seconds."""
     from app.sims.cardiac.config import load_config
     from app.sims.cardiac.simulation import CardiacSimulation
     from app.sims.common.config import parse_yaml
@@ -131,7 +132,7 @@ def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "
         pulses, t_end = "stimuli: []", beats * PERIOD
     text = (f"domain: cardiac\nmodel: {{file: '{path}'}}\nmesh: {mesh}\n"
             f"protocol: {{t_end: {t_end!r}, {pulses}}}\nsolver: {solver}\n"
-            "output: {random_probes: 0, probe_cells: [0], dt_save: 0}\n")
+            f"output: {{random_probes: 0, probe_cells: [0], dt_save: {save!r}}}\n")
     cfg = load_config(parse_yaml(text, str(path)))
     sim = CardiacSimulation(cfg, backend)
     try:
@@ -141,7 +142,7 @@ def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "
     finally:
         sim.close()
     out = {k: summary.get(k) for k in ("apd90_ms", "peak_mV", "rest_mV", "max_dvdt", "steps_accepted",
-                                      "wall_seconds", "compile_seconds", "finished")}
+                                      "wall_seconds", "compile_seconds", "finished", "method", "precision")}
     out["engine_seconds"] = summary["wall_seconds"] - summary.get("compile_seconds", 0.0)
     out["stopped"] = summary.get("stopped", {}).get("reason", "")
     if "apd90_ms" not in summary and stim is not None:     # tissue: cell 0's probe trace

@@ -85,6 +85,7 @@ METHODS: dict[str, Tableau] = {t.name: t for t in [
             b_low=_v([Fr(25, 216), 0, Fr(1408, 2565), Fr(2197, 4104), Fr(-1, 5), 0]), order_low=4),
 ]}
 IMPLICIT = {"cvode": "CVODE (SUNDIALS): BDF, Newton, dense Jacobian (single cells; app.sims.cardiac.implicit)"}
+AUTO = "auto"       # a single cell's default: the engine picks (app.sims.cardiac.config.for_backend)
 FIXED = tuple(n for n, t in METHODS.items() if not t.adaptive)
 ADAPTIVE = tuple(n for n, t in METHODS.items() if t.adaptive)
 

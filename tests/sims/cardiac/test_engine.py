@@ -100,3 +100,17 @@ def test_stimulus_regions_are_validated():
     with pytest.raises(ConfigError, match="reaches no cell"):
         CardiacSimulation(cfg, "cpu")
 
+
+
+def test_cell_stimulus_over_many_times_is_stim_current_at_each():
+    """The trace's dV/dt reads the stimulus at every recorded time at once: the same values as
+    one ``stim_current`` call per time, over overlapping trains and pulse edges."""
+    from app.sims.cardiac.config import for_backend
+    cfg = for_backend(config("mesh: {kind: single}\nprotocol: {t_end: 3000, stimuli: [{start: 10, duration: 2, "
+                             "amplitude: -20, period: 500, count: 3}, {start: 1011, duration: 1, amplitude: -7}]}\n"),
+                      "cpu")
+    p = Problem.from_config(cfg)
+    t = np.linspace(0.0, 3000.0, 30001)
+    expected = np.array([p.stim_current(x)[0] for x in t])
+    np.testing.assert_array_equal(p.cell_stimulus(t), expected)
+    assert (expected == -27.0).any() and (expected == -20.0).any()

@@ -60,9 +60,11 @@ def test_cvode_default_matches_the_cvodes_reference_every_beat(name):
 
 
 def test_a_single_cell_without_a_method_runs_cvode_and_tissue_is_refused():
-    from app.sims.cardiac.config import CVODE_DEFAULTS
+    from app.sims.cardiac.config import CVODE_DEFAULTS, for_backend
     from app.sims.common.config import ConfigError
-    s = config("mesh: {kind: single}\n").solver
+    cfg = config("mesh: {kind: single}\n")
+    assert cfg.solver.method == "auto"
+    s = for_backend(cfg, "cpu").solver
     assert s.method == "cvode" and (s.at, s.rt, s.precision) == (CVODE_DEFAULTS["at"], CVODE_DEFAULTS["rt"], "float64")
     s = config("mesh: {kind: single}\nsolver: {method: cvode, at: 1.0e-5}\n").solver
     assert (s.at, s.rt) == (1e-5, CVODE_DEFAULTS["rt"])
@@ -72,6 +74,31 @@ def test_a_single_cell_without_a_method_runs_cvode_and_tissue_is_refused():
         config("mesh: {kind: sheet, nx: 10, ny: 10}\nsolver: {method: cvode}\n")
     with pytest.raises(ConfigError, match="lookup_tables must be false"):
         config("mesh: {kind: single}\nsolver: {method: cvode, lookup_tables: true}\n")
+
+
+def test_auto_is_cvode_on_the_cpu_and_bs32_on_cuda_and_refuses_its_own_settings():
+    """One default for single cells on both engines: ``auto`` resolves per backend (CUDA has no
+    implicit solver); a tolerance given with it is refused rather than ignored."""
+    from app.sims.cardiac.config import AUTO_SOLVERS, for_backend
+    from app.sims.common.config import ConfigError
+    cfg = config("mesh: {kind: single}\nsolver: {method: auto}\n")
+    for backend, engine in (("cpu", "cpu"), ("cpu-reference", "cpu"), ("cuda", "cuda")):
+        s = for_backend(cfg, backend).solver
+        assert {k: getattr(s, k) for k in AUTO_SOLVERS[engine]} == AUTO_SOLVERS[engine]
+    assert for_backend(cfg, "cuda").solver.method == "bs32"
+    rl = config("mesh: {kind: single}\nsolver: {method: rlfe, dt: 0.01}\n")
+    assert for_backend(rl, "cuda") is rl
+    assert config("mesh: {kind: single}\nsolver: {method: auto, at: 1.0}\n").solver.method == "auto"  # the default
+    with pytest.raises(ConfigError, match="solver.at.*method auto sets its own"):
+        config("mesh: {kind: single}\nsolver: {method: auto, at: 1.0e-5}\n")
+    with pytest.raises(ConfigError, match="auto is for single cells"):
+        config("mesh: {kind: sheet, nx: 2, ny: 2}\nsolver: {method: auto}\n")
+
+
+def test_a_problem_is_built_from_a_resolved_solver_only():
+    from app.sims.cardiac.engine import Problem
+    with pytest.raises(ValueError, match="resolved per engine"):
+        Problem.from_config(config("mesh: {kind: single}\n"))
 
 
 @pytest.mark.slow
