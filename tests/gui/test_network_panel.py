@@ -81,6 +81,14 @@ def test_pause_at_epoch_end_then_finish_views_and_exports(network, qtbot, tmp_pa
     network.export("neuroml", tmp_path / "n.nml")
     assert (tmp_path / "n.nwb").stat().st_size > 0 and "<blockingPlasticSynapse" in (tmp_path / "n.nml").read_text()
     assert "<Include file=\"n.nml\"/>" in (tmp_path / "LEMS_n.xml").read_text()      # its simulation
+    from app.sims.network.export_neuroml import to_neuroml
+    network.neuroml_epoch.setValue(0)                    # the culture's connections at the start
+    network.export("neuroml", tmp_path / "start.nml")
+    start = (tmp_path / "start.nml").read_text()
+    assert start == to_neuroml(network.current_config(), network.arrays, epoch=0) != (tmp_path / "n.nml").read_text()
+    network.neuroml_epoch.setValue(7)                    # a run of 3 epochs has no epoch 7: refused, named
+    with pytest.raises(Exception, match="epoch 7"):
+        network.export("neuroml", tmp_path / "late.nml")
     with np.load(spikes) as data:
         assert data["spike_times"].size == data["spike_neurons"].size > 0
     assert open(hist).readline().strip().startswith("epoch,epoch_mean_radius")

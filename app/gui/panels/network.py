@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QLabel, QPushButton, QSplitter
+from PySide6.QtWidgets import QCheckBox, QLabel, QPushButton, QSpinBox, QSplitter
 
 from app.gui.forms import ConfigForm
 
@@ -114,6 +114,13 @@ class NetworkPanel(Panel):
         self.resume_label.setWordWrap(True)
         for widget in (self.pause_at_epoch, self.resume_button, self.resume_label):
             box.layout().addRow(widget)
+        self.neuroml_epoch = QSpinBox()           # the NeuroML2 export's connectivity: 0 = the start
+        self.neuroml_epoch.setRange(-1, 1_000_000)
+        self.neuroml_epoch.setSpecialValueText("end of the run")
+        self.neuroml_epoch.setValue(-1)
+        self.neuroml_epoch.setToolTip("Which epoch's connections File › Export › Culture (NeuroML2) "
+                                      "writes: 0 is the start, the last epoch the end of the run")
+        box.layout().addRow("NeuroML2 at epoch", self.neuroml_epoch)
         self.controls_layout.addWidget(box)
         self.resume_button.clicked.connect(self._ask_resume)
         self.pause_at_epoch.toggled.connect(self._pause_at_epoch_toggled)
@@ -253,7 +260,9 @@ class NetworkPanel(Panel):
             out = write_run(self.current_config(), self.arrays or {}, path)
         elif kind == "neuroml":
             from app.sims.network import export_neuroml
-            out = export_neuroml.write_run(self.current_config(), self.arrays or {}, path)
+            epoch = self.neuroml_epoch.value()
+            out = export_neuroml.write_run(self.current_config(), self.arrays or {}, path,
+                                           None if epoch < 0 else epoch)
         else:
             out = export_connectivity_npz(path, self.arrays)
         log.info("exported %s", out)
