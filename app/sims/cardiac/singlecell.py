@@ -120,6 +120,7 @@ def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "
     """The app's run of ``path`` with ``stim`` (beats at 1 Hz), the ``solver`` block and ``mesh``,
     recording every ``save`` ms (0: every step): the analysed beat's metrics (a tissue: cell 0's
     last beat), the solver run, steps, seconds."""
+    from app.compute.device import backend_context
     from app.sims.cardiac.config import load_config
     from app.sims.cardiac.simulation import CardiacSimulation
     from app.sims.common.config import parse_yaml
@@ -134,13 +135,14 @@ def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "
             f"protocol: {{t_end: {t_end!r}, {pulses}}}\nsolver: {solver}\n"
             f"output: {{random_probes: 0, probe_cells: [0], dt_save: {save!r}}}\n")
     cfg = load_config(parse_yaml(text, str(path)))
-    sim = CardiacSimulation(cfg, backend)
-    try:
-        while not sim.finished:
-            sim.advance()
-        arrays, summary = sim.results()
-    finally:
-        sim.close()
+    with backend_context(backend):           # CUDA: the device's context in this thread
+        sim = CardiacSimulation(cfg, backend)
+        try:
+            while not sim.finished:
+                sim.advance()
+            arrays, summary = sim.results()
+        finally:
+            sim.close()
     out = {k: summary.get(k) for k in ("apd90_ms", "peak_mV", "rest_mV", "max_dvdt", "steps_accepted",
                                       "wall_seconds", "compile_seconds", "finished", "method", "precision")}
     out["engine_seconds"] = summary["wall_seconds"] - summary.get("compile_seconds", 0.0)
