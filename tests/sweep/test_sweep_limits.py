@@ -103,10 +103,10 @@ def test_planner_refuses_a_point_that_cannot_fit(tmp_path, monkeypatch):
     assert "1.0 GiB is available" in str(info.value) and str(path) in str(info.value)
 
 
-def _size_sweep(tmp_path: Path, t_end_stop: float) -> Path:
-    """Decay-dimerization as shipped (a measured model class), swept in t_end only."""
-    preset = Path(__file__).resolve().parents[2] / "resources" / "presets" / "ssa" / "00-decay-dimerization.yaml"
-    text = preset.read_text() + ("sweep:\n  parameters:\n    - {key: ensemble.t_end, range: "
+def _size_sweep(tmp_path: Path, t_end_stop: float, preset: str = "00-decay-dimerization") -> Path:
+    """A shipped SSA preset (a measured model class), swept in t_end only."""
+    preset_path = Path(__file__).resolve().parents[2] / "resources" / "presets" / "ssa" / f"{preset}.yaml"
+    text = preset_path.read_text() + ("sweep:\n  parameters:\n    - {key: ensemble.t_end, range: "
                                  f"{{start: 10, stop: {t_end_stop}, num: 4, scale: log}}}}\n")
     path = tmp_path / "sizes.yaml"
     path.write_text(text)
@@ -122,11 +122,12 @@ def test_the_whole_sweeps_time_is_the_sum_of_its_points(tmp_path):
 
 
 def test_a_sweep_over_the_time_limit_is_refused_before_dask_unless_raised(tmp_path, capsys, monkeypatch):
-    """512 realizations to t_end 1e6 at the measured 740 realization·time units per second are
-    days of work: refused naming the estimate, the limit and the flag; --max-hours lets it by."""
+    """Birth-death fires about 20 reactions a time unit in each of its 20,000 realizations at
+    stationarity, so points up to t_end 1e7 are days of work at its measured event rate:
+    refused naming the estimate, the limit and the flag; --max-hours lets it by."""
     from app.cli import main
 
-    path = _size_sweep(tmp_path, 1.0e6)
+    path = _size_sweep(tmp_path, 1.0e7, "birth-death")
     started = []
     monkeypatch.setattr(runner, "start_cluster", lambda *a, **k: started.append(1) or 1 / 0)
     assert main(["sweep", str(path), "--out", str(tmp_path / "s"), "--no-png"]) == 2
