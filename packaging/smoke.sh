@@ -34,6 +34,9 @@ bundle="$top/dist/biogpu-studio/biogpu-studio"
 test -s "$work/bundle-run/results.npz"
 # the cardiac panel's CPU default: a CellML model through Myokit's importer, inside the bundle
 "$bundle" run 03-sheet-spiral-s1s2-ach-small --backend cpu --set protocol.t_end=5 \
-    --out "$work/bundle-cardiac" --no-png >/dev/null
+    --out "$work/bundle-cardiac" --no-png >/dev/null 2>"$work/bundle-cardiac.log"
 test -s "$work/bundle-cardiac/results.npz"
+if grep -q "could not be prepared" "$work/bundle-cardiac.log"; then      # the compiled engine must build
+    cat "$work/bundle-cardiac.log"; exit 1
+fi
 echo "bundle: $(du -sh "$top/dist/biogpu-studio" | cut -f1), ran an SSA and a cardiac preset from $work"
