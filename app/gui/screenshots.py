@@ -94,7 +94,7 @@ def run(out: Path, panels: list[str], timeout: float, scale: float,
         expected = panel.estimate(panel.current_config())
         panel.start_run()
         session = panel.worker.session
-        if expected is None or expected < SHORT_RUN:     # held midway, or it ends before a frame
+        if expected is None or expected[1] < SHORT_RUN:  # held midway, or it ends before a frame
             session.pause_when(lambda frame: frame.progress >= 0.4)
         wait_until(lambda p=panel: p.last_frame is not None and p.last_frame.progress > 0.3
                    or not p.running, timeout / 2)
