@@ -342,6 +342,9 @@ def load_config(doc: Document) -> CardiacConfig:
         if s.lookup_tables:
             raise doc.error(f"solver.method {s.method} evaluates the model itself: lookup_tables must be false",
                             ("solver", "lookup_tables"))
+    if s.method in METHODS and METHODS[s.method].grl and not s.rush_larsen:
+        raise doc.error(f"solver.method {s.method} is a Rush-Larsen method (every state stepped by its "
+                        "diagonal Jacobian): rush_larsen must be true", ("solver", "rush_larsen"))
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
     if s.lookup_tables:
