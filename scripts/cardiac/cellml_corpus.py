@@ -140,7 +140,7 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None) -> 
     """The tissue solvers (:data:`EXPLICIT_METHODS`, float32) on one cell at each of
     :data:`EXPLICIT_STEPS` until one is within :data:`EXPLICIT_BOUND` of the reference (``ref``:
     the row of the ``cpu`` run; none: the first step and method only); the results in
-    ``previous`` (an earlier row) are kept, not run again. The first beat of a paced model
+    ``previous`` (an earlier row) that ran to the end are kept, not run again. The first beat of a paced model
     (tissue runs are short), the 20 s of a self-oscillating one."""
     from app.sims.cardiac.model import load_model
 
@@ -151,7 +151,10 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None) -> 
     for dt in EXPLICIT_STEPS:
         for method in EXPLICIT_METHODS:
             key = f"{method} {dt:g}"
-            result = (previous or {}).get(key) or _guarded(
+            kept = (previous or {}).get(key)
+            if kept and ("error" in kept or kept.get("stopped")):
+                kept = None                                      # cheap, and a refusal may now say why
+            result = kept or _guarded(
                 path, stim, f"{{method: {method}, dt: {dt!r}, precision: float32}}", beats=1 if stim else BEATS)
             row[key] = result
             if target is None or _error_pct(result, target) <= EXPLICIT_BOUND:   # no reference yet: the first

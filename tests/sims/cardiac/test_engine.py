@@ -1,9 +1,12 @@
 """The NumPy tissue engine: propagation, refinement, blow-up detection, adaptive control."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from app.sims.cardiac.engine import Problem, RunStopped, CpuTissue
+from app.sims.common.config import ConfigError
 from app.sims.cardiac.simulation import CardiacSimulation
 
 from .helpers import cable, conduction_velocity, config, run
@@ -131,8 +134,6 @@ def test_grl1_converges_at_first_order_where_rush_larsen_forward_euler_blows_up(
     halves with the step (order 1: observed orders within 0.2 of 1; measured 2.07 and 2.00
     as ratios)."""
     ref, _ = _nygren_final_state("cvode", 0.01, ", at: 1.0e-10, rt: 1.0e-10")
-    _, rlfe = _nygren_final_state("rlfe", 0.1)
-    assert not rlfe["finished"] and "NaN" in rlfe["stopped"]["reason"]
     errors = []
     for dt in (0.1, 0.05, 0.025):
         y, summary = _nygren_final_state("grl1", dt)
@@ -143,7 +144,23 @@ def test_grl1_converges_at_first_order_where_rush_larsen_forward_euler_blows_up(
     assert errors[-1] < 0.02
 
 
+def test_an_unstable_rush_larsen_step_is_refused_with_its_cause():
+    """RLFE at 0.1 ms on Nygren: forward Euler on Ca²⁺ amplifies the rest state's fastest mode
+    (|1 + hJ| ≈ 1.26); the config says so and names the cure. At 0.05 ms, and with GRL1, it loads."""
+    with pytest.raises(ConfigError, match=r"rlfe at dt = 0.1 ms is unstable for model nygren_atrial_model_1998 at "
+                       r"its initial state: one step multiplies the mode led by \S+ by 1.2\d.*forward Euler on a "
+                       r"fast non-gating state\); use method grl1"):
+        config("model: {file: nygren_atrial_model_1998}\nmesh: {kind: single}\nsolver: {method: rlfe, dt: 0.1}\n")
+    for solver in ("{method: rlfe, dt: 0.05}", "{method: grl1, dt: 0.1}"):
+        config(f"model: {{file: nygren_atrial_model_1998}}\nmesh: {{kind: single}}\nsolver: {solver}\n")
+    cfg = config("model: {file: nygren_atrial_model_1998}\nmesh: {kind: single}\nsolver: {method: rlfe, dt: 0.05}\n")
+    unstable = dataclasses.replace(cfg, solver=dataclasses.replace(cfg.solver, dt=0.1))     # past the check
+    engine = CpuTissue(Problem.from_config(unstable))
+    with pytest.raises(RunStopped, match="V is NaN"):       # what the refusal prevents
+        while not engine.finished:
+            engine.advance(100)
+
+
 def test_grl1_without_rush_larsen_is_refused():
-    from app.sims.common.config import ConfigError
     with pytest.raises(ConfigError, match="grl1 is a Rush-Larsen method.*rush_larsen must be true"):
         config("mesh: {kind: single}\nsolver: {method: grl1, rush_larsen: false}\n")
