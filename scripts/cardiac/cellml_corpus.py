@@ -29,7 +29,8 @@ Metrics: ``app.sims.cardiac.metrics.beat_metrics`` (APD90 from the time of max d
   cell on the compiled CPU engine (the CUDA stage kernel's method), at each of
   :data:`EXPLICIT_STEPS` until one is within :data:`EXPLICIT_BOUND` of the reference; results
   in ``DIR/explicit/`` (a result already there is kept; ``--redo-ours`` runs it again). The
-  table shows the largest step and the method within the bound.
+  table shows the largest step and the method within the bound. ``--runs explicit-cuda``: the
+  same on CUDA (``DIR/explicit-cuda/``, a column of its own).
 
 Usage (SUNDIALS: ``apt-get install libsundials-dev``; check with ``python -m myokit system``)::
 
@@ -136,12 +137,13 @@ def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None) -> dic
     return row
 
 
-def one_explicit(path: Path, ref: dict | None, previous: dict | None = None) -> dict:
+def one_explicit(path: Path, ref: dict | None, previous: dict | None = None, backend: str = "cpu") -> dict:
     """The tissue solvers (:data:`EXPLICIT_METHODS`, float32) on one cell at each of
     :data:`EXPLICIT_STEPS` until one is within :data:`EXPLICIT_BOUND` of the reference (``ref``:
     the row of the ``cpu`` run; none: the first step and method only); the results in
     ``previous`` (an earlier row) that ran to the end are kept, not run again. The first beat of a paced model
-    (tissue runs are short), the 20 s of a self-oscillating one."""
+    (tissue runs are short), the 20 s of a self-oscillating one. ``backend`` cuda: on the GPU
+    (``--runs explicit-cuda``), the model in float32 as tissue runs evaluate it."""
     from app.sims.cardiac.model import load_model
 
     stim = protocol(load_model(str(path)))
@@ -155,14 +157,16 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None) -> 
             if kept and ("error" in kept or kept.get("stopped")):
                 kept = None                                      # cheap, and a refusal may now say why
             result = kept or _guarded(
-                path, stim, f"{{method: {method}, dt: {dt!r}, precision: float32}}", beats=1 if stim else BEATS)
+                path, stim, f"{{method: {method}, dt: {dt!r}, precision: float32}}", beats=1 if stim else BEATS,
+                backend=backend)
             row[key] = result
             if target is None or _error_pct(result, target) <= EXPLICIT_BOUND:   # no reference yet: the first
                 return row
     return row
 
 
-KINDS: dict[str, Callable[..., dict]] = {"cpu": one, "cuda": one_cuda, "explicit": one_explicit}
+KINDS: dict[str, Callable[..., dict]] = {"cpu": one, "cuda": one_cuda, "explicit": one_explicit,
+                                         "explicit-cuda": one_explicit}
 
 
 def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[float, ...]) -> None:
@@ -175,7 +179,7 @@ def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[f
         row = one_cuda(Path(path), tolerances, ref)
     else:
         previous = json.loads(Path(out).read_text()) if Path(out).exists() else None
-        row = one_explicit(Path(path), ref, previous)
+        row = one_explicit(Path(path), ref, previous, "cuda" if kind == "explicit-cuda" else "cpu")
     Path(out).write_text(json.dumps(row, indent=1, default=float) + "\n")
 
 
@@ -276,16 +280,23 @@ def _explicit_cell(run: dict | None, target: dict) -> tuple[str, str | float | N
             parts.append(f"{label}: {_f(err, '+.2f')} %")
             if within is None and np.isfinite(err) and abs(err) <= EXPLICIT_BOUND:
                 within = f"{method.upper()} {dt:g} ms"
-    return "; ".join(parts), within
+    text = "; ".join(parts)
+    if within is None and len(parts) == len(EXPLICIT_STEPS) * len(EXPLICIT_METHODS):
+        text = (f"**not for tissue at ≥ {min(EXPLICIT_STEPS):g} ms** (no method within {EXPLICIT_BOUND:g} %; "
+                f"CVODE up to 400 unknowns): {text}")
+    return text, within
 
 
 def table(out: Path) -> str:
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
-    extra = {k: {p.stem: json.loads(p.read_text()) for p in (out / k).glob("*.json")} for k in ("cuda", "explicit")}
-    with_cuda = bool(extra["cuda"])           # a column only where a GPU ran them
+    extra = {k: {p.stem: json.loads(p.read_text()) for p in (out / k).glob("*.json")}
+             for k in ("cuda", "explicit", "explicit-cuda")}
+    with_cuda, with_explicit_cuda = bool(extra["cuda"]), bool(extra["explicit-cuda"])   # columns where a GPU ran them
     head = ["model", "imported", "APD90 ours (ms)", "APD90 CVODES (ms)", "error"]
     head += ["CUDA default: error"] if with_cuda else []
-    head += [f"tissue solvers (float32): error, bound {EXPLICIT_BOUND:g} %", "sheet APD90 error (beat 1)",
+    head += [f"tissue solvers (float32): error, bound {EXPLICIT_BOUND:g} %"]
+    head += ["tissue solvers on CUDA"] if with_explicit_cuda else []
+    head += ["sheet APD90 error (beat 1)",
              "time ours (s)", "time Myokit (s)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     blank = " |" * (len(head) - 2)
@@ -325,6 +336,9 @@ def table(out: Path) -> str:
             cuda_errs.append(abs(cuda_err))
         explicit_text, within = _explicit_cell(extra["explicit"].get(name),
                                                beats[0] if r.get("protocol") else ref)
+        if with_explicit_cuda:
+            explicit_text += " | " + _explicit_cell(extra["explicit-cuda"].get(name),
+                                                    beats[0] if r.get("protocol") else ref)[0]
         if ref and name in extra["explicit"]:
             compared = not isinstance(within, float)
             label = "not compared" if not compared else within or "missed"
@@ -355,7 +369,8 @@ def main() -> None:
     ap.add_argument("--redo-ours", action="store_true", help="keep the references in --out, rerun ours")
     ap.add_argument("--reverse", action="store_true", help="models in reverse order (a second runner)")
     ap.add_argument("--runs", default="cpu", help="kinds of run, comma-separated: cpu (references, the CPU "
-                    "default, the sheet), cuda (the default on CUDA), explicit (the tissue solver)")
+                    "default, the sheet), cuda (the default on CUDA), explicit (the tissue solvers on the "
+                    "CPU), explicit-cuda (the same on CUDA)")
     ap.add_argument("--jobs", type=int, default=1, help="models run at once (child processes)")
     ap.add_argument("--cuda-tolerances", default="", help="--runs cuda: also bs32 at these abs = rel tolerances")
     args = ap.parse_args()
