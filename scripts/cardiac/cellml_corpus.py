@@ -49,6 +49,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -273,11 +274,19 @@ def _explicit_cell(run: dict | None, target: dict) -> tuple[str, str | float | N
             if res is None:
                 continue
             label = f"{method.upper()} {dt:g} ms"
-            if "error" in res or res.get("stopped"):
-                parts.append(f"{label}: {_short(res.get('error') or res['stopped'])}")
+            message = res.get("error") or res.get("stopped")
+            refused = re.search(r"is unstable .* mode led by (\S+) by (\S+),", message or "")
+            if refused:                                          # the app's refusal of an unstable step
+                parts.append(f"{label}: refused, unstable at rest (the mode of {refused[1]} grows "
+                             f"×{refused[2]} a step)")
+                continue
+            if message:
+                parts.append(f"{label}: {_short(message)}")
                 continue
             err = _err(res.get("apd90_ms"), target.get("apd90_ms"))
-            parts.append(f"{label}: {_f(err, '+.2f')} %")
+            peak = _f(res.get("peak_mV"), ".0f")
+            measured = f"{_f(err, '+.2f')} %" if np.isfinite(err) else f"no APD90 (peak {peak} mV)"
+            parts.append(f"{label}: {measured}")
             if within is None and np.isfinite(err) and abs(err) <= EXPLICIT_BOUND:
                 within = f"{method.upper()} {dt:g} ms"
     text = "; ".join(parts)
