@@ -363,7 +363,8 @@ def table(out: Path) -> str:
         summary += (f" CUDA default: {len(cuda_errs)} compared, largest |APD90 error| {max(cuda_errs):.3f} %, "
                     f"{sum(e <= SINGLE_CELL_BOUND for e in cuda_errs)} within {SINGLE_CELL_BOUND:g} %.")
     if steps:
-        summary += (f" Tissue solver within {EXPLICIT_BOUND:g} % at the largest step tried: "
+        summary += (f" Tissue solvers, the largest step within {EXPLICIT_BOUND:g} % (RLFE tried before GRL1; "
+                    "missed: not for tissue at these steps): "
                     + ", ".join(f"{label}: {n}" for label, n in sorted(steps.items())) + ".")
     return "\n".join(lines) + "\n\n" + summary + "\n"
 
