@@ -14,7 +14,7 @@ from app.sims.common.config import ConfigError
 from app.sims.common.session import Session
 from app.sims.common.simulation import PRESETS, load_run_config
 from app.sims.common.steering import SteeringEvent
-from app.sims.ssa.simulation import PREVIEW_FRACTION, PREVIEW_MIN, SSASimulation
+from app.sims.ssa.simulation import PREVIEW_FRACTION, PREVIEW_MIN, SSASimulation, preview_realizations
 from tests.sims.common.steering_runs import assert_continue_alike, assert_same_arrays, replay, run_steered
 
 BIRTH_DEATH = PRESETS / "ssa" / "birth-death.yaml"     # 0 -> X at k = 10, X -> 0 at g X, g = 0.2
@@ -100,6 +100,28 @@ def test_explore_reruns_from_t0_a_first_look_then_the_full_ensemble():
     fresh.run()
     assert_same_arrays(session.arrays, fresh.arrays)
     assert_same_arrays(session.arrays, replay(session).arrays)
+
+
+def test_the_first_look_is_a_sixteenth_on_the_cpu():
+    assert preview_realizations(512, "cpu") == 32 and preview_realizations(64, "cpu") == 32
+    assert preview_realizations(16, "cpu") == 16
+
+
+@pytest.mark.gpu
+def test_explore_on_cuda_runs_an_ensemble_the_device_holds_whole(cuda_context):
+    """No first look on CUDA where it would take as long per sample as the full ensemble."""
+    from app.compute.device import resident_threads
+
+    width = resident_threads()
+    assert preview_realizations(width, "cuda") == width
+    assert preview_realizations(4 * width, "cuda") == width // 4
+    domain, cfg = birth_death("ensemble.realizations=512")
+    frames = []
+    session = Session(domain, cfg, "cuda", handover=False, on_frame=frames.append)
+    session.steer("mode", "explore")
+    session.steer("rates.birth", 4.0)
+    session.run()
+    assert {f.realizations for f in frames} == {512}
 
 
 def test_the_events_survive_a_checkpoint():
