@@ -70,7 +70,7 @@ CASES = textwrap.dedent('''
         epidermis("epi-cl-none-genes", out, 200, [150, 64],
                   tissue={"boundary": "none"}, run={"mode": "genes"})
         epidermis("epi-cc-genes", out, 100, [100, 33], run={"mode": "genes", "search": "centre_cutoff"})
-        epidermis("epi-full", out, 30, [45, 100, 3, 200],
+        epidermis("epi-full", out, 30, [45, 100, 3, 200], tissue={"elements": 38},
                   growth={"interval": 70, "delta_low": 10.0}, run={"mode": "full", "relax_steps": 0})
         network("net-20", out, 20, 2.001, [7000, 13, 6000], 2)
         network("net-100", out, 100, 2.001, [10000], 1)

@@ -289,7 +289,7 @@ def test_graph_replays_equal_launches_one_by_one(monkeypatch, search):
     states (the graph's launches are the plan's, arguments included), across growth events."""
     from app.sims.epidermis import cuda as epidermis_cuda
 
-    cfg = config(tissue={"cells": 30}, growth={"interval": 70, "delta_low": 10.0},
+    cfg = config(tissue={"cells": 30, "elements": 38}, growth={"interval": 70, "delta_low": 10.0},
                  run={"mode": "full", "relax_steps": 0, "search": search})
     state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
     runs = []
