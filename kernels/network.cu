@@ -21,9 +21,7 @@
 #ifndef NET_LANES
 #define NET_LANES 8           // threads per target neuron: 1, 2, 4, 8, 16 or 32
 #endif
-#define NET_BATCH 8           // incoming synapses a lane loads before it tests them
-#define NET_DRAWS (NET_CHUNK / 2 + 1)                       // Philox draws a chunk can span
-#define NET_DPL ((NET_DRAWS + NET_LANES - 1) / NET_LANES)   // draws per lane
+#define NET_ZPL ((NET_CHUNK + NET_LANES - 1) / NET_LANES)
 #define NET_NEVER (-(1 << 30))
 #define NET_PI 3.14159265358979323846
 
@@ -63,53 +61,35 @@ extern "C" __global__ void net_step(
     const float dt = c_lif[3];
     const unsigned int window = (1u << nsteps) - 1u;
 
-    // ---- deliveries of this chunk: sources that spiked delay steps before each step. A lane
-    // loads NET_BATCH synapses' sources, then their histories, then tests them in order (the
-    // loads of a batch overlap instead of two dependent round trips per synapse).
+    // ---- deliveries of this chunk: sources that spiked delay steps before each step
     const int len = valid ? rowlen[i] : 0;
     int arrived = 0;
-    for (int k0 = lane; k0 < len; k0 += NET_LANES * NET_BATCH) {
-        unsigned int pb[NET_BATCH];
-        unsigned long long hb[NET_BATCH];
+    for (int k = lane; k < len; k += NET_LANES) {
+        const size_t s = (size_t)k * n + i;
+        const unsigned int p = pre[s];
+        const int j = (int)(p & 0x7fffffffu);
+        const int pin = (int)(p >> 31);
+        const int typ = (pin << 1) | me;
+        const int D = c_delay[typ];
+        const unsigned int bits = (unsigned int)(hist_in[j] >> (D - nsteps)) & window;
+        if (bits) {
+            arrived = 1;
+            const float w = W[s] * c_wscale[typ], U = c_U[typ], invD = c_invD[typ], invF = c_invF[typ];
+            float u = su[s], r = sr[s];
+            int last = slast[s];
 #pragma unroll
-        for (int b = 0; b < NET_BATCH; ++b) {
-            const int k = k0 + b * NET_LANES;
-            pb[b] = k < len ? pre[(size_t)k * n + i] : 0u;
-        }
-#pragma unroll
-        for (int b = 0; b < NET_BATCH; ++b) {
-            const int k = k0 + b * NET_LANES;
-            hb[b] = k < len ? hist_in[pb[b] & 0x7fffffffu] : 0ull;
-        }
-#pragma unroll
-        for (int b = 0; b < NET_BATCH; ++b) {
-            const int k = k0 + b * NET_LANES;
-            if (k >= len) break;
-            const size_t s = (size_t)k * n + i;
-            const unsigned int p = pb[b];
-            const int pin = (int)(p >> 31);
-            const int typ = (pin << 1) | me;
-            const int D = c_delay[typ];
-            const unsigned int bits = (unsigned int)(hb[b] >> (D - nsteps)) & window;
-            if (bits) {
-                arrived = 1;
-                const float w = W[s] * c_wscale[typ], U = c_U[typ], invD = c_invD[typ], invF = c_invF[typ];
-                float u = su[s], r = sr[s];
-                int last = slast[s];
-#pragma unroll
-                for (int t = 0; t < NET_CHUNK; ++t) {
-                    if (t < nsteps && ((bits >> (nsteps - 1 - t)) & 1u)) {
-                        const int m = step0 + t;
-                        const float isi = (float)(m - last) * dt;
-                        r = 1.f + (r * (1.f - u) - 1.f) * __expf(-isi * invD);
-                        u = U + u * (1.f - U) * __expf(-isi * invF);
-                        const float jump = w * u * r;
-                        if (pin) aI[t] += jump; else aE[t] += jump;
-                        last = m;
-                    }
+            for (int t = 0; t < NET_CHUNK; ++t) {
+                if (t < nsteps && ((bits >> (nsteps - 1 - t)) & 1u)) {
+                    const int m = step0 + t;
+                    const float isi = (float)(m - last) * dt;
+                    r = 1.f + (r * (1.f - u) - 1.f) * __expf(-isi * invD);
+                    u = U + u * (1.f - U) * __expf(-isi * invF);
+                    const float jump = w * u * r;
+                    if (pin) aI[t] += jump; else aE[t] += jump;
+                    last = m;
                 }
-                su[s] = u; sr[s] = r; slast[s] = last;
             }
+            su[s] = u; sr[s] = r; slast[s] = last;
         }
     }
     if (__any_sync(0xffffffffu, arrived)) {        // sum the lanes of each target (lane 0 gets it)
@@ -123,36 +103,24 @@ extern "C" __global__ void net_step(
         }
     }
 
-    // ---- noise: step m takes the normal of words (x, y) (m even) or (z, w) (m odd) of Philox
-    // draw m / 2; lane l makes both normals of the chunk's draws l, l + NET_LANES, ...
-    const int d0 = step0 >> 1;
-    const int draws = ((step0 + nsteps - 1) >> 1) - d0 + 1;
-    float ze[NET_DPL], zo[NET_DPL];
+    // ---- noise: lane l draws the normals of steps l, l + NET_LANES, ...
+    float zl[NET_ZPL];
 #pragma unroll
-    for (int q = 0; q < NET_DPL; ++q) {
-        const int d = lane + q * NET_LANES;
-        ze[q] = 0.f; zo[q] = 0.f;
-        if (valid && d < draws) {
-            const philox_u4 wd = philox_draw(seed, (uint64_t)i, (uint64_t)(d0 + d));
-            ze[q] = sqrtf(-2.f * __logf(philox_uniform_f32(wd.x)))
-                  * __cosf(6.2831853071795865f * philox_uniform_f32(wd.y));
-            zo[q] = sqrtf(-2.f * __logf(philox_uniform_f32(wd.z)))
-                  * __cosf(6.2831853071795865f * philox_uniform_f32(wd.w));
+    for (int q = 0; q < NET_ZPL; ++q) {
+        const int t = lane + q * NET_LANES;
+        zl[q] = 0.f;
+        if (valid && t < nsteps) {
+            const int m = step0 + t;
+            const philox_u4 wd = philox_draw(seed, (uint64_t)i, (uint64_t)(m >> 1));
+            const uint32_t a = (m & 1) ? wd.z : wd.x, b = (m & 1) ? wd.w : wd.y;
+            zl[q] = sqrtf(-2.f * __logf(philox_uniform_f32(a)))
+                  * __cosf(6.2831853071795865f * philox_uniform_f32(b));
         }
     }
     float z[NET_CHUNK];
 #pragma unroll
-    for (int t = 0; t < NET_CHUNK; ++t) {
-        const int m = step0 + t, d = (m >> 1) - d0;
-        float e = 0.f, o = 0.f;
-#pragma unroll
-        for (int q = 0; q < NET_DPL; ++q) {
-            const float eq = __shfl_sync(0xffffffffu, ze[q], d % NET_LANES, NET_LANES);
-            const float oq = __shfl_sync(0xffffffffu, zo[q], d % NET_LANES, NET_LANES);
-            if (q == d / NET_LANES) { e = eq; o = oq; }
-        }
-        z[t] = (m & 1) ? o : e;
-    }
+    for (int t = 0; t < NET_CHUNK; ++t)
+        z[t] = __shfl_sync(0xffffffffu, zl[t / NET_LANES], t % NET_LANES, NET_LANES);
     if (!valid || lane != 0) return;
 
     // ---- the neuron, nsteps steps
