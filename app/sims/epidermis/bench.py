@@ -41,13 +41,11 @@ Floor estimate, per live element and step (two force evaluations), printed per c
 The floor time per step is the largest of bytes/bandwidth (measured with a device-to-device
 copy), flops/peak fp32 rate (SMs x clock x 256) and launches x measured time per graph node.
 
-Measured on the H100 (80 GB HBM3, 3.0 TB/s copy, 5.9-6.9 µs a launch): up to 5,000 cells the
-cell-list step is launch-bound, 87-129 µs per step against an 82 µs launch floor (5,000 cells x
-3,000 steps: 0.39 s periodic, 0.34 s no boundary); 100,000 cells: 1.23 ms per step (810 steps/s)
-against a 287 µs bandwidth floor, the time going to the intercellular kernel (43 %, its ~35
-candidate reads per element come from L2), the counting-sort scatter (26 %) and the
-intracellular kernel (12 %); the full model from 100 cells, 130,000 steps: 22.8 s (100 -> 387
-cells, 5 layers, suprabasal fraction 0.76).
+Measured on the H100 (``benchmarks/h100/epidermis-kernels-*.json``): with the step replayed
+from graphs the 5,000-cell case is no longer launch-bound (10 graph nodes of about 1 µs a step)
+but bound by the kernels' dependent-load latency (the intercellular kernel about half the step);
+100,000 cells: the intercellular kernel, the counting-sort scatter and the intracellular kernel
+take most of the step, against a bandwidth floor about 4x lower.
 """
 
 from __future__ import annotations
