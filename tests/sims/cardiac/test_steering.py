@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from app.sims.cardiac.model import config_model
 from app.sims.cardiac.simulation import CardiacSimulation
 from app.sims.common.config import ConfigError
 from app.sims.common.session import Session
@@ -54,10 +55,11 @@ def test_an_ablated_region_stops_activating():
 def test_a_steered_tissue_replays_bit_for_bit(backend):
     domain, cfg = quiet_sheet(paintable=True)
     plan = [(0, f"model.{ACH}", 0.1, {"kind": "indices", "indices": list(range(0, 225, 2))}),
-            (1, "stimulate", -40.0, CORNER), (2, "ablate", None, FAR), (3, "restore", None, FAR)]
+            (1, "stimulate", -40.0, CORNER), (2, "ablate", None, FAR), (2, f"scale.{ACH}", 4.0, CORNER),
+            (3, "restore", None, FAR)]
     live = run_steered(domain, cfg, backend, plan)
-    assert [e.key for e in live.events] == ["model." + ACH, "stimulate", "ablate", "restore"]
-    assert live.events[0].old == pytest.approx(0.03)
+    assert [e.key for e in live.events] == ["model." + ACH, "stimulate", "ablate", "scale." + ACH, "restore"]
+    assert live.events[0].old == pytest.approx(0.03) and live.events[3].old is not None
     again = replay(live)
     assert again.events == live.events
     assert_same_arrays(live.arrays, again.arrays)
@@ -112,3 +114,67 @@ def test_a_scar_band_blocks_conduction_on_a_file_mesh(tmp_path):
     assert np.isfinite(healthy.arrays["activation_time"][right]).all()
     scarred = run_steered(domain, cfg, "cpu-reference", [(0, "ablate", None, scar)])
     assert not np.isfinite(scarred.arrays["activation_time"][right]).any()
+
+
+GKR = "rapid_delayed_rectifier_K_current.g_Kr"
+
+
+def ikr_sheet(n: int = 11, t_end: float = 450.0):
+    """A quiet n x n sheet without ACh (IKr shapes its repolarisation), IKr paintable."""
+    domain, cfg = quiet_sheet(t_end)
+    return domain, replace(cfg, mesh=replace(cfg.mesh, nx=n, ny=n),
+                           model=replace(cfg.model, paintable=[GKR], parameters={ACH: 0.0}),
+                           output=replace(cfg.output, probe_cells=[0]))
+
+
+def single_cell_apd90(domain, cfg, g_kr: float) -> float:
+    """APD90 (ms) of one cell of the sheet's model with IKr's conductance ``g_kr``, paced once."""
+    from app.sims.cardiac.config import Region
+
+    stimulus = replace(cfg.protocol.stimuli[0], start=1.0, region=Region(kind="all"))
+    single = replace(cfg, mesh=replace(cfg.mesh, kind="single"),
+                     model=replace(cfg.model, paintable=[], parameters={**cfg.model.parameters, GKR: g_kr}),
+                     protocol=replace(cfg.protocol, stimuli=[stimulus]))
+    return float(run_steered(domain, single, "cpu-reference", []).arrays["apd90"][0])
+
+
+def test_scaling_ikr_down_in_a_region_lengthens_its_action_potentials():
+    """IKr at a tenth of its configured conductance over the sheet's upper triangle (x > y), a
+    wave from the corner on the diagonal: by symmetry every cell and its mirror across the
+    diagonal would repolarise alike; each scaled cell's APD90 exceeds its mirror's, by no more
+    than a lone cell's prolongation at that block (coupling to unscaled cells only shortens it)."""
+    domain, cfg = ikr_sheet()
+    n = cfg.mesh.nx
+    row, col = np.divmod(np.arange(n * n), n)
+    upper = np.flatnonzero(col > row)
+    run = run_steered(domain, cfg, "cpu-reference", [
+        (0, f"scale.{GKR}", 0.1, {"kind": "indices", "indices": upper.tolist()}),
+        (0, "stimulate", -40.0, CORNER)])
+    assert run.events[0].old == 1.0
+    apd = run.arrays["apd90"].reshape(n, n)
+    longer = (apd - apd.T).ravel()[upper]
+    g_kr = next(p.default for p in config_model(cfg.model).parameters if p.qname == GKR)
+    lone = single_cell_apd90(domain, cfg, 0.1 * g_kr) - single_cell_apd90(domain, cfg, g_kr)
+    measured = np.isfinite(longer)
+    assert measured.sum() > 0.9 * upper.size
+    assert (longer[measured] > 0).all() and (longer[measured] < lone).all(), (longer, lone)
+
+
+def test_scaling_is_painting_the_factor_times_the_configured_value():
+    """One code path: a factor brushed over a region runs bit for bit like the absolute value
+    (factor x the configured value) brushed there; a second stroke over the spot does not
+    compound, and 'restore' brings the configured value back."""
+    domain, cfg = quiet_sheet(5.0, paintable=True)
+    sim = CardiacSimulation.from_config(cfg, "cpu-reference")
+    k = sim.problem.model.parameter_names.index(ACH)
+    configured = float(sim.problem.param_field[k, 0])
+    scaled = run_steered(domain, cfg, "cpu-reference", [(0, f"scale.{ACH}", 0.5, FAR), (0, "stimulate", -40.0, FAR)])
+    painted = run_steered(domain, cfg, "cpu-reference", [(0, f"model.{ACH}", 0.5 * configured, FAR),
+                                                       (0, "stimulate", -40.0, FAR)])
+    assert_same_arrays(scaled.arrays, painted.arrays)
+    sim.steer(f"scale.{ACH}", 0.5, FAR)
+    second = sim.steer(f"scale.{ACH}", 0.5, FAR)
+    inside = sim._cells(FAR)
+    assert second.old == 0.5 and np.all(sim.problem.param_field[k, inside] == 0.5 * configured)
+    sim.steer("restore", None, FAR)
+    assert np.all(sim.problem.param_field[k] == configured)
