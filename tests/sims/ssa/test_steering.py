@@ -102,6 +102,41 @@ def test_explore_reruns_from_t0_a_first_look_then_the_full_ensemble():
     assert_same_arrays(session.arrays, replay(session).arrays)
 
 
+@pytest.mark.parametrize("at_once, first_look", [(100, 100), (512, None)])
+def test_explore_looks_first_at_no_fewer_realizations_than_the_engine_runs_at_once(monkeypatch, at_once,
+                                                                                  first_look):
+    """An engine that advances ``at_once`` realizations in the time of one (a GPU's resident
+    threads) gets a first look of at least that many; holding the whole ensemble, none."""
+    from app.sims.ssa.cpu import CpuEnsemble
+
+    monkeypatch.setattr(CpuEnsemble, "at_once", at_once)
+    domain, cfg = birth_death("ensemble.realizations=512", "ensemble.t_end=2")
+    frames = []
+    session = Session(domain, cfg, "cpu-reference", handover=False, on_frame=frames.append)
+    session.steer("mode", "explore")
+    session.steer("rates.birth", 4.0)
+    session.run()
+    assert {f.realizations for f in frames} == ({first_look, 512} if first_look else {512})
+
+
+@pytest.mark.gpu
+def test_cuda_explore_runs_an_ensemble_the_gpu_holds_without_a_first_look():
+    """On CUDA the first look is skipped where the device holds the whole ensemble at once (it
+    would take as long as the ensemble); the re-run is the changed model's run from t = 0."""
+    domain, cfg = birth_death("ensemble.realizations=4096", "ensemble.t_end=2")
+    frames = []
+    session = Session(domain, cfg, "cuda", handover=False, on_frame=frames.append)
+    session.steer("mode", "explore")
+    session.steer("rates.birth", 4.0)
+    session.run()
+    assert {f.realizations for f in frames} == {4096}
+    changed = replace(cfg, model=replace(cfg.model, parameters={**cfg.model.parameters, "k": 4.0}))
+    fresh = Session(domain, changed, "cuda", handover=False)
+    fresh.run()
+    assert_same_arrays(session.arrays, fresh.arrays)
+    assert_same_arrays(session.arrays, replay(session).arrays)
+
+
 def test_the_events_survive_a_checkpoint():
     domain, cfg = birth_death()
     sim = SSASimulation.from_config(cfg, "cpu-reference")
