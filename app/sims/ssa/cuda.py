@@ -2,11 +2,12 @@
 
 Per sample interval: one ``ssa_advance`` launch (every realization runs to the sample time and
 reduces sums, sums of squares, minima and maxima into device buffers) and one copy of the tally
-(reactions fired per point, overflow flag) into pinned memory: a single host wait per interval,
-the same for every algorithm. The statistics then take one ``ssa_histogram`` launch with bins
-laid out from the reduced range, which also clears the interval's outputs for the next one
-(where no histogram ran, the next advance launches ``ssa_reset`` first). Only the statistics
-come back to the host, plus the full (S x R) state at the times the user asks for.
+(reactions fired per point, overflow flag), the sums and the ranges into pinned memory: a
+single host wait per interval, the same for every algorithm. The statistics then take one
+``ssa_histogram`` launch with bins laid out from the reduced range, which also clears the
+interval's outputs for the next one (where no histogram ran, the next advance launches
+``ssa_reset`` first). Only the statistics come back to the host, plus the full (S x R) state
+at the times the user asks for.
 
 A launch can hold a batch of P parameter sets of one network (:class:`CudaBatch`): each point's
 realizations read its own rate row, seed and initial counts, and reduce into its own statistics,
@@ -100,6 +101,10 @@ class CudaBatch:
         self.minmax = gpuarray.zeros(points * 2 * h, np.int32)
         self.lo_width = gpuarray.zeros(points * 2 * h, np.int32)
         self.counts = gpuarray.zeros(points * h * bins, np.uint32)
+        # the interval's sums and ranges come back with the tally, in the advance's one wait
+        self._sums_host = cuda.pagelocked_empty(self.sums.size, np.float64)
+        self._minmax_host = cuda.pagelocked_empty(self.minmax.size, np.int32)
+        self._sums_host[:], self._minmax_host[:] = 0, 0       # as the device buffers start
         self.stream = cuda.Stream()
         self._grid = ((r_all + BLOCK - 1) // BLOCK, 1)
         device = cuda.Context.get_device()
@@ -134,6 +139,9 @@ class CudaBatch:
             self.minmax.gpudata, self.tally.gpudata, self.event_bits.gpudata,
             int(self.tally.gpudata) + 8 * p_n, self.epsilon)
         self.cuda.memcpy_dtoh_async(self._tally_host, self.tally.gpudata, self.stream)
+        self.cuda.memcpy_dtoh_async(self._sums_host, self.sums.gpudata, self.stream)
+        if self.hist_idx:
+            self.cuda.memcpy_dtoh_async(self._minmax_host, self.minmax.gpudata, self.stream)
         self.stream.synchronize()   # releases the GIL while the GPU works
         flag, bad = (int(v) for v in self._tally_host[p_n:].view(np.int32)[:2])
         if bad:
@@ -165,7 +173,7 @@ class CudaBatch:
         if self._stats is not None:
             return self._stats
         r, s, p_n = self.realizations, self.net.n_species, self.points
-        sums = self.sums.get().reshape(p_n, 2, s)
+        sums = self._sums_host.reshape(p_n, 2, s)
         shift = self._shift.reshape(p_n, s)
         d1, d2 = sums[:, 0] / r, sums[:, 1] / r
         mean = shift + d1
@@ -177,7 +185,7 @@ class CudaBatch:
         hists: list[tuple[Histogram, ...]] = [() for _ in range(p_n)]
         if self.hist_idx:
             h = len(self.hist_idx)
-            minmax = self.minmax.get().reshape(p_n, h, 2)
+            minmax = self._minmax_host.reshape(p_n, h, 2)
             layout = np.array([[bin_layout(lo, hi, self.bins) for lo, hi in m] for m in minmax], np.int32)
             self.lo_width.set(layout.ravel())
             self.counts.fill(0)
