@@ -213,7 +213,7 @@ def explore(backend: str, changes: int, realizations: int = 2**16) -> list[dict[
             run.next_frame()
             start = time.perf_counter()
             latency, frame = run.steer_and_wait(key, base * (1.5 if k % 2 == 0 else 0.75), None, 0.0,
-                                                shown=lambda f: len(f.times) > 1)    # past t = 0
+                                                shown=lambda f: len(getattr(f, "times", ())) > 1)   # past t = 0
             first.append(latency)
             while not frame.done:
                 _, frame = run.next_frame()
