@@ -94,7 +94,9 @@ def test_a_parameter_not_kept_per_cell_needs_a_restart():
 
 def test_a_scar_band_blocks_conduction_on_a_file_mesh(tmp_path):
     """A 3 x 0.2 mm strip of triangles read from a file (finite-element weights): a wave from
-    its left edge reaches the right end, but not across a scar painted over its width."""
+    its left edge reaches the right end, but not across a scar painted over its width, nor
+    across a 1.2-mm band where the sodium conductance is scaled to 0 (no upstroke there); a
+    0.7-mm band of it the wave crosses electrotonically, late."""
     import meshio
 
     nx, ny, h = 31, 3, 0.1
@@ -107,6 +109,7 @@ def test_a_scar_band_blocks_conduction_on_a_file_mesh(tmp_path):
     domain, cfg = load_run_config(
         f"domain: cardiac\nmesh: {{kind: file, path: {tmp_path / 'strip.vtu'}, "
         "conductivity: {along: 0.1, across: 0.1}}\n"
+        "model: {paintable: [fast_sodium_current.g_Na]}\n"
         f"protocol: {{t_end: 20, stimuli: [{{start: 1, duration: 2, amplitude: -60, "
         f"region: {{kind: cells, cells: {idx[:, :5].ravel().tolist()}}}}}]}}\n"
         "solver: {method: rlfe, dt: 0.02, precision: float64}\n"
@@ -117,6 +120,12 @@ def test_a_scar_band_blocks_conduction_on_a_file_mesh(tmp_path):
     assert np.isfinite(healthy.arrays["activation_time"][right]).all()
     scarred = run_steered(domain, cfg, "cpu-reference", [(0, "ablate", None, scar)])
     assert not np.isfinite(scarred.arrays["activation_time"][right]).any()
+    no_sodium = "scale.fast_sodium_current.g_Na"
+    blocked = run_steered(domain, cfg, "cpu-reference", [(0, no_sodium, 0.0, {**scar, "radius": 0.6})])
+    assert not np.isfinite(blocked.arrays["activation_time"][right]).any()
+    bridged = run_steered(domain, cfg, "cpu-reference", [(0, no_sodium, 0.0, scar)])      # a narrower band
+    late, on_time = bridged.arrays["activation_time"][right], healthy.arrays["activation_time"][right]
+    assert np.isfinite(late).all() and (late > on_time + 1.0).all()     # crossed electrotonically, later
 
 
 GKR = "rapid_delayed_rectifier_K_current.g_Kr"
