@@ -111,20 +111,6 @@ def resolve_backend(requested: str = "auto") -> tuple[str, str]:
     return "cpu", f"compiled CPU engine: {status.reason}"
 
 
-def resident_threads() -> int:
-    """Threads the current context's device runs at once (SMs x resident threads per SM).
-
-    Up to this many independent realizations advance together, so a smaller ensemble takes
-    as long per sample as a full one of this size.
-    """
-    import pycuda.driver as cuda
-
-    dev = cuda.Context.get_device()
-    attr = cuda.device_attribute
-    return (dev.get_attribute(attr.MULTIPROCESSOR_COUNT)
-            * dev.get_attribute(attr.MAX_THREADS_PER_MULTIPROCESSOR))
-
-
 _primary_contexts: dict[int, Any] = {}
 _primary_lock = threading.Lock()
 

@@ -53,15 +53,21 @@ def pick_vertex(screen_xyz: np.ndarray, click: tuple[float, float], radius_px: f
 
 
 class SphereCanvas(QWidget):
-    """A vispy SceneCanvas with a turntable camera and a mesh coloured per vertex.
+    """A vispy SceneCanvas with a turntable camera and a mesh coloured per vertex. A drag
+    turns the camera; with :attr:`drag_paints` on, a drag that starts on the surface paints
+    instead (a drag from the background still turns it).
 
     Signals
     -------
     cell_clicked(int)
         The vertex nearest the click (front side).
+    cell_dragged(int)
+        The vertex under the pointer during a painting drag, every :attr:`drag_spacing` (mesh
+        units, mm) along the surface.
     """
 
     cell_clicked = Signal(int)
+    cell_dragged = Signal(int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -73,9 +79,14 @@ class SphereCanvas(QWidget):
         self.cores = scene.visuals.Markers(parent=self.view.scene)
         self.cores.visible = False
         self.positions: np.ndarray | None = None
+        self.node_positions = np.zeros((0, 3))
         self.nodes = np.zeros(0, np.int64)        # the mesh node of each drawn vertex
         self._press = None
+        self.drag_paints = False
+        self.drag_spacing = 1.0
+        self._dragged: int | None = None        # the last cell a painting drag sent (None: not painting)
         self.canvas.events.mouse_press.connect(self._on_press)
+        self.canvas.events.mouse_move.connect(self._on_move)
         self.canvas.events.mouse_release.connect(self._on_release)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -84,6 +95,7 @@ class SphereCanvas(QWidget):
     def set_mesh(self, positions: np.ndarray, faces: np.ndarray, max_faces: int = MAX_FACES) -> None:
         """Draw the surface ``faces`` (past ``max_faces`` decimated: :func:`decimate_surface`)."""
         self.nodes, local = decimate_surface(positions, faces, max_faces)
+        self.node_positions = np.asarray(positions, np.float64)     # every mesh node's, by node index
         self.positions = np.asarray(positions, np.float32)[self.nodes]
         colours = np.tile(np.array([[0.6, 0.6, 0.6, 1.0]], np.float32), (len(self.positions), 1))
         self.mesh.set_data(vertices=self.positions, faces=local, vertex_colors=colours)
@@ -123,10 +135,27 @@ class SphereCanvas(QWidget):
 
     def _on_press(self, event) -> None:
         self._press = tuple(event.pos[:2])
+        cell = self.pick(*event.pos[:2]) if self.drag_paints and event.button == 1 else None
+        if cell is not None:                  # a drag from the surface paints: the camera stays
+            self._dragged = -1
+            self.view.camera.interactive = False
+
+    def _on_move(self, event) -> None:
+        if self._dragged is None or self._press is None or np.hypot(*(np.asarray(event.pos[:2]) - self._press)) <= 3:
+            return
+        cell = self.pick(*event.pos[:2])
+        if cell is None or self._dragged >= 0 and float(np.linalg.norm(
+                self.node_positions[cell] - self.node_positions[self._dragged])) < self.drag_spacing:
+            return
+        self._dragged = cell
+        self.cell_dragged.emit(cell)
 
     def _on_release(self, event) -> None:
         start, self._press = self._press, None
-        if start is None or np.hypot(*(np.asarray(event.pos[:2]) - start)) > 3:  # a drag rotates
+        if self._dragged is not None:
+            self._dragged = None
+            self.view.camera.interactive = True
+        if start is None or np.hypot(*(np.asarray(event.pos[:2]) - start)) > 3:  # a drag rotates or paints
             return
         cell = self.pick(*event.pos[:2])
         if cell is not None:
@@ -178,7 +207,8 @@ class TissueView(QWidget):
     cell_clicked(int)
         A click on a cell (the panel adds a probe or stimulates there).
     cell_dragged(int)
-        The pointer dragged over a cell of the sheet with the button held (stimulate there).
+        The pointer dragged over a cell with the button held, every millimetre: on the sheet
+        (stimulate or paint there), or on a surface while painting.
     """
 
     cell_clicked = Signal(int)
@@ -197,7 +227,9 @@ class TissueView(QWidget):
         self.click_action.addItem("paint with the brush", "paint")
         self.click_action.setToolTip("What a click (or, on the sheet, a drag) on the tissue does: "
                                      "stimulate (during a run), add a probe, or paint the brush's "
-                                     "gesture (during a run, or before Run: from its start)")
+                                     "gesture (during a run, or before Run: from its start). "
+                                     "Painting, a drag over a surface paints too; drag the "
+                                     "background to turn it")
         header = QHBoxLayout()
         header.addWidget(self.title)
         header.addStretch(1)
@@ -254,6 +286,7 @@ class TissueView(QWidget):
         self._history_limit = 0
         self._last_dragged: int | None = None
         self.mode.currentIndexChanged.connect(lambda _: self.redraw())
+        self.click_action.currentIndexChanged.connect(lambda _: self._drag_mode())
         self.replay.valueChanged.connect(self._replay_to)
 
     @property
@@ -289,6 +322,8 @@ class TissueView(QWidget):
             if self.sphere is None:
                 self.sphere = SphereCanvas()
                 self.sphere.cell_clicked.connect(self.cell_clicked)
+                self.sphere.cell_dragged.connect(self.cell_dragged)
+                self._drag_mode()
                 self.stack.addWidget(self.sphere)
             self.sphere.set_mesh(mesh.positions, mesh.faces, self.max_faces)
             self.stack.setCurrentWidget(self.sphere)
@@ -406,6 +441,11 @@ class TissueView(QWidget):
             return
         self._last_dragged = cell
         self.cell_dragged.emit(cell)
+
+    def _drag_mode(self) -> None:
+        """On a surface, a drag paints while the brush is chosen (else it turns the camera)."""
+        if self.sphere is not None:
+            self.sphere.drag_paints = self.click_action.currentData() == "paint"
 
     def _far(self, cell: int) -> float:
         """Distance (mm) from the last dragged cell: a drag stimulates every millimetre."""

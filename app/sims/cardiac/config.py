@@ -377,18 +377,21 @@ def load_config(doc: Document) -> CardiacConfig:
 
 
 STIMULUS_MS = 2.0      # a steered stimulus: a pulse of this length (its charge is given at once)
+SCALE_MAX = 100.0      # the largest factor a 'scale.<parameter>' brush paints
 
 
 def steerables(cfg: CardiacConfig) -> tuple[Steerable, ...]:
     """Gestures on a running tissue (each with a region: a brush or cell indices): ``ablate``
     (the cells become scar: uncoupled, so they neither conduct nor are excited), ``restore``
     (coupling and painted parameters back to the config's), ``stimulate`` (a 2-ms pulse of the
-    value's amplitude, pA/pF, negative depolarising) and ``model.<parameter>`` for the
-    parameters listed in ``model.paintable``; other model parameters need a restart (list
-    them in ``model.paintable`` to paint them live)."""
+    value's amplitude, pA/pF, negative depolarising), ``model.<parameter>`` (paint a value)
+    and ``scale.<parameter>`` (paint a factor of the configured value: 0.5 halves a
+    conductance, 0 blocks it) for the parameters listed in ``model.paintable``; other model
+    parameters need a restart (list them in ``model.paintable`` to paint them live)."""
     from app.sims.cardiac.model import config_model
 
     paintable = set(cfg.model.paintable)
+    names = config_model(cfg.model).parameter_names
     out = [Steerable("ablate", "gesture", region=True, doc="scar: uncoupled cells"),
            Steerable("restore", "gesture", region=True, doc="coupling and painted parameters as configured"),
            Steerable("stimulate", "gesture", (-1e3, 1e3), region=True, unit="pA/pF",
@@ -396,7 +399,10 @@ def steerables(cfg: CardiacConfig) -> tuple[Steerable, ...]:
     out += [Steerable(f"model.{name}", "float", (-1e12, 1e12), region=name in paintable,
                       live=name in paintable,
                       doc="painted on a region" if name in paintable else "list it in model.paintable")
-            for name in config_model(cfg.model).parameter_names]
+            for name in names]
+    out += [Steerable(f"scale.{name}", "float", (0.0, SCALE_MAX), region=True, unit="x",
+                      doc="a factor of the configured value, painted on a region (0.5 halves it, 0 blocks it)")
+            for name in names if name in paintable]
     return tuple(out)
 
 

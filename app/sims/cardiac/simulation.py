@@ -188,8 +188,10 @@ class CardiacSimulation(Simulation):
 
     # ---- steering -------------------------------------------------------------------------
     def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
-        """``ablate``, ``restore``, ``stimulate`` and ``model.<paintable parameter>`` on the
-        cells of ``region`` (see ``config.steerables``); the engine's arrays change in place."""
+        """``ablate``, ``restore``, ``stimulate``, ``model.<paintable parameter>`` (a value) and
+        ``scale.<paintable parameter>`` (a factor of the configured value) on the cells of
+        ``region`` (see ``config.steerables``); the engine's arrays change in place. A parameter
+        gesture returns the median in the region of what it replaced (value or factor)."""
         if self.backend != "cuda":        # a short slice next: the first frame with the change comes soon
             self._steps = slice_after_change(self._steps)
         cells = self._cells(region)
@@ -198,6 +200,7 @@ class CardiacSimulation(Simulation):
                          * STIMULUS_MS)
             return None
         field = None if self.problem.param_field is None else self.problem.param_field.copy()
+        old: float | None = None
         if key == "ablate":
             self.ablated |= cells
         elif key == "restore":
@@ -205,11 +208,18 @@ class CardiacSimulation(Simulation):
             if field is not None:
                 field[:, cells] = self._base_field[:, cells]
         else:
-            k = self.problem.model.parameter_names.index(key.partition(".")[2])
-            old = float(np.median(field[k, cells]))
-            field[k, cells] = value
+            kind, _, name = key.partition(".")
+            k = self.problem.model.parameter_names.index(name)
+            now, base = field[k, cells], self._base_field[k, cells]
+            if kind == "scale":         # of the configured value: strokes over one spot do not compound
+                factors = now[base != 0] / base[base != 0]
+                old = float(np.median(factors)) if factors.size else None
+                field[k, cells] = value * base
+            else:
+                old = float(np.median(now)) if now.size else None
+                field[k, cells] = value
         self._push(field)
-        return old if key.startswith("model.") else None
+        return old
 
     def _cells(self, region: Mapping[str, Any] | None) -> np.ndarray:
         """Mask of the cells in a region (a brush reaches at least its nearest cell)."""

@@ -34,22 +34,6 @@ PREVIEW_FRACTION = 16      # explore: a first look with 1/16 of the ensemble
 PREVIEW_MIN = 32
 
 
-def preview_realizations(full: int, backend: str) -> int:
-    """Explore: the size of the first look at a re-run ensemble (``full``: no first look).
-
-    On the CPU a sample interval takes time in proportion to the realizations, so 1/16 of them
-    (at least 32) shows the new picture soon. On CUDA, an ensemble the device runs at once
-    takes as long per sample as a small one (each realization's chain of events is the
-    critical path), so a first look would only delay the full ensemble.
-    """
-    if backend == "cuda":
-        from app.compute.device import resident_threads
-
-        if full <= resident_threads():
-            return full
-    return min(full, max(PREVIEW_MIN, full // PREVIEW_FRACTION))
-
-
 @dataclass(frozen=True)
 class SSAFrame(Frame):
     """Ensemble statistics at the sample times reached so far."""
@@ -230,9 +214,11 @@ class SSASimulation(Simulation):
 
     def _rerun(self, preview: bool) -> None:
         """Explore: the ensemble again from t = 0 with :attr:`net`; with ``preview`` a small one
-        first (:func:`preview_realizations`), then the full one."""
+        first (:data:`PREVIEW_FRACTION` of it, but no fewer than the engine runs in the time of
+        one: a GPU that holds the whole ensemble at once runs it without a first look), then
+        the full one."""
         full = self.cfg.ensemble.realizations
-        small = preview_realizations(full, self.backend)
+        small = min(full, max(PREVIEW_MIN, full // PREVIEW_FRACTION, self.engine.at_once))
         self.previewing = preview and small < full
         ens = self.cfg.ensemble
         engine = make_ssa_engine(self.net, self.backend, small if self.previewing else full, ens.seed,
