@@ -135,13 +135,16 @@ class OutputSettings:
     activation_threshold: float = field(default=-20.0, metadata=spec(range=(-100.0, 50.0)))
     snapshot_interval: float = field(default=1.0, metadata=spec(range=(0.01, 1e6),
                                      doc="sim ms between live views of V"))
+    readout_every: float = field(default=1.0, metadata=spec(range=(1e-3, 1e6), unit="ms", doc=(
+        "simulated ms between the kept readouts of the whole tissue: the pseudo-ECG rows and the "
+        "phase-singularity tracking (at the first step at or past each multiple, however the run "
+        "is sliced)")))
     singularity_delay: float = field(default=10.0, metadata=spec(range=(0.0, 1e4), unit="ms", doc=(
-        "delay τ of the phase embedding that tracks phase singularities (rotor cores) at the live "
-        "views; about a quarter of a rotation; 0 = off")))
+        "delay τ of the phase embedding that tracks phase singularities (rotor cores) at the "
+        "readouts (readout_every); about a quarter of a rotation; 0 = off")))
     series_every: float = field(default=0.0, metadata=spec(range=(0.0, 1e6), unit="ms", doc=(
-        "keep V of the whole tissue every this many ms (fixed-step and GPU runs stop there; adaptive "
-        "CPU runs keep the first live view after) in results.npz V_series, exported as a VTU time "
-        "series; 0 = off")))
+        "keep V of the whole tissue every this many ms (at the first step at or past each multiple) "
+        "in results.npz V_series, exported as a VTU time series; 0 = off")))
 
 
 @dataclass(frozen=True)

@@ -85,12 +85,31 @@ class SingularityTracker:
         self._past.append((t, np.array(v, np.float32)))
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """``ps_t``, ``ps_xyz``, ``ps_charge``: one row per singularity per observed time."""
-        if not self._found:
+        """``ps_t``, ``ps_xyz``, ``ps_charge``: one row per singularity per observed time (none
+        while tracking is off)."""
+        if not self.active:
             return {}
-        return {"ps_t": np.concatenate([np.full(len(q), t) for t, _, q in self._found]),
-                "ps_xyz": np.concatenate([p for _, p, _ in self._found]).reshape(-1, 3),
-                "ps_charge": np.concatenate([q for _, _, q in self._found])}
+        found = [(np.zeros(0), np.zeros((0, 3)), np.zeros(0, np.int8)), *self._found]
+        return {"ps_t": np.concatenate([np.full(len(q), t) for t, _, q in found]),
+                "ps_xyz": np.concatenate([p for _, p, _ in found]).reshape(-1, 3),
+                "ps_charge": np.concatenate([q for _, _, q in found])}
+
+    def state(self) -> dict[str, np.ndarray]:
+        """What a checkpoint keeps: the rows so far, the latest positions and the observations
+        the next ones look back to (``tracker_*``)."""
+        if not self.active:
+            return {}
+        return {**{f"tracker_{k}": v for k, v in self.arrays().items()}, "tracker_now": self.now,
+                "tracker_past_t": np.array([t for t, _ in self._past]),
+                "tracker_past_v": np.array([v for _, v in self._past], np.float32).reshape(-1, self.mesh.n_cells)}
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Continue from :meth:`state` (checked by the caller)."""
+        t, xyz, q = (np.asarray(state[f"tracker_ps_{k}"]) for k in ("t", "xyz", "charge"))
+        self._found = [(float(t[i]), xyz[i:i + 1], q[i:i + 1].astype(np.int8)) for i in range(len(t))]
+        self.now = np.asarray(state["tracker_now"], float).reshape(-1, 3)
+        self._past = [(float(tk), np.asarray(vk, np.float32))
+                      for tk, vk in zip(state["tracker_past_t"], state["tracker_past_v"])]
 
 
 def conduction_velocity(mesh: Mesh, activation: np.ndarray) -> np.ndarray:
