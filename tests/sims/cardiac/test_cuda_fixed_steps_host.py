@@ -3,6 +3,7 @@ passes their index, alternates the neighbours' V buffers, has the next step reco
 state or launches ``record`` before a read, and settles the control block at each sync), run without a GPU against a stand-in device: the same steps, record times, end and
 stop as the CPU engine and as the device-side control it replaces."""
 
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -173,7 +174,7 @@ def test_fixed_steps_keep_voltage_on_the_cpu_engines_grid():
     np.testing.assert_allclose(cpu_times, np.arange(1, 25) * 0.5, rtol=0, atol=1e-12)
     for advance in (lambda e: e.advance(7), lambda e: e.advance(333), lambda e: e.advance_time(0.3)):
         eng = host_only_engine(problem)
-        eng.voltage = lambda: np.full(3, eng.t)
+        eng.voltage = functools.partial(lambda e: np.full(3, e.t), eng)
         grid = eng.keep_voltage(0.5)
         while not eng.finished:
             advance(eng)
