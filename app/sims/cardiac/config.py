@@ -60,7 +60,7 @@ class MeshSettings:
     cm: float = field(default=0.01, metadata=spec(range=(1e-9, 1e3), unit="µF/mm²",
                       doc="membrane capacitance"))
     electrodes: list[list[float]] = field(default_factory=list, metadata=spec(
-        doc="pseudo-ECG electrode positions (mm, the mesh's frame), recorded every live view"))
+        doc="pseudo-ECG electrode positions (mm, the mesh's frame), recorded every output.readout_every ms"))
     tag_conductivity: dict[str, float] = field(default_factory=dict, metadata=spec(
         doc="element tag -> factor on the conductivities of its elements (0: a non-conducting scar)"))
 
