@@ -43,9 +43,17 @@ def loops(mesh: Mesh) -> np.ndarray:
 
 
 def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
-    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta``."""
-    a, b, c = theta[triangles[:, 0]], theta[triangles[:, 1]], theta[triangles[:, 2]]
-    return np.rint((wrap(b - a) + wrap(c - b) + wrap(a - c)) / (2 * np.pi)).astype(np.int8)
+    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta`` in [−π, π]:
+    the wrapped differences around it sum to 2π·charge, and as the raw differences sum to 0,
+    the charge counts the differences wrapping adds 2π to (below −π) less those it takes 2π
+    from (π and above), without a division or a rounding."""
+    t = theta[triangles]
+    a, b, c = t[:, 0], t[:, 1], t[:, 2]
+    q = np.zeros(len(triangles), np.int8)
+    for d in (b - a, c - b, a - c):
+        q += d < -np.pi
+        q -= d >= np.pi
+    return q
 
 
 def singularities(mesh: Mesh, v_now: np.ndarray, v_before: np.ndarray, triangles: np.ndarray | None = None,
