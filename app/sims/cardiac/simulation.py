@@ -245,6 +245,9 @@ class CardiacSimulation(Simulation):
             {} if self.problem.param_field is None else {"steer_param_field": self.problem.param_field.copy()})}
         ecg = {} if self._ecg is None else {"ecg_t": np.array([r[0] for r in self._ecg_rows]),
                                             "ecg": np.array([r[1] for r in self._ecg_rows])}
+        if self._series_grid is not None:
+            ecg.update(series_t=np.array([r[0] for r in self._series]),
+                       series_v=np.array([r[1] for r in self._series], np.float32))
         return {**config_state(self.cfg), **steering_state(self.steered), **steered, **ecg,
                 **self._tracker.state(), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
                 "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
@@ -285,11 +288,15 @@ class CardiacSimulation(Simulation):
         return sim
 
     def _restore_readouts(self, state: Mapping[str, Any], path: str | Path | None) -> None:
-        """The pseudo-ECG rows and the tracking so far (a checkpoint without them: from now on);
-        the V series from now on."""
+        """The pseudo-ECG rows, the tracking and the V series so far (a checkpoint without them:
+        from now on)."""
         n, v = self.problem.n_cells, self.engine.voltage()
-        if self._series_grid is not None:          # the V series restarts (not in checkpoints: its size)
-            self._series = [(self.engine.t, np.asarray(v, np.float32))]
+        if self._series_grid is not None:
+            check_arrays(state, [ArraySpec("series_t", "float", (None,), 0, optional=True),
+                                 ArraySpec("series_v", "float", (None, n), optional=True)], path)
+            _same_lengths(state, ("series_t", "series_v"), path)
+            rows = zip(state["series_t"], state["series_v"]) if "series_t" in state else [(self.engine.t, v)]
+            self._series = [(float(t), np.asarray(row, np.float32)) for t, row in rows]
         if self._ecg is not None:
             m = len(self._ecg.positions)
             check_arrays(state, [ArraySpec("ecg_t", "float", (None,), 0, optional=True),

@@ -69,14 +69,13 @@ def test_readouts_do_not_depend_on_the_slices(backend, method):
 
 
 def test_a_resumed_run_keeps_the_readouts_of_the_whole_run():
-    """The checkpoint carries the ECG rows and the tracker's rows and look-back: resumed at
-    20 ms (inside the S2 wave's break), the run ends with the continued run's arrays; a
-    checkpoint whose rows disagree in number is refused."""
+    """The checkpoint carries the ECG rows, the tracker's rows and look-back and the V series:
+    resumed at 20 ms (inside the S2 wave's break), the run ends with the continued run's
+    arrays; a checkpoint whose rows disagree in number is refused."""
     from app.sims.common.checkpoint import CheckpointError
     from tests.sims.common.steering_runs import assert_continue_alike
 
-    sim = CardiacSimulation(config(broken_wave("rlfe").replace(f"series_every: {SERIES_EVERY}", "series_every: 0")),
-                            "cpu")
+    sim = CardiacSimulation(config(broken_wave("rlfe")), "cpu")
     sim._steps = 1000
     sim.advance()
     state = sim.state()
@@ -84,5 +83,6 @@ def test_a_resumed_run_keeps_the_readouts_of_the_whole_run():
     resumed = CardiacSimulation.restore(state, "cpu")
     assert_continue_alike(sim, resumed)
     assert len(sim.results()[0]["ps_t"]) > 0
-    with pytest.raises(CheckpointError, match="ecg_t, ecg have different lengths"):
-        CardiacSimulation.restore({**state, "ecg_t": state["ecg_t"][:-1]}, "cpu")
+    for key in ("ecg_t", "series_t"):
+        with pytest.raises(CheckpointError, match=f"{key}, .* have different lengths"):
+            CardiacSimulation.restore({**state, key: state[key][:-1]}, "cpu")
