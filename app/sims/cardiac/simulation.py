@@ -243,12 +243,12 @@ class CardiacSimulation(Simulation):
         hist = getattr(self.engine, "h_history", None) or []
         steered = {} if not self.steered else {"steer_ablated": self.ablated.copy(), **(
             {} if self.problem.param_field is None else {"steer_param_field": self.problem.param_field.copy()})}
-        ecg = {} if self._ecg is None else {"ecg_t": np.array([r[0] for r in self._ecg_rows]),
-                                            "ecg": np.array([r[1] for r in self._ecg_rows])}
+        kept = {} if self._ecg is None else {"ecg_t": np.array([r[0] for r in self._ecg_rows]),
+                                             "ecg": np.array([r[1] for r in self._ecg_rows])}
         if self._series_grid is not None:
-            ecg.update(series_t=np.array([r[0] for r in self._series]),
-                       series_v=np.array([r[1] for r in self._series], np.float32))
-        return {**config_state(self.cfg), **steering_state(self.steered), **steered, **ecg,
+            kept.update(series_t=np.array([r[0] for r in self._series]),
+                        series_v=np.array([r[1] for r in self._series], np.float32))
+        return {**config_state(self.cfg), **steering_state(self.steered), **steered, **kept,
                 **self._tracker.state(), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
                 "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
 
