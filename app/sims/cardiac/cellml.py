@@ -331,7 +331,8 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         name=m.name(), source=str(path), states=tuple(all_states),
         state_qnames=tuple(qn[s].qname() for s in all_states),
         state_units=tuple(str(qn[s].unit() or "") for s in all_states),
-        n_gates=len(gate_list), n_coupled=len(coupled), initial=tuple(init[s] for s in all_states), parameters=tuple(params),
+        n_gates=len(gate_list), n_coupled=len(coupled), initial=tuple(init[s] for s in all_states),
+        parameters=tuple(params),
         equations=tuple(Equation(n, eqs[n]) for n in ordered), outputs=tuple(outputs),
         stimulus_scale=scale, default_stimulus=default_stim,
         annotations={t: f"{c}.{v}" for (c, v), t in annotated.items()})
