@@ -332,8 +332,8 @@ class CellModel:
 
     def _split(self, out, dtype):
         ng, nga = self.n_nongating, self.n_gates
-        out = np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out])
-        return np.stack(out[:ng]), np.stack(out[ng:ng + nga]), np.stack(out[ng + nga:])
+        rows = np.stack(np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out]))
+        return rows[:ng], rows[ng:ng + nga], rows[ng + nga:]     # no gates: empty a and b
 
     def rates(self, y: np.ndarray, i_st, params: np.ndarray):
         """``(dng, a, b)`` at states ``y`` (S, ...) with stimulus ``i_st``; ``params`` (P,) or
