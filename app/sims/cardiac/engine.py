@@ -185,6 +185,8 @@ class Problem:
         tab = METHODS.get(cfg.solver.method)
         if tab is not None and not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
+        if tab is not None and tab.adaptive and tab.rl:     # error control must see every state
+            model = model.with_coupled_stepped()
         dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
         params = model.parameter_vector(cfg.model.parameters)
         field_, varying = parameter_field(mesh, model, cfg, params)

@@ -1,7 +1,8 @@
 """The cell model as every engine sees it: an imported CellML model (:mod:`.cellml`) and the
 programs printed from its one expression tree (:mod:`app.compute.codegen`).
 
-State order: the non-gating states (the membrane voltage first), then the Rush–Larsen gates.
+State order: the non-gating states (the membrane voltage first), then the Rush–Larsen gates
+(the coupled ones first: :meth:`CellModel.with_coupled_stepped`).
 Every program computes, for one cell or many, the outputs ``(dng, a, b)``: the non-gating
 derivatives (without diffusion) and each gate's ``dx/dt = a·x + b`` coefficients, from the
 states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -22,7 +23,7 @@ from app.compute.codegen import (SIMD_FUNCTIONS, Binary, Call, Code, Name, Node,
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
-from app.sims.cardiac.cellml import I_ST, CellMLImportError, ImportedModel, Parameter, import_cellml
+from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
 V_INDEX = 0
 DEFAULT_MODEL = "courtemanche_ramirez_nattel_1998"
@@ -146,6 +147,28 @@ class CellModel:
 
     def initial_state(self) -> np.ndarray:
         return np.array(self.imported.initial, dtype=float)
+
+    def with_coupled_stepped(self) -> "CellModel":
+        """This model with its coupled gates (``imported.n_coupled``: on a cycle of reads, e.g. a
+        Markov chain) as non-gating states whose output is ``a·x + b``: what the adaptive methods
+        integrate (Rush–Larsen freezes a coupled gate's neighbours over the step, an error
+        their embedded estimate cannot see). The state order is unchanged."""
+        m = self.imported
+        nc = m.n_coupled
+        if nc == 0:
+            return self
+        ng, n_gates = len(m.states) - m.n_gates, m.n_gates
+        coupled = m.states[ng:ng + nc]
+        taken = {e.name for e in m.equations}
+        derivs = [Equation(f"dt_{s}", Binary("+", Binary("*", Name(m.outputs[ng + g]), Name(s)),
+                                                 Name(m.outputs[ng + n_gates + g])))
+                  for g, s in enumerate(coupled)]
+        assert not taken & {e.name for e in derivs}, "a coupled gate's derivative name is taken"
+        outputs = (m.outputs[:ng] + tuple(e.name for e in derivs) + m.outputs[ng + nc:ng + n_gates]
+                   + m.outputs[ng + n_gates + nc:])
+        stepped = replace(m, n_gates=n_gates - nc, n_coupled=0, equations=m.equations + tuple(derivs),
+                          outputs=outputs)
+        return CellModel(stepped, self.lookup, self.varying, self.rl_step)
 
     # ---- lookup tables ------------------------------------------------------------------
     def with_lookup(self, spec: LookupSpec | None, varying: tuple[int, ...] = (),
@@ -309,8 +332,8 @@ class CellModel:
 
     def _split(self, out, dtype):
         ng, nga = self.n_nongating, self.n_gates
-        out = np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out])
-        return np.stack(out[:ng]), np.stack(out[ng:ng + nga]), np.stack(out[ng + nga:])
+        rows = np.stack(np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out]))
+        return rows[:ng], rows[ng:ng + nga], rows[ng + nga:]     # no gates: empty a and b
 
     def rates(self, y: np.ndarray, i_st, params: np.ndarray):
         """``(dng, a, b)`` at states ``y`` (S, ...) with stimulus ``i_st``; ``params`` (P,) or
