@@ -8,7 +8,9 @@
 // Filled in by app/sims/cardiac/cuda.py (app.compute.codegen.fill_template) before compiling:
 //   MODEL slot   model_rates(): the imported cell model printed from its expression tree, and
 //                GATE_TABLE[g]: gate g's outputs are its RLFE update's coefficients (x <- a x + b)
-//   TABLEAU slot NSTAGE, ADAPTIVE, RL, ORDER_LOW and the tableau A, B, BLOW, C
+//   TABLEAU slot NSTAGE, ADAPTIVE, RL, GRL, ORDER_LOW and the tableau A, B, BLOW, C (GRL: the
+//                one-stage generalized Rush-Larsen GRL1; the model also outputs the non-gating
+//                states' diagonal Jacobian, after the b's)
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
 //   STAGE_BLOCK (threads per block), STAGE_MIN_BLOCKS (0: no launch bounds),
 //   NPROBE, NSTIM, RECORD_STATES (1: a single cell records its every state; the probes are the
@@ -36,7 +38,8 @@
 #endif
 typedef REAL real;
 
-#define NK (NNG + 2 * NG)
+#define NK (NNG + 2 * NG)               // the stored outputs of a stage
+#define NOUT (NK + GRL * NNG)           // the model's outputs (GRL1: and the diagonal Jacobian)
 #define V_LIMIT 200.0
 
 __constant__ real c_params[NPARAM > 0 ? NPARAM : 1];
@@ -263,7 +266,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
             observe(k, t, sc.t_prev, y0[0], marks, maps);
         }
         const double ts = t + TAB_C[I] * (double)h;
-        real kk[NK];
+        real kk[NOUT];
         const real i_st = stim_current(stim_mask, ts);
         // the rest of the stage, after the model: in each branch of a table model (so the
         // outputs are used where they are made, not kept live across a join)
@@ -312,6 +315,9 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
                     } else if (gate && RL) {
                         hi = yq + h * (hi_ab * yq + hi_b) * phi1(h * hi_ab);
                         if (ADAPTIVE) lo = yq + h * (lo_ab * yq + lo_b) * phi1(h * lo_ab);
+                    } else if (GRL) {   // GRL1 (one stage): the exact step of the linearisation
+                        const real jac = kk[NK + (gate ? 0 : q)];
+                        hi = yq + h * hi_b * phi1(isnan(jac) ? (real)0 : h * jac);   // NaN J: forward Euler
                     } else {
                         hi = yq + h * hi_b;
                         if (ADAPTIVE) lo = yq + h * lo_b;
@@ -498,16 +504,16 @@ extern "C" __global__ void observe_final(const real* __restrict__ YA, const real
 }
 
 // The model alone on arbitrary states (tests: CUDA vs NumPy on random states).
-// out[q*NPAD + k]: q < NNG non-gating dy/dt, then NG a's, then NG b's.
+// out[q*NPAD + k]: q < NNG non-gating dy/dt, then NG a's, then NG b's (GRL: then NNG Jacobians).
 extern "C" __global__ void eval_rates(const real* __restrict__ Y, const real* __restrict__ ist,
                                       const real* __restrict__ pfield, real* __restrict__ out)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= NCELLS) return;
-    real y[NS], o[NK];
+    real y[NS], o[NOUT];
 #pragma unroll
     for (int q = 0; q < NS; ++q) y[q] = Y[q * NPAD + k];
     model_rates(y, ist[k], pfield, k, o);
 #pragma unroll
-    for (int q = 0; q < NK; ++q) out[q * NPAD + k] = o[q];
+    for (int q = 0; q < NOUT; ++q) out[q * NPAD + k] = o[q];
 }

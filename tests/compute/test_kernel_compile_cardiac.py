@@ -109,8 +109,10 @@ def test_model_method_precision_grid_compiles(name, method, precision, lookup, s
     model = load_model(name)
     varying = (0,) if model.parameters else ()
     tab = METHODS[method]
-    if lookup:      # as engine.fused_model builds it: RLFE tabulates the gate updates too
-        model = model.with_lookup(LookupSpec(), varying=varying, rl_step=0.01 if method == "rlfe" else None)
+    if tab.grl:     # as Problem.from_config builds it
+        model = model.with_jacobian()
+    if lookup:      # as engine.fused_model builds it: RLFE and GRL1 tabulate the gate updates too
+        model = model.with_lookup(LookupSpec(), varying=varying, rl_step=0.01 if tab.stages == 1 and tab.rl else None)
     real, compute = precision
     src, defines = model_kernel_source(model, tab, real, 1 if single else 1000, 6, 4, 2, varying=varying,
                                        compute=compute)

@@ -36,6 +36,7 @@ TOLERANCES = [(1e-2, 1e-4), (1e-1, 1e-2), (1e-1, 1e-1), (1.0, 0.0)]
 def cases(quick: bool):
     steps = [0.05] if quick else [0.01, 0.025, 0.05, 0.06]
     out = [dict(method="rlfe", dt=dt) for dt in steps]
+    out += [dict(method="grl1", dt=dt) for dt in steps]     # not in the paper: its cost and error against RLFE
     out += [dict(method="midpoint", dt=dt) for dt in ([0.05] if quick else [0.025, 0.05, 0.06])]
     for m in ("rkf45", "bs32", "te21"):
         for at, rt in ([(1.0, 0.0)] if quick else TOLERANCES):
@@ -70,15 +71,15 @@ def run_once(cfg, backend: str) -> tuple[dict, dict]:
 SHEET = """domain: cardiac
 mesh: {kind: sheet, nx: %d, ny: %d, dx_mm: 0.25}
 protocol: {t_end: %g, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.75}}]}
-solver: {method: rlfe, dt: 0.05, precision: float64, lookup_tables: %s}
+solver: {method: %s, dt: 0.05, precision: float64, lookup_tables: %s}
 output: {random_probes: 0, probe_cells: [0], dt_save: 1.0}
 """
 
 
 def sheet_throughput(quick: bool) -> list[dict]:
     """Cell-steps/s of the compiled engine on a 100x100 sheet (RLFE, dt 0.05 ms) on 1..all
-    threads, without and with voltage lookup tables, and of the NumPy reference on one core:
-    the issue-13 fast-CPU rows. Rates per wall second and per CPU second of the process (the
+    threads, without and with voltage lookup tables, GRL1 on all threads (its cost per step
+    against RLFE's), and of the NumPy reference on one core: the issue-13 fast-CPU rows. Rates per wall second and per CPU second of the process (the
     second is what a shared machine can compare)."""
     from app.compute.cpu_threads import cold_compile_seconds, thread_counts, threads
     from app.sims.cardiac.config import load_config
@@ -89,9 +90,11 @@ def sheet_throughput(quick: bool) -> list[dict]:
     rows = []
     print(f"# compiled CPU engine: {side}x{side} sheet, RLFE dt 0.05 ms, {steps} steps; first use "
           f"{cold_compile_seconds('app.sims.cardiac.compiled:warm_up'):.1f} s (empty cache)")
-    for backend, lookup, counts in (("cpu", False, thread_counts()), ("cpu", True, thread_counts()),
-                                    ("cpu-reference", False, [1])):
-        cfg = load_config(parse_yaml(SHEET % (side, side, t_end, str(lookup).lower()), "<bench sheet>"))
+    every, most = thread_counts(), [max(thread_counts())]
+    for backend, method, lookup, counts in (("cpu", "rlfe", False, every), ("cpu", "rlfe", True, every),
+                                            ("cpu", "grl1", False, most), ("cpu", "grl1", True, most),
+                                            ("cpu-reference", "rlfe", False, [1])):
+        cfg = load_config(parse_yaml(SHEET % (side, side, t_end, method, str(lookup).lower()), "<bench sheet>"))
         for n in counts:
             with threads(n):
                 if backend == "cpu":
@@ -99,11 +102,11 @@ def sheet_throughput(quick: bool) -> list[dict]:
                 _, summary = run_once(cfg, backend)
                 cpu = summary["cpu_seconds"]                     # the stepping loop's, all threads
             rate = side * side * steps / summary["wall_seconds"]
-            row = {"engine": backend, "lookup_tables": lookup, "threads": n, "cells": side * side,
+            row = {"engine": backend, "method": method, "lookup_tables": lookup, "threads": n, "cells": side * side,
                    "steps": steps, "wall_seconds": summary["wall_seconds"], "cpu_seconds": cpu,
                    "cell_steps_per_second": rate, "cell_steps_per_cpu_second": side * side * steps / cpu}
             rows.append(row)
-            print(f"  {backend:14s} tables {'on ' if lookup else 'off'} {n:3d} threads  "
+            print(f"  {backend:14s} {method:5s} tables {'on ' if lookup else 'off'} {n:3d} threads  "
                   f"{summary['wall_seconds']:7.3f} s  {rate:10.3g} cell-steps/s  {rate / n:10.3g} per thread  "
                   f"{row['cell_steps_per_cpu_second']:10.3g} per CPU second", flush=True)
     return rows
@@ -119,19 +122,23 @@ def hbm_bandwidth() -> float:
     return 2.0 * clock_hz * bus_bytes
 
 
-MODEL_CASES = [  # (label, model file, dt, stimulus amplitude uA/uF, duration ms, precision, lookup tables)
-    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32", False),
-    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", 0.05, -20.0, 2.0, "float32", True),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64", False),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float64", True),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", False),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "float32", True),
-    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", 0.01, -80.0, 1.0, "mixed", True),
+MODEL_CASES = [  # (label, model file, method, dt, stimulus amplitude uA/uF, duration ms, precision, lookup tables)
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", "rlfe", 0.05, -20.0, 2.0, "float32", False),
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", "rlfe", 0.05, -20.0, 2.0, "float32", True),
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", "grl1", 0.05, -20.0, 2.0, "float32", False),
+    ("CRN 1998 (imported CellML)", "courtemanche_ramirez_nattel_1998", "grl1", 0.05, -20.0, 2.0, "float32", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", "rlfe", 0.01, -80.0, 1.0, "float64", False),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", "rlfe", 0.01, -80.0, 1.0, "float64", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", "rlfe", 0.01, -80.0, 1.0, "float32", False),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", "rlfe", 0.01, -80.0, 1.0, "float32", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", "rlfe", 0.01, -80.0, 1.0, "mixed", True),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", "grl1", 0.01, -80.0, 1.0, "float32", False),
+    ("O'Hara-Rudy 2011 endo", "ohara_rudy_2011_endo", "grl1", 0.01, -80.0, 1.0, "float32", True),
 ]
 
 
 def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth: float | None = None) -> list[dict]:
-    """Imported models on the sphere, RLFE on CUDA: time, and the bandwidth floor (the state read
+    """Imported models on the sphere, RLFE and GRL1 on CUDA: time, and the bandwidth floor (the state read
     and written once per step at the device's peak memory bandwidth). A run that stops (a
     non-finite state) is a row with its reason."""
     from app.sims.cardiac.engine import RunStopped
@@ -141,26 +148,27 @@ def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth:
     bandwidth = bandwidth or hbm_bandwidth()
     n_cells = 10 * 4 ** level + 2
     rows = []
-    for label, name, dt, amplitude, duration, precision, lookup in MODEL_CASES:
+    for label, name, method, dt, amplitude, duration, precision, lookup in MODEL_CASES:
         model = load_model(name)
         stimuli = [dataclasses.replace(st, amplitude=amplitude, duration=duration) for st in base.protocol.stimuli]
         cfg = dataclasses.replace(base, model=ModelSettings(file=name),
                                   protocol=dataclasses.replace(base.protocol, stimuli=stimuli))
-        cfg = make_cfg(cfg, level, t_end, method="rlfe", dt=dt, precision=precision, lookup_tables=lookup)
+        cfg = make_cfg(cfg, level, t_end, method=method, dt=dt, precision=precision, lookup_tables=lookup)
         run_once(make_cfg(cfg, level, 2.0), backend)   # compile
         try:
             arrays, summary = run_once(cfg, backend)
         except (RunStopped, RuntimeError) as exc:
             print(f"{label:28s} {precision} lookup {'on ' if lookup else 'off'}: stopped: {exc}", flush=True)
-            rows.append({"model": label, "file": name, "precision": precision, "lookup_tables": lookup,
-                         "stopped": str(exc)})
+            rows.append({"model": label, "file": name, "method": method, "precision": precision,
+                         "lookup_tables": lookup, "stopped": str(exc)})
             continue
         steps = summary["steps_accepted"]
         size = 4 if precision == "float32" else 8
         state_bytes = 2 * model.n_states * size * n_cells              # read + write
         floor = steps * state_bytes / bandwidth
         act = arrays["activation_time"]
-        row = {"model": label, "file": name, "precision": precision, "lookup_tables": lookup, "states": model.n_states,
+        row = {"model": label, "file": name, "method": method, "precision": precision, "lookup_tables": lookup,
+               "states": model.n_states,
                "gates": model.n_gates,
                "dt": dt, "steps": steps, "wall_seconds": summary["wall_seconds"],
                "bytes_per_step": state_bytes, "bandwidth_bytes_per_s": bandwidth,
@@ -169,7 +177,7 @@ def model_rows(base, level: int, t_end: float, backend: str = "cuda", bandwidth:
                "stopped": summary.get("stopped", {}).get("reason", "")}
         rows.append(row)
         print(f"{label:28s} {model.n_states:3d} states  {precision}  lookup {'on ' if lookup else 'off'}  "
-              f"RLFE dt {dt:g}  {steps:6d} steps  "
+              f"{method.upper()} dt {dt:g}  {steps:6d} steps  "
               f"{summary['wall_seconds']:7.3f} s  floor {floor:6.3f} s ({state_bytes / 1e6:.1f} MB/step at "
               f"{bandwidth / 1e12:.2f} TB/s)  ratio {row['ratio_to_floor']:5.2f}  "
               f"activated {row['activated_fraction']:.3f}{'  STOPPED ' + row['stopped'] if row['stopped'] else ''}",

@@ -13,7 +13,7 @@ fused multiply-adds are allowed (``fastmath={'contract'}``: within an ulp a step
 reassociation). The generated module is written once per text to the cache folder and
 imported from there, so numba's on-disk cache holds its machine code across runs. The
 Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
-runs model, diffusion and update in one compiled loop.
+and GRL1 run model, diffusion and update in one compiled loop.
 """
 
 from __future__ import annotations
@@ -67,9 +67,17 @@ def _table_source(model: CellModel) -> str:
         "            lap += inv_d2[c, q] * (y[0, neighbours[c, q]] - y[0, c])",
         "        lap *= D",
         "        r = cell_rates(y[:, c], i_st[c], params[:, c], lut)",
-        "        out[0, c] = y[0, c] + h * (r[0] + lap)",
+        "        r0 = r[0] + lap",
     ]
-    lines += [f"        out[{k}, c] = y[{k}, c] + h * r[{k}]" for k in range(1, ng)]
+    for k in range(ng):
+        f = "r0" if k == 0 else f"r[{k}]"
+        if not model.jacobian:
+            lines.append(f"        out[{k}, c] = y[{k}, c] + h * {f}")
+            continue
+        lines += [f"        jac = r[{ng + 2 * nga + k}]",      # GRL1 (solvers.grl_euler)
+                  "        z = 0.0 if math.isnan(jac) else h * jac",
+                  "        phi = 1.0 + 0.5 * z if abs(z) < 1e-5 else math.expm1(z) / z",
+                  f"        out[{k}, c] = y[{k}, c] + h * {f} * phi"]
     for g in range(nga):
         row = ng + g
         if g in model.table_gates:        # the model gave exp(h a) and b expm1(h a)/a
@@ -148,8 +156,16 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
                  "            for n in range(neighbours.shape[1]):",
                  "                total += inv_d2[c, n] * (y[0, neighbours[c, n]] - y[0, c])",
                  f"            block[{lap_row}, q] = total * D"]
-    update = [f"block[{first_out}, j] = {state[0]} + h * ({outputs[0]} + block[{lap_row}, j])"]
-    update += [f"block[{first_out + k}, j] = {state[k]} + h * {outputs[k]}" for k in range(1, ng)]
+    update = []
+    for k in range(ng):
+        f = f"({outputs[0]} + block[{lap_row}, j])" if k == 0 else outputs[k]
+        if not model.jacobian:
+            update.append(f"block[{first_out + k}, j] = {state[k]} + h * {f}")
+            continue
+        jac = outputs[ng + 2 * nga + k]                 # GRL1 (solvers.grl_euler)
+        update += [f"z = h * vm.select({jac} != {jac}, 0.0, {jac})",
+                   "phi = vm.select(abs(z) < 1e-5, 1.0 + 0.5 * z, vm.expm1(z) / z)",
+                   f"block[{first_out + k}, j] = {state[k]} + h * {f} * phi"]
     for g in range(nga):
         w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
         update += [f"z = h * {a}", "phi = vm.select(abs(z) < 1e-5, 1.0 + 0.5 * z, vm.expm1(z) / z)",

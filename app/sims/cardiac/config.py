@@ -345,6 +345,12 @@ def load_config(doc: Document) -> CardiacConfig:
         if s.lookup_tables:
             raise doc.error(f"solver.method {s.method} evaluates the model itself: lookup_tables must be false",
                             ("solver", "lookup_tables"))
+    if s.method in METHODS and METHODS[s.method].grl and not s.rush_larsen:
+        raise doc.error(f"solver.method {s.method} is a Rush-Larsen method (every state stepped by its "
+                        "diagonal Jacobian): rush_larsen must be true", ("solver", "rush_larsen"))
+    tab = METHODS.get(s.method)
+    if tab is not None and tab.stages == 1 and tab.rl and s.rush_larsen:
+        _check_step_stability(doc, model, model.parameter_vector(cfg.model.parameters), s.dt, tab)
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
     if s.lookup_tables:
@@ -377,6 +383,25 @@ def load_config(doc: Document) -> CardiacConfig:
             raise doc.error(f"'{name}' is not a parameter of this model", ("model", "paintable", i))
     from dataclasses import replace as replace_
     return replace_(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
+
+
+def _check_step_stability(doc: Document, model, params: np.ndarray, dt: float, tab) -> None:
+    """Refuse a one-stage Rush–Larsen step that amplifies what the model damps at its initial
+    state (:mod:`app.sims.cardiac.stability`): the run would end in NaN or |V| > 200 mV."""
+    from app.sims.cardiac.stability import step_growth
+    growth = step_growth(model, params, dt, tab)
+    if growth is None or not growth.unstable:
+        return
+    if tab.grl:
+        cause, cure = ("the stiffness is in the coupling between states, which a diagonal Jacobian "
+                       "does not see", "a smaller dt")
+    else:
+        cause, cure = ("forward Euler on a fast non-gating state", "method grl1 (every state by its own "
+                       "diagonal Jacobian) or a smaller dt")
+    raise doc.error(f"solver.method {tab.name} at dt = {dt:g} ms is unstable for model {model.name} at its "
+                    f"initial state: one step multiplies the mode led by {growth.state} by {growth.rho:.3g}, "
+                    f"the model's own dynamics by at most {growth.exact:.3g} ({cause}); use {cure}",
+                    ("solver", "dt"))
 
 
 STIMULUS_MS = 2.0      # a steered stimulus: a pulse of this length (its charge is given at once)

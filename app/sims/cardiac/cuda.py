@@ -46,6 +46,7 @@ def tableau_source(tab: Tableau) -> Code:
     blow = tab.b_low or [0.0] * s
     return Code("\n".join([
         f"#define NSTAGE {s}", f"#define ADAPTIVE {int(tab.adaptive)}", f"#define RL {int(tab.rl)}",
+        f"#define GRL {int(tab.grl)}",
         f"#define ORDER_LOW {tab.order_low or tab.order}",
         f"__device__ constexpr double TAB_A[{s + 1}][{s}] = {{{', '.join(_arr(r) for r in a)}}};",
         f"__device__ constexpr double TAB_B[{s}] = {_arr(tab.b)};",
@@ -59,6 +60,8 @@ def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int,
                         compute: str | None = None) -> tuple[str, dict]:
     """The kernel text for a model, method and precision (states in ``real``, the model in
     ``compute``, by default the same), and its -D defines."""
+    if tab.grl != model.jacobian:
+        raise ValueError(f"method {tab.name} needs a model {'with' if tab.grl else 'without'} its diagonal Jacobian")
     src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying, compute),
                                                     "TABLEAU": tableau_source(tab)})
     defines = {"REAL": real, "NPAD": padded(n_cells), "NCELLS": n_cells, "KNB": width,
@@ -521,8 +524,9 @@ def upload_table(module, model: CellModel, params: np.ndarray, dtype):
 
 def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.ndarray,
                precision: str = "float64"):
-    """Evaluate the generated CUDA model on states ``y`` (S, N): returns (dng, a, b) like
-    :meth:`CellModel.rates` (for the CPU-vs-CUDA model test). Needs a pushed context."""
+    """Evaluate the generated CUDA model on states ``y`` (S, N): returns (dng, a, b), and jng
+    for a model ``with_jacobian``, like :meth:`CellModel.rates` (for the CPU-vs-CUDA model
+    test). Needs a pushed context."""
     import pycuda.driver as cuda
     import pycuda.gpuarray as gpuarray
 
@@ -530,7 +534,8 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     real = "double" if dtype == np.float64 else "float"
     n = y.shape[1]
     npad = padded(n)
-    src, defines = model_kernel_source(model, METHODS["rlfe"], real, n, 1, 1, 1, compute=compute_type(precision))
+    method = METHODS["grl1" if model.jacobian else "rlfe"]
+    src, defines = model_kernel_source(model, method, real, n, 1, 1, 1, compute=compute_type(precision))
     mod = load_module(src, "cardiac.cu", defines)
     if len(params):
         ptr, _ = mod.get_global("c_params")
@@ -542,10 +547,12 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     ist = np.zeros(npad, dtype)
     ist[:n] = i_st
     d_y, d_i, d_p = gpuarray.to_gpu(yy.ravel()), gpuarray.to_gpu(ist), gpuarray.zeros(npad, dtype)
-    d_o = gpuarray.zeros((ng + 2 * nga) * npad, dtype)
+    n_out = ng + 2 * nga + (ng if model.jacobian else 0)
+    d_o = gpuarray.zeros(n_out * npad, dtype)
     mod.get_function("eval_rates")(d_y, d_i, d_p, d_o, block=(BLOCK, 1, 1),
                                    grid=((npad + BLOCK - 1) // BLOCK, 1))
-    out = d_o.get().reshape(ng + 2 * nga, npad)[:, :n].astype(np.float64)
+    out = d_o.get().reshape(n_out, npad)[:, :n].astype(np.float64)
     for buf in (d_y, d_i, d_p, d_o, *([table] if table is not None else [])):
         buf.gpudata.free()
-    return out[:ng], out[ng:ng + nga], out[ng + nga:]
+    parts = (out[:ng], out[ng:ng + nga], out[ng + nga:ng + 2 * nga])
+    return parts + (out[ng + 2 * nga:],) if model.jacobian else parts

@@ -112,7 +112,7 @@ def parameter_field(mesh: Mesh, model: CellModel, cfg: CardiacConfig,
 
 
 def is_rl_euler(tab: Tableau | None) -> bool:
-    """Whether the tableau is Rush–Larsen forward Euler (one stage, fixed step)."""
+    """Whether the tableau is Rush–Larsen forward Euler (one stage, fixed step), or GRL1."""
     return tab is not None and not tab.adaptive and tab.rl and tab.b == (1.0,) and tab.c == (0.0,)
 
 
@@ -187,6 +187,8 @@ class Problem:
             tab = with_rl(tab, False)
         if tab is not None and tab.adaptive and tab.rl:     # error control must see every state
             model = model.with_coupled_stepped()
+        if tab is not None and tab.grl:
+            model = model.with_jacobian()
         dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
         params = model.parameter_vector(cfg.model.parameters)
         field_, varying = parameter_field(mesh, model, cfg, params)
@@ -420,11 +422,12 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
 
     # ---- the right-hand side ------------------------------------------------------------
     def f(self, t: float, y: np.ndarray):
+        """``(dng, a, b)`` with diffusion in dV/dt (and ``jng`` for GRL1: the model's own)."""
         p = self.p
-        dng, a, b = p.model.rates(y, p.stim_current(t).astype(y.dtype), p.cell_params)
+        out = p.model.rates(y, p.stim_current(t).astype(y.dtype), p.cell_params)
         if p.mesh.n_cells > 1 and p.D > 0:
-            dng[0] = dng[0] + p.mesh.laplacian(y[0], p.D).astype(y.dtype)
-        return dng, a, b
+            out[0][0] = out[0][0] + p.mesh.laplacian(y[0], p.D).astype(y.dtype)
+        return out
 
     @property
     def finished(self) -> bool:

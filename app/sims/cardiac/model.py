@@ -5,7 +5,10 @@ State order: the non-gating states (the membrane voltage first), then the Rush�
 (the coupled ones first: :meth:`CellModel.with_coupled_stepped`).
 Every program computes, for one cell or many, the outputs ``(dng, a, b)``: the non-gating
 derivatives (without diffusion) and each gate's ``dx/dt = a·x + b`` coefficients, from the
-states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters.
+states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters; a model
+``with_jacobian`` adds ``jng``, each non-gating derivative's derivative by its own state (the
+diagonal of the Jacobian, symbolic: :mod:`app.compute.codegen.differentiate`; a gate's is its
+``a``), for the generalized Rush–Larsen method.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import numpy as np
 
 from app.compute.codegen import (SIMD_FUNCTIONS, Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy,
                                  to_python)
+from app.compute.codegen.differentiate import diagonal_jacobian
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
 V_INDEX = 0
+JACOBIAN_PREFIX = "grl_jac"     # the diagonal Jacobian's equations (checked against the model's names)
 DEFAULT_MODEL = "courtemanche_ramirez_nattel_1998"
 
 
@@ -99,6 +104,7 @@ class CellModel:
     lookup: LookupSpec | None = None
     varying: tuple[int, ...] = ()      # parameters that differ between cells (not in tables)
     rl_step: float | None = None       # fixed Rush–Larsen step whose gate updates are tabulated
+    jacobian: bool = False             # outputs jng too (the non-gating states' diagonal Jacobian)
 
     @property
     def name(self) -> str:
@@ -181,8 +187,12 @@ class CellModel:
         ``b·expm1(h·a)/a`` instead (tabulated), so its update is ``x ← a·x + b``
         (:attr:`table_gates`), as openCARP's tables do."""
         if spec is None:
-            return CellModel(self.imported)
-        return CellModel(self.imported, spec, tuple(varying), rl_step)
+            return CellModel(self.imported, jacobian=self.jacobian)
+        return CellModel(self.imported, spec, tuple(varying), rl_step, self.jacobian)
+
+    def with_jacobian(self) -> "CellModel":
+        """This model with the outputs ``jng`` (see the module's head)."""
+        return CellModel(self.imported, self.lookup, self.varying, self.rl_step, jacobian=True)
 
     @property
     def _fixed(self) -> set[str]:
@@ -205,6 +215,12 @@ class CellModel:
                             (f"rl_{g}_B", Binary("/", Binary("*", Name(b), Call("expm1", (ha,))), Name(a)))]
                     outs[ng + g], outs[ng + n_gates + g] = f"rl_{g}_E", f"rl_{g}_B"
                     table_gates.append(g)
+        if self.jacobian:
+            ng = self.n_nongating
+            jac_eqs, diagonal = diagonal_jacobian(eqs, list(zip(m.outputs[:ng], m.states[:ng])), JACOBIAN_PREFIX)
+            eqs += [(name, reduce_strength(tree)) for name, tree in jac_eqs]
+            eqs += [(f"{JACOBIAN_PREFIX}{k}", reduce_strength(tree)) for k, tree in enumerate(diagonal)]
+            outs += [f"{JACOBIAN_PREFIX}{k}" for k in range(ng)]
         return tuple(eqs), tuple(outs), tuple(table_gates)
 
     @property
@@ -333,18 +349,18 @@ class CellModel:
     def _split(self, out, dtype):
         ng, nga = self.n_nongating, self.n_gates
         rows = np.stack(np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out]))
-        return rows[:ng], rows[ng:ng + nga], rows[ng + nga:]     # no gates: empty a and b
+        parts = (rows[:ng], rows[ng:ng + nga], rows[ng + nga:ng + 2 * nga])     # no gates: empty a and b
+        return parts + (rows[ng + 2 * nga:],) if self.jacobian else parts
 
     def rates(self, y: np.ndarray, i_st, params: np.ndarray):
-        """``(dng, a, b)`` at states ``y`` (S, ...) with stimulus ``i_st``; ``params`` (P,) or
-        (P, ...) per cell."""
+        """``(dng, a, b)`` (and ``jng`` ``with_jacobian``) at states ``y`` (S, ...) with stimulus
+        ``i_st``; ``params`` (P,) or (P, ...) per cell."""
         lut = () if self.lookup is None else self._table_pair(params)
         if y.ndim == 2 and y.shape[1] == 1 and np.ndim(i_st) <= 1 and np.ndim(params) == 1:
             try:      # one cell: plain floats, ~50x less overhead than NumPy on 1-element arrays
                 vals = self._scalar([float(v) for v in y[:, 0]], float(np.ravel(i_st)[0]),
                                     [float(q) for q in params], *lut[1:])
-                dng, a, b = self._split(vals, y.dtype)
-                return dng[:, None], a[:, None], b[:, None]
+                return tuple(part[:, None] for part in self._split(vals, y.dtype))
             except (ArithmeticError, ValueError):
                 pass           # a domain error (log of a negative, 0/0): NumPy gives nan/inf
         with np.errstate(all="ignore"):
@@ -354,12 +370,12 @@ class CellModel:
         """Full dy/dt (S, ...) of an isolated cell."""
         if self.table_gates:
             raise ValueError("a model with tabulated gate updates (rl_step) has no derivative")
-        dng, a, b = self.rates(y, i_st, params)
+        dng, a, b = self.rates(y, i_st, params)[:3]
         return np.concatenate([dng, a * y[self.n_nongating:] + b])
 
     def cuda_source(self, real: str = "float", varying: tuple[int, ...] = (), compute: str | None = None) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
-        (non-gating dy/dt, then the gates' a, then b) to ``out[]``. Parameters are read from
+        (non-gating dy/dt, then the gates' a, then b, then ``with_jacobian`` jng) to ``out[]``. Parameters are read from
         ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``; with
         tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`).
         ``real`` is the type of the states and outputs, ``compute`` (default ``real``) the one

@@ -17,6 +17,15 @@ tableau like every other state. With RL the gates are at most second-order accur
 whatever the tableau, which is what the paper measured for RKF(RL) (Section 5.2.3); the
 non-gating states keep the tableau's order.
 
+The generalized Rush–Larsen method GRL1 (Sundnes, Artebrant, Skavhaug and Tveito 2009,
+"A second-order algorithm for solving dynamic cell membrane equations", IEEE TBME 56; what
+openCARP and Chaste ship) is the one-stage tableau with ``grl``: every state, gate or not, is
+stepped exactly for its linearisation dy/dt ≈ f(y0) + J_ii·(y − y0) with the diagonal Jacobian
+entry J_ii, y1 = y0 + h·f(y0)·φ1(h·J_ii). For a gate J_ii is its ``a`` (RL exactly); for the
+non-gating states the model outputs J_ii (``CellModel.with_jacobian``). First order, like RLFE,
+but stable on stiff non-gating states (buffers, Markov-chain channels) that forward Euler
+blows up on at tissue steps.
+
 Adaptive pairs use local extrapolation (the high-order solution is kept), the error of a
 step is ``max_i |y_high − y_low| / (at + rt·|y_old|)`` over every state of every cell, and
 the next step is ``h·clip(0.9·err^(−1/(P+1)), fac_min, fac_max)`` (Eq. 15, P = the low order).
@@ -41,6 +50,7 @@ class Tableau:
     b_low: tuple[float, ...] | None = None
     order_low: int | None = None
     rl: bool = True
+    grl: bool = False          # the non-gating states too by their diagonal Jacobian (one stage only)
 
     @property
     def stages(self) -> int:
@@ -62,6 +72,7 @@ def _v(xs):
 METHODS: dict[str, Tableau] = {t.name: t for t in [
     Tableau("fe", "Forward Euler (no Rush-Larsen)", _f([[0]]), _v([1]), _v([0]), 1, rl=False),
     Tableau("rlfe", "Forward Euler, Rush-Larsen (RLFE)", _f([[0]]), _v([1]), _v([0]), 1),
+    Tableau("grl1", "Generalized Rush-Larsen 1 (GRL1)", _f([[0]]), _v([1]), _v([0]), 1, grl=True),
     Tableau("midpoint", "Explicit midpoint, RL", _f([[0, 0], [Fr(1, 2), 0]]), _v([0, 1]),
             _v([0, Fr(1, 2)]), 2),
     Tableau("trapezoidal", "Trapezoidal (Heun), RL", _f([[0, 0], [1, 0]]), _v([Fr(1, 2), Fr(1, 2)]),
@@ -103,6 +114,12 @@ def phi1(z: np.ndarray) -> np.ndarray:
         return np.where(small, 1.0 + 0.5 * z, np.expm1(safe) / safe)
 
 
+def grl_euler(y0: np.ndarray, h: float, f: np.ndarray, jac: np.ndarray) -> np.ndarray:
+    """GRL1 on non-gating states: ``y0 + h·f·φ1(h·J)``; where J is NaN, forward Euler."""
+    z = h * np.where(np.isnan(jac), 0.0, jac).astype(y0.dtype)
+    return (y0 + h * f * phi1(z)).astype(y0.dtype)
+
+
 def combine(y0: np.ndarray, h: float, weights, ks, n_nongating: int, rl: bool) -> np.ndarray:
     """y0 + one row of the tableau; ``ks`` holds per stage (k_nongating, a, b, w_stage)."""
     ng = n_nongating
@@ -133,7 +150,13 @@ def combine(y0: np.ndarray, h: float, weights, ks, n_nongating: int, rl: bool) -
 def rk_step(f, t: float, y0: np.ndarray, h: float, tab: Tableau, n_nongating: int):
     """One step of ``tab`` from (t, y0); ``f(t, y) -> (k_nongating, a, b)``.
 
-    Returns ``(y_high, y_low)``; ``y_low`` is None for fixed-step methods."""
+    Returns ``(y_high, y_low)``; ``y_low`` is None for fixed-step methods. GRL1 (``tab.grl``):
+    ``f`` returns ``(k_nongating, a, b, jac_nongating)``."""
+    if tab.grl:
+        kng, a, b, jng = f(t, y0)
+        high = combine(y0, h, tab.b, [(kng, a, b, y0[n_nongating:])], n_nongating, True)
+        high[:n_nongating] = grl_euler(y0[:n_nongating], h, kng, jng)
+        return high, None
     ks = []
     for i in range(tab.stages):
         yi = y0 if i == 0 else combine(y0, h, tab.a[i][:i], ks, n_nongating, tab.rl)

@@ -34,9 +34,10 @@ def matches_reference(text: str, atol_ms: float, atol_mv: float):
     return fast, ref, a, b
 
 
-@pytest.mark.parametrize("method,fused", [("rlfe", True), ("midpoint", False)])
+@pytest.mark.parametrize("method,fused", [("rlfe", True), ("grl1", True), ("midpoint", False)])
 def test_compiled_cable_matches_reference_in_float64(method, fused):
-    """rlfe runs the fused model + Rush-Larsen update; midpoint the NumPy solver around the model."""
+    """rlfe and grl1 run the fused model + (generalized) Rush-Larsen update; midpoint the NumPy
+    solver around the model."""
     fast, _, a, b = matches_reference(cable(0.1, t_end=8.0, method=method), 1e-9, 1e-8)
     assert fast.engine._fused is fused
     np.testing.assert_allclose(a["probe_V"], b["probe_V"], rtol=0, atol=1e-8)

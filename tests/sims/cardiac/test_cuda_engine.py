@@ -32,13 +32,47 @@ def test_model_cuda_vs_numpy_on_random_states(cuda_context, name, precision, rto
     assert_outputs_close(got, ref, rtol)
 
 
+@pytest.mark.parametrize("name,precision,rtol", [
+    (n, p, tol) for p, tol in (("float64", 1e-9), ("float32", 2e-3))
+    for n in ("ohara_rudy_2011_endo", "maleckar_model_2009", "courtemanche_ramirez_nattel_1998")])
+def test_diagonal_jacobian_cuda_vs_numpy_on_random_states(cuda_context, name, precision, rtol):
+    """GRL1's model: the printed CUDA outputs and diagonal Jacobian against the NumPy program."""
+    from app.sims.cardiac.cuda import cuda_rates
+    m = load_model(name).with_jacobian()
+    y = random_states(4096, seed=12, model=m)
+    ist = np.where(np.arange(4096) % 3 == 0, -20.0, 0.0)
+    p = m.parameter_vector()
+    ref = m.rates(y, ist, p)
+    got = cuda_rates(m, y, ist, p, precision)
+    assert len(got) == 4
+    assert_outputs_close(np.concatenate(got), np.concatenate(ref), rtol)
+
+
+NYGREN = "model: {file: nygren_atrial_model_1998}\n"
+
+
+def test_grl1_stiff_model_cuda_float32_matches_cpu(cuda_context):
+    """Nygren 1998 at 0.1 ms, where RLFE blows up (intracellular Ca²⁺, |J| ≈ 22/ms): GRL1 in
+    float32 on CUDA (the model in float32) against the compiled CPU engine (the model in
+    float64, states rounded to float32) on a sheet: activation within 0.05 ms, V within 0.5 mV
+    (the float32-vs-float64 bounds of test_rlfe_float32_close_to_float64)."""
+    text = NYGREN + SHEET + "solver: {method: grl1, dt: 0.1, precision: float32}\n"
+    a_cpu, s_cpu = run(text, "cpu")
+    a_gpu, s_gpu = run(text, "cuda")
+    assert s_cpu["finished"] and s_gpu["finished"]
+    assert np.isfinite(a_cpu["activation_time"]).all()
+    assert np.nanmax(np.abs(a_gpu["activation_time"] - a_cpu["activation_time"])) < 0.05
+    assert np.max(np.abs(a_gpu["V_final"] - a_cpu["V_final"])) < 0.5
+
+
 SHEET = ("mesh: {kind: sheet, nx: 24, ny: 6, dx_mm: 0.2}\n"
          "protocol: {t_end: 40, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.3}},"
          " {start: 20, duration: 2, amplitude: -40, region: {kind: cells, cells: [100]}}]}\n"
          "output: {random_probes: 6, probe_cells: [5, 70], dt_save: 0.5}\n")
 
 
-@pytest.mark.parametrize("method,dt", [("rlfe", 0.02), ("fe", 0.005), ("midpoint", 0.05), ("trapezoidal", 0.05)])
+@pytest.mark.parametrize("method,dt", [("rlfe", 0.02), ("grl1", 0.02), ("fe", 0.005), ("midpoint", 0.05),
+                                       ("trapezoidal", 0.05)])
 def test_fixed_step_cuda_matches_cpu_in_float64(cuda_context, method, dt):
     text = SHEET + f"solver: {{method: {method}, dt: {dt}, precision: float64}}\n"
     a_cpu, s_cpu = run(text, "cpu")

@@ -54,9 +54,9 @@ def test_ghk_removable_singularity_is_the_limit_at_zero():
     np.testing.assert_allclose(tabled[:, 0], 0.5 * (tabled[:, 1] + tabled[:, 2]), rtol=1e-4, atol=1e-12)
 
 
-@pytest.mark.parametrize("method,atol", [("rlfe", 1e-6), ("midpoint", 1e-9)])
+@pytest.mark.parametrize("method,atol", [("rlfe", 1e-6), ("grl1", 1e-6), ("midpoint", 1e-9)])
 def test_compiled_engine_with_tables_matches_numpy_engine(method, atol):
-    """midpoint: the same tables, the same arithmetic (to rounding). rlfe: the compiled step
+    """midpoint: the same tables, the same arithmetic (to rounding). rlfe and grl1: the compiled step
     also reads the V-only gates' update coefficients exp(h a), b expm1(h a)/a from tables,
     where the NumPy engine interpolates a and b: within interpolation error of each other."""
     text = cable(0.1, t_end=8.0, method=method).replace("precision: float64}", "precision: float64, lookup_tables: true}")

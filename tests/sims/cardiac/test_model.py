@@ -147,3 +147,25 @@ def test_import_errors_name_the_file(tmp_path):
     y = m.initial_state()[:, None]
     assert m.rates(y, np.full(1, -1.0), m.parameter_vector())[0][0, 0] == pytest.approx(
         m.rates(y, np.zeros(1), m.parameter_vector())[0][0, 0] + 1.0)
+
+
+@pytest.mark.parametrize("name", ["ohara_rudy_2011_endo", "maleckar_model_2009", "mahajan_shiferaw_2008"])
+def test_diagonal_jacobian_matches_central_differences(name):
+    """``with_jacobian``'s jng (symbolic, for GRL1) against (f(y + δ) − f(y − δ))/2δ per
+    non-gating state on random states; δ = 1e-5·max(|y|, 1e-3) keeps the difference's
+    truncation (δ²·f''') and rounding (ε·|f|/δ) error near 1e-8 of the scale."""
+    m = load_model(name)
+    mj = m.with_jacobian()
+    y = random_states(16, seed=5, model=m)
+    p = m.parameter_vector()
+    dng, a, b, jng = mj.rates(y, 0.0, p)
+    for got, want in zip((dng, a, b), m.rates(y, 0.0, p)):
+        np.testing.assert_array_equal(got, want)
+    for k in range(m.n_nongating):
+        step = 1e-5 * np.maximum(np.abs(y[k]), 1e-3)
+        up, down = y.copy(), y.copy()
+        up[k] += step
+        down[k] -= step
+        numeric = (m.rates(up, 0.0, p)[0][k] - m.rates(down, 0.0, p)[0][k]) / (2 * step)
+        scale = np.abs(numeric) + np.abs(dng[k]) / np.maximum(np.abs(y[k]), 1e-3) + 1e-12
+        assert np.all(np.abs(jng[k] - numeric) <= 1e-5 * scale), (m.nongating[k], jng[k], numeric)

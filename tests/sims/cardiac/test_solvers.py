@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from app.sims.cardiac.solvers import METHODS, error_ratio, next_step, phi1, rk_step, with_rl
+from app.sims.cardiac.solvers import METHODS, error_ratio, grl_euler, next_step, phi1, rk_step, with_rl
+
+RK = [n for n, t in METHODS.items() if not t.grl]      # GRL1 needs the diagonal Jacobian: below
 
 
 def f(t, y):
@@ -14,6 +16,11 @@ def f(t, y):
     return -u + w * np.cos(t), a, b
 
 
+def f_jacobian(t, y):
+    """``f`` with the non-gating state's diagonal Jacobian, d(-u + w·cos t)/du = -1 (GRL1)."""
+    return (*f(t, y), np.full((1, 1), -1.0))
+
+
 Y0 = np.array([[0.8], [0.3]])
 T = 2.0
 
@@ -21,7 +28,7 @@ T = 2.0
 def solve(tab, n, low=False):
     y, h = Y0.copy(), T / n
     for i in range(n):
-        high, lo = rk_step(f, i * h, y, h, tab, 1)
+        high, lo = rk_step(f_jacobian if tab.grl else f, i * h, y, h, tab, 1)
         y = lo if low else high
     return y
 
@@ -41,7 +48,7 @@ def observed_order(tab, low=False, ns=(40, 80, 160)):
     return np.log2(errs[-2] / errs[-1]), errs
 
 
-@pytest.mark.parametrize("name", list(METHODS))
+@pytest.mark.parametrize("name", RK)
 def test_classical_order_without_rush_larsen(name):
     tab = with_rl(METHODS[name], False)
     p, _ = observed_order(tab, ns=(10, 20, 40) if tab.order == 5 else (40, 80, 160))
@@ -66,6 +73,20 @@ def test_rush_larsen_is_exact_for_frozen_linear_gates():
     for name in ("rlfe", "midpoint", "trapezoidal", "bs32", "rkf45"):
         high, _ = rk_step(g, 0.0, y, 0.3, METHODS[name], 1)    # h·|a| = 15: far beyond FE stability
         assert np.isclose(high[1, 0], 0.2 + 0.8 * np.exp(-15.0)), name
+
+
+def test_grl1_is_first_order_and_exact_for_frozen_linear_states():
+    """GRL1 converges at order 1, and steps a linear non-gating state u' = -50 u + 10 exactly
+    at h·|J| = 15, where forward Euler (RLFE's update of u) grows by |1 - 15| a step."""
+    p, _ = observed_order(METHODS["grl1"])
+    assert abs(p - 1.0) < 0.25, p
+
+    def g(t, y):
+        return 10.0 - 50.0 * y[:1], np.full((1, 1), -50.0), np.full((1, 1), 10.0), np.full((1, 1), -50.0)
+    y = np.array([[1.0], [1.0]])
+    high, _ = rk_step(g, 0.0, y, 0.3, METHODS["grl1"], 1)
+    assert np.allclose(high[:, 0], 0.2 + 0.8 * np.exp(-15.0))
+    assert grl_euler(np.ones(1), 0.3, np.array([2.0]), np.array([np.nan]))[0] == pytest.approx(1.6)   # NaN J: FE
 
 
 def test_phi1_and_step_control():
