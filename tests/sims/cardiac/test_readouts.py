@@ -78,6 +78,22 @@ def test_conduction_velocity_vectors_of_planar_activation_are_exact():
     assert np.isnan(cv[12]).all() and np.isfinite(cv[0]).all()
 
 
+def test_velocity_field_at_chosen_nodes_equals_the_whole_field_there():
+    """A live view asks for a few nodes: each vector must be the one of the whole-mesh field
+    (every element around the node counted), on a surface and on a volume."""
+    rng = np.random.default_rng(3)
+    for m in (shapes.icosphere(3, radius_mm=5.0), fem.fem_mesh(shapes.structured_slab(2.0, 1.0, 1.0, 0.25),
+                                                                fem.Tissue(0.1, 0.1, 0.1))):
+        t = 1.0 + np.linalg.norm(m.positions - m.positions[0], axis=1) / 0.5 + rng.normal(0, 0.05, m.n_cells)
+        t[rng.choice(m.n_cells, 5, replace=False)] = np.nan
+        whole = readouts.conduction_velocity(m, t)
+        nodes = rng.choice(m.n_cells, 40, replace=False)
+        field = readouts.VelocityField(m, nodes)
+        assert len(field.elements) < len(m.elements)
+        np.testing.assert_allclose(field(t), whole[nodes], rtol=1e-12, atol=0)
+        assert np.isfinite(whole[nodes]).any() and np.isnan(whole[nodes]).any() == np.isnan(field(t)).any()
+
+
 def test_tracker_follows_a_rotating_spiral_with_the_delay():
     m = shapes.sheet(40, 40, 0.25)
     core, omega, tau = np.array([5.1, 4.9]), 2 * np.pi / 80.0, 20.0
