@@ -12,7 +12,8 @@ BARB_ANGLE = np.radians(25.0)
 SCALE_QUANTILE = 0.9     # speeds above it are drawn at full length
 
 
-def arrow_nodes(positions: np.ndarray, candidates: np.ndarray, max_arrows: int = MAX_ARROWS) -> tuple[np.ndarray, float]:
+def arrow_nodes(positions: np.ndarray, candidates: np.ndarray,
+                max_arrows: int = MAX_ARROWS) -> tuple[np.ndarray, float]:
     """About ``max_arrows`` of ``candidates`` (mesh node indices), one per cell of a uniform grid
     over them (the cell's node nearest its centre), and the grid spacing (mm): arrows that do not
     crowd each other on a sheet, a sphere or a large mesh's surface alike."""
