@@ -35,6 +35,14 @@ TOLERANCES = [(1e-2, 1e-4), (1e-1, 1e-2), (1e-1, 1e-1), (1.0, 0.0)]
 TARGETS = {("rlfe", 0.05): 0.3, ("bs32", 1.0, 0.0): 1.0}   # seconds, the level-7 sphere on one GPU
 
 
+def floor_bytes(n_states: int, width: int) -> int:
+    """Bytes per node per step the fused float32 RLFE step must move at least: the states read
+    and written (2 × S × 4 B), the padded operator row (K neighbour indices and K weights,
+    8·K B), the neighbours' V (mostly cache hits: counted once, 4 B) and the activation
+    bookkeeping (~32 B)."""
+    return 2 * n_states * 4 + 8 * width + 4 + 32
+
+
 def cases(every: bool):
     """The paper's settings of each method (``every``) or one per method (the targets')."""
     steps = [0.01, 0.025, 0.05, 0.06] if every else [0.05]
@@ -186,7 +194,6 @@ def paper_rows(base, level: int, t_end: float, resolved: str, every: bool) -> di
     and, on CUDA, the fixed-step methods' memory floor; what the reference's waves did (how
     much of the sphere S1 and S2 excited, when S1's wave covered it) so the page's claims about
     the case come from the run."""
-    from app.sims.cardiac.bench_mesh import floor_bytes
     from app.sims.cardiac.engine import build_mesh
     from app.sims.cardiac.model import config_model
 
