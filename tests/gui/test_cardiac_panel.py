@@ -371,6 +371,8 @@ def _frame(mesh, act, t):
 def test_cv_arrows_follow_the_wave_on_a_sphere_and_a_large_sheet(cardiac, qtbot):
     """The toggle draws arrows from the activation so far: on a sphere a wave from the north pole
     points south everywhere; a 40,000-node sheet gets at most the arrow budget, pointing +x."""
+    from dataclasses import replace
+
     from app.gui.views.arrows import MAX_ARROWS
     from app.sims.cardiac.shapes import icosphere, sheet
 
@@ -396,6 +398,18 @@ def test_cv_arrows_follow_the_wave_on_a_sphere_and_a_large_sheet(cardiac, qtbot)
     assert (np.abs(image[..., :3].astype(int) - 255).sum(axis=2) < 30).sum() > 20     # white arrows drawn
     tissue.show_cv.setChecked(False)
     assert not canvas.arrows.visible
+
+    from app.sims.cardiac import fem
+    from app.sims.cardiac.shapes import structured_slab
+    slab = fem.fem_mesh(structured_slab(2.0, 1.0, 1.0, 0.25), fem.Tissue(0.1, 0.1, 0.1))
+    slab = replace(slab, kind="file", faces=fem.boundary_faces(slab.elements).astype(np.int32))
+    tissue.set_mesh(slab)                               # a volume: arrows on its drawn surface
+    tissue.show_cv.setChecked(True)
+    tissue.set_frame(_frame(slab, 2.0 + slab.positions[:, 0] / 0.6, 10.0))
+    assert canvas.arrows.visible
+    seg = canvas.arrows.pos.reshape(-1, 6, 3)
+    shaft = seg[:, 1] - seg[:, 0]
+    assert len(seg) > 20 and np.allclose(shaft[:, 1:], 0, atol=1e-5) and (shaft[:, 0] > 0).all()
 
     big = sheet(200, 200, 0.1)
     tissue.set_mesh(big)
