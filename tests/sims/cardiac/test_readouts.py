@@ -105,3 +105,26 @@ def test_tracker_follows_a_rotating_spiral_with_the_delay():
     assert out["ps_t"].min() == pytest.approx(tau)            # the first time with a V τ before
     assert set(out["ps_charge"].tolist()) == {-1}             # the wave turns clockwise
     assert np.all(np.linalg.norm(out["ps_xyz"][:, :2] - core, axis=1) < 0.25)
+
+
+def test_frames_carry_the_activation_so_far_for_live_cv_arrows():
+    """Mid-run a frame holds the first activation times reached so far (NaN ahead of the
+    wave) and no APD90; the last frame holds both."""
+    from app.sims.cardiac.simulation import CardiacSimulation
+
+    from .helpers import cable, config
+
+    sim = CardiacSimulation(config(cable(0.2, t_end=20.0, dt=0.02)), "cpu")
+    try:
+        mid = None
+        while not sim.finished:
+            frame = sim.advance()
+            act = frame.activation_time
+            if not frame.done and act is not None and 0 < np.isfinite(act).sum() < act.size:
+                mid = frame
+        assert mid is not None and mid.apd90 is None
+        first = np.flatnonzero(np.isfinite(mid.activation_time))
+        assert first[0] == 0 and (np.diff(first) == 1).all()        # the wave from the stimulated end
+        assert frame.done and frame.apd90 is not None and np.isfinite(frame.activation_time).all()
+    finally:
+        sim.close()
