@@ -137,3 +137,14 @@ def test_a_docs_page_gets_the_newest_record_it_names_and_the_paper_table(tmp_pat
     assert "RLFE Δt 0.05 under 0.3 s: 0.095 s (118x faster than the paper's 11.2 s)" in text
     assert "260 B per cell per step" in text and "3.35 TB/s" in text and "benchmarks/h200/cardiac-paper.json" in text
     assert tables.main(["--root", str(tmp_path), "--check"]) == 0
+
+
+def test_a_shortened_paper_run_says_so_and_that_s2_came_after_it(tmp_path):
+    page = tmp_path / "docs" / "validation" / "sphere.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(f"{tables.RECORD_BEGIN.format('cardiac-paper')}\n{tables.RECORD_END.format('cardiac-paper')}\n")
+    record(tmp_path, "cardiac-paper", {**PAPER_RESULTS, "t_end": 30.0, "quick": True, "level": 6})
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    text = page.read_text()
+    assert "30 ms (shortened: `--quick`)" in text and "S2 (at 250 ms) is past this run's end" in text
+    assert "Targets" not in text                     # the targets are the level-7 sphere's

@@ -260,6 +260,7 @@ def paper(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: b
           f"stimuli at 1 and 250 ms\n# {reason}")
     with backend_context(resolved):
         results = paper_rows(base, level, t_end, resolved, every=resolved == "cuda" and not quick)
+    results["quick"] = quick
     path = save_bench("cardiac-paper", results, out_dir, cuda=resolved == "cuda")
     print(f"\nwrote {path}")
     return 0
