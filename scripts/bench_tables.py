@@ -150,7 +150,14 @@ def cardiac_paper_table(results: dict) -> list[str]:
              f"rt {ref['rt']:g}: {ref['steps_accepted']:,} steps ({ref['steps_rejected']:,} rejected), "
              f"{ref['wall_seconds']:.3g} s. In the reference S1 excited {100 * ref['s1_excited_fraction']:.1f} % "
              f"of the cells, the last at {ref['s1_last_activation_ms']:.1f} ms; {s2}.", ""]
+    if results["backend"] != "cuda" and results.get("load_average_before"):
+        lines[0] += (f" Load average (1 min) {results['load_average_before'][0]:.1f} before and "
+                     f"{results['load_average_after'][0]:.1f} after: other jobs shared the cores.")
     floor = "floor_bytes_per_cell_step" in results
+    papers = results["level"] == 7 and results["t_end"] == 300 and not results.get("quick")
+    if not papers:
+        lines += ["The paper's figures are for the level-7 sphere over 300 ms; this run is another case, "
+                  "so they are not set beside it.", ""]
     rows = []
     for r in results["rows"]:
         paper = r.get("paper", "-")
@@ -159,23 +166,25 @@ def cardiac_paper_table(results: dict) -> list[str]:
                       f"{paper['rrms']:g}")
         if "error" in r:
             rows.append([METHODS[r["method"]], _setting(r), f"error: {r['error'][:60]}", "", "", "", "",
-                         *([""] if floor else []), paper_text])
+                         *([""] if floor else []), *([paper_text] if papers else [])])
             continue
         steps = f"{r['steps']:,}" + (f" ({r['rejected']:,})" if "at" in r else "")
         if r.get("stopped"):
             steps += f", stopped: {r['stopped'][:40]}"
         rows.append([METHODS[r["method"]], _setting(r), f"{r['wall_seconds']:.3g}", steps, f"{r['i_rel_error']:.2g}",
                      f"{r['i_abs_error']:.3g}", f"{r['rrms']:.2g}",
-                     *([f"{r['floor_seconds']:.3g}" if "floor_seconds" in r else "-"] if floor else []), paper_text])
+                     *([f"{r['floor_seconds']:.3g}" if "floor_seconds" in r else "-"] if floor else []),
+                     *([paper_text] if papers else [])])
     lines += _table(["method", "setting", "time s", "steps (rej)", "I_Rel", "I_Abs", "RRMS",
-                     *(["floor s"] if floor else []), "paper: time s, steps, I_Rel, I_Abs, RRMS"], rows)
+                     *(["floor s"] if floor else []),
+                     *(["paper: time s, steps, I_Rel, I_Abs, RRMS"] if papers else [])], rows)
     if floor:
         lines += ["", f"Floor of the fixed-step methods: {results['floor_bytes_per_cell_step']} B per cell per step "
                       f"(the {results['states']} float32 states read and written, the operator row of "
                       f"{results['neighbour_width']} neighbour indices and weights, the neighbours' V, the activation "
                       f"bookkeeping) at the card's {results['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s."]
     targets = [r for r in results["rows"] if "target_seconds" in r and "wall_seconds" in r]
-    if targets and results["level"] == 7:
+    if targets and papers:
         lines += ["", "Targets: " + "; ".join(
             f"{METHODS[r['method']]} {_setting(r)} under {r['target_seconds']:g} s: {r['wall_seconds']:.3g} s"
             + (f" ({r['paper']['seconds'] / r['wall_seconds']:.0f}x faster than the paper's "
@@ -317,9 +326,8 @@ def record_block(records: dict[str, list[dict]], name: str) -> str:
             continue
         doc = max(mine, key=_date)
         device = doc["environment"].get("device") or folder
-        if device == "cpu":
-            device = f"CPU ({doc['environment'].get('cpu') or folder})"
-        lines += [f"**{device}**, {_environment(doc['environment'])} (`benchmarks/{doc['file']}`):", "",
+        lines += [f"**{'CPU' if device == 'cpu' else device}**, {_environment(doc['environment'])} "
+                  f"(`benchmarks/{doc['file']}`):", "",
                   *(TABLES.get(name, generic_table)(doc["results"]) or ["(no tabular figures)"]), ""]
         found = True
     if not found:

@@ -6,6 +6,7 @@ at = 1e-3, rt = 1e-6, like the paper's Cash-Karp reference at rt 1e-6, at 1e-3).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
@@ -258,9 +259,10 @@ def paper(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: b
     level, t_end = paper_size(resolved, quick)
     print(f"# the paper's case: level-{level} sphere ({10 * 4 ** level + 2} cells), {t_end:g} ms, "
           f"stimuli at 1 and 250 ms\n# {reason}")
+    load_before = os.getloadavg()
     with backend_context(resolved):
         results = paper_rows(base, level, t_end, resolved, every=resolved == "cuda" and not quick)
-    results["quick"] = quick
+    results.update(quick=quick, load_average_before=load_before, load_average_after=os.getloadavg())
     path = save_bench("cardiac-paper", results, out_dir, cuda=resolved == "cuda")
     print(f"\nwrote {path}")
     return 0
