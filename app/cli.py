@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="cardiac: single cells (CVODE) against Myokit's CVODES, side by side")
     bench.add_argument("--mesh", action="store_true",
                        help="cardiac: a generated ventricle-like mesh of 10^6 nodes, real-time factor")
+    bench.add_argument("--paper", action="store_true",
+                       help="cardiac: the paper's sphere table alone (every solver's time and errors)")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -339,6 +341,10 @@ def _bench(args: argparse.Namespace) -> int:
             raise ConfigError("--mesh belongs to the cardiac benchmark")
         from app.sims.cardiac import bench_mesh
         return bench_mesh.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    if args.paper:
+        if args.name != "cardiac":
+            raise ConfigError("--paper belongs to the cardiac benchmark")
+        return module.paper(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")

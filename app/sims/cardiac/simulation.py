@@ -50,8 +50,8 @@ class CardiacFrame(Frame):
     h: np.ndarray | None = None
     steps_accepted: int = 0
     steps_rejected: int = 0
-    activation_time: np.ndarray | None = None   # when done
-    apd90: np.ndarray | None = None
+    activation_time: np.ndarray | None = None   # first activation so far (NaN: not yet); tissue only
+    apd90: np.ndarray | None = None             # when done
     stopped: str = ""
     mesh: Mesh | None = None              # positions, faces, shape: what the tissue view draws
     singularities: np.ndarray | None = None   # (K, 3) phase singularities (rotor cores) now, mm
@@ -149,7 +149,7 @@ class CardiacSimulation(Simulation):
         pt, pv = e.recordings()
         hist = getattr(e, "h_history", None)
         done = self.finished
-        acts = e.activation() if done else None
+        acts = e.activation() if done or self.problem.n_cells > 1 else None   # live: CV arrows
         rate = e.t / self.wall if self.wall > 0 else 0.0
         status = f"t = {e.t:.2f} of {self.problem.t_end:g} ms, {e.steps_accepted} steps"
         if e.steps_rejected:
@@ -169,7 +169,7 @@ class CardiacSimulation(Simulation):
             h=freeze(np.array([x[1] for x in hist])) if hist else None,
             steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected, mesh=self.frame_mesh,
             activation_time=freeze(acts["activation_time"]) if acts else None,
-            apd90=freeze(acts["apd90"]) if acts else None,
+            apd90=freeze(acts["apd90"]) if acts and done else None,
             singularities=freeze(self._tracker.now), stopped=str(self.stopped or ""))
 
     def _take_readouts(self) -> None:
