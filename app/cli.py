@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     gui.add_argument("config", nargs="?", help="run config to open")
     gui.add_argument("--quit-after", type=float, default=None, metavar="SECONDS",
                      help="close the window after this long (a smoke test of an install)")
+    gui.add_argument("--first-frame", default=None, metavar="PANEL",
+                     help="Run the panel's CPU default preset at once, print the seconds from Run "
+                     "to its first frame and quit (bench startup)")
+    gui.add_argument("--again", action="store_true",
+                     help="with --first-frame: also a second run's, once the compiled engine is ready")
     run = sub.add_parser("run", help="run a config headless and write its results",
                          description="Run a config headless and write config.yaml, results.npz, "
                          "summary.json and plot.png into the output folder.",
@@ -126,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "gui"):
             from app.gui import main as gui_main
             return gui_main(config_path=getattr(args, "config", None),
-                            quit_after=getattr(args, "quit_after", None))
+                            quit_after=getattr(args, "quit_after", None),
+                            first_frame=getattr(args, "first_frame", None), again=getattr(args, "again", False))
         if args.command == "devices":
             return _devices()
         if args.command == "domains":

@@ -106,15 +106,17 @@ def _seconds(x) -> str:
 def startup_table(results: dict) -> list[str]:
     """``bench startup``: per panel and front end, the first frame cold, warm and on a second run,
     with the targets and the machine's load while it was measured."""
-    rows = [[r["panel"], r["front"], r["skipped"], "", ""] if "skipped" in r else
+    rows = [[r["panel"], r["front"], r["skipped"], "", "", ""] if "skipped" in r else
             [r["panel"], r["front"], _seconds(r.get("cold_first_frame_s")), _seconds(r.get("warm_first_frame_s")),
-             _seconds(r.get("again_first_frame_s"))] for r in results.get("rows", [])]
+             _seconds(r.get("again_first_frame_s")), _seconds(r.get("cold_process_start_to_first_frame_s"))]
+            for r in results.get("rows", [])]
     load = [results.get("load_average_before"), results.get("load_average_after")]
     loads = " and ".join(f"{a[0]:.1f}" for a in load if a)
     return [f"Seconds from Run to the first frame of each panel's CPU default run (target: cold "
             f"{results.get('target_cold_s', '?')} s, warm {results.get('target_warm_s', '?')} s); "
             f"load average (1 min) {loads or 'not recorded'} before and after:", "",
-            *_table(["panel", "front end", "cold caches (s)", "warm caches (s)", "second run (s)"], rows)]
+            *_table(["panel", "front end", "cold caches (s)", "warm caches (s)", "second run (s)",
+                     "cold, from process start (s)"], rows)]
 
 
 def estimates_table(results: dict) -> list[str]:
