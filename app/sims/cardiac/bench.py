@@ -48,7 +48,7 @@ def cases(every: bool):
     """The paper's settings of each method (``every``) or one per method (the targets')."""
     steps = [0.01, 0.025, 0.05, 0.06] if every else [0.05]
     out = [dict(method="rlfe", dt=dt) for dt in steps]
-        out += [dict(method="grl1", dt=dt) for dt in steps]     # not in the paper: its cost and error against RLFE
+    out += [dict(method="grl1", dt=dt) for dt in steps]     # not in the paper: its cost and error against RLFE
     out += [dict(method="midpoint", dt=dt) for dt in ([0.025, 0.05, 0.06] if every else [0.05])]
     for m in ("rkf45", "bs32", "te21"):
         for at, rt in (TOLERANCES if every else [(1.0, 0.0)]):
