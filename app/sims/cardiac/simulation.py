@@ -430,4 +430,5 @@ def checkpoint_schema(fresh: Mapping[str, Any], state: Mapping[str, Any]) -> lis
     if f"engine_{own}" not in state:
         return []
     return like(fresh, "engine_", free=("probe_t", "probe_v", "h_history"),
-                nonfinite=("act_first", "act_last", "vmax", "t_rep", "cuda_maps"))
+                nonfinite=("act_first", "act_last", "vmax", "t_rep", "cuda_maps",
+                           "cuda_cd"))        # cuda_cd: inf = no readout pause due

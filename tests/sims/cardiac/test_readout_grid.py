@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.compute.device import backend_context
 from app.sims.cardiac.simulation import CardiacSimulation
 from tests.sims.cardiac.helpers import config
 
@@ -31,12 +32,13 @@ def broken_wave(method: str, t_end: float = 27.0) -> str:
 
 def sliced_run(text: str, backend: str, slices) -> dict[str, np.ndarray]:
     """The run's results, advanced by the numbers of steps ``slices`` gives in turn."""
-    sim = CardiacSimulation(config(text), backend)
-    while not sim.finished:
-        sim._steps = next(slices)
-        sim.advance(until=sim.step + sim._steps)
-    arrays = sim.results()[0]
-    sim.close()
+    with backend_context(backend):           # CUDA: the device's context in this thread
+        sim = CardiacSimulation(config(text), backend)
+        while not sim.finished:
+            sim._steps = next(slices)
+            sim.advance(until=sim.step + sim._steps)
+        arrays = sim.results()[0]
+        sim.close()
     return arrays
 
 
