@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     gui.add_argument("config", nargs="?", help="run config to open")
     gui.add_argument("--quit-after", type=float, default=None, metavar="SECONDS",
                      help="close the window after this long (a smoke test of an install)")
+    gui.add_argument("--first-frame", default=None, metavar="PANEL",
+                     help="Run the panel's CPU default preset at once, print the seconds from Run "
+                     "to its first frame and quit (bench startup)")
+    gui.add_argument("--again", action="store_true",
+                     help="with --first-frame: also a second run's, once the compiled engine is ready")
     run = sub.add_parser("run", help="run a config headless and write its results",
                          description="Run a config headless and write config.yaml, results.npz, "
                          "summary.json and plot.png into the output folder.",
@@ -70,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="cardiac: single cells (CVODE) against Myokit's CVODES, side by side")
     bench.add_argument("--mesh", action="store_true",
                        help="cardiac: a generated ventricle-like mesh of 10^6 nodes, real-time factor")
+    bench.add_argument("--paper", action="store_true",
+                       help="cardiac: the paper's sphere table alone (every solver's time and errors)")
     sub.add_parser("devices", help="what can run here")
     sub.add_parser("domains", help="the registered domains: built-in and from installed packages")
     cache = sub.add_parser("cache", help="the compiled-kernel cache: where it is, or clear it")
@@ -124,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "gui"):
             from app.gui import main as gui_main
             return gui_main(config_path=getattr(args, "config", None),
-                            quit_after=getattr(args, "quit_after", None))
+                            quit_after=getattr(args, "quit_after", None),
+                            first_frame=getattr(args, "first_frame", None), again=getattr(args, "again", False))
         if args.command == "devices":
             return _devices()
         if args.command == "domains":
@@ -339,6 +347,10 @@ def _bench(args: argparse.Namespace) -> int:
             raise ConfigError("--mesh belongs to the cardiac benchmark")
         from app.sims.cardiac import bench_mesh
         return bench_mesh.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+    if args.paper:
+        if args.name != "cardiac":
+            raise ConfigError("--paper belongs to the cardiac benchmark")
+        return module.paper(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
     extra = {"fig7_run": True} if args.fig7 else {}
     if extra and args.name != "channel":
         raise ConfigError("--fig7 belongs to the channel benchmark")

@@ -49,8 +49,8 @@ __constant__ real c_params[NPARAM > 0 ? NPARAM : 1];
 {{TABLEAU}}
 
 // control block (double part / int part)
-enum { CD_T = 0, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_N };  // CD_ERR: u64
-enum { CI_PARITY = 0, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH, CI_N };
+enum { CD_T = 0, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_PAUSE, CD_N };  // CD_ERR: u64
+enum { CI_PARITY = 0, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH, CI_PAUSED, CI_N };
 enum { ST_OK = 0, ST_BLOWUP = 1, ST_FLOOR = 2 };
 // solver constants
 enum { CS_AT = 0, CS_RT, CS_DTMIN, CS_DTMAX, CS_SAFETY, CS_FACMIN, CS_FACMAX, CS_TEND, CS_D,
@@ -467,6 +467,12 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
                 ci[CI_BP] = i;
                 const double limit = (i < n_bp ? bp[i] : t_end) - t;
                 cd[CD_H] = fmin(fmin(hprop, c_solver[CS_DTMAX]), fmin(limit, t_end - t));
+                // a readout is due (the host's time in CD_PAUSE): the launches left in the chunk
+                // do nothing; the host reads V at this step, then clears both flags
+                if (accept && !ci[CI_DONE] && t >= cd[CD_PAUSE] * (1 - 1e-9)) {
+                    ci[CI_DONE] = 1;
+                    ci[CI_PAUSED] = 1;
+                }
             }
         }
         s_parity = ci[CI_PARITY];

@@ -6,15 +6,16 @@
 // pos[3][EPI_E][cap], etype[EPI_E][cap], count[cap], genes[6][cap]; "slot" = k*cap + c.
 //
 // One force evaluation with the cell list (run.search = 'cell_list'):
-//   epi_hash      bin of every live element in a uniform grid (cells >= inter_cutoff wide;
-//                 x, y periodic, clamped otherwise), histogram with atomics (rank in its bin)
-//   epi_scan_blocks / epi_scan_top   exclusive scan of the histogram (4096 bins per block)
+//   epi_intra     intracellular all pairs (one thread per element, the cell's elements in
+//                 shared memory) + basement membrane and wall; and the hash: the bin of every
+//                 live element in a uniform grid (cells >= inter_cutoff wide; x, y periodic,
+//                 clamped otherwise), histogram with atomics (rank in its bin)
+//   epi_scan      exclusive scan of the histogram (4096 bins per block; the last block to
+//                 finish scans the block sums)
 //   epi_scatter   counting-sort scatter: sorted (x, y, z, cell) and slot
 //   epi_binsort   per bin: insertion sort by slot (the atomic ranks are not deterministic; this
 //                 makes the summation order, and so every run, reproducible), bin ranges,
 //                 histogram cleared for the next evaluation
-//   epi_intra     intracellular all pairs (one thread per element, the cell's elements in
-//                 shared memory) + basement membrane and wall
 //   epi_inter_cl  one thread per sorted element: the 27 neighbouring bins (each row of three
 //                 bins is one contiguous range of the sorted arrays), repulsive Morse, contact
 //                 sums; then the RK2 stage update of that element
@@ -306,26 +307,7 @@ extern "C" __global__ void epi_bbox(const int n_cells, const int cap, const floa
     }
 }
 
-// ---- cell list: hash, scan, scatter, per-bin sort -------------------------------------------
-extern "C" __global__ void epi_hash(const int n_cells, const int cap, const float* __restrict__ P,
-                                    const int* __restrict__ count,
-                                    const float ox, const float oy, const float oz,
-                                    const float iwx, const float iwy, const float iwz,
-                                    const int nx, const int ny, const int nz,
-                                    int* __restrict__ hist, int* __restrict__ bin,
-                                    int* __restrict__ rank)
-{
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    const int k = blockIdx.y * blockDim.y + threadIdx.y;
-    if (c >= n_cells || k >= count[c]) return;
-    const int EC = EPI_E * cap, slot = k * cap + c;
-    const GridP g = {ox, oy, oz, iwx, iwy, iwz, nx, ny, nz};
-    const int3 b = bin3(P[slot], P[EC + slot], P[2 * EC + slot], g);
-    const int h = (b.z * ny + b.y) * nx + b.x;
-    bin[slot] = h;
-    rank[slot] = atomicAdd(hist + h, 1);
-}
-
+// ---- cell list: scan, scatter, per-bin sort (the hash is in epi_intra) ------------------------
 // exclusive scan of v over a block of SCAN_T threads; *total gets the block's sum
 __device__ __forceinline__ int block_exclusive_scan(const int v, int* total)
 {
@@ -355,11 +337,14 @@ __device__ __forceinline__ int block_exclusive_scan(const int v, int* total)
     return excl;
 }
 
-// start[b] = exclusive prefix of hist inside its block of SCAN_B bins; bsum[block] = block sum
+// start[b] = exclusive prefix of hist inside its block of SCAN_B bins; bsum[block] = block sum.
+// The last block to finish (ticket, zero between launches) turns bsum[0..nblocks) into
+// exclusive offsets and bsum[nblocks] into the number of live elements.
 extern "C" __global__ void __launch_bounds__(SCAN_T)
-epi_scan_blocks(const int nbins, const int* __restrict__ hist, int* __restrict__ start,
-                int* __restrict__ bsum)
+epi_scan(const int nbins, const int* __restrict__ hist, int* __restrict__ start, int* bsum,
+         unsigned int* __restrict__ ticket)
 {
+    __shared__ bool last;
     const int base = blockIdx.x * SCAN_B + threadIdx.x * SCAN_I;
     int v[SCAN_I], s = 0;
 #pragma unroll
@@ -374,23 +359,26 @@ epi_scan_blocks(const int nbins, const int* __restrict__ hist, int* __restrict__
         if (base + i < nbins) start[base + i] = ex;
         ex += v[i];
     }
-    if (threadIdx.x == 0) bsum[blockIdx.x] = total;
-}
-
-// one block: bsum[0..nblocks) -> exclusive offsets, bsum[nblocks] = number of live elements
-extern "C" __global__ void __launch_bounds__(SCAN_T)
-epi_scan_top(const int nblocks, int* __restrict__ bsum)
-{
-    int carry = 0;
-    for (int base = 0; base < nblocks; base += SCAN_T) {
-        const int i = base + threadIdx.x;
-        const int v = i < nblocks ? bsum[i] : 0;
-        int total;
-        const int ex = block_exclusive_scan(v, &total);
-        if (i < nblocks) bsum[i] = carry + ex;
-        carry += total;
+    if (threadIdx.x == 0) {
+        bsum[blockIdx.x] = total;
+        __threadfence();
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
     }
-    if (threadIdx.x == 0) bsum[nblocks] = carry;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const volatile int* sums = bsum;            // the other blocks' sums, past this SM's L1
+    const int nblocks = gridDim.x;
+    int carry = 0;
+    for (int b0 = 0; b0 < nblocks; b0 += SCAN_T) {
+        const int i = b0 + threadIdx.x;
+        const int x = i < nblocks ? sums[i] : 0;
+        int part;
+        const int e = block_exclusive_scan(x, &part);
+        if (i < nblocks) bsum[i] = carry + e;
+        carry += part;
+    }
+    if (threadIdx.x == 0) { bsum[nblocks] = carry; *ticket = 0u; }
 }
 
 __device__ __forceinline__ int bin_start(const int b, const int* __restrict__ start,
@@ -445,21 +433,39 @@ extern "C" __global__ void epi_binsort(const int nbins, int* __restrict__ hist,
 // ---- intracellular forces, membrane and wall ------------------------------------------------
 // Block (32 cells) x (EPI_ROWS rows): the block's cells' elements in shared memory; thread
 // (c, row) computes elements k = row, row + EPI_ROWS, ... of cell c over all its elements.
+// With the cell list it also hashes every live element (bin, rank in its bin, histogram); the
+// grid arguments are unused with the centre cutoff.
 extern "C" __global__ void __launch_bounds__(32 * EPI_ROWS)
 epi_intra(const int n_cells, const int cap, const float* __restrict__ P,
           const signed char* __restrict__ etype, const int* __restrict__ count,
-          float* __restrict__ fi)
+          float* __restrict__ fi,
+          const float ox, const float oy, const float oz,
+          const float iwx, const float iwy, const float iwz,
+          const int nx, const int ny, const int nz,
+          int* __restrict__ hist, int* __restrict__ bin, int* __restrict__ rank)
 {
     __shared__ float s[3][EPI_E][32];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int c = blockIdx.x * 32 + tx;
     const int EC = EPI_E * cap;
     const int n = c < n_cells ? count[c] : 0;
+#if EPI_SEARCH == 0
+    const GridP g = {ox, oy, oz, iwx, iwy, iwz, nx, ny, nz};
+#endif
     for (int k = ty; k < EPI_E; k += EPI_ROWS) {
         const bool live = k < n;
-        s[0][k][tx] = live ? P[k * cap + c] : 0.f;
-        s[1][k][tx] = live ? P[EC + k * cap + c] : 0.f;
-        s[2][k][tx] = live ? P[2 * EC + k * cap + c] : 0.f;
+        const int slot = k * cap + c;
+        s[0][k][tx] = live ? P[slot] : 0.f;
+        s[1][k][tx] = live ? P[EC + slot] : 0.f;
+        s[2][k][tx] = live ? P[2 * EC + slot] : 0.f;
+#if EPI_SEARCH == 0
+        if (live) {
+            const int3 b = bin3(s[0][k][tx], s[1][k][tx], s[2][k][tx], g);
+            const int h = (b.z * ny + b.y) * nx + b.x;
+            bin[slot] = h;
+            rank[slot] = atomicAdd(hist + h, 1);
+        }
+#endif
     }
     __syncthreads();
     const float rmin = P_RMIN;

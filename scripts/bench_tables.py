@@ -5,7 +5,9 @@ blocks of README.md between ``<!-- bench-table:begin -->`` and ``<!-- bench-tabl
 ``<!-- first-run-table:end -->`` (the newest ``bench startup``: time to the first frame), and
 the bench-table block of each ``docs/performance/<domain>.md`` that has the markers (that
 domain's results: its cases of every comparison and its own records, ``<domain>`` or
-``<domain>-...``).
+``<domain>-...``), and on any page under ``docs/`` the block between
+``<!-- bench-record:begin NAME -->`` and ``<!-- bench-record:end NAME -->`` (the newest record of
+benchmark NAME on each device, e.g. a validation page's table).
 
     python scripts/bench_tables.py            # write both
     python scripts/bench_tables.py --check    # exit 1 when either is not what the results give
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -103,15 +106,17 @@ def _seconds(x) -> str:
 def startup_table(results: dict) -> list[str]:
     """``bench startup``: per panel and front end, the first frame cold, warm and on a second run,
     with the targets and the machine's load while it was measured."""
-    rows = [[r["panel"], r["front"], r["skipped"], "", ""] if "skipped" in r else
+    rows = [[r["panel"], r["front"], r["skipped"], "", "", ""] if "skipped" in r else
             [r["panel"], r["front"], _seconds(r.get("cold_first_frame_s")), _seconds(r.get("warm_first_frame_s")),
-             _seconds(r.get("again_first_frame_s"))] for r in results.get("rows", [])]
+             _seconds(r.get("again_first_frame_s")), _seconds(r.get("cold_process_start_to_first_frame_s"))]
+            for r in results.get("rows", [])]
     load = [results.get("load_average_before"), results.get("load_average_after")]
     loads = " and ".join(f"{a[0]:.1f}" for a in load if a)
     return [f"Seconds from Run to the first frame of each panel's CPU default run (target: cold "
             f"{results.get('target_cold_s', '?')} s, warm {results.get('target_warm_s', '?')} s); "
             f"load average (1 min) {loads or 'not recorded'} before and after:", "",
-            *_table(["panel", "front end", "cold caches (s)", "warm caches (s)", "second run (s)"], rows)]
+            *_table(["panel", "front end", "cold caches (s)", "warm caches (s)", "second run (s)",
+                     "cold, from process start (s)"], rows)]
 
 
 def estimates_table(results: dict) -> list[str]:
@@ -127,7 +132,70 @@ def estimates_table(results: dict) -> list[str]:
             *_table(["preset", "size", "estimate (s)", "actual (s)", "actual / estimate", "result"], rows)]
 
 
-TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table}
+METHODS = {"rlfe": "RLFE", "grl1": "GRL1", "midpoint": "midpoint-RL", "rkf45": "RKF 5(4)", "bs32": "BS 3(2)", "te21": "TE 2(1)"}
+
+
+def _setting(row: dict) -> str:
+    return f"at {row['at']:g} rt {row['rt']:g}" if "at" in row else f"Δt {row['dt']:g}"
+
+
+def cardiac_paper_table(results: dict) -> list[str]:
+    """``bench cardiac --paper``: every method's time, steps and errors against the reference run
+    on the sphere, the paper's figures beside them; the reference and what its waves did; on a
+    GPU the fixed-step floor and the targets."""
+    ref = results["reference"]
+    s2 = (f"S2 (at {results['s2_ms']:g} ms) excited {100 * ref['s2_excited_fraction']:.1f} %"
+          if results["t_end"] > results["s2_ms"] else f"S2 (at {results['s2_ms']:g} ms) is past this run's end")
+    lines = [f"Level-{results['level']} sphere ({results['n_cells']:,} cells), {results['t_end']:g} ms"
+             + (" (shortened: `--quick`)" if results.get("quick") else "")
+             + f", {results['backend']} engine. Reference: BS 3(2)+RL in {ref['precision']} at {ref['at']:g}, "
+             f"rt {ref['rt']:g}: {ref['steps_accepted']:,} steps ({ref['steps_rejected']:,} rejected), "
+             f"{ref['wall_seconds']:.3g} s. In the reference S1 excited {100 * ref['s1_excited_fraction']:.1f} % "
+             f"of the cells, the last at {ref['s1_last_activation_ms']:.1f} ms; {s2}.", ""]
+    if results["backend"] != "cuda" and results.get("load_average_before"):
+        lines[0] += (f" Load average (1 min) {results['load_average_before'][0]:.1f} before and "
+                     f"{results['load_average_after'][0]:.1f} after: other jobs shared the cores.")
+    floor = "floor_bytes_per_cell_step" in results
+    papers = results["level"] == 7 and results["t_end"] == 300 and not results.get("quick")
+    if not papers:
+        lines += ["The paper's figures are for the level-7 sphere over 300 ms; this run is another case, "
+                  "so they are not set beside it.", ""]
+    rows = []
+    for r in results["rows"]:
+        paper = r.get("paper", "-")
+        paper_text = ("fail" if paper is None else "-" if paper == "-" else
+                      f"{paper['seconds']:g}, {paper['steps']:,}, {paper['i_rel_error']:g}, {paper['i_abs_error']:g}, "
+                      f"{paper['rrms']:g}")
+        if "error" in r:
+            rows.append([METHODS[r["method"]], _setting(r), f"error: {r['error'][:60]}", "", "", "", "",
+                         *([""] if floor else []), *([paper_text] if papers else [])])
+            continue
+        steps = f"{r['steps']:,}" + (f" ({r['rejected']:,})" if "at" in r else "")
+        if r.get("stopped"):
+            steps += f", stopped: {r['stopped'][:40]}"
+        rows.append([METHODS[r["method"]], _setting(r), f"{r['wall_seconds']:.3g}", steps, f"{r['i_rel_error']:.2g}",
+                     f"{r['i_abs_error']:.3g}", f"{r['rrms']:.2g}",
+                     *([f"{r['floor_seconds']:.3g}" if "floor_seconds" in r else "-"] if floor else []),
+                     *([paper_text] if papers else [])])
+    lines += _table(["method", "setting", "time s", "steps (rej)", "I_Rel", "I_Abs", "RRMS",
+                     *(["floor s"] if floor else []),
+                     *(["paper: time s, steps, I_Rel, I_Abs, RRMS"] if papers else [])], rows)
+    if floor:
+        lines += ["", f"Floor of the fixed-step methods: {results['floor_bytes_per_cell_step']} B per cell per step "
+                      f"(the {results['states']} float32 states read and written, the operator row of "
+                      f"{results['neighbour_width']} neighbour indices and weights, the neighbours' V, the activation "
+                      f"bookkeeping) at the card's {results['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s."]
+    targets = [r for r in results["rows"] if "target_seconds" in r and "wall_seconds" in r]
+    if targets and papers:
+        lines += ["", "Targets: " + "; ".join(
+            f"{METHODS[r['method']]} {_setting(r)} under {r['target_seconds']:g} s: {r['wall_seconds']:.3g} s"
+            + (f" ({r['paper']['seconds'] / r['wall_seconds']:.0f}x faster than the paper's "
+               f"{r['paper']['seconds']:g} s)" if r.get("paper") else "") for r in targets) + "."]
+    return lines
+
+
+TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table,
+          "cardiac-paper": cardiac_paper_table}
 
 
 def _environment(env: dict) -> str:
@@ -229,7 +297,8 @@ def domain_block(records: dict[str, list[dict]], page: str) -> str:
                           rows), ""]
     for device, doc in own:
         lines += [f"`{doc['benchmark']}` on the {device}, {_environment(doc['environment'])}"
-                  f" (`benchmarks/{doc['file']}`):", "", *(generic_table(doc["results"]) or ["(no tabular figures)"]),
+                  f" (`benchmarks/{doc['file']}`):", "",
+                  *(TABLES.get(doc["benchmark"], generic_table)(doc["results"]) or ["(no tabular figures)"]),
                   ""]
     return "\n".join([*lines, END])
 
@@ -243,6 +312,36 @@ def first_run_block(records: dict[str, list[dict]]) -> str:
     return "\n".join([FIRST_BEGIN, "<!-- generated by scripts/bench_tables.py from benchmarks/; do not edit -->", "",
                       *startup_table(doc["results"]), "",
                       f"Measured on {_environment(doc['environment'])} (`benchmarks/{doc['file']}`).", FIRST_END])
+
+
+RECORD_BEGIN, RECORD_END = "<!-- bench-record:begin {} -->", "<!-- bench-record:end {} -->"
+
+
+def record_block(records: dict[str, list[dict]], name: str) -> str:
+    """A page's block of one benchmark: its newest record on each device."""
+    lines = [RECORD_BEGIN.format(name), "<!-- generated by scripts/bench_tables.py from benchmarks/; do not edit -->",
+             ""]
+    found = False
+    for folder, docs in records.items():
+        mine = [d for d in docs if d["benchmark"] == name]
+        if not mine:
+            continue
+        doc = max(mine, key=_date)
+        device = doc["environment"].get("device") or folder
+        lines += [f"**{'CPU' if device == 'cpu' else device}**, {_environment(doc['environment'])} "
+                  f"(`benchmarks/{doc['file']}`):", "",
+                  *(TABLES.get(name, generic_table)(doc["results"]) or ["(no tabular figures)"]), ""]
+        found = True
+    if not found:
+        lines += [f"No `{name}` result is committed yet (see [Benchmarks](../benchmarks.md)).", ""]
+    return "\n".join([*lines, RECORD_END.format(name)])
+
+
+def with_records(text: str, records: dict[str, list[dict]]) -> str:
+    """A docs page with each of its ``bench-record`` blocks regenerated."""
+    for name in re.findall(r"<!-- bench-record:begin ([\w.-]+) -->", text):
+        text = with_block(text, record_block(records, name), RECORD_BEGIN.format(name), RECORD_END.format(name)) or text
+    return text
 
 
 def with_block(readme: str, block: str, begin: str = BEGIN, end: str = END) -> str | None:
@@ -276,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     for path in sorted((args.root / "docs" / "performance").glob("*.md")):
         updated = with_block(path.read_text(encoding="utf-8"), domain_block(records, path.stem))
         if updated is not None:
+            targets[path] = updated
+    for path in sorted((args.root / "docs").rglob("*.md")):
+        text = targets.get(path) or path.read_text(encoding="utf-8")
+        updated = with_records(text, records)
+        if updated != text:
             targets[path] = updated
     stale = [p for p, text in targets.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
     if args.check:

@@ -100,3 +100,51 @@ def test_the_estimate_check_names_what_was_shortened(tmp_path):
     docs = (tmp_path / "docs" / "benchmarks.md").read_text()
     assert "| ssa/birth-death | as shipped | 1.5 | 1.4 | 0.93 | ok |" in docs
     assert "| ssa/paper | ensemble.realizations=124 | 8 | 9 | 1.12 | ok |" in docs
+
+
+PAPER_RESULTS = {
+    "level": 7, "n_cells": 163842, "t_end": 300.0, "s2_ms": 250.0, "backend": "cuda", "states": 21,
+    "neighbour_width": 7, "floor_bytes_per_cell_step": 260, "bandwidth_bytes_per_s": 3.35e12,
+    "reference": {"steps_accepted": 11245, "steps_rejected": 12, "wall_seconds": 9.79, "method": "bs32",
+                  "at": 1e-3, "rt": 1e-6, "precision": "float64", "s1_excited_fraction": 1.0,
+                  "s1_last_activation_ms": 180.5, "s2_excited_fraction": 0.0},
+    "rows": [
+        {"method": "rlfe", "dt": 0.05, "wall_seconds": 0.095, "steps": 6000, "rejected": 0, "i_rel_error": 0.15,
+         "i_abs_error": 12.1, "rrms": 0.25, "stopped": "", "floor_seconds": 0.0763, "target_seconds": 0.3,
+         "paper": {"seconds": 11.2, "steps": 6000, "i_rel_error": 0.062, "i_abs_error": 5.38, "rrms": 0.16}},
+        {"method": "te21", "at": 0.01, "rt": 1e-4, "dt": 0.01, "wall_seconds": 2.28, "steps": 34151,
+         "rejected": 31, "i_rel_error": 0.0038, "i_abs_error": 0.306, "rrms": 0.0037, "stopped": "",
+         "paper": None},
+        {"method": "bs32", "at": 1.0, "rt": 0.0, "dt": 0.01, "error": "out of memory"}]}
+
+
+def test_a_docs_page_gets_the_newest_record_it_names_and_the_paper_table(tmp_path):
+    page = tmp_path / "docs" / "validation" / "sphere.md"
+    page.parent.mkdir(parents=True)
+    begin, end = tables.RECORD_BEGIN.format("cardiac-paper"), tables.RECORD_END.format("cardiac-paper")
+    page.write_text(f"# Sphere\nintro\n{begin}\nhand-typed 0.095 s\n{end}\nafter\n")
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    assert "No `cardiac-paper` result is committed yet" in page.read_text()
+    record(tmp_path, "cardiac-paper", PAPER_RESULTS)
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 1
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    text = page.read_text()
+    assert text.startswith("# Sphere\nintro\n") and text.endswith("after\n") and "hand-typed" not in text
+    assert "| RLFE | Δt 0.05 | 0.095 | 6,000 | 0.15 | 12.1 | 0.25 | 0.0763 | 11.2, 6,000, 0.062, 5.38, 0.16 |" in text
+    assert "| TE 2(1) | at 0.01 rt 0.0001 | 2.28 | 34,151 (31) |" in text and text.count("| fail |") == 1
+    assert "| BS 3(2) | at 1 rt 0 | error: out of memory |" in text
+    assert "S1 excited 100.0 % of the cells, the last at 180.5 ms; S2 (at 250 ms) excited 0.0 %" in text
+    assert "RLFE Δt 0.05 under 0.3 s: 0.095 s (118x faster than the paper's 11.2 s)" in text
+    assert "260 B per cell per step" in text and "3.35 TB/s" in text and "benchmarks/h200/cardiac-paper.json" in text
+    assert tables.main(["--root", str(tmp_path), "--check"]) == 0
+
+
+def test_a_shortened_paper_run_says_so_and_that_s2_came_after_it(tmp_path):
+    page = tmp_path / "docs" / "validation" / "sphere.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(f"{tables.RECORD_BEGIN.format('cardiac-paper')}\n{tables.RECORD_END.format('cardiac-paper')}\n")
+    record(tmp_path, "cardiac-paper", {**PAPER_RESULTS, "t_end": 30.0, "quick": True, "level": 6})
+    assert tables.main(["--root", str(tmp_path)]) == 0
+    text = page.read_text()
+    assert "30 ms (shortened: `--quick`)" in text and "S2 (at 250 ms) is past this run's end" in text
+    assert "Targets" not in text and "paper:" not in text and "11.2" not in text   # the paper's case is another

@@ -118,6 +118,18 @@ def test_bench_announces_where_it_writes(tmp_path, capsys, monkeypatch):
     assert seen["out_dir"] == tmp_path / "b"
 
 
+def test_bench_paper_runs_the_cardiac_paper_table_and_belongs_to_cardiac(tmp_path, capsys, monkeypatch):
+    import types
+
+    seen = {}
+    module = types.SimpleNamespace(paper=lambda **kw: seen.update(kw) or 0, main=lambda **kw: 1)
+    monkeypatch.setattr("importlib.import_module", lambda name: module)
+    assert main(["bench", "cardiac", "--paper", "--backend", "cpu", "--out", str(tmp_path)]) == 0
+    assert seen == {"backend": "cpu", "out_dir": tmp_path, "quick": False}
+    assert main(["bench", "ssa", "--paper"]) == 2
+    assert "--paper belongs to the cardiac benchmark" in capsys.readouterr().err
+
+
 def test_dsmts_help_is_whole_sentences(capsys):
     """The help text once stopped mid-sentence ('... (Evans, Gillespie & Wilkinson')."""
     from app.sims.ssa.dsmts import main as dsmts_main

@@ -63,3 +63,45 @@ class CapturedGraph:
             self._lib.cuGraphExecDestroy(self._exec)
             self._lib.cuGraphDestroy(self._graph)
             self._exec = self._graph = ctypes.c_void_p()
+
+
+class RepeatedPlan:
+    """A fixed sequence of launches (``PackedLaunch``) run many times over: whole runs of
+    ``per_graph`` repetitions are replayed from one captured graph, the rest are launched one by
+    one. The graph is kept while the sequence's launches (kernels, shapes, argument bytes) stay
+    the same, and captured again when they change."""
+
+    def __init__(self, stream, per_graph: int):
+        self.stream, self.per_graph = stream, int(per_graph)
+        self._graph: CapturedGraph | None = None
+        self._key: tuple = ()
+        self.replays = 0
+
+    def run(self, plan: list, times: int) -> None:
+        """Queue ``times`` repetitions of ``plan`` on the stream."""
+        whole, rest = divmod(int(times), self.per_graph)
+        if whole:
+            graph = self._graph_of(plan)
+            for _ in range(whole):
+                graph.launch()
+            self.replays += whole
+        for _ in range(rest):
+            for launch in plan:
+                launch()
+
+    def _graph_of(self, plan: list) -> CapturedGraph:
+        key = tuple(launch.key for launch in plan)
+        if self._graph is None or key != self._key:
+            self.close()
+
+            def issue() -> None:
+                for _ in range(self.per_graph):
+                    for launch in plan:
+                        launch()
+            self._graph, self._key = CapturedGraph(self.stream, issue), key
+        return self._graph
+
+    def close(self) -> None:
+        if self._graph is not None:
+            self._graph.close()
+            self._graph, self._key = None, ()

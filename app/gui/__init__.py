@@ -26,11 +26,12 @@ def has_display() -> bool:
 
 
 def main(argv: list[str] | None = None, config_path: str | Path | None = None,
-         quit_after: float | None = None) -> int:
+         quit_after: float | None = None, first_frame: str | None = None, again: bool = False) -> int:
     """Start the GUI: the main window with ``config_path`` (or the default SSA preset) open.
 
     Returns the event loop's exit code (2, with what to do instead, when there is no display).
-    ``quit_after`` closes the window after that many seconds (install smoke tests).
+    ``quit_after`` closes the window after that many seconds (install smoke tests);
+    ``first_frame`` (a panel) times its first frame and quits (:mod:`app.gui.first_frame`).
     """
     if not has_display():
         print(NO_DISPLAY, file=sys.stderr)
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None, config_path: str | Path | None = None,
     freeze_startup_objects()
     if quit_after is not None:
         QTimer.singleShot(int(1000 * quit_after), window.close)
+    if first_frame is not None:
+        from app.gui.first_frame import time_first_frames
+        time_first_frames(app, window, first_frame, again)
     try:
         return app.exec()
     finally:

@@ -1,5 +1,6 @@
 """Find text drawn in less room than it needs: widgets narrower than they ask for (clipped text,
-squeezed combo arrows), plot axis labels longer than their axis, elided table cells and headers."""
+squeezed combo arrows), plot axis labels longer than their axis, plot titles wider than their
+plot, elided table cells and headers."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ CHECKED = (QLabel, QAbstractButton, QComboBox)
 
 
 def clipped_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
-    """Every clipped text under ``root``: :func:`narrow_widgets`, :func:`clipped_axis_labels`
-    and :func:`elided_table_text`, one line each."""
+    """Every clipped text under ``root``: :func:`narrow_widgets`, :func:`clipped_axis_labels`,
+    :func:`clipped_plot_titles` and :func:`elided_table_text`, one line each."""
     return (narrow_widgets(root, tolerance) + clipped_axis_labels(root, tolerance)
-            + elided_table_text(root, tolerance))
+            + clipped_plot_titles(root, tolerance) + elided_table_text(root, tolerance))
 
 
 def narrow_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
@@ -63,6 +64,35 @@ def clipped_axis_labels(root: QWidget, tolerance: int = 1) -> list[str]:
             if room + tolerance < text:
                 found.append(f"{item.orientation} axis label {label.toPlainText()[:40]!r}: "
                              f"{text:.0f} px on a {room:.0f} px axis")
+    return found
+
+
+def clipped_plot_titles(root: QWidget, tolerance: int = 1) -> list[str]:
+    """Titles of the visible pyqtgraph plots under ``root`` wider than their plot or reaching
+    past the edge of their view: pyqtgraph centres a title over its plot and never shortens it,
+    and a layout whose titles' widths add up to more than the view runs off its right edge."""
+    import pyqtgraph as pg
+
+    found = []
+    for view in root.findChildren(pg.GraphicsView):
+        if not view.isVisible() or view.scene() is None:
+            continue
+        visible = view.mapToScene(view.viewport().rect()).boundingRect()
+        for item in view.scene().items():
+            if not isinstance(item, pg.PlotItem) or not item.isVisible():
+                continue
+            title = item.titleLabel
+            if not title.isVisible() or not title.text:
+                continue
+            margin = title.item.document().documentMargin()
+            text = title.item.boundingRect().width() - 2 * margin
+            drawn = title.item.mapRectToScene(title.item.boundingRect().adjusted(margin, 0, -margin, 0))
+            name = title.item.toPlainText()[:40]
+            if item.size().width() + tolerance < text:
+                found.append(f"plot title {name!r}: {text:.0f} px over a {item.size().width():.0f} px plot")
+            elif drawn.left() + tolerance < visible.left() or drawn.right() > visible.right() + tolerance:
+                found.append(f"plot title {name!r}: drawn at x {drawn.left():.0f}..{drawn.right():.0f}, "
+                             f"the view shows {visible.left():.0f}..{visible.right():.0f}")
     return found
 
 

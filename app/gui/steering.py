@@ -280,6 +280,14 @@ def label_of(key: str) -> str:
     return key.rsplit(".", 1)[-1].replace("_", " ")
 
 
+def brush_label(key: str) -> str:
+    """A region gesture's name in the brush's list: 'scale g_Kr' (a factor) and 'set g_Kr' (a
+    value) tell the two ways of painting a parameter apart."""
+    kind = key.partition(".")[0]
+    verb = {"scale": "scale ", "model": "set "}.get(kind, "") if "." in key else ""
+    return verb + label_of(key)
+
+
 class BrushTool(QGroupBox):
     """The declared region gestures (ablate, restore, scale a conductance, wound, stimulate a
     region…): which one a click or drag on the view paints, its value and the brush radius."""
@@ -308,7 +316,7 @@ class BrushTool(QGroupBox):
         self.gesture.blockSignals(True)
         self.gesture.clear()
         for key, s in self.specs.items():
-            self.gesture.addItem(label_of(key), key)
+            self.gesture.addItem(brush_label(key), key)
             self.gesture.setItemData(self.gesture.count() - 1, s.doc, Qt.ItemDataRole.ToolTipRole)
         self.gesture.blockSignals(False)
         self._picked()

@@ -358,3 +358,86 @@ def test_an_s1_s2_protocol_on_a_file_mesh_runs_from_the_panel(cardiac, run_to_en
     assert np.isfinite(first).all() and first.max() < 20.0
     assert np.all((last > 400.0) & (last < 420.0))
     cardiac.shutdown()
+
+
+def _frame(mesh, act, t):
+    from app.sims.cardiac.simulation import CardiacFrame
+    return CardiacFrame(progress=t / 100.0, done=False, wall_seconds=1.0, throughput=1.0, throughput_unit="sim ms/s",
+                        t=t, t_end=100.0, mesh_kind=mesh.kind, shape=mesh.shape, V=np.full(mesh.n_cells, -80.0),
+                        probe_index=np.zeros(0, int), probe_t=np.zeros(0), probe_V=np.zeros((0, 0)),
+                        activation_time=act, mesh=mesh, singularities=np.zeros((0, 3)))
+
+
+def test_cv_arrows_follow_the_wave_on_a_sphere_and_a_large_sheet(cardiac, qtbot):
+    """The toggle draws arrows from the activation so far: on a sphere a wave from the north pole
+    points south everywhere; a 40,000-node sheet gets at most the arrow budget, pointing +x."""
+    from dataclasses import replace
+
+    from app.gui.views.arrows import MAX_ARROWS
+    from app.sims.cardiac.shapes import icosphere, sheet
+
+    tissue = cardiac.tissue
+    sphere_mesh = icosphere(4, radius_mm=5.0)
+    pos = sphere_mesh.positions
+    polar = np.arccos(np.clip(pos[:, 2] / 5.0, -1, 1))
+    act = np.where(polar < 2.0, 1.0 + 5.0 * polar / 0.5, np.nan)      # 0.5 mm/ms; the south not yet
+    tissue.set_mesh(sphere_mesh)
+    tissue.set_frame(_frame(sphere_mesh, act, 20.0))
+    canvas = tissue.sphere
+    assert not canvas.arrows.visible                                  # off until asked for
+    tissue.show_cv.setChecked(True)
+    assert canvas.arrows.visible
+    seg = canvas.arrows.pos.reshape(-1, 6, 3)
+    shaft = seg[:, 1] - seg[:, 0]
+    south = -np.cross(np.cross(seg[:, 0], [0, 0, 1.0]), seg[:, 0])      # the tangent towards the south pole
+    off_pole = np.linalg.norm(south, axis=1) > 0.5
+    cos = np.einsum("ij,ij->i", shaft, south)[off_pole] / np.linalg.norm(shaft[off_pole] * south[off_pole], axis=1)
+    assert len(seg) > 50 and off_pole.sum() > 50 and np.median(cos) > 0.95
+    assert (np.arccos(np.clip(seg[:, 0, 2] / np.linalg.norm(seg[:, 0], axis=1), -1, 1)) < 2.05).all()
+    image = canvas.render()
+    assert (np.abs(image[..., :3].astype(int) - 255).sum(axis=2) < 30).sum() > 20     # white arrows drawn
+    tissue.show_cv.setChecked(False)
+    assert not canvas.arrows.visible
+
+    from app.sims.cardiac import fem
+    from app.sims.cardiac.shapes import structured_slab
+    slab = fem.fem_mesh(structured_slab(2.0, 1.0, 1.0, 0.25), fem.Tissue(0.1, 0.1, 0.1))
+    slab = replace(slab, kind="file", faces=fem.boundary_faces(slab.elements).astype(np.int32))
+    tissue.set_mesh(slab)                               # a volume: arrows on its drawn surface
+    tissue.show_cv.setChecked(True)
+    tissue.set_frame(_frame(slab, 2.0 + slab.positions[:, 0] / 0.6, 10.0))
+    assert canvas.arrows.visible
+    seg = canvas.arrows.pos.reshape(-1, 6, 3)
+    shaft = seg[:, 1] - seg[:, 0]
+    assert len(seg) > 20 and np.allclose(shaft[:, 1:], 0, atol=1e-5) and (shaft[:, 0] > 0).all()
+
+    big = sheet(200, 200, 0.1)
+    tissue.set_mesh(big)
+    tissue.show_cv.setChecked(True)
+    tissue.set_frame(_frame(big, 2.0 + big.positions[:, 0] / 0.6, 40.0))
+    x, y = tissue.sheet_arrows.getData()
+    assert 0 < len(x) <= 6 * MAX_ARROWS
+    dx = (x[1::6] - x[0::6]) if len(x) % 6 == 0 else None
+    assert dx is not None and (dx > 0).all() and np.allclose(y[1::6], y[0::6])
+
+
+def test_cv_arrows_appear_during_a_run(cardiac, qtbot, monkeypatch):
+    """Live: frames carry the activation so far, and the arrows are drawn before the run ends
+    (each frame the view draws is recorded with whether it was the last)."""
+    _small_sheet(cardiac)
+    tissue = cardiac.tissue
+    tissue.show_cv.setChecked(True)
+    drawn: list[tuple[bool, np.ndarray]] = []
+    set_frame = tissue.set_frame
+
+    def recording(frame):
+        set_frame(frame)
+        x, _ = tissue.sheet_arrows.getData()
+        drawn.append((frame.done, np.zeros(0) if x is None else np.asarray(x)))
+
+    monkeypatch.setattr(tissue, "set_frame", recording)
+    assert cardiac.start_run()
+    qtbot.waitUntil(lambda: any(not done and len(x) for done, x in drawn), timeout=60000)
+    x = next(x for done, x in drawn if not done and len(x))
+    assert np.median(x[1::6] - x[0::6]) > 0                     # from the stimulated left edge
+    cardiac.shutdown()

@@ -96,3 +96,17 @@ def test_closing_the_window_during_the_first_compile_exits_cleanly(tmp_path):
                          text=True, timeout=300, cwd=os.getcwd())
     assert out.returncode == 0, out.stderr[-3000:]
     assert "preparing seen" in out.stdout and "closed; ssa preparing" in out.stdout, out.stdout
+
+
+def test_gui_first_frame_times_the_default_run_and_quits(tmp_path):
+    """``gui --first-frame PANEL`` (bench startup's GUI half, also the bundle's): Run on the
+    panel's CPU default, one FIRST line with the seconds to its first frame, exit 0."""
+    env = {**os.environ, "BIOGPU_SETTINGS_DIR": str(tmp_path / "settings"), "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, "-m", "app", "gui", "--first-frame", "ssa"], env=env,
+                         capture_output=True, text=True, timeout=300, cwd=os.getcwd())
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line.split() for line in out.stdout.splitlines() if line.startswith("FIRST ")]
+    assert len(lines) == 1 and float(lines[0][1]) > 0, out.stdout
+    bad = subprocess.run([sys.executable, "-m", "app", "gui", "--first-frame", "nope"], env=env,
+                         capture_output=True, text=True, timeout=300, cwd=os.getcwd())
+    assert bad.returncode != 0 and "no such panel (panels: ssa" in bad.stderr

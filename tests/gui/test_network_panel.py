@@ -369,3 +369,17 @@ def test_culture_of_10000_neurons_is_one_image(network):
         assert MAX_CIRCLES // 2 <= len(where) <= MAX_CIRCLES, (width, height, len(where))
         assert where.max() < width * height and len(np.unique(where)) == len(where)
     assert len(circle_neurons(10, 10)) == 100                   # a small culture: every neuron
+
+
+def test_epoch_plot_titles_fit_their_plots_at_1280_px(window, qtbot, short_run):
+    """At 1280 px the last title read "bursts per minu..." (cut at the view's edge)."""
+    from app.gui.clipping import clipped_plot_titles
+
+    window.resize(1280, 800)
+    panel = window.select_panel("network")
+    cfg, frame = short_run("network")
+    panel.apply_config(cfg)
+    panel.show_frame(frame)
+    qtbot.wait(120)
+    assert panel.history.isVisible() and panel.history.width() < 1280
+    assert not clipped_plot_titles(window)

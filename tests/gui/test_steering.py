@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pyqtgraph as pg
 import pytest
 
-from app.gui.steering import (STEPS, BrushTool, EventMarks, Knob, KnobSlider, SteeringBox, config_values, knob_for,
-                              to_position, to_value)
+from app.gui.steering import (STEPS, BrushTool, EventMarks, brush_label, Knob, KnobSlider, SteeringBox, config_values,
+                              knob_for, to_position, to_value)
 from app.sims.common.steering import Steerable, SteeringEvent
 
 
@@ -108,6 +108,12 @@ def test_the_brush_paints_the_chosen_region_gesture(qtbot):
     assert brush.stroke((0, 0, 1)) == ("ach", 0.3, {"kind": "brush", "centre": [0.0, 0.0, 1.0], "radius": 2.5})
     brush.set_steerables([])
     assert brush.stroke((0, 0)) is None and brush.isHidden()
+
+
+def test_the_brush_tells_a_factor_from_a_value():
+    assert brush_label("scale.fast_sodium_current.g_Na") == "scale g Na"
+    assert brush_label("model.fast_sodium_current.g_Na") == "set g Na"
+    assert brush_label("ablate") == "ablate"
 
 
 def test_config_values_follow_dotted_keys():

@@ -293,3 +293,63 @@ def test_cardiac_the_brush_paints_on_the_sphere_at_the_clicked_cell(window, qtbo
     assert (key, value) == ("ablate", None) and region["radius"] == 2.0
     assert np.allclose(region["centre"], cardiac.mesh.positions[7]) and len(region["centre"]) == 3
     assert not shown_errors
+
+
+def drag(canvas, points) -> None:
+    """A left-button drag through canvas pixel ``points``, as vispy delivers one."""
+    press = canvas.events.mouse_press(pos=np.asarray(points[0], float), button=1, buttons=[1], modifiers=())
+    for p in points[1:]:
+        canvas.events.mouse_move(pos=np.asarray(p, float), button=1, buttons=[1], modifiers=(),
+                                 press_event=press)
+    canvas.events.mouse_release(pos=np.asarray(points[-1], float), button=1, buttons=[], modifiers=())
+
+
+def test_cardiac_a_drag_over_the_sphere_paints_a_stroke_and_the_run_replays(window, qtbot, tmp_path,
+                                                                           shown_errors):
+    """Painting, a drag over the sphere's front sends a dab every millimetre along the surface
+    (the camera stays); choosing probes instead, the same drag turns the camera and paints
+    nothing. The stroke (a factor of the configured ACh) runs from step 0 and replays."""
+    from dataclasses import replace
+
+    from tests.sims.cardiac.test_steering import ACH, quiet_sheet
+
+    _, cfg = quiet_sheet(t_end=3.0, paintable=True)
+    cfg = replace(cfg, mesh=replace(cfg.mesh, kind="sphere", level=2), protocol=replace(cfg.protocol, stimuli=[]),
+                  output=replace(cfg.output, probe_cells=[0]))
+    cardiac = window.select_panel("cardiac")
+    cardiac.backend.setCurrentIndex(cardiac.backend.findData("cpu-reference"))
+    open_text(cardiac, tmp_path, cfg, "sphere")
+    qtbot.waitUntil(lambda: cardiac.mesh is not None and cardiac.mesh.kind == "sphere", timeout=60000)
+    sphere = cardiac.tissue.sphere
+    xyz = sphere.screen_positions()
+    front = np.flatnonzero(xyz[:, 2] < np.median(xyz[:, 2]))
+    a, b = front[np.argmin(xyz[front, 0])], front[np.argmax(xyz[front, 0])]     # across the front
+    path = [xyz[a, :2] + (xyz[b, :2] - xyz[a, :2]) * s for s in np.linspace(0.0, 1.0, 25)]
+    camera = sphere.view.camera
+    view = (camera.azimuth, camera.elevation)
+
+    cardiac.tissue.click_action.setCurrentIndex(cardiac.tissue.click_action.findData("probe"))
+    drag(sphere.canvas, path)
+    assert (camera.azimuth, camera.elevation) != view and not cardiac.pending_steering    # it turned
+    camera.azimuth, camera.elevation = view
+    xyz = sphere.screen_positions()
+
+    cardiac.tissue.click_action.setCurrentIndex(cardiac.tissue.click_action.findData("paint"))
+    cardiac.brush.choose(f"scale.{ACH}", radius=0.8)
+    assert cardiac.brush.gesture.currentText() == "scale ACh" and cardiac.brush.value.value() == 0.5
+    drag(sphere.canvas, path)
+    assert (camera.azimuth, camera.elevation) == view and camera.interactive
+    dabs = cardiac.pending_steering
+    assert len(dabs) >= 3 and {(k, v) for k, v, _ in dabs} == {(f"scale.{ACH}", 0.5)}
+    centres = np.array([region["centre"] for _, _, region in dabs])
+    assert np.linalg.norm(np.diff(centres, axis=0), axis=1).min() >= sphere.drag_spacing
+    ends = [sphere.pick(*xyz[a, :2]), sphere.pick(*xyz[b, :2])]
+    assert np.linalg.norm(centres[-1] - cardiac.mesh.positions[ends[1]]) < 2 * sphere.drag_spacing
+    assert np.linalg.norm(centres[0] - cardiac.mesh.positions[ends[0]]) < 2 * sphere.drag_spacing
+
+    assert cardiac.start_run()
+    finish(cardiac, qtbot)
+    assert not shown_errors
+    session = cardiac.worker.session
+    assert len(session.events) == len(dabs) and {e.at for e in session.events} == {0}
+    assert_same_arrays(session.arrays, replayed(cardiac, tmp_path, "cpu-reference").arrays)

@@ -37,6 +37,7 @@ from app.sims.common.simulation import Domain
 log = logging.getLogger(__name__)
 
 STIMULUS_PA_PF = -40.0      # a click's stimulus (pA/pF for 2 ms, as the presets' S1/S2)
+BRUSH_FACTOR = 0.5          # a scale brush's first factor: half the configured conductance
 
 EXPORTS = (("Traces (CSV)…", "traces", "CSV (*.csv)", "probe traces"),
            ("Maps (NPZ)…", "maps", "NPZ (*.npz)", "per-cell maps (V, activation, APD90), probes and steps"),
@@ -274,7 +275,7 @@ class CardiacPanel(Panel):
             self.add_probe(cell)
 
     def tissue_dragged(self, cell: int) -> None:
-        """A drag over the sheet: stimulate or paint every millimetre."""
+        """A drag over the sheet (stimulate or paint) or over a surface (paint), every millimetre."""
         if self.tissue.click_action.currentData() == "paint":
             self.paint_cell(cell)
         else:
@@ -297,7 +298,8 @@ class CardiacPanel(Panel):
         return self.steer("stimulate", STIMULUS_PA_PF, click_region(self.mesh.positions, int(cell)))
 
     def steer_values(self, cfg: CardiacConfig) -> dict[str, Any]:
-        """The brush's starting values: the click stimulus, and each paintable parameter's value."""
+        """The brush's starting values: the click stimulus, each paintable parameter's value
+        and its scale factor (:data:`BRUSH_FACTOR`)."""
         from app.sims.cardiac.model import config_model
 
         values: dict[str, Any] = {"stimulate": STIMULUS_PA_PF}
@@ -305,6 +307,7 @@ class CardiacPanel(Panel):
             for p in config_model(cfg.model).parameters:
                 if p.qname in cfg.model.paintable:
                     values[f"model.{p.qname}"] = float(cfg.model.parameters.get(p.qname, p.default))
+                    values[f"scale.{p.qname}"] = BRUSH_FACTOR
         return values
 
     # ---- running ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Views of the cardiac panel: the tissue (vispy sphere or sheet image) coloured by V or by
-activation time, probe traces, and the step-size history of adaptive solvers."""
+activation time, with conduction-velocity arrows on request, probe traces, and the step-size
+history of adaptive solvers."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QSlider, QStackedWidget,
                                QVBoxLayout, QWidget)
 
 from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
                                 sparse_log_labels)
+from app.gui.views.arrows import arrow_nodes, arrow_segments, vertex_normals
 from app.gui.views.decimate import MAX_FACES, decimate_surface
-from app.sims.cardiac.readouts import repolarisation
+from app.sims.cardiac.readouts import VelocityField, repolarisation
 
 V_RANGE = (-90.0, 30.0)
 MAP_STOPS = np.array([0.0, 0.35, 0.65, 1.0])
@@ -53,15 +55,21 @@ def pick_vertex(screen_xyz: np.ndarray, click: tuple[float, float], radius_px: f
 
 
 class SphereCanvas(QWidget):
-    """A vispy SceneCanvas with a turntable camera and a mesh coloured per vertex.
+    """A vispy SceneCanvas with a turntable camera and a mesh coloured per vertex. A drag
+    turns the camera; with :attr:`drag_paints` on, a drag that starts on the surface paints
+    instead (a drag from the background still turns it).
 
     Signals
     -------
     cell_clicked(int)
         The vertex nearest the click (front side).
+    cell_dragged(int)
+        The vertex under the pointer during a painting drag, every :attr:`drag_spacing` (mesh
+        units, mm) along the surface.
     """
 
     cell_clicked = Signal(int)
+    cell_dragged = Signal(int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -70,12 +78,22 @@ class SphereCanvas(QWidget):
         self.view = self.canvas.central_widget.add_view()
         self.view.camera = scene.TurntableCamera(fov=30.0, elevation=20.0, azimuth=30.0)
         self.mesh = scene.visuals.Mesh(shading=None, parent=self.view.scene)
+        # the surface a little behind in depth: lines lying on it (the CV arrows) stay in front
+        self.mesh.set_gl_state(polygon_offset_fill=True, polygon_offset=(1.0, 1.0), depth_test=True)
+        self.arrows = scene.visuals.Line(connect="segments", color=(1.0, 1.0, 1.0, 0.9), width=1.5,
+                                         parent=self.view.scene)
+        self.arrows.visible = False
         self.cores = scene.visuals.Markers(parent=self.view.scene)
         self.cores.visible = False
         self.positions: np.ndarray | None = None
+        self.node_positions = np.zeros((0, 3))
         self.nodes = np.zeros(0, np.int64)        # the mesh node of each drawn vertex
         self._press = None
+        self.drag_paints = False
+        self.drag_spacing = 1.0
+        self._dragged: int | None = None        # the last cell a painting drag sent (None: not painting)
         self.canvas.events.mouse_press.connect(self._on_press)
+        self.canvas.events.mouse_move.connect(self._on_move)
         self.canvas.events.mouse_release.connect(self._on_release)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -84,6 +102,7 @@ class SphereCanvas(QWidget):
     def set_mesh(self, positions: np.ndarray, faces: np.ndarray, max_faces: int = MAX_FACES) -> None:
         """Draw the surface ``faces`` (past ``max_faces`` decimated: :func:`decimate_surface`)."""
         self.nodes, local = decimate_surface(positions, faces, max_faces)
+        self.node_positions = np.asarray(positions, np.float64)     # every mesh node's, by node index
         self.positions = np.asarray(positions, np.float32)[self.nodes]
         colours = np.tile(np.array([[0.6, 0.6, 0.6, 1.0]], np.float32), (len(self.positions), 1))
         self.mesh.set_data(vertices=self.positions, faces=local, vertex_colors=colours)
@@ -109,6 +128,17 @@ class SphereCanvas(QWidget):
                                 edge_color="white", face_color="white", edge_width=2)
         self.canvas.update()
 
+    def set_arrows(self, segments: np.ndarray) -> None:
+        """Conduction-velocity arrows as line segments (pairs of points); none hides them."""
+        self.arrows.visible = len(segments) > 0
+        if len(segments):
+            self.arrows.set_data(pos=np.asarray(segments, np.float32))
+        self.canvas.update()
+
+    def normals(self) -> np.ndarray:
+        """Unit normals of the drawn vertices."""
+        return vertex_normals(self.positions, self.mesh.mesh_data.get_faces())
+
     def screen_positions(self) -> np.ndarray:
         """(N, 3): canvas pixel x, y and depth of every vertex."""
         tr = self.mesh.get_transform("visual", "canvas")
@@ -123,10 +153,27 @@ class SphereCanvas(QWidget):
 
     def _on_press(self, event) -> None:
         self._press = tuple(event.pos[:2])
+        cell = self.pick(*event.pos[:2]) if self.drag_paints and event.button == 1 else None
+        if cell is not None:                  # a drag from the surface paints: the camera stays
+            self._dragged = -1
+            self.view.camera.interactive = False
+
+    def _on_move(self, event) -> None:
+        if self._dragged is None or self._press is None or np.hypot(*(np.asarray(event.pos[:2]) - self._press)) <= 3:
+            return
+        cell = self.pick(*event.pos[:2])
+        if cell is None or self._dragged >= 0 and float(np.linalg.norm(
+                self.node_positions[cell] - self.node_positions[self._dragged])) < self.drag_spacing:
+            return
+        self._dragged = cell
+        self.cell_dragged.emit(cell)
 
     def _on_release(self, event) -> None:
         start, self._press = self._press, None
-        if start is None or np.hypot(*(np.asarray(event.pos[:2]) - start)) > 3:  # a drag rotates
+        if self._dragged is not None:
+            self._dragged = None
+            self.view.camera.interactive = True
+        if start is None or np.hypot(*(np.asarray(event.pos[:2]) - start)) > 3:  # a drag rotates or paints
             return
         cell = self.pick(*event.pos[:2])
         if cell is not None:
@@ -178,7 +225,8 @@ class TissueView(QWidget):
     cell_clicked(int)
         A click on a cell (the panel adds a probe or stimulates there).
     cell_dragged(int)
-        The pointer dragged over a cell of the sheet with the button held (stimulate there).
+        The pointer dragged over a cell with the button held, every millimetre: on the sheet
+        (stimulate or paint there), or on a surface while painting.
     """
 
     cell_clicked = Signal(int)
@@ -197,7 +245,9 @@ class TissueView(QWidget):
         self.click_action.addItem("paint with the brush", "paint")
         self.click_action.setToolTip("What a click (or, on the sheet, a drag) on the tissue does: "
                                      "stimulate (during a run), add a probe, or paint the brush's "
-                                     "gesture (during a run, or before Run: from its start)")
+                                     "gesture (during a run, or before Run: from its start). "
+                                     "Painting, a drag over a surface paints too; drag the "
+                                     "background to turn it")
         header = QHBoxLayout()
         header.addWidget(self.title)
         header.addStretch(1)
@@ -205,6 +255,10 @@ class TissueView(QWidget):
         header.addWidget(self.click_action)
         header.addWidget(QLabel("colour by"))
         header.addWidget(self.mode)
+        self.show_cv = QCheckBox("CV arrows")
+        self.show_cv.setToolTip("Conduction-velocity arrows from the activation times so far (length in "
+                                "proportion to the speed; on large meshes at evenly spread nodes)")
+        header.addWidget(self.show_cv)
         self.stack = QStackedWidget()
         self.note = QLabel(WAITING_NOTES["single"])
         self.note.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -219,6 +273,8 @@ class TissueView(QWidget):
         self.image_widget.addItem(self.image)
         self.cores = pg.ScatterPlotItem(symbol="x", size=12, pen=pg.mkPen("w", width=2), brush=None)
         self.image_widget.addItem(self.cores)
+        self.sheet_arrows = pg.PlotDataItem(connect="pairs", pen=pg.mkPen((255, 255, 255, 230), width=1.5))
+        self.image_widget.addItem(self.sheet_arrows)
         self.image_widget.scene().sigMouseClicked.connect(self._image_clicked)
         self.image_widget.scene().sigMouseMoved.connect(self._image_moved)
         self.stack.addWidget(self.image_widget)
@@ -253,7 +309,11 @@ class TissueView(QWidget):
         self.history: list[tuple[float, np.ndarray]] = []
         self._history_limit = 0
         self._last_dragged: int | None = None
+        self._mesh = None
+        self._cv: tuple[VelocityField, np.ndarray, np.ndarray, float] | None = None   # field, origins, normals, length
         self.mode.currentIndexChanged.connect(lambda _: self.redraw())
+        self.click_action.currentIndexChanged.connect(lambda _: self._drag_mode())
+        self.show_cv.toggled.connect(lambda _: self.draw_arrows())
         self.replay.valueChanged.connect(self._replay_to)
 
     @property
@@ -279,6 +339,7 @@ class TissueView(QWidget):
 
     def set_mesh(self, mesh) -> None:
         self.kind, self.shape = mesh.kind, mesh.shape
+        self._mesh, self._cv = mesh, None
         self.V = None
         self.maps = {}
         self.history = []
@@ -289,6 +350,8 @@ class TissueView(QWidget):
             if self.sphere is None:
                 self.sphere = SphereCanvas()
                 self.sphere.cell_clicked.connect(self.cell_clicked)
+                self.sphere.cell_dragged.connect(self.cell_dragged)
+                self._drag_mode()
                 self.stack.addWidget(self.sphere)
             self.sphere.set_mesh(mesh.positions, mesh.faces, self.max_faces)
             self.stack.setCurrentWidget(self.sphere)
@@ -380,6 +443,39 @@ class TissueView(QWidget):
             self.image.setImage((rgba.reshape(*self.shape, 4) * 255).astype(np.uint8), autoLevels=False,
                                 rect=self._rect)
             show_axis_values(self.image_widget.getPlotItem(), True)
+        self.draw_arrows()
+
+    def arrow_field(self):
+        """(field, origins, normals, arrow length) of the drawn arrows, built on first use for
+        this mesh: nodes spread evenly over the sheet or the drawn surface, lifted a little off
+        the surface."""
+        if self._cv is None and self._mesh is not None and self._mesh.elements is not None:
+            m = self._mesh
+            if self.kind == "sheet":
+                nodes, spacing = arrow_nodes(m.positions, np.arange(m.n_cells))
+                normals = np.tile([0.0, 0.0, 1.0], (len(nodes), 1))
+            elif self.sphere is not None and self.sphere.positions is not None:
+                nodes, spacing = arrow_nodes(m.positions, self.sphere.nodes)
+                normals = self.sphere.normals()[np.searchsorted(self.sphere.nodes, nodes)]
+            else:
+                return None
+            origins = np.asarray(m.positions, float)[nodes] + 0.05 * spacing * normals
+            self._cv = (VelocityField(m, nodes), origins, normals, 0.9 * spacing)
+        return self._cv
+
+    def draw_arrows(self) -> None:
+        """The CV arrows of the first activation map so far, when the toggle is on."""
+        segments = np.zeros((0, 3))
+        first = self.maps.get("first")
+        if self.show_cv.isChecked() and first is not None and self.kind in ("sheet", "sphere", "file"):
+            built = self.arrow_field()
+            if built is not None:
+                field, origins, normals, length = built
+                segments = arrow_segments(origins, field(first), normals, length)
+        if self.kind == "sheet":
+            self.sheet_arrows.setData(segments[:, 0], segments[:, 1])
+        elif self.sphere is not None:
+            self.sphere.set_arrows(segments)
 
     def _cell_at(self, scene_pos) -> int | None:
         if self.kind != "sheet" or self.shape is None or self.image.image is None:
@@ -407,6 +503,11 @@ class TissueView(QWidget):
         self._last_dragged = cell
         self.cell_dragged.emit(cell)
 
+    def _drag_mode(self) -> None:
+        """On a surface, a drag paints while the brush is chosen (else it turns the camera)."""
+        if self.sphere is not None:
+            self.sphere.drag_paints = self.click_action.currentData() == "paint"
+
     def _far(self, cell: int) -> float:
         """Distance (mm) from the last dragged cell: a drag stimulates every millimetre."""
         nx = self.shape[1]
@@ -419,6 +520,7 @@ class TissueView(QWidget):
         self.history = []
         self.replay_row.hide()
         self.image.clear()
+        self.draw_arrows()
         show_axis_values(self.image_widget.getPlotItem(), False)
         self._show_waiting()
 

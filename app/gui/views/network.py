@@ -249,8 +249,9 @@ class PopulationRateView(PlotView):
         self.level.hide()
 
 
-HISTORY_PLOTS = (("epoch_mean_radius", "mean radius (grid units)"), ("epoch_mean_rate", "mean rate (Hz)"),
-                 ("epoch_synapses", "synapses (count)"), ("epoch_bursts_per_minute", "bursts per minute"))
+# short titles: pyqtgraph never shortens one, and four side by side must fit a 1280 px window
+HISTORY_PLOTS = (("epoch_mean_radius", "mean radius (grid)"), ("epoch_mean_rate", "mean rate (Hz)"),
+                 ("epoch_synapses", "synapses"), ("epoch_bursts_per_minute", "bursts / min"))
 
 
 class EpochHistoryView(QWidget):

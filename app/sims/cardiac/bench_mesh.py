@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
+from app.sims.cardiac.bench import floor_bytes, run_once
 from app.sims.common.bench_record import save_bench
 
 NODES, QUICK_NODES = 1_000_000, 20_000
@@ -34,11 +35,6 @@ protocol: {{t_end: {t_end:g}, stimuli: [{{start: 1, duration: 2, amplitude: -80,
 solver: {{method: rlfe, dt: {dt:g}, precision: float32, lookup_tables: true}}
 output: {{random_probes: 10, dt_save: 1.0, snapshot_interval: {t_end:g}, singularity_delay: 0}}
 """
-
-
-def floor_bytes(n_states: int, width: int) -> int:
-    """Bytes per node per step the fused RLFE step must move at least (module docstring)."""
-    return 2 * n_states * 4 + 8 * width + 4 + 32
 
 
 def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
@@ -65,7 +61,6 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
          nodes: int | None = None) -> int:
     from dataclasses import replace
 
-    from app.sims.cardiac.bench import run_once
     from app.sims.cardiac.fem import settings_report
     from app.sims.cardiac.model import config_model
     resolved, reason = resolve_backend(backend)

@@ -22,7 +22,9 @@ membrane voltage to mV. What this module adds:
 * **Rush–Larsen gates**, found symbolically: a state whose derivative, with the variables that
   depend on the state substituted in, is ``a·x + b`` with ``a`` and ``b`` free of ``x`` and
   ``a`` not identically 0. Its outputs are ``a`` and ``b``; the other states' outputs are their
-  derivatives.
+  derivatives. Gates on a cycle of reads among gates (a Markov chain's states, exchanging
+  pools) come first in the gate block and are counted (``n_coupled``): adaptive methods step
+  them by the tableau, because Rush–Larsen's error on them is invisible to an embedded estimate.
 """
 
 from __future__ import annotations
@@ -76,10 +78,11 @@ class ImportedModel:
 
     name: str
     source: str
-    states: tuple[str, ...]          # identifiers: non-gating (V first), then gates
+    states: tuple[str, ...]          # identifiers: non-gating (V first), then gates (coupled first)
     state_qnames: tuple[str, ...]
     state_units: tuple[str, ...]
     n_gates: int
+    n_coupled: int                   # the first gates: on a cycle of reads (:func:`_coupled`)
     initial: tuple[float, ...]
     parameters: tuple[Parameter, ...]
     equations: tuple[Equation, ...]  # calculation order; outputs last
@@ -304,8 +307,9 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         lin = _linear(Name(deriv[_qname(states, names, s)]), s, eqs, deps)
         if lin is not None and not (isinstance(lin[0], Num) and lin[0].value == 0.0):
             gates[s] = lin
+    coupled = _coupled(gates, deps)
     nongating = [s for s in order if s not in gates]
-    gate_list = [s for s in order if s in gates]
+    gate_list = [s for s in order if s in coupled] + [s for s in order if s in gates and s not in coupled]
     if not gate_list:
         raise CellMLImportError(
             f"{path}: no gating variable among its {len(order)} state(s) "
@@ -327,7 +331,8 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         name=m.name(), source=str(path), states=tuple(all_states),
         state_qnames=tuple(qn[s].qname() for s in all_states),
         state_units=tuple(str(qn[s].unit() or "") for s in all_states),
-        n_gates=len(gate_list), initial=tuple(init[s] for s in all_states), parameters=tuple(params),
+        n_gates=len(gate_list), n_coupled=len(coupled), initial=tuple(init[s] for s in all_states),
+        parameters=tuple(params),
         equations=tuple(Equation(n, eqs[n]) for n in ordered), outputs=tuple(outputs),
         stimulus_scale=scale, default_stimulus=default_stim,
         annotations={t: f"{c}.{v}" for (c, v), t in annotated.items()})
@@ -546,6 +551,32 @@ def _state_dependencies(eqs: dict[str, Node], states: set[str]) -> dict[str, set
         return out
 
     return {n: of(n) for n in eqs}
+
+
+def _coupled(linear: dict[str, tuple[Node, Node]], deps: dict[str, set[str]]) -> set[str]:
+    """The states of ``linear`` (state -> (a, b)) on a cycle of reads among them: a Markov
+    chain's states or exchanging pools, whose a or b reads another such state that reads back.
+    Rush-Larsen freezes b over a step, so where h·|a| >> 1 it gives each such state's quasi-steady
+    state with its neighbours frozen (one Jacobi sweep), not the chain's, and an embedded error
+    estimate (the difference of two such values) does not see it. The adaptive methods step them
+    by the tableau (:meth:`~app.sims.cardiac.model.CellModel.with_coupled_stepped`)."""
+    reads = {}
+    for s, (a, b) in linear.items():
+        found: set[str] = set()
+        for n in names_used(a) | names_used(b):
+            found |= deps.get(n, {n})
+        reads[s] = (found & linear.keys()) - {s}
+    out = set()
+    for s in linear:
+        seen, stack = set(), list(reads[s])
+        while stack and s not in seen:
+            cur = stack.pop()
+            if cur not in seen:
+                seen.add(cur)
+                stack.extend(reads[cur])
+        if s in seen:
+            out.add(s)
+    return out
 
 
 def _free(node: Node, x: str, deps) -> bool:

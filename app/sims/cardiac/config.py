@@ -60,7 +60,7 @@ class MeshSettings:
     cm: float = field(default=0.01, metadata=spec(range=(1e-9, 1e3), unit="µF/mm²",
                       doc="membrane capacitance"))
     electrodes: list[list[float]] = field(default_factory=list, metadata=spec(
-        doc="pseudo-ECG electrode positions (mm, the mesh's frame), recorded every live view"))
+        doc="pseudo-ECG electrode positions (mm, the mesh's frame), recorded every output.readout_every ms"))
     tag_conductivity: dict[str, float] = field(default_factory=dict, metadata=spec(
         doc="element tag -> factor on the conductivities of its elements (0: a non-conducting scar)"))
 
@@ -135,13 +135,16 @@ class OutputSettings:
     activation_threshold: float = field(default=-20.0, metadata=spec(range=(-100.0, 50.0)))
     snapshot_interval: float = field(default=1.0, metadata=spec(range=(0.01, 1e6),
                                      doc="sim ms between live views of V"))
+    readout_every: float = field(default=1.0, metadata=spec(range=(1e-3, 1e6), unit="ms", doc=(
+        "simulated ms between the kept readouts of the whole tissue: the pseudo-ECG rows and the "
+        "phase-singularity tracking (at the first step at or past each multiple, however the run "
+        "is sliced)")))
     singularity_delay: float = field(default=10.0, metadata=spec(range=(0.0, 1e4), unit="ms", doc=(
-        "delay τ of the phase embedding that tracks phase singularities (rotor cores) at the live "
-        "views; about a quarter of a rotation; 0 = off")))
+        "delay τ of the phase embedding that tracks phase singularities (rotor cores) at the "
+        "readouts (readout_every); about a quarter of a rotation; 0 = off")))
     series_every: float = field(default=0.0, metadata=spec(range=(0.0, 1e6), unit="ms", doc=(
-        "keep V of the whole tissue every this many ms (fixed-step and GPU runs stop there; adaptive "
-        "CPU runs keep the first live view after) in results.npz V_series, exported as a VTU time "
-        "series; 0 = off")))
+        "keep V of the whole tissue every this many ms (at the first step at or past each multiple) "
+        "in results.npz V_series, exported as a VTU time series; 0 = off")))
 
 
 @dataclass(frozen=True)
@@ -402,18 +405,21 @@ def _check_step_stability(doc: Document, model, params: np.ndarray, dt: float, t
 
 
 STIMULUS_MS = 2.0      # a steered stimulus: a pulse of this length (its charge is given at once)
+SCALE_MAX = 100.0      # the largest factor a 'scale.<parameter>' brush paints
 
 
 def steerables(cfg: CardiacConfig) -> tuple[Steerable, ...]:
     """Gestures on a running tissue (each with a region: a brush or cell indices): ``ablate``
     (the cells become scar: uncoupled, so they neither conduct nor are excited), ``restore``
     (coupling and painted parameters back to the config's), ``stimulate`` (a 2-ms pulse of the
-    value's amplitude, pA/pF, negative depolarising) and ``model.<parameter>`` for the
-    parameters listed in ``model.paintable``; other model parameters need a restart (list
-    them in ``model.paintable`` to paint them live)."""
+    value's amplitude, pA/pF, negative depolarising), ``model.<parameter>`` (paint a value)
+    and ``scale.<parameter>`` (paint a factor of the configured value: 0.5 halves a
+    conductance, 0 blocks it) for the parameters listed in ``model.paintable``; other model
+    parameters need a restart (list them in ``model.paintable`` to paint them live)."""
     from app.sims.cardiac.model import config_model
 
     paintable = set(cfg.model.paintable)
+    names = config_model(cfg.model).parameter_names
     out = [Steerable("ablate", "gesture", region=True, doc="scar: uncoupled cells"),
            Steerable("restore", "gesture", region=True, doc="coupling and painted parameters as configured"),
            Steerable("stimulate", "gesture", (-1e3, 1e3), region=True, unit="pA/pF",
@@ -421,7 +427,10 @@ def steerables(cfg: CardiacConfig) -> tuple[Steerable, ...]:
     out += [Steerable(f"model.{name}", "float", (-1e12, 1e12), region=name in paintable,
                       live=name in paintable,
                       doc="painted on a region" if name in paintable else "list it in model.paintable")
-            for name in config_model(cfg.model).parameter_names]
+            for name in names]
+    out += [Steerable(f"scale.{name}", "float", (0.0, SCALE_MAX), region=True, unit="x",
+                      doc="a factor of the configured value, painted on a region (0.5 halves it, 0 blocks it)")
+            for name in names if name in paintable]
     return tuple(out)
 
 

@@ -6,7 +6,10 @@ the stage kernels, which update the state in place (one state buffer; the neighb
 alternates between two small buffers), and the recording slot of a due state to the next
 step's first stage (the one-block ``record`` kernel only for the last state before a read).
 The host reads the control block, the recordings and the step history once per chunk of
-steps, and stops the run when the device reports a blow-up or a step below the floor."""
+steps, and stops the run when the device reports a blow-up or a step below the floor. V of the
+whole tissue on a grid of simulated time (:class:`~app.sims.cardiac.engine.VoltageGrid`): fixed
+steps end a chunk on the grid; adaptive ones pause on the device at the first accepted step at
+or past the due time (``CD_PAUSE``), as the CPU engines keep it."""
 
 from __future__ import annotations
 
@@ -16,15 +19,15 @@ from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
 from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI
-from app.sims.cardiac.engine import Problem, RunStopped, fused_model
+from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.solvers import METHODS, Tableau
 from app.sims.common.engine import EngineBase
 
 BLOCK = 128
 CONTROL_BLOCK = 128
-CD_T, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_N = range(8)
-CI_PARITY, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH, CI_N = range(10)
+CD_T, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_PAUSE, CD_N = range(9)
+CI_PARITY, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH, CI_PAUSED, CI_N = range(11)
 ST_OK, ST_BLOWUP, ST_FLOOR = 0, 1, 2
 CHUNK_FIXED = 500
 CHUNK_ADAPTIVE = 100
@@ -189,6 +192,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         cd = np.zeros(CD_N)
         cd[CD_H] = s.dt if not tab.adaptive else min(s.dt, s.dt_max, problem.next_breakpoint(0.0))
         cd[CD_NEXTSAVE] = out.dt_save
+        cd[CD_PAUSE] = np.inf
         self.cd = gpuarray.to_gpu(cd)
         self.ci = gpuarray.zeros(CI_N, np.int32)
         self.bp = gpuarray.to_gpu(np.concatenate([problem.breakpoints, [np.inf]]).astype(np.float64))
@@ -211,8 +215,15 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._n_hist = 0
         self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
         self._observed_final = False
+        self.grids: list[VoltageGrid] = []
+        self._pause = np.inf                # the device's CD_PAUSE
         self._reset_recording()
         self._seed_voltage()
+
+    def keep_voltage(self, every: float) -> VoltageGrid:
+        """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""
+        self.grids.append(VoltageGrid(every, self.t))
+        return self.grids[-1]
 
     def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
         """Steering: new diffusion weights and per-cell parameters, copied into the device
@@ -317,26 +328,45 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
 
     def _run(self, max_steps: int | None, t_target: float | None) -> None:
         tab = self.p.tableau
+        first = self.steps_accepted + self.steps_rejected
         launched = 0
         while not self.done:
             n = self.chunk
-            if not tab.adaptive:
+            due = min((g.due for g in self.grids), default=np.inf)
+            if not tab.adaptive:        # the chunk ends at the target and at the next readout
                 remaining = self.p.fixed_steps - self.steps_accepted
-                if t_target is not None:
-                    remaining = min(remaining, max(1, int(round((t_target - self.t) / self.p.cfg.solver.dt))))
+                for target in (np.inf if t_target is None else t_target, due):
+                    if np.isfinite(target):
+                        steps = np.ceil((target - self.t) / self.p.cfg.solver.dt - 1e-9)
+                        remaining = min(remaining, max(1, int(steps)))
                 n = max(1, min(n, remaining))
+            else:
+                self._pause_at(due)
             if max_steps is not None:
                 n = max(1, min(n, max_steps - launched))
             for _ in range(n):
                 self._launch_step()
-                launched += 1
                 if self.done:        # fixed steps: the host counts them and knows the last one
                     break
             self._sync()
+            self._keep_due_voltage()
+            launched = self.steps_accepted + self.steps_rejected - first     # a paused chunk's rest: none
             if max_steps is not None and launched >= max_steps:
                 break
             if t_target is not None and self.t >= t_target - 1e-9:
                 break
+
+    def _pause_at(self, due: float) -> None:
+        """Adaptive steps: pause the device at the first accepted step at or past ``due``."""
+        if due != self._pause:
+            self.cuda.memcpy_htod(int(self.cd.gpudata) + 8 * CD_PAUSE, np.array([due], np.float64))
+            self._pause = due
+
+    def _keep_due_voltage(self) -> None:
+        if any(is_due(self.t, g.due) for g in self.grids):
+            v = self.voltage()
+            for grid in self.grids:
+                grid.offer(self.t, v)
 
     def _sync(self) -> None:
         fixed = not self.p.tableau.adaptive
@@ -352,6 +382,10 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._settle_fixed(cd, ci)
         else:
             nrec = int(ci[CI_NREC])
+            if ci[CI_PAUSED]:           # at a readout, not done: the next launches go on
+                ci[CI_DONE] = ci[CI_PAUSED] = 0
+                self.cuda.memcpy_htod(int(self.ci.gpudata) + 4 * CI_DONE, np.zeros(1, np.int32))
+                self.cuda.memcpy_htod(int(self.ci.gpudata) + 4 * CI_PAUSED, np.zeros(1, np.int32))
         self.t = float(cd[CD_T])
         self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
         if nrec:
@@ -461,6 +495,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.t = float(cd[CD_T])
         self.steps_accepted, self.steps_rejected = int(ci[CI_ACC]), int(ci[CI_REJ])
         self.done = bool(ci[CI_DONE])
+        self._pause = float(cd[CD_PAUSE])
+        for grid in self.grids:
+            grid.restart(self.t)
         self._reset_recording()
         self._seed_voltage()
 

@@ -11,6 +11,9 @@ Bookkeeping on accepted steps only (both engines):
   of ``V_max − 0.9·(V_max − V_rest)`` after the first activation (V_rest = the cell's initial V).
 * a state with NaN or |V| > 200 mV, or an adaptive step below ``dt_min``, stops the run with
   :class:`RunStopped` (time, cell, reason).
+* V of the whole tissue on a grid of simulated time (:class:`VoltageGrid`, the readouts and
+  the V series): the first accepted step at or past each multiple of its interval, like the
+  adaptive probes, so what is kept does not depend on how a run is sliced into advances.
 """
 
 from __future__ import annotations
@@ -182,6 +185,8 @@ class Problem:
         tab = METHODS.get(cfg.solver.method)
         if tab is not None and not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
+        if tab is not None and tab.adaptive and tab.rl:     # error control must see every state
+            model = model.with_coupled_stepped()
         if tab is not None and tab.grl:
             model = model.with_jacobian()
         dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
@@ -347,6 +352,35 @@ class Rows:
         return self._data[:self._n].copy()
 
 
+def is_due(t: float, due: float) -> bool:
+    """Whether an accepted step at ``t`` serves a recording due at ``due`` (the probes' tolerance)."""
+    return t >= due * (1 - 1e-9)
+
+
+class VoltageGrid:
+    """V of the whole tissue at the first accepted step at or past each multiple of ``every``
+    simulated ms (after ``t``, where it starts); :meth:`take` hands over what was kept since."""
+
+    def __init__(self, every: float, t: float = 0.0):
+        self.every = float(every)
+        self._kept: list[tuple[float, np.ndarray]] = []
+        self.restart(t)
+
+    def restart(self, t: float) -> None:
+        """Continue from time ``t`` (a restored checkpoint): every multiple served by then is past."""
+        self.due = (np.floor(t / (self.every * (1 - 1e-9))) + 1) * self.every
+
+    def offer(self, t: float, v: np.ndarray) -> None:
+        """An accepted step's time and V: kept (a float64 copy) if a multiple is due."""
+        if is_due(t, self.due):
+            self._kept.append((t, np.array(v, np.float64)))
+            self.restart(t)
+
+    def take(self) -> list[tuple[float, np.ndarray]]:
+        kept, self._kept = self._kept, []
+        return kept
+
+
 class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     """The NumPy engine: state (S, N) in the config's precision, the same algorithm as CUDA."""
 
@@ -369,6 +403,12 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.record_states = problem.n_cells == 1    # single cell: keep every state
         self._states = Rows(self.y[:, 0]) if self.record_states else None
         self._state_t = Rows(0.0) if self.record_states else None
+        self.grids: list[VoltageGrid] = []
+
+    def keep_voltage(self, every: float) -> VoltageGrid:
+        """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""
+        self.grids.append(VoltageGrid(every, self.t))
+        return self.grids[-1]
 
     def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
         """Steering: new diffusion weights (N, K) and per-cell parameters (P, N; only the
@@ -441,6 +481,9 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
             if self._states is not None and self._state_t is not None:
                 self._states.extend(y_ok[:, :, 0])
                 self._state_t.extend(t_ok)
+            for grid in self.grids:
+                for k, tk in enumerate(t_ok.tolist()):
+                    grid.offer(tk, y_ok[k, 0])
             self.y, self.t = y_ok[-1].astype(p.dtype), float(t_ok[-1])
             self.steps_accepted += n_ok
         if len(bad):
@@ -506,6 +549,8 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         if self._states is not None and self._state_t is not None:
             self._states.append(y_new[:, 0])
             self._state_t.append(t_new)
+        for grid in self.grids:
+            grid.offer(t_new, y_new[0])
 
     # ---- read-back -----------------------------------------------------------------------
     def voltage(self) -> np.ndarray:
@@ -549,5 +594,7 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         m = self.maps
         m.act_first, m.act_last = np.array(st["act_first"]), np.array(st["act_last"])
         m.vmax, m.t_rep = np.array(st["vmax"]), np.array(st["t_rep"])
+        for grid in self.grids:
+            grid.restart(self.t)
         if self.p.tableau is None:
             self.implicit.reset(self.t, self.y.astype(np.float64))

@@ -170,7 +170,8 @@ class CvodeCell:
         size = int(np.prod(self.shape))
         if size > MAX_UNKNOWNS:
             raise ValueError(f"CVODE (dense Jacobian) takes at most {MAX_UNKNOWNS} unknowns, not {size}")
-        params = np.broadcast_to(np.reshape(params, (len(params), -1)), (len(params), n))
+        params = np.asarray(params, np.float64)          # a model may have no parameter: (0,)
+        params = np.broadcast_to(params.reshape(len(params), -1 if params.size else n), (len(params), n))
         nbr = np.zeros((n, 1)) if neighbours is None else np.asarray(neighbours, np.float64)
         w = np.zeros(nbr.shape) if inv_d2 is None or n == 1 else np.asarray(inv_d2, np.float64)
         self.u = np.ascontiguousarray(np.concatenate([[float(D) if n > 1 else 0.0], np.zeros(n),

@@ -1,7 +1,8 @@
 """The cell model as every engine sees it: an imported CellML model (:mod:`.cellml`) and the
 programs printed from its one expression tree (:mod:`app.compute.codegen`).
 
-State order: the non-gating states (the membrane voltage first), then the Rush–Larsen gates.
+State order: the non-gating states (the membrane voltage first), then the Rush–Larsen gates
+(the coupled ones first: :meth:`CellModel.with_coupled_stepped`).
 Every program computes, for one cell or many, the outputs ``(dng, a, b)``: the non-gating
 derivatives (without diffusion) and each gate's ``dx/dt = a·x + b`` coefficients, from the
 states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters; a model
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -26,7 +27,7 @@ from app.compute.codegen.differentiate import diagonal_jacobian
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
-from app.sims.cardiac.cellml import I_ST, CellMLImportError, ImportedModel, Parameter, import_cellml
+from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
 V_INDEX = 0
 JACOBIAN_PREFIX = "grl_jac"     # the diagonal Jacobian's equations (checked against the model's names)
@@ -152,6 +153,28 @@ class CellModel:
 
     def initial_state(self) -> np.ndarray:
         return np.array(self.imported.initial, dtype=float)
+
+    def with_coupled_stepped(self) -> "CellModel":
+        """This model with its coupled gates (``imported.n_coupled``: on a cycle of reads, e.g. a
+        Markov chain) as non-gating states whose output is ``a·x + b``: what the adaptive methods
+        integrate (Rush–Larsen freezes a coupled gate's neighbours over the step, an error
+        their embedded estimate cannot see). The state order is unchanged."""
+        m = self.imported
+        nc = m.n_coupled
+        if nc == 0:
+            return self
+        ng, n_gates = len(m.states) - m.n_gates, m.n_gates
+        coupled = m.states[ng:ng + nc]
+        taken = {e.name for e in m.equations}
+        derivs = [Equation(f"dt_{s}", Binary("+", Binary("*", Name(m.outputs[ng + g]), Name(s)),
+                                                 Name(m.outputs[ng + n_gates + g])))
+                  for g, s in enumerate(coupled)]
+        assert not taken & {e.name for e in derivs}, "a coupled gate's derivative name is taken"
+        outputs = (m.outputs[:ng] + tuple(e.name for e in derivs) + m.outputs[ng + nc:ng + n_gates]
+                   + m.outputs[ng + n_gates + nc:])
+        stepped = replace(m, n_gates=n_gates - nc, n_coupled=0, equations=m.equations + tuple(derivs),
+                          outputs=outputs)
+        return CellModel(stepped, self.lookup, self.varying, self.rl_step)
 
     # ---- lookup tables ------------------------------------------------------------------
     def with_lookup(self, spec: LookupSpec | None, varying: tuple[int, ...] = (),
@@ -325,9 +348,9 @@ class CellModel:
 
     def _split(self, out, dtype):
         ng, nga = self.n_nongating, self.n_gates
-        out = np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out])
-        parts = (np.stack(out[:ng]), np.stack(out[ng:ng + nga]), np.stack(out[ng + nga:ng + 2 * nga]))
-        return parts + (np.stack(out[ng + 2 * nga:]),) if self.jacobian else parts
+        rows = np.stack(np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out]))
+        parts = (rows[:ng], rows[ng:ng + nga], rows[ng + nga:ng + 2 * nga])     # no gates: empty a and b
+        return parts + (rows[ng + 2 * nga:],) if self.jacobian else parts
 
     def rates(self, y: np.ndarray, i_st, params: np.ndarray):
         """``(dng, a, b)`` (and ``jng`` ``with_jacobian``) at states ``y`` (S, ...) with stimulus

@@ -43,9 +43,17 @@ def loops(mesh: Mesh) -> np.ndarray:
 
 
 def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
-    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta``."""
-    a, b, c = theta[triangles[:, 0]], theta[triangles[:, 1]], theta[triangles[:, 2]]
-    return np.rint((wrap(b - a) + wrap(c - b) + wrap(a - c)) / (2 * np.pi)).astype(np.int8)
+    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta`` in [−π, π]:
+    the wrapped differences around it sum to 2π·charge, and as the raw differences sum to 0,
+    the charge counts the differences wrapping adds 2π to (below −π) less those it takes 2π
+    from (π and above), without a division or a rounding."""
+    t = theta[triangles]
+    a, b, c = t[:, 0], t[:, 1], t[:, 2]
+    q = np.zeros(len(triangles), np.int8)
+    for d in (b - a, c - b, a - c):
+        q += d < -np.pi
+        q -= d >= np.pi
+    return q
 
 
 def singularities(mesh: Mesh, v_now: np.ndarray, v_before: np.ndarray, triangles: np.ndarray | None = None,
@@ -85,36 +93,75 @@ class SingularityTracker:
         self._past.append((t, np.array(v, np.float32)))
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """``ps_t``, ``ps_xyz``, ``ps_charge``: one row per singularity per observed time."""
-        if not self._found:
+        """``ps_t``, ``ps_xyz``, ``ps_charge``: one row per singularity per observed time (none
+        while tracking is off)."""
+        if not self.active:
             return {}
-        return {"ps_t": np.concatenate([np.full(len(q), t) for t, _, q in self._found]),
-                "ps_xyz": np.concatenate([p for _, p, _ in self._found]).reshape(-1, 3),
-                "ps_charge": np.concatenate([q for _, _, q in self._found])}
+        found = [(np.zeros(0), np.zeros((0, 3)), np.zeros(0, np.int8)), *self._found]
+        return {"ps_t": np.concatenate([np.full(len(q), t) for t, _, q in found]),
+                "ps_xyz": np.concatenate([p for _, p, _ in found]).reshape(-1, 3),
+                "ps_charge": np.concatenate([q for _, _, q in found])}
+
+    def state(self) -> dict[str, np.ndarray]:
+        """What a checkpoint keeps: the rows so far, the latest positions and the observations
+        the next ones look back to (``tracker_*``)."""
+        if not self.active:
+            return {}
+        return {**{f"tracker_{k}": v for k, v in self.arrays().items()}, "tracker_now": self.now,
+                "tracker_past_t": np.array([t for t, _ in self._past]),
+                "tracker_past_v": np.array([v for _, v in self._past], np.float32).reshape(-1, self.mesh.n_cells)}
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Continue from :meth:`state` (checked by the caller)."""
+        t, xyz, q = (np.asarray(state[f"tracker_ps_{k}"]) for k in ("t", "xyz", "charge"))
+        self._found = [(float(t[i]), xyz[i:i + 1], q[i:i + 1].astype(np.int8)) for i in range(len(t))]
+        self.now = np.asarray(state["tracker_now"], float).reshape(-1, 3)
+        self._past = [(float(tk), np.asarray(vk, np.float32))
+                      for tk, vk in zip(state["tracker_past_t"], state["tracker_past_v"])]
+
+
+class VelocityField:
+    """Conduction-velocity vectors at chosen nodes (all by default): the elements around those
+    nodes and their basis gradients are found once, so a live view can ask for a few thousand
+    arrows of a 10^6-node mesh at every frame. At each node the vector is ∇T/|∇T|² with ∇T the
+    measure-weighted mean of its linear elements' activation-time gradients (elements with a
+    node that never activated left out); NaN where no element or ∇T = 0."""
+
+    def __init__(self, mesh: Mesh, nodes: np.ndarray | None = None):
+        n = mesh.n_cells
+        self.nodes = np.arange(n) if nodes is None else np.asarray(nodes, np.int64)
+        el = mesh.elements if mesh.elements is not None else np.zeros((0, 2), np.int64)
+        if nodes is not None and len(el):
+            chosen = np.zeros(n, bool)
+            chosen[self.nodes] = True
+            el = el[chosen[el].any(axis=1)]
+        self.elements, self.n = el, n
+        self.grads, self.measure = shape_gradients(mesh.positions, el) if len(el) else (None, None)
+
+    def __call__(self, activation: np.ndarray) -> np.ndarray:
+        """(len(nodes), 3) vectors in mm/ms."""
+        out = np.full((len(self.nodes), 3), np.nan)
+        if self.grads is None:
+            return out
+        el = self.elements
+        t = np.asarray(activation, float)[el]
+        ok = np.isfinite(t).all(axis=1)
+        g = np.einsum("eai,ea->ei", self.grads[ok], t[ok]) * self.measure[ok, None]
+        nodes = el[ok].ravel()
+        k = el.shape[1]
+        total = np.stack([np.bincount(nodes, weights=np.repeat(g[:, i], k), minlength=self.n)[self.nodes]
+                          for i in range(3)], 1)
+        weight = np.bincount(nodes, weights=np.repeat(self.measure[ok], k), minlength=self.n)[self.nodes]
+        grad_t = total / np.where(weight > 0, weight, np.nan)[:, None]
+        size2 = np.einsum("ij,ij->i", grad_t, grad_t)
+        good = np.isfinite(size2) & (size2 > 0)
+        out[good] = grad_t[good] / size2[good, None]
+        return out
 
 
 def conduction_velocity(mesh: Mesh, activation: np.ndarray) -> np.ndarray:
-    """Conduction-velocity vectors (N, 3), mm/ms: at each node ∇T/|∇T|² with ∇T the
-    measure-weighted mean of the linear elements' activation-time gradients (elements with a
-    node that never activated left out); NaN where no element or ∇T = 0."""
-    el = mesh.elements
-    n = mesh.n_cells
-    out = np.full((n, 3), np.nan)
-    if el is None or len(el) == 0:
-        return out
-    grads, measure = shape_gradients(mesh.positions, el)
-    t = np.asarray(activation, float)[el]
-    ok = np.isfinite(t).all(axis=1)
-    g = np.einsum("eai,ea->ei", grads[ok], t[ok]) * measure[ok, None]
-    nodes = el[ok]
-    k = nodes.shape[1]
-    total = np.stack([np.bincount(nodes.ravel(), weights=np.repeat(g[:, i], k), minlength=n) for i in range(3)], 1)
-    weight = np.bincount(nodes.ravel(), weights=np.repeat(measure[ok], k), minlength=n)
-    grad_t = total / np.where(weight > 0, weight, np.nan)[:, None]
-    size2 = np.einsum("ij,ij->i", grad_t, grad_t)
-    good = np.isfinite(size2) & (size2 > 0)
-    out[good] = grad_t[good] / size2[good, None]
-    return out
+    """Conduction-velocity vectors (N, 3), mm/ms, at every node (:class:`VelocityField`)."""
+    return VelocityField(mesh)(activation)
 
 
 def repolarisation(activation: np.ndarray, apd90: np.ndarray) -> np.ndarray:

@@ -10,6 +10,8 @@ config's ``D``), so ``D`` is the diffusivity of the continuum equation on every 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from app.sims.cardiac.fem import UNIT_TISSUE, operator_arrays
@@ -60,8 +62,10 @@ def _mean_edge(points: np.ndarray, faces: np.ndarray) -> float:
     return float(np.linalg.norm(points[e[:, 0]] - points[e[:, 1]], axis=1).mean())
 
 
+@lru_cache(maxsize=2)
 def icosphere(level: int, radius_mm: float | None = None) -> Mesh:
-    """The geodesic sphere as a P1 surface mesh (kind ``sphere``), weights for unit D."""
+    """The geodesic sphere as a P1 surface mesh (kind ``sphere``), weights for unit D; built once
+    per (level, radius) like a file's mesh (a level-7 sphere takes seconds), shared read-only."""
     raw = icosphere_surface(level, radius_mm)
     nbr, w = operator_arrays(raw, UNIT_TISSUE)
     return Mesh("sphere", raw.points, nbr, w, faces=raw.elements.astype(np.int32), elements=raw.elements)

@@ -50,8 +50,8 @@ class CardiacFrame(Frame):
     h: np.ndarray | None = None
     steps_accepted: int = 0
     steps_rejected: int = 0
-    activation_time: np.ndarray | None = None   # when done
-    apd90: np.ndarray | None = None
+    activation_time: np.ndarray | None = None   # first activation so far (NaN: not yet); tissue only
+    apd90: np.ndarray | None = None             # when done
     stopped: str = ""
     mesh: Mesh | None = None              # positions, faces, shape: what the tissue view draws
     singularities: np.ndarray | None = None   # (K, 3) phase singularities (rotor cores) now, mm
@@ -81,8 +81,13 @@ class CardiacSimulation(Simulation):
             self._ecg_rows = [(self.engine.t, self._ecg(self.engine.voltage()))]
         self._tracker = SingularityTracker(m, cfg.output.singularity_delay)
         self._tracker.observe(self.engine.t, self.engine.voltage())
+        out = cfg.output         # V kept on grids of simulated time by the engine, whatever the slices
+        self._readouts = (self.engine.keep_voltage(out.readout_every)
+                          if self._ecg is not None or self._tracker.active else None)
+        self._series_grid = self.engine.keep_voltage(out.series_every) if out.series_every > 0 else None
         self._series: list[tuple[float, np.ndarray]] = []
-        self._keep_series()
+        if self._series_grid is not None:
+            self._series.append((self.engine.t, np.asarray(self.engine.voltage(), np.float32)))
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
         self._steps = 16
@@ -118,25 +123,16 @@ class CardiacSimulation(Simulation):
         if not self.finished and until != self.step:
             start = time.perf_counter()
             try:
-                to_series = self._series_due() - self.engine.t      # stop there to keep V
                 if until is not None:
                     self.engine.advance(min(self._steps if self.backend != "cuda" else 1 << 30,
                                             until - self.step))
                 elif self.backend == "cuda":
-                    self.engine.advance_time(min(self.cfg.output.snapshot_interval, max(to_series, 1e-9)))
-                elif self.problem.tableau is not None and not self.problem.tableau.adaptive:
-                    dt = self.cfg.solver.dt
-                    self.engine.advance(int(min(self._steps, max(1, np.ceil(to_series / dt - 1e-9)))))
+                    self.engine.advance_time(self.cfg.output.snapshot_interval)
                 else:
                     self.engine.advance(self._steps)
             except RunStopped as exc:
                 self.stopped = exc
-            if self._ecg is not None or self._tracker.active:      # one copy of V (from the GPU)
-                v = self.engine.voltage()
-                if self._ecg is not None:
-                    self._ecg_rows.append((self.engine.t, self._ecg(v)))
-                self._tracker.observe(self.engine.t, v)
-            self._keep_series()
+            self._take_readouts()
             run = self.cfg.run
             if run.checkpoint and self.stopped is None and (
                     self.engine.finished or self.engine.t >= self._last_checkpoint + run.checkpoint_every):
@@ -153,7 +149,7 @@ class CardiacSimulation(Simulation):
         pt, pv = e.recordings()
         hist = getattr(e, "h_history", None)
         done = self.finished
-        acts = e.activation() if done else None
+        acts = e.activation() if done or self.problem.n_cells > 1 else None   # live: CV arrows
         rate = e.t / self.wall if self.wall > 0 else 0.0
         status = f"t = {e.t:.2f} of {self.problem.t_end:g} ms, {e.steps_accepted} steps"
         if e.steps_rejected:
@@ -173,23 +169,25 @@ class CardiacSimulation(Simulation):
             h=freeze(np.array([x[1] for x in hist])) if hist else None,
             steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected, mesh=self.frame_mesh,
             activation_time=freeze(acts["activation_time"]) if acts else None,
-            apd90=freeze(acts["apd90"]) if acts else None,
+            apd90=freeze(acts["apd90"]) if acts and done else None,
             singularities=freeze(self._tracker.now), stopped=str(self.stopped or ""))
 
-    def _series_due(self) -> float:
-        """When V of the whole tissue is next kept (inf: not kept)."""
-        every = self.cfg.output.series_every
-        return self._series[-1][0] + every if every > 0 and self._series else np.inf
-
-    def _keep_series(self) -> None:
-        every = self.cfg.output.series_every
-        if every > 0 and (not self._series or self.engine.t >= self._series_due() - 1e-9):
-            self._series.append((self.engine.t, np.asarray(self.engine.voltage(), np.float32)))
+    def _take_readouts(self) -> None:
+        """The pseudo-ECG rows, singularities and V series of the grid times the last advance passed."""
+        if self._readouts is not None:
+            for t, v in self._readouts.take():
+                if self._ecg is not None:
+                    self._ecg_rows.append((t, self._ecg(v)))
+                self._tracker.observe(t, v)
+        if self._series_grid is not None:
+            self._series += [(t, v.astype(np.float32)) for t, v in self._series_grid.take()]
 
     # ---- steering -------------------------------------------------------------------------
     def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
-        """``ablate``, ``restore``, ``stimulate`` and ``model.<paintable parameter>`` on the
-        cells of ``region`` (see ``config.steerables``); the engine's arrays change in place."""
+        """``ablate``, ``restore``, ``stimulate``, ``model.<paintable parameter>`` (a value) and
+        ``scale.<paintable parameter>`` (a factor of the configured value) on the cells of
+        ``region`` (see ``config.steerables``); the engine's arrays change in place. A parameter
+        gesture returns the median in the region of what it replaced (value or factor)."""
         if self.backend != "cuda":        # a short slice next: the first frame with the change comes soon
             self._steps = slice_after_change(self._steps)
         cells = self._cells(region)
@@ -198,6 +196,7 @@ class CardiacSimulation(Simulation):
                          * STIMULUS_MS)
             return None
         field = None if self.problem.param_field is None else self.problem.param_field.copy()
+        old: float | None = None
         if key == "ablate":
             self.ablated |= cells
         elif key == "restore":
@@ -205,11 +204,18 @@ class CardiacSimulation(Simulation):
             if field is not None:
                 field[:, cells] = self._base_field[:, cells]
         else:
-            k = self.problem.model.parameter_names.index(key.partition(".")[2])
-            old = float(np.median(field[k, cells]))
-            field[k, cells] = value
+            kind, _, name = key.partition(".")
+            k = self.problem.model.parameter_names.index(name)
+            now, base = field[k, cells], self._base_field[k, cells]
+            if kind == "scale":         # of the configured value: strokes over one spot do not compound
+                factors = now[base != 0] / base[base != 0]
+                old = float(np.median(factors)) if factors.size else None
+                field[k, cells] = value * base
+            else:
+                old = float(np.median(now)) if now.size else None
+                field[k, cells] = value
         self._push(field)
-        return old if key.startswith("model.") else None
+        return old
 
     def _cells(self, region: Mapping[str, Any] | None) -> np.ndarray:
         """Mask of the cells in a region (a brush reaches at least its nearest cell)."""
@@ -237,8 +243,13 @@ class CardiacSimulation(Simulation):
         hist = getattr(self.engine, "h_history", None) or []
         steered = {} if not self.steered else {"steer_ablated": self.ablated.copy(), **(
             {} if self.problem.param_field is None else {"steer_param_field": self.problem.param_field.copy()})}
-        return {**config_state(self.cfg), **steering_state(self.steered), **steered,
-                "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
+        kept = {} if self._ecg is None else {"ecg_t": np.array([r[0] for r in self._ecg_rows]),
+                                             "ecg": np.array([r[1] for r in self._ecg_rows])}
+        if self._series_grid is not None:
+            kept.update(series_t=np.array([r[0] for r in self._series]),
+                        series_v=np.array([r[1] for r in self._series], np.float32))
+        return {**config_state(self.cfg), **steering_state(self.steered), **steered, **kept,
+                **self._tracker.state(), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
                 "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
@@ -262,8 +273,7 @@ class CardiacSimulation(Simulation):
             sim.engine.restore(engine_part(state))
         except (KeyError, ValueError) as exc:
             raise CheckpointError(path or "<state>", f"cannot resume it on this engine: {exc}") from None
-        if sim._ecg is not None:
-            sim._ecg_rows = [(sim.engine.t, sim._ecg(sim.engine.voltage()))]
+        sim._restore_readouts(state, path)
         if "h_history" in state and hasattr(sim.engine, "h_history"):
             sim.engine.h_history = [(float(t), float(h)) for t, h in np.asarray(state["h_history"])]
         sim.wall = float(state["wall"])
@@ -276,6 +286,39 @@ class CardiacSimulation(Simulation):
             sim.ablated = np.asarray(state["steer_ablated"], bool).copy()
             sim._push(None if field is None else np.array(state["steer_param_field"], field.dtype))
         return sim
+
+    def _restore_readouts(self, state: Mapping[str, Any], path: str | Path | None) -> None:
+        """The pseudo-ECG rows, the tracking and the V series so far (a checkpoint without them:
+        from now on)."""
+        n, v = self.problem.n_cells, self.engine.voltage()
+        if self._series_grid is not None:
+            check_arrays(state, [ArraySpec("series_t", "float", (None,), 0, optional=True),
+                                 ArraySpec("series_v", "float", (None, n), optional=True)], path)
+            _same_lengths(state, ("series_t", "series_v"), path)
+            rows = zip(state["series_t"], state["series_v"]) if "series_t" in state else [(self.engine.t, v)]
+            self._series = [(float(t), np.asarray(row, np.float32)) for t, row in rows]
+        if self._ecg is not None:
+            m = len(self._ecg.positions)
+            check_arrays(state, [ArraySpec("ecg_t", "float", (None,), 0, optional=True),
+                                 ArraySpec("ecg", "float", (None, m), optional=True)], path)
+            _same_lengths(state, ("ecg_t", "ecg"), path)
+            if "ecg_t" in state:
+                self._ecg_rows = [(float(t), np.asarray(row, float)) for t, row in zip(state["ecg_t"], state["ecg"])]
+            else:
+                self._ecg_rows = [(self.engine.t, self._ecg(v))]
+        if not self._tracker.active:
+            return
+        specs = [ArraySpec("tracker_ps_t", "float", (None,), 0), ArraySpec("tracker_ps_xyz", "float", (None, 3)),
+                 ArraySpec("tracker_ps_charge", "int", (None,), -1, 1), ArraySpec("tracker_now", "float", (None, 3)),
+                 ArraySpec("tracker_past_t", "float", (None,), 0), ArraySpec("tracker_past_v", "float", (None, n))]
+        if "tracker_past_t" in state:
+            check_arrays(state, specs, path)
+            _same_lengths(state, ("tracker_ps_t", "tracker_ps_xyz", "tracker_ps_charge"), path)
+            _same_lengths(state, ("tracker_past_t", "tracker_past_v"), path)
+            self._tracker.restore(state)
+        else:
+            self._tracker = SingularityTracker(self.problem.mesh, self.cfg.output.singularity_delay)
+            self._tracker.observe(self.engine.t, v)
 
     def results(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         e, p = self.engine, self.problem
@@ -305,7 +348,7 @@ class CardiacSimulation(Simulation):
             "n_cells": p.n_cells, "mesh": p.mesh.kind,
             "finished": self.finished and self.stopped is None,
         }
-        if self._ecg is not None:       # sampled at the live views (the history restarts on resume)
+        if self._ecg is not None:       # sampled every output.readout_every ms
             arrays["ecg_t"] = np.array([r[0] for r in self._ecg_rows])
             arrays["ecg"] = np.array([r[1] for r in self._ecg_rows])
             arrays["ecg_electrodes"] = self._ecg.positions
@@ -354,6 +397,17 @@ class CardiacSimulation(Simulation):
         self.engine.close()
 
 
+def _same_lengths(state: Mapping[str, Any], keys: tuple[str, ...], path: str | Path | None) -> None:
+    """Refuse a checkpoint whose arrays ``keys`` (those present) have different numbers of rows."""
+    lengths = {k: len(state[k]) for k in keys if k in state}
+    if len(set(lengths.values())) > 1:
+        raise CheckpointError(path or "<state>", f"the arrays {', '.join(lengths)} have different lengths "
+                              f"{list(lengths.values())} (the checkpoint is damaged or was edited)")
+    if lengths and len(lengths) < len(keys):
+        raise CheckpointError(path or "<state>", f"of the arrays {', '.join(keys)} only {', '.join(lengths)} "
+                              "are there (the checkpoint is damaged or was edited)")
+
+
 def _analysed_onset(p: Problem) -> float | None:
     """The last stimulus onset followed by at least 400 ms of run (else the first)."""
     onsets = []
@@ -376,4 +430,5 @@ def checkpoint_schema(fresh: Mapping[str, Any], state: Mapping[str, Any]) -> lis
     if f"engine_{own}" not in state:
         return []
     return like(fresh, "engine_", free=("probe_t", "probe_v", "h_history"),
-                nonfinite=("act_first", "act_last", "vmax", "t_rep", "cuda_maps"))
+                nonfinite=("act_first", "act_last", "vmax", "t_rep", "cuda_maps",
+                           "cuda_cd"))        # cuda_cd: inf = no readout pause due

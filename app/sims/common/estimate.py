@@ -41,12 +41,15 @@ WORK: dict[str, tuple[Callable[[Any], float] | None, str, tuple[str, ...]]] = {
     "channel": (lambda c: c.ga.population * c.ga.generations, "evaluations",
                 ("ga.population", "ga.generations")),
     "cardiac": (lambda c: _cardiac_cells(c) * c.protocol.t_end / c.solver.dt, "cell-steps",
-                ("protocol.t_end", "mesh.nx", "mesh.ny", "mesh.level")),
+                ("protocol.t_end", "mesh.nx", "mesh.ny", "mesh.level", "restitution.s2_intervals",
+                 "restitution.periods", "restitution.s1_count", "restitution.beats")),
     "network": (lambda c: c.culture.width * c.culture.height * c.run.epochs * c.run.epoch_seconds,
-                "neuron-seconds", ("culture.width", "culture.height", "run.epochs")),
-    "epidermis": (lambda c: c.tissue.cells * c.tissue.elements * c.run.steps, "element-steps",
-                  ("run.steps", "tissue.cells")),
+                "neuron-seconds", ("culture.width", "culture.height", "run.epochs", "run.epoch_seconds")),
+    "epidermis": (None, "element-steps", ("run.steps", "tissue.cells")),
 }
+# per domain, config keys a run derives from its size keys (dropped with them where present):
+# a restitution protocol writes the pacing stimuli from its intervals
+DERIVED: dict[str, dict[str, str]] = {"cardiac": {"restitution.kind": "protocol.stimuli"}}
 IGNORED = ("name", "description", "checkpoint", "resume", "seed")   # never change the rate
 
 def measured_table() -> dict[tuple[str, str, str], float]:
@@ -120,6 +123,12 @@ def _drop(data: Any, path: list[str]) -> None:
             _drop(data.get(path[0]), path[1:])
 
 
+def _get(data: Any, path: list[str]) -> Any:
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
 def _strip(data: Any) -> Any:
     if isinstance(data, dict):
         return {k: _strip(v) for k, v in data.items() if not any(k.endswith(i) for i in IGNORED)}
@@ -131,6 +140,9 @@ def _strip(data: Any) -> Any:
 def model_class(domain: str, cfg: Any) -> str:
     """A short key for everything in ``cfg`` but its sizes, seeds, names and checkpoints."""
     data = to_plain(cfg)
+    for key, derived in DERIVED.get(domain, {}).items():
+        if _get(data, key.split(".")) not in (None, "none"):
+            _drop(data, derived.split("."))
     for key in WORK.get(domain, (None, None, ()))[2]:
         _drop(data, key.split("."))
     unit = WORK.get(domain, (None, "", ()))[1]      # a rate in another unit is another rate

@@ -238,6 +238,9 @@ class Session:
                     except SetupStopped:  # Stop inside a long slice: the state before it is kept
                         self.stopped = True
                         break
+                    # changes made during the slice take effect at its end and show in its frame
+                    if not frame.done and self._apply_steering(sim):
+                        frame = sim.frame() or frame
                     if self.events:
                         frame = replace(frame, events=self.events)
                     preparing = self.preparing
@@ -288,11 +291,11 @@ class Session:
         for action in actions:
             action(sim)
 
-    def _apply_steering(self, sim: Simulation) -> None:
+    def _apply_steering(self, sim: Simulation) -> bool:
         """The config's events due at this step, then the live changes, if the run is at a step
-        boundary (else they wait for it)."""
+        boundary (else they wait for it); whether any was applied."""
         if not sim.at_boundary:
-            return
+            return False
         here = (sim.step, sim.within) if self._replay else (0, 0)    # a domain may have no step counter
         while self._replay and (self._replay[0].at, self._replay[0].within) <= here:
             event = self._replay.pop(0)
@@ -310,10 +313,12 @@ class Session:
             except ConfigError as exc:   # a check across settings the key alone could not make
                 log.warning("%s: the change %s = %r was refused: %s", self.domain.name, key, value, exc)
                 self.refused.append(f"{key} = {value!r}: {exc.message}")
-        if sim.steered != self.events:
-            for e in sim.steered[len(self.events):]:
-                log.info("%s: at step %d, %s = %r (was %r)", self.domain.name, e.at, e.key, e.value, e.old)
-            self.events = sim.steered
+        if sim.steered == self.events:
+            return False
+        for e in sim.steered[len(self.events):]:
+            log.info("%s: at step %d, %s = %r (was %r)", self.domain.name, e.at, e.key, e.value, e.old)
+        self.events = sim.steered
+        return True
 
     def steered_config(self) -> Any:
         """The run's config with the steering applied so far as its ``steering:`` list: the

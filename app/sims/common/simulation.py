@@ -68,6 +68,11 @@ class Simulation(abc.ABC):
         (a steering event's boundary), and, where the domain works inside a step
         (:attr:`within`), never past ``within`` of step ``until``."""
 
+    def frame(self) -> Frame | None:
+        """The newest frame without advancing (the state a steering change left); None where
+        the domain builds its frames only in :meth:`advance`."""
+        return None
+
     @abc.abstractmethod
     def state(self) -> dict[str, Any]:
         """Checkpoint: numpy arrays and plain values, enough for :meth:`restore`."""

@@ -24,27 +24,28 @@ which includes the one bounding-box read and the status check per ``run``).
 Floor estimate, per live element and step (two force evaluations), printed per case:
 
 - bytes: the design's memory traffic, counted kernel by kernel with every intermediate read
-  and written once and neighbour reads served by the caches: hash 28 B, scatter 44 B, bin
-  sort 40 B, intracellular 25 B, intercellular + update 56 B (72 B with contact sums), plus
+  and written once and neighbour reads served by the caches: intracellular 25 B + hash 16 B
+  (it reuses the positions the intracellular part reads), scatter 44 B, bin sort 40 B,
+  intercellular + update 56 B (72 B with contact sums), plus
   about 24 B per grid bin; about 2 x 200 = 400-500 B per element and step. The irreducible
   floor (read and write the positions once) is 24 B.
 - flops: intracellular (n - 1) pairs x ~30 flops (two exps, a square root, a division) and
   intercellular candidates x ~10 flops + pairs within the cutoff x ~30, per evaluation; with
   n = 20 and ~40 candidates that is ~1,150 per evaluation, ~2,300 per step.
-- launches: 14 (cell list) or 8 (centre cutoff) per step, with the gene network +2 (centres
+- launches: 10 (cell list) or 8 (centre cutoff) per step, with the gene network +2 (centres
   and A, the network) or +1 (the network; the centre-cutoff search computes the centres
-  anyway), at about 5 µs each: 70-80 µs per step, which bounds the small cases.
+  anyway). The engine replays runs of steps from a captured CUDA graph, so a launch costs the
+  device's time per graph node (an empty kernel replayed from a graph, measured), not the
+  host's time per launch from Python (also measured, ``launch_s``).
 
 The floor time per step is the largest of bytes/bandwidth (measured with a device-to-device
-copy), flops/peak fp32 rate (SMs x clock x 256) and launches x measured launch time.
+copy), flops/peak fp32 rate (SMs x clock x 256) and launches x measured time per graph node.
 
-Measured on the H100 (80 GB HBM3, 3.0 TB/s copy, 5.9-6.9 µs a launch): up to 5,000 cells the
-cell-list step is launch-bound, 87-129 µs per step against an 82 µs launch floor (5,000 cells x
-3,000 steps: 0.39 s periodic, 0.34 s no boundary); 100,000 cells: 1.23 ms per step (810 steps/s)
-against a 287 µs bandwidth floor, the time going to the intercellular kernel (43 %, its ~35
-candidate reads per element come from L2), the counting-sort scatter (26 %) and the
-intracellular kernel (12 %); the full model from 100 cells, 130,000 steps: 22.8 s (100 -> 387
-cells, 5 layers, suprabasal fraction 0.76).
+Measured on the H100 (``benchmarks/h100/epidermis-kernels-*.json``): with the step replayed
+from graphs the 5,000-cell case is no longer launch-bound (10 graph nodes of about 1 µs a step)
+but bound by the kernels' dependent-load latency (the intercellular kernel about half the step);
+100,000 cells: the intercellular kernel, the counting-sort scatter and the intracellular kernel
+take most of the step, against a bandwidth floor about 4x lower.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig
 from app.sims.epidermis.frame import element_colours
 
-BYTES_PER_EVAL = {"cell_list": 28 + 44 + 40 + 25 + 56, "centre_cutoff": 25 + 56 + 12}
+BYTES_PER_EVAL = {"cell_list": 16 + 44 + 40 + 25 + 56, "centre_cutoff": 25 + 56 + 12}
 CONTACT_BYTES = 16          # contact sums written at stage 1 (gene modes)
 BYTES_PER_BIN = 24          # scan (read + write), range write, histogram clear, per bin
 FLOPS_INTRA_PAIR = 30
@@ -189,7 +190,7 @@ def floor_estimate(case: dict, stats: dict, device: dict) -> dict:
                       + stats["inter_pairs_per_element"] * FLOPS_PAIR)
     t_bytes = bytes_elem * M / device["bandwidth_Bps"]
     t_flops = flops_elem * M / device["fp32_flops"]
-    t_launch = case["launches_per_step"] * device["launch_s"]
+    t_launch = case["launches_per_step"] * device["graph_node_s"]
     floor = max(t_bytes, t_flops, t_launch)
     return {"bytes_per_element_step": bytes_elem, "flops_per_element_step": flops_elem,
             "candidates_per_element": cand, "floor_bytes_us": t_bytes * 1e6,
@@ -199,7 +200,8 @@ def floor_estimate(case: dict, stats: dict, device: dict) -> dict:
 
 
 def device_ceilings() -> dict:
-    """Measured copy bandwidth, nominal fp32 rate, measured launch time of a tiny kernel."""
+    """Measured copy bandwidth, nominal fp32 rate, measured time of a tiny kernel launched from
+    Python and replayed from a captured graph."""
     import pycuda.driver as cuda
     import pycuda.gpuarray as ga
 
@@ -224,28 +226,38 @@ def device_ceilings() -> dict:
     bw = 2 * 4 * n * reps / (end.time_since(start) * 1e-3)
     src.gpudata.free()
     dst.gpudata.free()
-    # launch time: a one-block kernel queued back to back
+    # launch time: a one-block kernel with nothing to do (zero rows to copy) queued back to
+    # back from Python, and replayed from a captured graph
+    from app.compute.graphs import RepeatedPlan
     from app.compute.kernels import load_module
-    from app.sims.epidermis.cuda import _Launch, kernel_defines, kernel_source
+    from app.compute.launch import PackedLaunch
+    from app.sims.epidermis.cuda import kernel_defines, kernel_source
 
     mod = load_module(kernel_source(), "epidermis.cu", kernel_defines(EpidermisConfig()))
-    f = mod.get_function("epi_scan_top")
-    f.prepare("iP")
     sink = ga.zeros(4, np.int32)
     stream = cuda.Stream()
-    launch = _Launch(f, (1, 1), (1024, 1, 1), [np.int32(0), sink.gpudata], stream)
-    for _ in range(200):
-        launch()
-    stream.synchronize()
+    launch = PackedLaunch(mod.get_function("epi_copy_rows32"), "iiiPP", (1, 1), (1024, 1, 1),
+                          stream, [np.int32(0), np.int32(0), np.int32(0), sink.gpudata, sink.gpudata])
     k = 5000
-    t0 = time.perf_counter()
-    for _ in range(k):
-        launch()
-    stream.synchronize()
-    launch_s = (time.perf_counter() - t0) / k
+    repeat = RepeatedPlan(stream, k)
+
+    def one_by_one() -> None:
+        for _ in range(k):
+            launch()
+
+    times = []
+    for queue in (one_by_one, lambda: repeat.run([launch], k)):
+        for _ in range(2):                       # the first is the warm-up (and the capture)
+            t0 = time.perf_counter()
+            queue()
+            stream.synchronize()
+            t = (time.perf_counter() - t0) / k
+        times.append(t)
+    repeat.close()
     sink.gpudata.free()
     return {"name": dev.name(), "sms": sms, "clock_ghz": clock_hz * 1e-9,
-            "bandwidth_Bps": bw, "fp32_flops": sms * clock_hz * 256.0, "launch_s": launch_s}
+            "bandwidth_Bps": bw, "fp32_flops": sms * clock_hz * 256.0, "launch_s": times[0],
+            "graph_node_s": times[1]}
 
 
 def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax: bool = False,
@@ -435,8 +447,8 @@ def markdown(results: dict) -> str:
     d = results.get("device") or {}
     lines = ["# Epidermis benchmark", "",
              f"Device: {d.get('name', 'none')}; copy bandwidth {d.get('bandwidth_Bps', 0) / 1e9:.0f} GB/s, "
-             f"fp32 peak {d.get('fp32_flops', 0) / 1e12:.1f} TFLOP/s, launch "
-             f"{d.get('launch_s', 0) * 1e6:.1f} µs", "",
+             f"fp32 peak {d.get('fp32_flops', 0) / 1e12:.1f} TFLOP/s, launch from Python "
+             f"{d.get('launch_s', 0) * 1e6:.1f} µs, graph node {d.get('graph_node_s', 0) * 1e6:.1f} µs", "",
              "| case | engine | cells | elements | steps | wall s | steps/s | µs/step | floor µs | bytes/elem·step | flops/elem·step | candidates | pairs | × floor |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in results["cases"]:

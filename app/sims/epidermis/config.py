@@ -270,3 +270,19 @@ def estimate_memory(cfg: EpidermisConfig, backend: str):
     if backend == "cuda":
         gpu = {"elements, forces and cell list": elements * (13 + 80) + cap * 28}
     return estimate(host, gpu, ("tissue", "cells"))
+
+
+def estimated_work(cfg: EpidermisConfig) -> tuple[float, bool]:
+    """(element-steps of the run: the initial relaxation's and the run's, measured): in mode
+    full the growing cells (the initial basal ones: a division leaves one daughter on the
+    membrane, growing, and squeezes the other up, where it stops) each gain an element every
+    ``growth.interval`` steps, and a division keeps the elements, so the tissue holds
+    ``cells·elements + cells·⌊step/interval⌋`` elements at ``step``."""
+    t, r = cfg.tissue, cfg.run
+    start = t.cells * t.elements
+    work = start * (r.relax_steps + r.steps)
+    if r.mode == "full":
+        events = r.steps // cfg.growth.interval      # growth events within the run
+        # each event k (at step k·interval) adds `cells` elements for the rest of the run
+        work += t.cells * (events * r.steps - cfg.growth.interval * events * (events + 1) // 2)
+    return float(work), True

@@ -11,9 +11,12 @@ One step (engine.py's order), all launches queued on one stream without host syn
   that moved more than ``model.MAX_STEP_MOVE``;
 - modes genes, full: the gene network (midpoint RK2, means and A held), one thread per cell.
 
-A force evaluation with the cell list is seven launches (hash + histogram, two scan passes,
-scatter, per-bin sort, intracellular + membrane, intercellular + stage update); with the
-centre cutoff four (centres, neighbour cells, intracellular, intercellular). The grid is placed
+A force evaluation with the cell list is five launches (intracellular + membrane + hash and
+histogram, scan, scatter, per-bin sort, intercellular + stage update); with the centre cutoff
+four (centres, neighbour cells, intracellular, intercellular). Runs of ``GRAPH_STEPS`` steps
+are replayed from a captured CUDA graph (``app.compute.graphs.RepeatedPlan``: one call instead
+of ten launches a step from Python), the rest launched one by one; the kernels and their
+arguments are the same either way. The grid is placed
 from a device bounding box read once per ``run`` call and after every growth event (x and y
 periodic: the box divided evenly; otherwise clamped, which keeps every pair within the cutoff
 in neighbouring bins however far elements drift).
@@ -32,7 +35,9 @@ import math
 
 import numpy as np
 
+from app.compute.graphs import RepeatedPlan
 from app.compute.kernels import load_module, read_kernel
+from app.compute.launch import PackedLaunch
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig
 from app.sims.epidermis.engine import EpidermisEngine
@@ -44,18 +49,17 @@ SCAN_B = SCAN_T * SCAN_I
 MAXNB = 128              # neighbour cells per cell in the centre-cutoff search
 DIV_BLOCK = 128          # epi_divide: four warps (four parents) per block
 GRID_SLACK = 1.0 + 1e-4  # grid cells a little wider than the cutoff (rounding at bin edges)
+GRAPH_STEPS = 32         # steps per captured graph
 INT_MAX, INT_MIN = 2**31 - 1, -2**31
 
 # PyCUDA argument formats of the kernels (checked against the .cu signatures by a CPU test)
 FORMATS = {
     "epi_centres": "iiPPPPP",
     "epi_bbox": "iiPPP",
-    "epi_hash": "iiPP" + "ffffff" + "iii" + "PPP",
-    "epi_scan_blocks": "iPPP",
-    "epi_scan_top": "iP",
+    "epi_scan": "iPPPP",
     "epi_scatter": "iiPPPPPPPP",
     "epi_binsort": "iPPPPPP",
-    "epi_intra": "iiPPPP",
+    "epi_intra": "iiPPPP" + "ffffff" + "iii" + "PPP",
     "epi_inter_cl": "ii" + "ffffff" + "iii" + "P" * 10,
     "epi_neighbours": "iiPPPP",
     "epi_inter_cc": "iii" + "P" * 10,
@@ -144,26 +148,6 @@ def grid_layout(cfg: EpidermisConfig, lo: np.ndarray, hi: np.ndarray, max_bins: 
         scale *= max(1.01, 1.01 * (total / max_bins) ** (1.0 / 3.0))
 
 
-class _Launch:
-    """A prepared kernel with its argument block packed once (what prepared_async_call does on
-    every call); calling it queues the launch on the stream."""
-
-    def __init__(self, func, grid, block, args, stream, name: str = ""):
-        from pycuda._pvt_struct import pack
-
-        self.func, self.grid, self.block, self.stream = func, tuple(grid), tuple(block), stream
-        self.name = name
-        self.args = args
-        self.buf = pack(func.arg_format, *args)
-        self.fast = hasattr(func, "_launch_kernel")
-
-    def __call__(self) -> None:
-        if self.fast:
-            self.func._launch_kernel(self.grid, self.block, self.buf, 0, self.stream)
-        else:
-            self.func.prepared_async_call(self.grid, self.block, self.stream, *self.args)
-
-
 class CudaEngine(EpidermisEngine):
     """See the module docstring. Create, use and close it in the thread that holds the context
     (``app.compute.device.backend_context``)."""
@@ -179,13 +163,12 @@ class CudaEngine(EpidermisEngine):
         self.centre_search = cfg.run.search == "centre_cutoff"
         self.module = load_module(kernel_source(), "epidermis.cu", kernel_defines(cfg))
         self.fn = {}
-        self._names = {}
         for name, fmt in FORMATS.items():
             f = self.module.get_function(name)
             f.prepare(fmt)
             self.fn[name] = f
-            self._names[id(f)] = name
         self.stream = cuda.Stream()
+        self.repeat = RepeatedPlan(self.stream, GRAPH_STEPS)
         self._f, self._g = float_params(cfg), gene_params(cfg)
         self.cap = 0
         self.buf: dict = {}
@@ -243,7 +226,7 @@ class CudaEngine(EpidermisEngine):
         have = self.grid_buf.get("bins", 0)
         if bins <= have:
             return
-        for key in ("hist", "start", "range", "bsum"):
+        for key in ("hist", "start", "range", "bsum", "ticket"):
             old = self.grid_buf.pop(key, None)
             if old is not None:
                 old.gpudata.free()
@@ -252,7 +235,8 @@ class CudaEngine(EpidermisEngine):
         ga = self.ga
         self.grid_buf.update(hist=ga.zeros(size, np.int32), start=ga.zeros(size, np.int32),
                              range=ga.zeros(2 * size, np.int32),
-                             bsum=ga.zeros(size // SCAN_B + 1, np.int32), bins=size)
+                             bsum=ga.zeros(size // SCAN_B + 1, np.int32),
+                             ticket=ga.zeros(1, np.uint32), bins=size)
 
     def _grow_capacity(self, need: int) -> None:
         """Double the cell capacity until ``need`` cells fit; the state is copied on the device."""
@@ -337,10 +321,13 @@ class CudaEngine(EpidermisEngine):
         self.grid = grid_layout(self.cfg, lo, hi, max_bins)
         self._grid_buffers(self.grid["bins"])
 
-    def _evaluation(self, src, stage: int, out) -> list[_Launch]:
+    def _launch(self, name: str, grid, block, args: list) -> PackedLaunch:
+        return PackedLaunch(self.fn[name], FORMATS[name], grid, block, self.stream, args, name=name)
+
+    def _evaluation(self, src, stage: int, out) -> list[PackedLaunch]:
         """The launches of one force evaluation at positions ``src``; stage 0 writes F to
         ``out``, 1 the midpoint to ``out``, 2 the new positions into pos."""
-        fn, b, s = self.fn, self.buf, self.stream
+        b = self.buf
         n, cap, E = self.n_cells, self.cap, self.E
         i32 = np.int32
         soa = ((n + 31) // 32, (E + ROWS - 1) // ROWS)
@@ -350,22 +337,22 @@ class CudaEngine(EpidermisEngine):
         L = []
         A = b["A"].gpudata if (stage == 1 and self.with_genes) else 0
         if self.centre_search or A:
-            L.append(_Launch(fn["epi_centres"], cells1, blk1,
-                             [i32(n), i32(cap), src.gpudata, b["etype"].gpudata, b["count"].gpudata,
-                              b["cen"].gpudata, A], s))
-        intra = _Launch(fn["epi_intra"], ((n + 31) // 32, 1), blk2,
-                        [i32(n), i32(cap), src.gpudata, b["etype"].gpudata, b["count"].gpudata,
-                         b["fi"].gpudata], s)
+            L.append(self._launch("epi_centres", cells1, blk1,
+                                  [i32(n), i32(cap), src.gpudata, b["etype"].gpudata,
+                                   b["count"].gpudata, b["cen"].gpudata, A]))
+        intra = [i32(n), i32(cap), src.gpudata, b["etype"].gpudata, b["count"].gpudata,
+                 b["fi"].gpudata]
         tail = [b["fi"].gpudata, b["genes"].gpudata, b["pos"].gpudata, out.gpudata,
                 b["contact"].gpudata, b["status"].gpudata]
         if self.centre_search:
-            L.append(_Launch(fn["epi_neighbours"], ((n + 255) // 256, 1), (256, 1, 1),
-                             [i32(n), i32(cap), b["cen"].gpudata, b["nbr"].gpudata,
-                              b["nnb"].gpudata, b["status"].gpudata], s))
-            L.append(intra)
-            L.append(_Launch(fn["epi_inter_cc"], soa, blk2,
-                             [i32(stage), i32(n), i32(cap), src.gpudata, b["count"].gpudata,
-                              b["nbr"].gpudata, b["nnb"].gpudata, *tail], s))
+            L.append(self._launch("epi_neighbours", ((n + 255) // 256, 1), (256, 1, 1),
+                                  [i32(n), i32(cap), b["cen"].gpudata, b["nbr"].gpudata,
+                                   b["nnb"].gpudata, b["status"].gpudata]))
+            no_grid = [np.float32(0)] * 6 + [i32(1)] * 3 + [0, 0, 0]
+            L.append(self._launch("epi_intra", ((n + 31) // 32, 1), blk2, intra + no_grid))
+            L.append(self._launch("epi_inter_cc", soa, blk2,
+                                  [i32(stage), i32(n), i32(cap), src.gpudata, b["count"].gpudata,
+                                   b["nbr"].gpudata, b["nnb"].gpudata, *tail]))
             return L
         g, gb = self.grid, self.grid_buf
         geo = [np.float32(g["ox"]), np.float32(g["oy"]), np.float32(g["oz"]),
@@ -374,24 +361,23 @@ class CudaEngine(EpidermisEngine):
         bins = g["bins"]
         nblocks = (bins + SCAN_B - 1) // SCAN_B
         total = int(gb["bsum"].gpudata) + 4 * nblocks
-        L.append(_Launch(fn["epi_hash"], soa, blk2,
-                         [i32(n), i32(cap), src.gpudata, b["count"].gpudata, *geo,
-                          gb["hist"].gpudata, b["bin"].gpudata, b["rank"].gpudata], s))
-        L.append(_Launch(fn["epi_scan_blocks"], (nblocks, 1), (SCAN_T, 1, 1),
-                         [i32(bins), gb["hist"].gpudata, gb["start"].gpudata, gb["bsum"].gpudata], s))
-        L.append(_Launch(fn["epi_scan_top"], (1, 1), (SCAN_T, 1, 1),
-                         [i32(nblocks), gb["bsum"].gpudata], s))
-        L.append(_Launch(fn["epi_scatter"], soa, blk2,
-                         [i32(n), i32(cap), src.gpudata, b["count"].gpudata, b["bin"].gpudata,
-                          b["rank"].gpudata, gb["start"].gpudata, gb["bsum"].gpudata,
-                          b["spos"].gpudata, b["sidx"].gpudata], s))
-        L.append(_Launch(fn["epi_binsort"], ((bins + BLOCK - 1) // BLOCK, 1), blk1,
-                         [i32(bins), gb["hist"].gpudata, gb["start"].gpudata, gb["bsum"].gpudata,
-                          b["spos"].gpudata, b["sidx"].gpudata, gb["range"].gpudata], s))
-        L.append(intra)
-        L.append(_Launch(fn["epi_inter_cl"], ((E * n + 127) // 128, 1), (128, 1, 1),
-                         [i32(stage), i32(cap), *geo, b["spos"].gpudata, b["sidx"].gpudata,
-                          gb["range"].gpudata, total, *tail], s))
+        L.append(self._launch("epi_intra", ((n + 31) // 32, 1), blk2,
+                              intra + geo + [gb["hist"].gpudata, b["bin"].gpudata,
+                                             b["rank"].gpudata]))
+        L.append(self._launch("epi_scan", (nblocks, 1), (SCAN_T, 1, 1),
+                              [i32(bins), gb["hist"].gpudata, gb["start"].gpudata,
+                               gb["bsum"].gpudata, gb["ticket"].gpudata]))
+        L.append(self._launch("epi_scatter", soa, blk2,
+                              [i32(n), i32(cap), src.gpudata, b["count"].gpudata, b["bin"].gpudata,
+                               b["rank"].gpudata, gb["start"].gpudata, gb["bsum"].gpudata,
+                               b["spos"].gpudata, b["sidx"].gpudata]))
+        L.append(self._launch("epi_binsort", ((bins + BLOCK - 1) // BLOCK, 1), blk1,
+                              [i32(bins), gb["hist"].gpudata, gb["start"].gpudata,
+                               gb["bsum"].gpudata, b["spos"].gpudata, b["sidx"].gpudata,
+                               gb["range"].gpudata]))
+        L.append(self._launch("epi_inter_cl", ((E * n + 127) // 128, 1), (128, 1, 1),
+                              [i32(stage), i32(cap), *geo, b["spos"].gpudata, b["sidx"].gpudata,
+                               gb["range"].gpudata, total, *tail]))
         return L
 
     def _prepare(self) -> None:
@@ -404,12 +390,10 @@ class CudaEngine(EpidermisEngine):
         step = self._evaluation(b["pos"], 1, b["xh"]) + self._evaluation(b["xh"], 2, b["pos"])
         if self.with_genes:
             n = self.n_cells
-            step.append(_Launch(self.fn["epi_genes"], ((n + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1),
-                                [np.int32(n), np.int32(self.cap), b["count"].gpudata,
-                                 b["contact"].gpudata, b["A"].gpudata, b["genes"].gpudata,
-                                 b["status"].gpudata], self.stream))
-        for launch in step:
-            launch.name = self._names.get(id(launch.func), "")
+            step.append(self._launch("epi_genes", ((n + BLOCK - 1) // BLOCK, 1), (BLOCK, 1, 1),
+                                     [np.int32(n), np.int32(self.cap), b["count"].gpudata,
+                                      b["contact"].gpudata, b["A"].gpudata, b["genes"].gpudata,
+                                      b["status"].gpudata]))
         self.plan = step
         self.launches_per_step = len(step)
 
@@ -448,10 +432,7 @@ class CudaEngine(EpidermisEngine):
             if full:
                 chunk = min(chunk, interval - self.step % interval)
             if self.n_cells:
-                plan = self.plan
-                for _ in range(chunk):
-                    for launch in plan:
-                        launch()
+                self.repeat.run(self.plan, chunk)
             self.step += chunk
             done += chunk
             if full and self.step % interval == 0:
@@ -560,7 +541,8 @@ class CudaEngine(EpidermisEngine):
 
     def summary(self) -> dict:
         g = self.grid or {}
-        return {"launches_per_step": self.launches_per_step, "capacity": self.cap,
+        return {"launches_per_step": self.launches_per_step, "graph_replays": self.repeat.replays,
+                "capacity": self.cap,
                 "grid": [g.get("nx"), g.get("ny"), g.get("nz")] if g else None,
                 "max_neighbour_cells": self.max_neighbours}
 
@@ -568,6 +550,7 @@ class CudaEngine(EpidermisEngine):
         if not self.buf:
             return
         self.stream.synchronize()
+        self.repeat.close()
         for d in (self.buf, self.grid_buf):
             for key, arr in list(d.items()):
                 if hasattr(arr, "gpudata"):

@@ -37,7 +37,7 @@ Details both engines follow (settled here; the CUDA engine mirrors them):
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -433,19 +433,30 @@ def initial_state(cfg: EpidermisConfig, engine: Callable | None = None, relax: b
         if engine is None:
             from app.sims.common.registry import DOMAINS     # by name: cpu.py imports this module
             engine = DOMAINS["epidermis"].engine_class("cpu-reference")
-        mcfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, mode="movement"))
-        eng = engine(mcfg, state)
+        eng = engine(relaxation_config(cfg), state)
         try:
             report = SetupProgress(f"relaxing {cfg.tissue.cells:,} initial cells", cfg.run.relax_steps)
             chunk = max(1, min(cfg.run.relax_steps, 10))
             for done in range(0, cfg.run.relax_steps, chunk):
                 eng.advance(min(chunk, cfg.run.relax_steps - done))
                 report(done + chunk)
-            state = {k: np.array(v) for k, v in eng.state().items()}
+            state = eng.state()
         finally:
             eng.close()
-        state["step"], state["event"] = np.int64(0), np.int64(0)
-    return type_c1(state, cfg.mechanics.c1_height)
+    return relaxed(state, cfg)
+
+
+def relaxation_config(cfg: EpidermisConfig) -> EpidermisConfig:
+    """The config the initial relaxation's steps run with: mode 'movement'."""
+    return dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, mode="movement"))
+
+
+def relaxed(state: Mapping[str, np.ndarray], cfg: EpidermisConfig) -> dict:
+    """The tissue at step 0 from the relaxation's last state: a copy with ``step`` and
+    ``event`` 0 and :func:`type_c1`."""
+    out = {k: np.array(v) for k, v in state.items()}
+    out["step"], out["event"] = np.int64(0), np.int64(0)
+    return type_c1(out, cfg.mechanics.c1_height)
 
 
 # ---- growth and division on the canonical state ----------------------------------------

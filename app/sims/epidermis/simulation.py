@@ -14,7 +14,6 @@ from app.sims.common.config import dotted_items, dump_yaml, parse_yaml, set_path
 from app.sims.common.checkpoint import refuse_mismatch, refuse_past_end, write_checkpoint
 from app.sims.common.checkpoint_schema import ArraySpec, check_arrays, checked_config
 from app.sims.common.engine import config_state, device_name, engine_state, make_engine
-from app.sims.common.registry import DOMAINS
 from app.sims.common.simulation import Simulation, freeze
 from app.sims.common.steering import region_mask, steering_from_state, steering_state
 from app.sims.epidermis import model
@@ -34,15 +33,20 @@ class EpidermisSimulation(Simulation):
 
     def __init__(self, cfg: EpidermisConfig, backend: str, state: Mapping[str, np.ndarray] | None = None,
                  engine: EpidermisEngine | None = None):
+        """From ``state`` (a tissue at a step of the run), else from the placed initial tissue,
+        whose ``run.relax_steps`` relaxation steps are the first slices of :meth:`advance`."""
         self.cfg, self.backend = cfg, backend
         t0 = time.perf_counter()
+        self.relax_left = 0            # relaxation steps still to run before step 0
+        self.relax_seconds = 0.0
+        self.growth_paused = False     # steering: the engine runs mode genes meanwhile
         if engine is None:
             if state is None:
-                state = model.initial_state(cfg, engine=DOMAINS["epidermis"].engine_class(backend))
-            self.relax_seconds = time.perf_counter() - t0
-            engine = make_engine("epidermis", backend, cfg, dict(state))
-        else:
-            self.relax_seconds = 0.0
+                state = model.place_cells(cfg)
+                self.relax_left = cfg.run.relax_steps
+                if not self.relax_left:
+                    state = model.relaxed(state, cfg)
+            engine = make_engine("epidermis", backend, self._engine_config(cfg), dict(state))
         self.engine = engine
         self.setup_seconds = time.perf_counter() - t0
         self.wall = 0.0
@@ -51,7 +55,6 @@ class EpidermisSimulation(Simulation):
         self.history: dict[str, list] = {k: [] for k in HISTORY_KEYS}
         self._slice = cfg.run.slice_steps if backend == "cuda" else 10
         self._cells = None             # (centres, genes) of the current step, cached
-        self.growth_paused = False     # steering: the engine runs mode genes meanwhile
         self.stopped: str | None = None
 
     @classmethod
@@ -61,13 +64,25 @@ class EpidermisSimulation(Simulation):
             from app.sims.common.session import load_checkpoint
             return cls.restore(load_checkpoint(path, cls.domain), backend, cfg=cfg, path=path)
         sim = cls(cfg, backend)
-        sim._record()
+        if not sim.relax_left:
+            sim._record()
         return sim
+
+    def _engine_config(self, cfg: EpidermisConfig) -> EpidermisConfig:
+        """The config the engine runs now: the relaxation's (movement only) until step 0, mode
+        genes while growth is paused, else ``cfg``."""
+        if self.relax_left:
+            return model.relaxation_config(cfg)
+        return replace(cfg, run=replace(cfg.run, mode="genes")) if self.growth_paused else cfg
 
     # ---- the loop -----------------------------------------------------------------------
     @property
     def step(self) -> int:
-        return int(self.engine.step)
+        return 0 if self.relax_left else int(self.engine.step)
+
+    @property
+    def can_hand_over(self) -> bool:
+        return not self.relax_left
 
     @property
     def sim_time(self) -> float:
@@ -85,9 +100,40 @@ class EpidermisSimulation(Simulation):
             self.stopped = (f"step {self.step}: cell {int(np.flatnonzero(bad)[0])} has a non-finite "
                             "position or gene value (the mechanics blew up: lower run.dt)")
 
+    def _relax(self) -> None:
+        """A slice of the initial relaxation; at its end the tissue at step 0 on the run's engine."""
+        start = time.perf_counter()
+        n = min(self._slice, self.relax_left)
+        try:
+            self.engine.advance(n)
+        except model.BlownUpError as exc:
+            self.stopped = str(exc)
+        self.relax_left -= n
+        self._cells = None
+        elapsed = time.perf_counter() - start
+        self.relax_seconds += elapsed
+        self.wall += elapsed
+        self._adapt_slice(n, elapsed)
+        if not self.relax_left and self.stopped is None:
+            self._rebuild(self.cfg, model.relaxed(self.engine.state(), self.cfg))
+            self._record()
+
+    def _finish_relaxation(self) -> None:
+        """The rest of the initial relaxation now (a change or a checkpoint is of step 0 on)."""
+        while self.relax_left and self.stopped is None:
+            self._relax()
+
+    def _adapt_slice(self, n: int, elapsed: float) -> None:
+        """The CPU engines' slice: about CPU_SLICE_SECONDS of wall time."""
+        if self.backend != "cuda" and elapsed > 0 and n == self._slice:
+            target = int(n * CPU_SLICE_SECONDS / elapsed)
+            self._slice = int(np.clip(target, 1, max(2, 2 * n)))
+
     def advance(self, until: int | None = None, within: int = 0) -> EpidermisFrame:
         run = self.cfg.run
-        if not self.finished and until != self.step:
+        if self.relax_left and self.stopped is None:
+            self._relax()
+        elif not self.finished and until != self.step:
             start = time.perf_counter()
             every = run.history_every
             next_sample = (self.step // every + 1) * every
@@ -107,9 +153,7 @@ class EpidermisSimulation(Simulation):
             self.wall += elapsed
             self.run_wall += elapsed
             self.steps_run += n
-            if self.backend != "cuda" and elapsed > 0 and n == self._slice:
-                target = int(n * CPU_SLICE_SECONDS / elapsed)
-                self._slice = int(np.clip(target, 1, max(2, 2 * n)))
+            self._adapt_slice(n, elapsed)
             interval = self.cfg.growth.interval
             grew = run.mode == "full" and self.step // interval > before // interval
             if run.checkpoint and (grew or self.finished) and self.stopped is None:
@@ -150,7 +194,8 @@ class EpidermisSimulation(Simulation):
         return EpidermisFrame(
             progress=min(1.0, self.step / cfg.run.steps), done=self.finished,
             wall_seconds=self.wall, throughput=rate, throughput_unit="steps/s",
-            status=self.stopped or (f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
+            status=self.stopped or (self._relax_status(n) if self.relax_left else
+                                    f"step {self.step:,}/{cfg.run.steps:,}, {n} cell{'' if n == 1 else 's'}, "
                                     f"{layers} layer{'' if layers == 1 else 's'}, "
                                     f"{supra.mean() if n else 0:.0%} suprabasal" + _compile_note(self.engine)),
             step=self.step, steps=cfg.run.steps, t=self.step * cfg.run.dt, mode=cfg.run.mode,
@@ -160,11 +205,17 @@ class EpidermisSimulation(Simulation):
             suprabasal=freeze(supra), layers=layers,
             history={k: freeze(np.asarray(v)) for k, v in self.history.items()})
 
+    def _relax_status(self, cells: int) -> str:
+        total = self.cfg.run.relax_steps
+        return (f"relaxing the initial {cells} cell{'' if cells == 1 else 's'} (movement only) before "
+                f"step 0: {total - self.relax_left:,}/{total:,}" + _compile_note(self.engine))
+
     # ---- steering -----------------------------------------------------------------------
     def apply_change(self, key: str, value: Any, region: Mapping[str, Any] | None) -> Any:
         """``wound``, ``growth.paused`` (run.mode genes while paused), a mechanics, genes, growth
         or live run setting (dotted key, see ``config.steerables``): the config checked as a
-        whole, the engine rebuilt from its exact state."""
+        whole, the engine rebuilt from its exact state; at step 0 (after the relaxation)."""
+        self._finish_relaxation()
         if key == "wound":
             self._rebuild(self.cfg, wound(self.engine.state(), self.cfg, region))
             return None
@@ -186,14 +237,14 @@ class EpidermisSimulation(Simulation):
     def _rebuild(self, cfg: EpidermisConfig, state: Mapping[str, np.ndarray]) -> None:
         """The engine again, from ``state`` with ``cfg`` (run.mode genes while growth is paused)."""
         self.engine.close()
-        run_cfg = replace(cfg, run=replace(cfg.run, mode="genes")) if self.growth_paused else cfg
-        self.engine = make_engine("epidermis", self.backend, run_cfg, dict(state))
+        self.engine = make_engine("epidermis", self.backend, self._engine_config(cfg), dict(state))
         self.cfg = cfg
         self._cells = None
 
 
     # ---- checkpoint and results ---------------------------------------------------------
     def state(self) -> dict[str, Any]:
+        self._finish_relaxation()       # a checkpoint is of a step of the run
         hist = {f"hist_{k}": np.asarray(v, np.float64) for k, v in self.history.items()}
         return {**config_state(self.cfg), **steering_state(self.steered), "wall": np.float64(self.wall),
                 **hist, **engine_state(self.engine)}

@@ -2,11 +2,12 @@
 
 Per sample interval: one ``ssa_advance`` launch (every realization runs to the sample time and
 reduces sums, sums of squares, minima and maxima into device buffers) and one copy of the tally
-(reactions fired per point, overflow flag) into pinned memory: a single host wait per interval,
-the same for every algorithm. The statistics then take one ``ssa_histogram`` launch with bins
-laid out from the reduced range, which also clears the interval's outputs for the next one
-(where no histogram ran, the next advance launches ``ssa_reset`` first). Only the statistics
-come back to the host, plus the full (S x R) state at the times the user asks for.
+(reactions fired per point, overflow flag), the sums and the ranges into pinned memory: a
+single host wait per interval, the same for every algorithm. The statistics then take one
+``ssa_histogram`` launch with bins laid out from the reduced range, which also clears the
+interval's outputs for the next one (where no histogram ran, the next advance launches
+``ssa_reset`` first). Only the statistics come back to the host, plus the full (S x R) state
+at the times the user asks for.
 
 A launch can hold a batch of P parameter sets of one network (:class:`CudaBatch`): each point's
 realizations read its own rate row, seed and initial counts, and reduce into its own statistics,
@@ -94,14 +95,21 @@ class CudaBatch:
         self._tally_host = cuda.pagelocked_empty(points + 1, np.uint64)
         self.seeds = gpuarray.to_gpu(np.asarray(seeds, np.uint64))
         self.rates = gpuarray.to_gpu(np.array([n.rates for n in networks], np.float32))
-        self.shift = gpuarray.to_gpu(x0.astype(np.float64).ravel())          # (P*S,)
+        self._shift = x0.astype(np.float64).ravel()                             # (P*S,), as on the device
+        self.shift = gpuarray.to_gpu(self._shift)
         self.sums = gpuarray.zeros(points * 2 * s, np.float64)
         self.minmax = gpuarray.zeros(points * 2 * h, np.int32)
         self.lo_width = gpuarray.zeros(points * 2 * h, np.int32)
         self.counts = gpuarray.zeros(points * h * bins, np.uint32)
+        # the interval's sums and ranges come back with the tally, in the advance's one wait
+        self._sums_host = cuda.pagelocked_empty(self.sums.size, np.float64)
+        self._minmax_host = cuda.pagelocked_empty(self.minmax.size, np.int32)
+        self._sums_host[:], self._minmax_host[:] = 0, 0       # as the device buffers start
         self.stream = cuda.Stream()
         self._grid = ((r_all + BLOCK - 1) // BLOCK, 1)
-        sms = cuda.Context.get_device().get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        device = cuda.Context.get_device()
+        sms = device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        self.resident = sms * resident_per_sm(device, self._advance.num_regs, BLOCK)
         per_point = (realizations + HIST_BLOCK - 1) // HIST_BLOCK
         self._hist_grid = (max(1, min(per_point, (8 * sms + points - 1) // points)), points)
         self._stats: tuple[np.ndarray, np.ndarray, list] | None = None
@@ -131,6 +139,9 @@ class CudaBatch:
             self.minmax.gpudata, self.tally.gpudata, self.event_bits.gpudata,
             int(self.tally.gpudata) + 8 * p_n, self.epsilon)
         self.cuda.memcpy_dtoh_async(self._tally_host, self.tally.gpudata, self.stream)
+        self.cuda.memcpy_dtoh_async(self._sums_host, self.sums.gpudata, self.stream)
+        if self.hist_idx:
+            self.cuda.memcpy_dtoh_async(self._minmax_host, self.minmax.gpudata, self.stream)
         self.stream.synchronize()   # releases the GIL while the GPU works
         flag, bad = (int(v) for v in self._tally_host[p_n:].view(np.int32)[:2])
         if bad:
@@ -162,19 +173,19 @@ class CudaBatch:
         if self._stats is not None:
             return self._stats
         r, s, p_n = self.realizations, self.net.n_species, self.points
-        sums = self.sums.get().reshape(p_n, 2, s)
-        shift = self.shift.get().reshape(p_n, s)
+        sums = self._sums_host.reshape(p_n, 2, s)
+        shift = self._shift.reshape(p_n, s)
         d1, d2 = sums[:, 0] / r, sums[:, 1] / r
         mean = shift + d1
         if (mean < 0).any():
             raise RuntimeError("a species count overflowed the CUDA engine's 32-bit integers; "
                                "use the CPU engine (64-bit) for this model")
         var = np.maximum(d2 - d1 * d1, 0.0)
-        self.shift.set(np.round(mean).ravel())
+        self._set_shift(np.round(mean).ravel())
         hists: list[tuple[Histogram, ...]] = [() for _ in range(p_n)]
         if self.hist_idx:
             h = len(self.hist_idx)
-            minmax = self.minmax.get().reshape(p_n, h, 2)
+            minmax = self._minmax_host.reshape(p_n, h, 2)
             layout = np.array([[bin_layout(lo, hi, self.bins) for lo, hi in m] for m in minmax], np.int32)
             self.lo_width.set(layout.ravel())
             self.counts.fill(0)
@@ -189,6 +200,11 @@ class CudaBatch:
                      for p in range(p_n)]
         self._stats = (mean, var, hists)
         return self._stats
+
+    def _set_shift(self, shift: np.ndarray) -> None:
+        """The per-point shift the sums are taken about, on the device and its host copy."""
+        self._shift = np.ascontiguousarray(shift, np.float64)
+        self.shift.set(self._shift)
 
     def point_stats(self, p: int, keep_states: bool) -> IntervalStats:
         mean, var, hists = self._interval_stats()
@@ -223,9 +239,9 @@ class CudaBatch:
             bits = self.event_bits.get()
             bits[p * r:(p + 1) * r] = np.asarray(event_bits, np.uint32)
             self.event_bits.set(bits)
-        shift = self.shift.get().reshape(self.points, -1)
+        shift = self._shift.reshape(self.points, -1).copy()
         shift[p] = np.round(np.asarray(x, np.float64).mean(axis=0))
-        self.shift.set(shift.ravel())
+        self._set_shift(shift.ravel())
         self.t = t
         self._stats = self._x_host = None
 
@@ -233,6 +249,18 @@ class CudaBatch:
         for buf in (self.x, self.draws, self.event_bits, self.tally, self.seeds, self.rates, self.shift,
                     self.sums, self.minmax, self.lo_width, self.counts):
             buf.gpudata.free()
+
+
+def resident_per_sm(device, registers: int, block: int) -> int:
+    """Threads of a kernel using ``registers`` per thread that one multiprocessor of ``device``
+    holds at once, in whole blocks of ``block`` (the thread and register limits)."""
+    import pycuda.driver as cuda
+
+    threads = device.get_attribute(cuda.device_attribute.MAX_THREADS_PER_MULTIPROCESSOR)
+    if registers > 0:
+        per_sm = device.get_attribute(cuda.device_attribute.MAX_REGISTERS_PER_MULTIPROCESSOR)
+        threads = min(threads, per_sm // (registers * block) * block)
+    return max(threads, block)
 
 
 class CudaEnsemble(EnsembleEngine):
@@ -248,6 +276,7 @@ class CudaEnsemble(EnsembleEngine):
                                         epsilon)
         self.owns_batch = batch is None
         self.point, self.net, self.realizations = point, network, realizations
+        self.at_once = self.batch.resident // self.batch.points
 
     @property
     def t(self) -> float:

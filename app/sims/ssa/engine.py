@@ -151,6 +151,9 @@ class EnsembleEngine(EngineBase, renamed={"checkpoint": "state", "load": "restor
 
     realizations: int
     reactions_fired: int
+    # realizations the engine advances in the wall time of one (a GPU's resident threads): a
+    # smaller ensemble is no faster, so explore mode's first look is never smaller than this
+    at_once: int = 1
 
     def advance(self, t_to: float, max_steps: int) -> bool:
         """Advance towards ``t_to``; True once every realization is there."""

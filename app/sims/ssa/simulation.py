@@ -214,9 +214,11 @@ class SSASimulation(Simulation):
 
     def _rerun(self, preview: bool) -> None:
         """Explore: the ensemble again from t = 0 with :attr:`net`; with ``preview`` a small one
-        first (:data:`PREVIEW_FRACTION` of it), then the full one."""
+        first (:data:`PREVIEW_FRACTION` of it, but no fewer than the engine runs in the time of
+        one: a GPU that holds the whole ensemble at once runs it without a first look), then
+        the full one."""
         full = self.cfg.ensemble.realizations
-        small = min(full, max(PREVIEW_MIN, full // PREVIEW_FRACTION))
+        small = min(full, max(PREVIEW_MIN, full // PREVIEW_FRACTION, self.engine.at_once))
         self.previewing = preview and small < full
         ens = self.cfg.ensemble
         engine = make_ssa_engine(self.net, self.backend, small if self.previewing else full, ens.seed,

@@ -8,7 +8,8 @@ from app.sims.cardiac.cellml import import_cellml
 from app.sims.cardiac.metrics import beat_metrics, spontaneous_beat
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.restitution import curve, pulses
-from tests.sims.cardiac.synthetic import write_model
+from tests.sims.cardiac.helpers import run
+from tests.sims.cardiac.synthetic import write_markov_model, write_model
 
 
 @pytest.mark.parametrize("dk", [0.0, 2.5e-3])
@@ -115,3 +116,34 @@ def test_a_current_named_i_st_is_not_taken_for_the_stimulus():
     from app.sims.cardiac.cellml import STIMULUS_NAMES
     assert not STIMULUS_NAMES.match("i_st") and not STIMULUS_NAMES.match("Ist")
     assert all(STIMULUS_NAMES.match(n) for n in ("i_stim", "I_stim", "istim", "i_stimulus", "IStim"))
+
+
+def test_a_markov_chain_is_coupled_and_its_stepped_model_keeps_the_derivative(tmp_path):
+    """C ⇌ O ⇌ I (each state's b reads the others) are gates counted as coupled and placed
+    first among the gates; the HH gates m, h are not. The stepped model (what the adaptive
+    methods integrate) makes them non-gating and has the same derivative at random states."""
+    m = CellModel(import_cellml(write_markov_model(tmp_path)))
+    assert m.states == ("cell.V", "cell.C", "cell.O", "cell.I", "cell.m", "cell.h")
+    assert (m.n_gates, m.imported.n_coupled) == (5, 3)
+    stepped = m.with_coupled_stepped()
+    assert stepped.states == m.states and (stepped.n_gates, stepped.n_nongating) == (2, 4)
+    assert stepped.with_coupled_stepped() is stepped
+    rng = np.random.default_rng(3)
+    y = np.vstack([rng.uniform(-90, 40, 64), rng.uniform(0, 1, (5, 64))])
+    ist = np.where(np.arange(64) % 2 == 0, -20.0, 0.0)
+    p = m.parameter_vector()
+    np.testing.assert_allclose(stepped.derivative(y, ist, p), m.derivative(y, ist, p), rtol=1e-14, atol=1e-15)
+
+
+def test_a_model_whose_every_gate_is_coupled_runs_stepped_without_gates(tmp_path):
+    """Only a Markov chain besides V (no Hodgkin-Huxley gate): the stepped model has no gate
+    left, its rates are (dng, empty a, empty b), and an adaptive run integrates it."""
+    path = write_markov_model(tmp_path, sodium=False)
+    stepped = CellModel(import_cellml(path)).with_coupled_stepped()
+    assert stepped.n_gates == 0
+    y = stepped.initial_state()[:, None]
+    dng, a, b = stepped.rates(y, np.zeros(1), stepped.parameter_vector())
+    assert dng.shape == (4, 1) and a.shape == (0, 1) and b.shape == (0, 1)
+    _, s = run(f"model: {{file: '{path}'}}\nmesh: {{kind: single}}\nprotocol: {{t_end: 30.0}}\n"
+               "solver: {method: bs32, at: 1.0e-6, rt: 1.0e-6, precision: float64}\n")
+    assert s["finished"] and not s.get("stopped")

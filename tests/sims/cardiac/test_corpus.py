@@ -55,3 +55,22 @@ def test_corpus_model_on_cuda(cuda_context, path):
     out = ours(path, stim, beats=2, backend="cuda")
     assert out["method"] == "bs32" and out["finished"] and not out["stopped"], out
     assert abs(out["apd90_ms"] - ref["apd90_ms"]) < 0.005 * ref["apd90_ms"], (out, ref)
+
+
+CIPA = "ohara_rudy_cipa_v1_2017"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not any(p.stem == CIPA for p in FILES), reason=f"{CIPA} is not in the corpus folder")
+def test_cipa_single_cell_default_on_cuda_within_half_a_percent_of_cvode(cuda_context):
+    """O'Hara-Rudy CiPA (a hERG Markov chain) with the single-cell default on CUDA, 3 beats: APD90
+    of the last within 0.5 % of the CPU default's (CVODE, within 0.1 % of CVODES). With Rush-Larsen
+    on the chain's states it was -5.6 % at the first beat and -65 % at the 20th."""
+    from app.sims.cardiac.singlecell import ours, protocol
+    from app.sims.cardiac.model import load_model
+    path = next(p for p in FILES if p.stem == CIPA)
+    stim = protocol(load_model(str(path)), beats=3)
+    ref = ours(path, stim, beats=3)
+    out = ours(path, stim, beats=3, backend="cuda")
+    assert out["method"] == "bs32" and out["finished"] and not out["stopped"], out
+    assert abs(out["apd90_ms"] - ref["apd90_ms"]) < 0.005 * ref["apd90_ms"], (out, ref)

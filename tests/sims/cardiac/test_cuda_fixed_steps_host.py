@@ -3,6 +3,7 @@ passes their index, alternates the neighbours' V buffers, has the next step reco
 state or launches ``record`` before a read, and settles the control block at each sync), run without a GPU against a stand-in device: the same steps, record times, end and
 stop as the CPU engine and as the device-side control it replaces."""
 
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -73,6 +74,7 @@ def host_only_engine(problem: Problem) -> CudaTissue:
     eng.h_history, eng._n_hist, eng._probe_t, eng._probe_v = [], 0, [0.0], []
     eng.t, eng.steps_accepted, eng.steps_rejected, eng.done = 0.0, 0, 0, False
     eng._observed_final = False
+    eng.grids, eng._pause = [], np.inf
     eng._reset_recording()
     return eng
 
@@ -157,3 +159,24 @@ def test_recordings_after_a_stop_are_dropped():
     with pytest.raises(RunStopped):
         eng._sync()
     assert eng._probe_t == [0.0, 0.38, 0.40]
+
+
+def test_fixed_steps_keep_voltage_on_the_cpu_engines_grid():
+    """A chunk ends at the next readout, whatever the slices (steps or simulated time): the
+    kept times are the CPU engine's, 0.5 ms apart (dt 0.02 ms; the stand-in V is the time)."""
+    from app.sims.cardiac.engine import CpuTissue
+
+    problem = Problem.from_config(config(TEXT % (12.0, "rlfe", 0.02)))
+    cpu = CpuTissue(problem)
+    expected = cpu.keep_voltage(0.5)
+    cpu.advance(10 ** 6)
+    cpu_times = [t for t, _ in expected.take()]
+    np.testing.assert_allclose(cpu_times, np.arange(1, 25) * 0.5, rtol=0, atol=1e-12)
+    for advance in (lambda e: e.advance(7), lambda e: e.advance(333), lambda e: e.advance_time(0.3)):
+        eng = host_only_engine(problem)
+        eng.voltage = functools.partial(lambda e: np.full(3, e.t), eng)
+        grid = eng.keep_voltage(0.5)
+        while not eng.finished:
+            advance(eng)
+        kept = grid.take()
+        assert [t for t, _ in kept] == cpu_times and all(v[0] == t for t, v in kept)

@@ -78,6 +78,22 @@ def test_conduction_velocity_vectors_of_planar_activation_are_exact():
     assert np.isnan(cv[12]).all() and np.isfinite(cv[0]).all()
 
 
+def test_velocity_field_at_chosen_nodes_equals_the_whole_field_there():
+    """A live view asks for a few nodes: each vector must be the one of the whole-mesh field
+    (every element around the node counted), on a surface and on a volume."""
+    rng = np.random.default_rng(3)
+    for m in (shapes.icosphere(3, radius_mm=5.0), fem.fem_mesh(shapes.structured_slab(2.0, 1.0, 1.0, 0.25),
+                                                                fem.Tissue(0.1, 0.1, 0.1))):
+        t = 1.0 + np.linalg.norm(m.positions - m.positions[0], axis=1) / 0.5 + rng.normal(0, 0.05, m.n_cells)
+        t[rng.choice(m.n_cells, 5, replace=False)] = np.nan
+        whole = readouts.conduction_velocity(m, t)
+        nodes = rng.choice(m.n_cells, 40, replace=False)
+        field = readouts.VelocityField(m, nodes)
+        assert len(field.elements) < len(m.elements)
+        np.testing.assert_allclose(field(t), whole[nodes], rtol=1e-12, atol=0)
+        assert np.isfinite(whole[nodes]).any() and np.isnan(whole[nodes]).any() == np.isnan(field(t)).any()
+
+
 def test_tracker_follows_a_rotating_spiral_with_the_delay():
     m = shapes.sheet(40, 40, 0.25)
     core, omega, tau = np.array([5.1, 4.9]), 2 * np.pi / 80.0, 20.0
@@ -89,3 +105,26 @@ def test_tracker_follows_a_rotating_spiral_with_the_delay():
     assert out["ps_t"].min() == pytest.approx(tau)            # the first time with a V τ before
     assert set(out["ps_charge"].tolist()) == {-1}             # the wave turns clockwise
     assert np.all(np.linalg.norm(out["ps_xyz"][:, :2] - core, axis=1) < 0.25)
+
+
+def test_frames_carry_the_activation_so_far_for_live_cv_arrows():
+    """Mid-run a frame holds the first activation times reached so far (NaN ahead of the
+    wave) and no APD90; the last frame holds both."""
+    from app.sims.cardiac.simulation import CardiacSimulation
+
+    from .helpers import cable, config
+
+    sim = CardiacSimulation(config(cable(0.2, t_end=20.0, dt=0.02)), "cpu")
+    try:
+        mid = None
+        while not sim.finished:
+            frame = sim.advance()
+            act = frame.activation_time
+            if not frame.done and act is not None and 0 < np.isfinite(act).sum() < act.size:
+                mid = frame
+        assert mid is not None and mid.apd90 is None
+        first = np.flatnonzero(np.isfinite(mid.activation_time))
+        assert first[0] == 0 and (np.diff(first) == 1).all()        # the wave from the stimulated end
+        assert frame.done and frame.apd90 is not None and np.isfinite(frame.activation_time).all()
+    finally:
+        sim.close()

@@ -34,6 +34,31 @@ def test_a_steered_fit_replays_bit_for_bit(backend):
     assert not np.array_equal(plain.arrays["history_best_chi2"][:5], live.arrays["history_best_chi2"][:5])
 
 
+def test_a_change_made_during_a_generation_shows_in_that_generations_frame(monkeypatch):
+    """A change that arrives while a generation runs (here: from inside its slice, as another
+    thread's does) takes effect at that generation's end and its frame carries it, not the
+    frame of the generation after; the run replays bit for bit."""
+    domain, cfg = small_fit()
+    session = Session(domain, cfg, "cpu", handover=False)
+    advance = ChannelSimulation.advance
+    slices = []
+
+    def in_flight(sim, until=None, within=0):
+        slices.append(sim.step)
+        if len(slices) == 3:
+            session.steer("ga.mutation", 0.3)
+        return advance(sim, until, within)
+
+    monkeypatch.setattr(ChannelSimulation, "advance", in_flight)
+    frames = []
+    session.on_frame = frames.append
+    session.run()
+    (event,) = session.events
+    assert [len(f.events) for f in frames[:3]] == [0, 0, 1] and event.at == 3
+    monkeypatch.setattr(ChannelSimulation, "advance", advance)
+    assert_same_arrays(session.arrays, replay(session).arrays)
+
+
 def test_the_population_size_needs_a_restart():
     domain, cfg = small_fit()
     with pytest.raises(ConfigError, match=r"'ga\.population' needs a restart"):

@@ -54,3 +54,25 @@ def test_an_estimate_reads_only_its_own_domain_and_survives_a_missing_myokit():
             "print(estimate_range('ssa', cfg, 'cpu'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_restitution_protocol_is_sized_by_its_intervals_and_keeps_its_class():
+    full = _cfg("cardiac", "20-restitution-crn-s1s2.yaml")
+    one = _cfg("cardiac", "20-restitution-crn-s1s2.yaml", "restitution.s2_intervals=[600]")
+    other = _cfg("cardiac", "20-restitution-crn-s1s2.yaml", "restitution.amplitude=-25")
+    assert model_class("cardiac", one) == model_class("cardiac", full) != model_class("cardiac", other)
+    assert work("cardiac", one) / work("cardiac", full) == one.protocol.t_end / full.protocol.t_end < 0.25
+
+
+def test_the_epidermis_work_counts_the_elements_the_basal_cells_add():
+    """Each step's work is the tissue's elements then: the initial cells' plus one per growing
+    (initial basal) cell per growth event so far; the relaxation's steps hold the initial ones."""
+    def at(steps, mode="full"):
+        return work("epidermis", _cfg("epidermis", "small-cpu-demo.yaml", f"run.steps={steps}",
+                                      f"run.mode={mode}"))
+
+    cells, elements, interval, relax = 16, 20, 200, 500
+    assert at(1) == cells * elements * (relax + 1)
+    for step in (1, 199, 200, 4321, 15999):
+        assert at(step + 1) - at(step) == cells * elements + cells * (step // interval)
+    assert at(16000, "movement") == cells * elements * (relax + 16000)

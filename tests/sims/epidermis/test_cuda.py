@@ -281,3 +281,27 @@ def test_a_blown_up_tissue_raises():
     with pytest.raises(model.BlownUpError, match="cell 2"):
         eng.advance(1)
     eng.close()
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_graph_replays_equal_launches_one_by_one(monkeypatch, search):
+    """The same steps replayed from captured graphs and launched one by one: bit-identical
+    states (the graph's launches are the plan's, arguments included), across growth events."""
+    from app.sims.epidermis import cuda as epidermis_cuda
+
+    cfg = config(tissue={"cells": 30, "elements": 38}, growth={"interval": 70, "delta_low": 10.0},
+                 run={"mode": "full", "relax_steps": 0, "search": search})
+    state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
+    runs = []
+    for per_graph in (epidermis_cuda.GRAPH_STEPS, 10**9):
+        monkeypatch.setattr(epidermis_cuda, "GRAPH_STEPS", per_graph)
+        eng = engine(cfg, state)
+        for steps in (45, 100, 3):                  # parts that end between growth events
+            eng.advance(steps)
+        runs.append((eng.state(), eng.summary()["graph_replays"]))
+        eng.close()
+    (graph, replays), (plain, none) = runs
+    assert replays > 0 and none == 0
+    assert int(graph["n_cells"]) > 30
+    for key in ("step", "event", "n_cells", "pos", "etype", "count", "genes"):
+        assert np.array_equal(graph[key], plain[key]), key

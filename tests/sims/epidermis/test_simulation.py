@@ -113,6 +113,8 @@ def test_checkpoint_resumes_bit_identically(tmp_path):
 
 def test_live_changes_between_slices():
     sim = EpidermisSimulation.from_config(config(**SMALL), "cpu")
+    while sim.relax_left:
+        sim.advance()
     sim.advance()
     before = sim.engine.state()
     for key, value in {"growth.interval": 25, "mechanics.wall_stiffness": 7.0, "run.steps": 200}.items():
@@ -167,3 +169,30 @@ def test_small_demo_stratifies():
     assert z_free.min() > z_attached.max() + 1.5 and z_free.mean() > 7.0 and z_attached.max() < 5.0
     assert f.suprabasal[~attached].mean() > 0.8 and not f.suprabasal[attached].any()
     assert model.count_layers(f.centres[:, 2], cfg.run.layer_thickness) == f.layers
+
+
+@pytest.mark.parametrize("backend", ["cpu-reference", "cpu"])
+def test_the_relaxation_runs_in_slices_and_gives_the_same_step_0(backend):
+    """The initial relaxation's steps are the run's first slices (their frames come at once,
+    at step 0 and saying so), and step 0 after them is the one of model.initial_state exactly."""
+    from app.sims.common.registry import DOMAINS
+
+    cfg = config(**SMALL)
+    sim = EpidermisSimulation.from_config(cfg, backend)
+    first = sim.advance()
+    assert sim.relax_left == 10 and first.step == 0 and first.progress == 0.0
+    assert "relaxing the initial 4 cells" in first.status and "10/20" in first.status
+    assert not sim.can_hand_over and sim.history["step"] == []
+    while sim.relax_left:
+        sim.advance()
+    assert sim.can_hand_over and sim.history["step"] == [0] and sim.relax_seconds > 0
+    expected = model.initial_state(cfg, engine=DOMAINS["epidermis"].engine_class(backend))
+    got = sim.engine.state()
+    for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+    # a change or a checkpoint asked for while it relaxes is of step 0, after the relaxation
+    early = EpidermisSimulation.from_config(cfg, backend)
+    early.advance()
+    state = early.state()
+    assert early.relax_left == 0 and int(state["engine_step"]) == 0
+    np.testing.assert_array_equal(state["engine_pos"], expected["pos"])

@@ -85,21 +85,55 @@ def test_a_change_inside_an_interval_is_refused_on_cuda_naming_it():
     check_before_run(replace(steered, steering=(replace(steered.steering[0], within=0),)), "cuda")
 
 
-def test_explore_reruns_from_t0_a_first_look_then_the_full_ensemble():
-    """Explore: the ensemble after a change is the run of the changed model from t = 0."""
-    domain, cfg = birth_death("ensemble.realizations=512")
+def explored(backend: str, *overrides: str) -> tuple[Session, set[int]]:
+    """A birth-death run in explore mode whose birth rate is set to 4 before its first slice;
+    (the session, the ensemble sizes its frames showed)."""
+    domain, cfg = birth_death(*overrides)
     frames = []
-    session = Session(domain, cfg, "cpu-reference", handover=False, on_frame=frames.append)
+    session = Session(domain, cfg, backend, handover=False, on_frame=frames.append)
     session.steer("mode", "explore")
     session.steer("rates.birth", 4.0)
     session.run()
     assert [e.key for e in session.events] == ["mode", "rates.birth"]
-    assert {f.realizations for f in frames} == {max(PREVIEW_MIN, 512 // PREVIEW_FRACTION), 512}
+    return session, {f.realizations for f in frames}
+
+
+def assert_a_fresh_run_of_the_changed_model(session: Session) -> None:
+    """The re-run's arrays are the changed model's run from t = 0, and the replay's."""
+    cfg = session.cfg
     changed = replace(cfg, model=replace(cfg.model, parameters={**cfg.model.parameters, "k": 4.0}))
-    fresh = Session(domain, changed, "cpu-reference", handover=False)
+    fresh = Session(session.domain, changed, session.backend, handover=False)
     fresh.run()
     assert_same_arrays(session.arrays, fresh.arrays)
     assert_same_arrays(session.arrays, replay(session).arrays)
+
+
+def test_explore_reruns_from_t0_a_first_look_then_the_full_ensemble():
+    """Explore: the ensemble after a change is the run of the changed model from t = 0."""
+    session, sizes = explored("cpu-reference", "ensemble.realizations=512")
+    assert sizes == {max(PREVIEW_MIN, 512 // PREVIEW_FRACTION), 512}
+    assert_a_fresh_run_of_the_changed_model(session)
+
+
+@pytest.mark.parametrize("at_once, first_look", [(100, 100), (512, None)])
+def test_explore_looks_first_at_no_fewer_realizations_than_the_engine_runs_at_once(monkeypatch, at_once,
+                                                                                  first_look):
+    """An engine that advances ``at_once`` realizations in the time of one (a GPU's resident
+    threads) gets a first look of at least that many; holding the whole ensemble, none."""
+    from app.sims.ssa.cpu import CpuEnsemble
+
+    monkeypatch.setattr(CpuEnsemble, "at_once", at_once)
+    _, sizes = explored("cpu-reference", "ensemble.realizations=512", "ensemble.t_end=2")
+    assert sizes == ({first_look, 512} if first_look else {512})
+
+
+@pytest.mark.gpu
+def test_cuda_explore_runs_an_ensemble_the_gpu_holds_without_a_first_look():
+    """On CUDA the first look is skipped where the device holds the whole ensemble at once (it
+    would take as long as the ensemble); the re-run is the changed model's run from t = 0."""
+    session, sizes = explored("cuda", "ensemble.realizations=4096", "ensemble.t_end=2")
+    assert sizes == {4096}
+    assert_a_fresh_run_of_the_changed_model(session)
 
 
 def test_the_events_survive_a_checkpoint():
