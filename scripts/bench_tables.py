@@ -132,7 +132,8 @@ def estimates_table(results: dict) -> list[str]:
             *_table(["preset", "size", "estimate (s)", "actual (s)", "actual / estimate", "result"], rows)]
 
 
-METHODS = {"rlfe": "RLFE", "grl1": "GRL1", "midpoint": "midpoint-RL", "rkf45": "RKF 5(4)", "bs32": "BS 3(2)", "te21": "TE 2(1)"}
+METHODS = {"rlfe": "RLFE", "grl1": "GRL1", "midpoint": "midpoint-RL", "rkf45": "RKF 5(4)", "bs32": "BS 3(2)",
+           "te21": "TE 2(1)"}
 
 
 def _setting(row: dict) -> str:
