@@ -348,9 +348,6 @@ def load_config(doc: Document) -> CardiacConfig:
     if s.method in METHODS and METHODS[s.method].grl and not s.rush_larsen:
         raise doc.error(f"solver.method {s.method} is a Rush-Larsen method (every state stepped by its "
                         "diagonal Jacobian): rush_larsen must be true", ("solver", "rush_larsen"))
-    tab = METHODS.get(s.method)
-    if tab is not None and tab.stages == 1 and tab.rl and s.rush_larsen:
-        _check_step_stability(doc, model, model.parameter_vector(cfg.model.parameters), s.dt, tab)
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
     if s.lookup_tables:
@@ -381,6 +378,9 @@ def load_config(doc: Document) -> CardiacConfig:
     for i, name in enumerate(cfg.model.paintable):
         if name not in model.parameter_names:
             raise doc.error(f"'{name}' is not a parameter of this model", ("model", "paintable", i))
+    tab = METHODS.get(s.method)     # last: the structural checks above name the plainer mistakes
+    if tab is not None and tab.stages == 1 and tab.rl and s.rush_larsen:
+        _check_step_stability(doc, model, model.parameter_vector(cfg.model.parameters), s.dt, tab)
     from dataclasses import replace as replace_
     return replace_(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
 

@@ -37,9 +37,9 @@ def test_rows_carry_the_paper_targets_and_on_a_gpu_the_floor(monkeypatch):
     calls = fake_runs(monkeypatch, lambda n: np.where(np.arange(n) < n - 2, np.linspace(2.0, 180.0, n), np.nan))
     _, base = load_run_config(bench.PRESET)
     out = bench.paper_rows(base, LEVEL, 300.0, "cuda", every=True)
-    assert len(out["rows"]) == len(bench.cases(True)) == 19
+    assert len(out["rows"]) == len(bench.cases(True)) == 23         # the paper's 19 and four GRL1 steps
     assert calls[0].method == "bs32" and calls[0].precision == "float64"     # the reference first
-    assert len(calls) == 1 + 2 * 19                                          # each case warmed up on CUDA
+    assert len(calls) == 1 + 2 * 23                                          # each case warmed up on CUDA
     rlfe = next(r for r in out["rows"] if r["method"] == "rlfe" and r["dt"] == 0.05)
     assert rlfe["paper"]["seconds"] == 11.2 and rlfe["target_seconds"] == 0.3
     assert out["floor_bytes_per_cell_step"] == 2 * 21 * 4 + 8 * out["neighbour_width"] + 4 + 32
@@ -55,7 +55,7 @@ def test_the_cpu_runs_one_setting_per_method_and_a_resting_reference_is_refused(
     fake_runs(monkeypatch, lambda n: np.linspace(2.0, 180.0, n))
     _, base = load_run_config(bench.PRESET)
     out = bench.paper_rows(base, LEVEL, 300.0, "cpu", every=False)
-    assert [r["method"] for r in out["rows"]] == ["rlfe", "midpoint", "rkf45", "bs32", "te21"]
+    assert [r["method"] for r in out["rows"]] == ["rlfe", "grl1", "midpoint", "rkf45", "bs32", "te21"]
     assert "floor_bytes_per_cell_step" not in out and all("floor_seconds" not in r for r in out["rows"])
     fake_runs(monkeypatch, lambda n: np.full(n, np.nan))
     with pytest.raises(RuntimeError, match="did not excite"):
