@@ -227,6 +227,8 @@ def _reference(refs: Path, stem: str) -> dict | None:
 
 def _job(args) -> None:
     path, out, beats, at, rt, coupled = args
+    if Path(out).exists():                 # another runner did it meanwhile
+        return
     from app.sims.cardiac.model import load_model
     from app.sims.cardiac.singlecell import protocol
     try:
@@ -287,6 +289,7 @@ def main() -> None:
     ap.add_argument("--tolerances", default="1e-6", help="abs = rel tolerances, comma-separated")
     ap.add_argument("--beats", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--reverse", action="store_true", help="smallest files first (a second runner)")
     ap.add_argument("--no-coupled", action="store_true", help="Rush-Larsen on coupled gates too")
     ap.add_argument("--check", default="", help="a model: this loop against the app's run, one beat")
     ap.add_argument("--table", type=Path, help="print the table of the results in this folder")
@@ -307,7 +310,7 @@ def main() -> None:
             target = args.out / f"{f.stem}@{tol:g}.json"
             if not target.exists():
                 jobs.append((str(f), str(target), args.beats, tol, tol, not args.no_coupled))
-    jobs.sort(key=lambda j: -Path(j[0]).stat().st_size)
+    jobs.sort(key=lambda j: Path(j[0]).stat().st_size, reverse=not args.reverse)
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         pool.map(_job, jobs, chunksize=1)
 
