@@ -195,7 +195,7 @@ def run_model(path: Path, stim: dict | None, beats: int, at: float, rt: float, c
     else:
         table, t_end, bps, onset = np.zeros((1, 5)), beats * PERIOD, np.zeros(0), None
         table[0, 3] = 1.0
-    record_from = (onset - 1.0) if onset is not None else t_end - 2 * PERIOD
+    record_from = (onset - 1.0) if onset is not None else 0.0     # spontaneous: as the reference, all of it
     rec_t, rec_v = np.zeros(RECORD_CAP), np.zeros(RECORD_CAP)
     args = (model.initial_state().astype(np.float64), model.parameter_vector(), table, bps, t_end, at, rt,
             settings["dt"], settings["dt_min"], settings["dt_max"], 0.9, 0.2, 5.0, a, np.array(tab.b),
