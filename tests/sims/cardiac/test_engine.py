@@ -130,3 +130,20 @@ def test_adaptive_method_integrates_a_stiff_markov_chain_to_its_tolerance(tmp_pa
     assert 200.0 < ref["apd90_ms"] < 300.0 and ref["peak_mV"] > 20.0, ref
     assert abs(s["apd90_ms"] - ref["apd90_ms"]) < 1e-3 * ref["apd90_ms"], (s["apd90_ms"], ref["apd90_ms"])
     assert trace_difference(arrays, ref_arrays) < 0.5
+
+
+def test_a_checkpoint_in_another_state_order_is_refused():
+    """The checkpoint names its states; resuming it where they are in another order (a gate
+    order that changed between versions), or without names on a model with coupled gates (the
+    default CRN: f_Ca and Ca_up), is refused with the reason, never resumed permuted."""
+    from app.sims.common.checkpoint import CheckpointError
+    sim = CardiacSimulation(config(cable(0.2, length=2.0, t_end=6.0)), "cpu")
+    sim.engine.advance(5)
+    state = sim.state()
+    assert tuple(state["state_names"]) == sim.problem.model.states
+    swapped = {**state, "state_names": state["state_names"][::-1]}
+    with pytest.raises(CheckpointError, match="not this model's, in this order"):
+        CardiacSimulation.restore(swapped, "cpu")
+    unnamed = {k: v for k, v in state.items() if k != "state_names"}
+    with pytest.raises(CheckpointError, match="does not name its states"):
+        CardiacSimulation.restore(unnamed, "cpu")
