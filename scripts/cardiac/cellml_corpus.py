@@ -121,7 +121,6 @@ def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None) -> dic
     """The single-cell default on CUDA (``auto``); where it misses :data:`SINGLE_CELL_BOUND`
     of the reference's last beat (``ref``: the row of the ``cpu`` run, if any), bs32 at each
     abs = rel tolerance."""
-    from app.sims.cardiac.config import AUTO_SOLVERS
     from app.sims.cardiac.model import load_model
 
     stim = protocol(load_model(str(path)))
@@ -130,12 +129,19 @@ def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None) -> dic
     last = ((ref or {}).get("reference") or {}).get("last")
     if last is None or _error_pct(auto, last) <= SINGLE_CELL_BOUND:    # no reference yet: the default alone
         return row
-    cuda = AUTO_SOLVERS["cuda"]
     for tol in tolerances:
-        solver = (f"{{method: {cuda['method']}, dt: {cuda['dt']!r}, at: {tol!r}, rt: {tol!r}, dt_min: "
-                  f"{cuda['dt_min']!r}, dt_max: {cuda['dt_max']!r}, precision: {cuda['precision']}}}")
-        row[f"bs32 {tol:g}"] = _guarded(path, stim, solver, backend="cuda")
+        row[f"bs32 {tol:g}"] = _guarded(path, stim, cuda_solver(tol), backend="cuda")
     return row
+
+
+def cuda_solver(tol: float) -> str:
+    """The solver block of the CUDA single-cell default (:data:`AUTO_SOLVERS`) at abs = rel
+    tolerance ``tol`` (numbers as YAML reads them: ``1e-06`` would be text)."""
+    from app.sims.cardiac.config import AUTO_SOLVERS
+    c = AUTO_SOLVERS["cuda"]
+    numbers = ", ".join(f"{k}: {v:.15e}" for k, v in (("dt", c["dt"]), ("at", tol), ("rt", tol),
+                                                       ("dt_min", c["dt_min"]), ("dt_max", c["dt_max"])))
+    return f"{{method: {c['method']}, {numbers}, precision: {c['precision']}}}"
 
 
 def one_explicit(path: Path, ref: dict | None, previous: dict | None = None, backend: str = "cpu") -> dict:

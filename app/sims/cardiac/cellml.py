@@ -22,9 +22,10 @@ membrane voltage to mV. What this module adds:
 * **Rush–Larsen gates**, found symbolically: a state whose derivative, with the variables that
   depend on the state substituted in, is ``a·x + b`` with ``a`` and ``b`` free of ``x`` and
   ``a`` not identically 0. Its outputs are ``a`` and ``b``; the other states' outputs are their
-  derivatives. Gates on a cycle of reads among gates (a Markov chain's states, exchanging
-  pools) come first in the gate block and are counted (``n_coupled``): adaptive methods step
-  them by the tableau, because Rush–Larsen's error on them is invisible to an embedded estimate.
+  derivatives. Gates whose ``a`` or ``b`` reads another state than V (a Markov chain's states,
+  buffers, Ca-dependent gates) come first in the gate block and are counted (``n_coupled``):
+  adaptive methods step them by the tableau, because Rush–Larsen's error on them is invisible
+  to an embedded estimate.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class ImportedModel:
     state_qnames: tuple[str, ...]
     state_units: tuple[str, ...]
     n_gates: int
-    n_coupled: int                   # the first gates: on a cycle of reads (:func:`_coupled`)
+    n_coupled: int                   # the first gates: rates read another state than V (:func:`_coupled`)
     initial: tuple[float, ...]
     parameters: tuple[Parameter, ...]
     equations: tuple[Equation, ...]  # calculation order; outputs last
@@ -307,7 +308,7 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         lin = _linear(Name(deriv[_qname(states, names, s)]), s, eqs, deps)
         if lin is not None and not (isinstance(lin[0], Num) and lin[0].value == 0.0):
             gates[s] = lin
-    coupled = _coupled(gates, deps)
+    coupled = _coupled(gates, deps, set(state_names), v_name)
     nongating = [s for s in order if s not in gates]
     gate_list = [s for s in order if s in coupled] + [s for s in order if s in gates and s not in coupled]
     if not gate_list:
@@ -553,28 +554,21 @@ def _state_dependencies(eqs: dict[str, Node], states: set[str]) -> dict[str, set
     return {n: of(n) for n in eqs}
 
 
-def _coupled(linear: dict[str, tuple[Node, Node]], deps: dict[str, set[str]]) -> set[str]:
-    """The states of ``linear`` (state -> (a, b)) on a cycle of reads among them: a Markov
-    chain's states or exchanging pools, whose a or b reads another such state that reads back.
-    Rush-Larsen freezes b over a step, so where h·|a| >> 1 it gives each such state's quasi-steady
-    state with its neighbours frozen (one Jacobi sweep), not the chain's, and an embedded error
-    estimate (the difference of two such values) does not see it. The adaptive methods step them
-    by the tableau (:meth:`~app.sims.cardiac.model.CellModel.with_coupled_stepped`)."""
-    reads = {}
+def _coupled(linear: dict[str, tuple[Node, Node]], deps: dict[str, set[str]], states: set[str],
+             voltage: str) -> set[str]:
+    """The states of ``linear`` (state -> (a, b)) whose a or b reads another state than the
+    membrane voltage: a Markov chain's states, buffers, Ca-dependent gates. Rush-Larsen freezes
+    that state over a step; where h·|a| >> 1 it gives the quasi-steady state against the frozen
+    value (for a Markov chain, one Jacobi sweep; for a buffer, a Ca flux that its pool does not
+    lose), and an embedded error estimate (the difference of two such values) does not see it.
+    The adaptive methods step them by the tableau
+    (:meth:`~app.sims.cardiac.model.CellModel.with_coupled_stepped`)."""
+    out = set()
     for s, (a, b) in linear.items():
         found: set[str] = set()
         for n in names_used(a) | names_used(b):
             found |= deps.get(n, {n})
-        reads[s] = (found & linear.keys()) - {s}
-    out = set()
-    for s in linear:
-        seen, stack = set(), list(reads[s])
-        while stack and s not in seen:
-            cur = stack.pop()
-            if cur not in seen:
-                seen.add(cur)
-                stack.extend(reads[cur])
-        if s in seen:
+        if found & states - {voltage, s}:
             out.add(s)
     return out
 

@@ -19,8 +19,11 @@ MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 # corpus (docs/user-guide/cellml-corpus.md)
 CVODE_DEFAULTS = {"at": 1e-7, "rt": 1e-7, "precision": "float64", "dt_max": 1.0, "dt_min": 1e-12}
 # solver.method auto, per engine: CVODE on the CPU; CUDA has no implicit solver, so Bogacki-Shampine
-# 3(2) with Rush-Larsen in float64 at 1e-6 (the same method on the CPU: ToRORd's first beat +0.03 %
-# from CVODES; scripts/cardiac/cellml_corpus.py --runs cuda checks the whole corpus on a GPU)
+# 3(2) with Rush-Larsen (coupled gates stepped by the tableau: CellModel.with_coupled_stepped) in
+# float64 at 1e-6. The same method on the CPU (scripts/cardiac/cuda_method_cpu.py, 20 beats): every
+# Chaste corpus model within 0.07 % of CVODES's APD90; at 1e-5 faber_rudy_2000 is -0.85 %, and the
+# stiff Markov models (CiPA, Grandi, Iyer, Pasek) take as many steps at 1e-5 (their step is the
+# stability limit). scripts/cardiac/cellml_corpus.py --runs cuda checks the corpus on a GPU.
 AUTO_SOLVERS = {"cpu": {"method": "cvode", **CVODE_DEFAULTS},
                 "cuda": {"method": "bs32", "at": 1e-6, "rt": 1e-6, "dt": 0.01, "dt_min": 1e-12,
                          "dt_max": 1.0, "precision": "float64"}}

@@ -155,10 +155,11 @@ class CellModel:
         return np.array(self.imported.initial, dtype=float)
 
     def with_coupled_stepped(self) -> "CellModel":
-        """This model with its coupled gates (``imported.n_coupled``: on a cycle of reads, e.g. a
-        Markov chain) as non-gating states whose output is ``a·x + b``: what the adaptive methods
-        integrate (Rush–Larsen freezes a coupled gate's neighbours over the step, an error
-        their embedded estimate cannot see). The state order is unchanged."""
+        """This model with its coupled gates (``imported.n_coupled``: rates that read another
+        state than V, e.g. a Markov chain's or a buffer's) as non-gating states whose output is
+        ``a·x + b``: what the adaptive methods integrate (Rush–Larsen freezes the other states
+        over the step, an error their embedded estimate cannot see). The state order is
+        unchanged."""
         m = self.imported
         nc = m.n_coupled
         if nc == 0:

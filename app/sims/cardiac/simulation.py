@@ -250,7 +250,8 @@ class CardiacSimulation(Simulation):
                         series_v=np.array([r[1] for r in self._series], np.float32))
         return {**config_state(self.cfg), **steering_state(self.steered), **steered, **kept,
                 **self._tracker.state(), "wall": np.float64(self.wall), "t": np.float64(self.engine.t),
-                "h_history": np.array(hist, np.float64).reshape(-1, 2), **engine_state(self.engine)}
+                "h_history": np.array(hist, np.float64).reshape(-1, 2),
+                "state_names": np.array(self.problem.model.states), **engine_state(self.engine)}
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """The state as one NPZ (with the whole step-size history), written atomically."""
@@ -268,6 +269,7 @@ class CardiacSimulation(Simulation):
         done = float(state["t"] if "t" in state else state["engine_t"])
         refuse_past_end(path, done, cfg.protocol.t_end, "protocol.t_end", "ms")
         sim = cls(cfg, backend)
+        _check_state_order(state, sim.problem.model, path)
         check_arrays(state, checkpoint_schema(sim.engine.state(), state), path)
         try:
             sim.engine.restore(engine_part(state))
@@ -406,6 +408,21 @@ def _same_lengths(state: Mapping[str, Any], keys: tuple[str, ...], path: str | P
     if lengths and len(lengths) < len(keys):
         raise CheckpointError(path or "<state>", f"of the arrays {', '.join(keys)} only {', '.join(lengths)} "
                               "are there (the checkpoint is damaged or was edited)")
+
+
+def _check_state_order(state: Mapping[str, Any], model, path: str | Path | None) -> None:
+    """Refuse a checkpoint whose states are in another order than the model's now (its
+    ``state_names``); one without them (written before they were saved) only where the model has
+    no coupled gate, whose place among the gates changed then."""
+    names = state.get("state_names")
+    if names is None:
+        if model.imported.n_coupled:
+            raise CheckpointError(path or "<state>", "it does not name its states, and this model's "
+                                  "gate order changed since (coupled gates first): rerun from the start")
+        return
+    if tuple(str(n) for n in np.asarray(names).ravel()) != tuple(model.states):
+        raise CheckpointError(path or "<state>", "its states are not this model's, in this order: "
+                              "rerun from the start")
 
 
 def _analysed_onset(p: Problem) -> float | None:

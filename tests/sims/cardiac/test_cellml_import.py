@@ -18,6 +18,7 @@ def test_a_state_with_a_constant_derivative_is_a_state(tmp_path, dk):
     away: the state stays and its output is the constant."""
     m = CellModel(import_cellml(write_model(tmp_path, dk=dk)))
     assert m.states == ("cell.V", "cell.K_i", "cell.n") and m.n_gates == 1
+    assert m.imported.n_coupled == 0          # n's rates read V alone
     y = m.initial_state()[:, None]
     d = m.derivative(y, np.zeros(1), m.parameter_vector())[:, 0]
     assert d[1] == dk
@@ -120,7 +121,7 @@ def test_a_current_named_i_st_is_not_taken_for_the_stimulus():
 
 def test_a_markov_chain_is_coupled_and_its_stepped_model_keeps_the_derivative(tmp_path):
     """C ⇌ O ⇌ I (each state's b reads the others) are gates counted as coupled and placed
-    first among the gates; the HH gates m, h are not. The stepped model (what the adaptive
+    first among the gates; the HH gates m, h (rates of V alone) are not. The stepped model (what the adaptive
     methods integrate) makes them non-gating and has the same derivative at random states."""
     m = CellModel(import_cellml(write_markov_model(tmp_path)))
     assert m.states == ("cell.V", "cell.C", "cell.O", "cell.I", "cell.m", "cell.h")

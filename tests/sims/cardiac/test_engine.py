@@ -180,3 +180,20 @@ def test_an_unstable_rush_larsen_step_is_refused_with_its_cause():
 def test_grl1_without_rush_larsen_is_refused():
     with pytest.raises(ConfigError, match="grl1 is a Rush-Larsen method.*rush_larsen must be true"):
         config("mesh: {kind: single}\nsolver: {method: grl1, rush_larsen: false}\n")
+
+
+def test_a_checkpoint_in_another_state_order_is_refused():
+    """The checkpoint names its states; resuming it where they are in another order (a gate
+    order that changed between versions), or without names on a model with coupled gates (the
+    default CRN: f_Ca and Ca_up), is refused with the reason, never resumed permuted."""
+    from app.sims.common.checkpoint import CheckpointError
+    sim = CardiacSimulation(config(cable(0.2, length=2.0, t_end=6.0)), "cpu")
+    sim.engine.advance(5)
+    state = sim.state()
+    assert tuple(state["state_names"]) == sim.problem.model.states
+    swapped = {**state, "state_names": state["state_names"][::-1]}
+    with pytest.raises(CheckpointError, match="not this model's, in this order"):
+        CardiacSimulation.restore(swapped, "cpu")
+    unnamed = {k: v for k, v in state.items() if k != "state_names"}
+    with pytest.raises(CheckpointError, match="does not name its states"):
+        CardiacSimulation.restore(unnamed, "cpu")
