@@ -123,18 +123,19 @@ def test_the_whole_sweeps_time_is_the_sum_of_its_points(tmp_path):
 
 def test_a_sweep_over_the_time_limit_is_refused_before_dask_unless_raised(tmp_path, capsys, monkeypatch):
     """Birth-death fires about 20 reactions a time unit in each of its 20,000 realizations at
-    stationarity, so points up to t_end 1e7 are days of work at its measured event rate:
-    refused naming the estimate, the limit and the flag; --max-hours lets it by."""
+    stationarity, so points up to t_end 1e9 are many days of work at its measured event rate
+    (a hundred times the 24-h limit, whatever this machine's calibration): refused naming the
+    estimate, the limit and the flag; --max-hours lets it by."""
     from app.cli import main
 
-    path = _size_sweep(tmp_path, 1.0e7, "birth-death")
+    path = _size_sweep(tmp_path, 1.0e9, "birth-death")
     started = []
     monkeypatch.setattr(runner, "start_cluster", lambda *a, **k: started.append(1) or 1 / 0)
     assert main(["sweep", str(path), "--out", str(tmp_path / "s"), "--no-png"]) == 2
     err = capsys.readouterr().err
     assert "expected to take about" in err and "above the limit of 24 h" in err and "--max-hours" in err
     assert str(path) in err and not started and not (tmp_path / "s").exists()
-    plan = runner.plan_sweep(path, tmp_path / "s", "cpu", max_hours=10_000)
+    plan = runner.plan_sweep(path, tmp_path / "s", "cpu", max_hours=1_000_000)
     assert "days of runs for 4 points" in plan.estimate
     with pytest.raises(ConfigError, match="above the limit of 1 h"):
         runner.plan_sweep(path, tmp_path / "s", "cpu", max_hours=1)
