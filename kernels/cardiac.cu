@@ -33,6 +33,9 @@
 #ifndef REAL
 #define REAL float
 #endif
+#ifndef FUSED_STEPS
+#define FUSED_STEPS 0
+#endif
 #ifndef RECORD_STATES
 #define RECORD_STATES 0
 #endif
@@ -144,12 +147,16 @@ __device__ __forceinline__ void observe(int k, double t, double t_prev, real v, 
 // step is accepted; fixed steps update YA in place (the host passes it as YB too), which halves
 // the state's memory and lets more of it stay in L2 between steps (ORd float32 on the level-7
 // sphere: 40 -> 27 us a step on an H100). A pointer to memory written in place is not restrict.
-#if ADAPTIVE
+// FUSED_STEPS (adaptive, every cell in one block): one launch runs many steps, so buffers written
+// in the launch are never read through the non-coherent read-only path (no const restrict).
+#if ADAPTIVE && !FUSED_STEPS
 #define Y_CONST const
 #define Y_RESTRICT __restrict__
+#define VIN_RESTRICT __restrict__
 #else
 #define Y_CONST
 #define Y_RESTRICT
+#define VIN_RESTRICT
 #endif
 // The step's control values, loaded together: adaptive methods read them from the control
 // block (the control kernel decides t, h and the parity); fixed steps take the step's index
@@ -171,7 +178,7 @@ __device__ __forceinline__ StepControl step_control(const double* __restrict__ c
 // then store k_I and the next stage's V, or (last stage) write y_high and the error.
 template <int I>
 __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_RESTRICT YB,
-    real* __restrict__ K, const real* __restrict__ Vin, real* __restrict__ Vout,
+    real* __restrict__ K, const real* VIN_RESTRICT Vin, real* __restrict__ Vout,
     const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
     const real* __restrict__ pfield, const int* __restrict__ probes, double* __restrict__ rec_t,
@@ -382,6 +389,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
 #define STAGE_BOUNDS
 #endif
 
+#if !FUSED_STEPS      // (steps_one_block has the stages inline)
 extern "C" __global__ void STAGE_BOUNDS stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
 #if NSTAGE > 1
 extern "C" __global__ void STAGE_BOUNDS stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }
@@ -398,6 +406,7 @@ extern "C" __global__ void STAGE_BOUNDS stage4(STAGE_ARGS) { stage_body<4>(STAGE
 #if NSTAGE > 5
 extern "C" __global__ void STAGE_BOUNDS stage5(STAGE_ARGS) { stage_body<5>(STAGE_PASS); }
 #endif
+#endif
 
 // The probes' V of state Y into row `slot` of the recording, in double (the block's threads).
 __device__ __forceinline__ void record_probes(const real* __restrict__ Y, const int* __restrict__ probes,
@@ -410,7 +419,7 @@ __device__ __forceinline__ void record_probes(const real* __restrict__ Y, const 
 #if ADAPTIVE
 // Adaptive methods, one block after each step: accept or reject, new step (Eq. 15), time,
 // parity, recording of the probes.
-extern "C" __global__ void control(const real* __restrict__ YA, const real* __restrict__ YB,
+__device__ __forceinline__ void control_body(const real* YA, const real* YB,
     const double* __restrict__ bp, int n_bp, const int* __restrict__ probes,
     double* __restrict__ rec_t, double* __restrict__ rec_v, int rec_cap,
     float* __restrict__ h_hist, int h_cap, double* __restrict__ cd, int* __restrict__ ci)
@@ -480,6 +489,53 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
     __syncthreads();
     if (s_rec) record_probes(s_parity ? YB : YA, probes, rec_v, s_slot);
 }
+
+#define CONTROL_ARGS const double* __restrict__ bp, int n_bp, const int* __restrict__ probes, \
+    double* __restrict__ rec_t, double* __restrict__ rec_v, int rec_cap, float* __restrict__ h_hist, \
+    int h_cap, double* __restrict__ cd, int* __restrict__ ci
+
+extern "C" __global__ void control(const real* __restrict__ YA, const real* __restrict__ YB, CONTROL_ARGS)
+{
+    control_body(YA, YB, bp, n_bp, probes, rec_t, rec_v, rec_cap, h_hist, h_cap, cd, ci);
+}
+
+#if FUSED_STEPS
+// Every cell in this one block: up to n_steps steps (accepted or rejected) in one launch, the
+// stages and the control as the separate kernels do them, with a block barrier where a kernel
+// boundary was. Stage i reads the neighbours' V from Vst[i % 2] (the host's slots). A single
+// cell's step is a few microseconds of one thread; a launch per stage cost more than the step.
+extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* YA, real* YB,
+    real* __restrict__ K, real* V0, real* V1, const int* __restrict__ nbr, const real* __restrict__ w,
+    const unsigned* __restrict__ mask, real* __restrict__ maps, const real* __restrict__ pfield,
+    CONTROL_ARGS, int n_steps)
+{
+    for (int s = 0; s < n_steps; ++s) {
+        if (*(volatile int*)(ci + CI_DONE)) break;      // the same for every thread: read after a barrier
+#define FUSED_STAGE(I, VI, VO) \
+        stage_body<I>(YA, YB, K, VI, VO, nbr, w, mask, maps, cd, ci, pfield, probes, rec_t, rec_v, 0, -1); \
+        __syncthreads();
+        FUSED_STAGE(0, V0, V1)
+#if NSTAGE > 1
+        FUSED_STAGE(1, V1, V0)
+#endif
+#if NSTAGE > 2
+        FUSED_STAGE(2, V0, V1)
+#endif
+#if NSTAGE > 3
+        FUSED_STAGE(3, V1, V0)
+#endif
+#if NSTAGE > 4
+        FUSED_STAGE(4, V0, V1)
+#endif
+#if NSTAGE > 5
+        FUSED_STAGE(5, V1, V0)
+#endif
+#undef FUSED_STAGE
+        control_body(YA, YB, bp, n_bp, probes, rec_t, rec_v, rec_cap, h_hist, h_cap, cd, ci);
+        __syncthreads();
+    }
+}
+#endif
 #else
 // Fixed steps: record the probes of the state at time t in the host's slot, unless the run has
 // stopped (the host launches it for a recorded step no stage kernel follows before its read).

@@ -26,13 +26,14 @@ def test_cardiac_variant_compiles(method, precision):
 @pytest.mark.parametrize("method", ["rlfe", "midpoint", "bs32"])
 def test_single_cell_state_recording_compiles(method):
     """A single cell records its every state: fixed steps in the first stage (RECORD_STATES),
-    adaptive ones in the control kernel."""
+    adaptive ones in the control kernel, inside ``steps_one_block`` (FUSED_STEPS)."""
     cfg = load_config(parse_yaml("domain: cardiac\nmesh: {kind: single}\n"
                                  f"solver: {{method: {method}, dt: 0.01, precision: float64}}\n"))
     problem = Problem.from_config(cfg)
     src, defines = kernel_source(problem)
     assert defines.get("RECORD_STATES", 0) == (0 if METHODS[method].adaptive else 1)
     assert defines["NPROBE"] == problem.model.n_states
+    assert defines.get("FUSED_STEPS", 0) == (1 if METHODS[method].adaptive else 0)
     assert compile_with_every_compiler(src, "cardiac.cu", defines)
 
 

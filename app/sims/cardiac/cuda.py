@@ -1,5 +1,7 @@
 """The CUDA tissue engine (kernels/cardiac.cu): one kernel per stage, the error reduced on the
-device, so the host only launches: no copy per step. Adaptive methods: step control and probe
+device, so the host only launches: no copy per step. Adaptive runs whose cells fit one block
+(single cells, small sheets) run whole chunks of steps, stages and control, in one launch
+(``steps_one_block``). Adaptive methods: step control and probe
 recording in a one-block kernel after each step (it flips the state buffers, not even the
 accept flag is copied). Fixed steps: the host counts the steps, passes each step's index to
 the stage kernels, which update the state in place (one state buffer; the neighbours' V
@@ -31,6 +33,8 @@ CI_PARITY, CI_DONE, CI_ACC, CI_REJ, CI_NREC, CI_STATUS, CI_BADCELL, CI_BP, CI_NH
 ST_OK, ST_BLOWUP, ST_FLOOR = 0, 1, 2
 CHUNK_FIXED = 500
 CHUNK_ADAPTIVE = 100
+CHUNK_FUSED = 4000          # steps per launch of ``steps_one_block`` (its recordings: one slot each)
+FUSED_MAX_CELLS = BLOCK     # adaptive runs of at most this many cells step in one block (0: never)
 H_CAP = 1 << 20
 STAGE_MIN_BLOCKS: int | None = None   # override of stage_min_blocks() (scripts/cardiac/gpu_tuning.py)
 
@@ -87,6 +91,12 @@ def recorded_rows(problem: Problem) -> np.ndarray:
     return problem.probes
 
 
+def fused_steps(problem: Problem) -> bool:
+    """Whether an adaptive run's cells fit one block, so that one launch of ``steps_one_block``
+    runs many whole steps (a single cell's step costs less than the launches of its stages)."""
+    return problem.tableau is not None and problem.tableau.adaptive and problem.n_cells <= FUSED_MAX_CELLS
+
+
 def kernel_source(problem: Problem) -> tuple[str, dict]:
     """The kernel text for this problem's model, method and precision, and its -D defines."""
     real = "double" if problem.dtype == np.float64 else "float"
@@ -96,6 +106,8 @@ def kernel_source(problem: Problem) -> tuple[str, dict]:
                                        compute_type(problem.cfg.solver.precision))
     if records_states(problem) and not problem.tableau.adaptive:
         defines["RECORD_STATES"] = 1
+    if fused_steps(problem):
+        defines["FUSED_STEPS"] = 1
     return src, defines
 
 
@@ -140,10 +152,14 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.n, self.npad = n, npad
         src, defines = kernel_source(problem)
         self.module = load_module(src, "cardiac.cu", defines)
-        self.stages = [self.module.get_function(f"stage{i}") for i in range(tab.stages)]
+        self.fused = fused_steps(problem)
+        self.stages = [] if self.fused else [self.module.get_function(f"stage{i}") for i in range(tab.stages)]
         if tab.adaptive:
             self._control = self.module.get_function("control")
             self._control.prepare("PPPiPPPiPiPP")
+            if self.fused:
+                self._steps = self.module.get_function("steps_one_block")
+                self._steps.prepare("P" * 10 + "PiPPPiPiPP" + "i")
         else:
             self._record = self.module.get_function("record")
             self._record.prepare("PPPPPdi")
@@ -199,7 +215,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.record_states = records_states(problem)
         rows = recorded_rows(problem)
         self.probes = gpuarray.to_gpu(rows.astype(np.int32))
-        self.chunk = CHUNK_ADAPTIVE if tab.adaptive else CHUNK_FIXED
+        self.chunk = CHUNK_FIXED if not tab.adaptive else CHUNK_FUSED if self.fused else CHUNK_ADAPTIVE
         self.rec_cap = self.chunk + 2
         self.rec_t = gpuarray.zeros(self.rec_cap, np.float64)
         self.rec_v = gpuarray.zeros(self.rec_cap * len(rows), np.float64)
@@ -289,6 +305,15 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self.rec_v.gpudata, np.int32(self.rec_cap), self.h_hist.gpudata, np.int32(self.h_cap),
             self.cd.gpudata, self.ci.gpudata)
 
+    def _launch_steps(self, n: int) -> None:
+        """Up to ``n`` adaptive steps, stages and control, in one launch of one block."""
+        self._steps.prepared_async_call(
+            (1, 1), (BLOCK, 1, 1), self.stream, self.YA.gpudata, self.YB.gpudata, self.K.gpudata,
+            self.Vst[0].gpudata, self.Vst[1].gpudata, self.nbr.gpudata, self.w.gpudata, self.mask.gpudata,
+            self.maps.gpudata, self.pfield.gpudata, self.bp.gpudata, np.int32(len(self.p.breakpoints)),
+            self.probes.gpudata, self.rec_t.gpudata, self.rec_v.gpudata, np.int32(self.rec_cap),
+            self.h_hist.gpudata, np.int32(self.h_cap), self.cd.gpudata, self.ci.gpudata, np.int32(n))
+
     def _count_fixed_step(self) -> None:
         """After a fixed step's stages: count it, as the adaptive control kernel would on the
         device (t = steps * h, no drift), and give the probes of the state it left a recording
@@ -344,10 +369,13 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                 self._pause_at(due)
             if max_steps is not None:
                 n = max(1, min(n, max_steps - launched))
-            for _ in range(n):
-                self._launch_step()
-                if self.done:        # fixed steps: the host counts them and knows the last one
-                    break
+            if self.fused:
+                self._launch_steps(n)
+            else:
+                for _ in range(n):
+                    self._launch_step()
+                    if self.done:        # fixed steps: the host counts them and knows the last one
+                        break
             self._sync()
             self._keep_due_voltage()
             launched = self.steps_accepted + self.steps_rejected - first     # a paused chunk's rest: none

@@ -32,7 +32,7 @@ def test_single_cell_preset_on_cuda_matches_cvode(cuda_context, name):
 
 def sheet(name: str, precision: str) -> str:
     stim = load_model(name).imported.default_stimulus
-    amplitude = 2 * (stim.get("amplitude") or -20.0)
+    amplitude = 4 * (stim.get("amplitude") or -20.0)     # 2x the cell's did not excite Nygren's sheet
     duration = max(1.0, stim.get("duration", 2.0))
     return (f"model: {{file: {name}}}\n"
             "mesh: {kind: sheet, nx: 24, ny: 4, dx_mm: 0.2}\n"
