@@ -211,7 +211,7 @@ def _run(args: argparse.Namespace) -> int:
 
     _check_preset_name(args.config)
     domain, cfg = load_run_config(args.config, overrides=args.overrides)
-    backend, reason = resolve_backend(args.backend)
+    backend, reason = resolve_backend(args.backend, domain.cpu_preference(cfg))
     print(reason)
     out = Path(args.out or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     from app.sims.common.output import check_output_dir

@@ -92,9 +92,11 @@ def list_devices() -> list[Device]:
 BACKENDS = ("auto", "cpu", "cpu-reference", "cuda")
 
 
-def resolve_backend(requested: str = "auto") -> tuple[str, str]:
+def resolve_backend(requested: str = "auto", prefer_cpu: str | None = None) -> tuple[str, str]:
     """Map one of :data:`BACKENDS` to the backend that will run, with a reason line.
 
+    ``prefer_cpu``: why this run is faster on the CPU engines than on a GPU (the domain's
+    :meth:`~app.sims.common.registry.Domain.cpu_preference`); 'auto' then picks the CPU.
     Raises RuntimeError when 'cuda' is asked for and cannot run.
     """
     if requested not in BACKENDS:
@@ -104,6 +106,8 @@ def resolve_backend(requested: str = "auto") -> tuple[str, str]:
     if requested == "cpu-reference":
         return "cpu-reference", "NumPy reference engine (asked for)"
     status = cuda_status()
+    if status.available and requested == "auto" and prefer_cpu:
+        return "cpu", f"compiled CPU engine: {prefer_cpu}"
     if status.available:
         return "cuda", f"CUDA engine on {status.devices[0].name}"
     if requested == "cuda":

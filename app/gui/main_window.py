@@ -295,11 +295,12 @@ class MainWindow(QMainWindow):
         return dialog
 
     # ---- devices ------------------------------------------------------------------------
-    def selected_device(self) -> tuple[str, int, str]:
-        """(backend, device index, reason) of the toolbar choice; 'auto' is resolved here."""
+    def selected_device(self, prefer_cpu: str | None = None) -> tuple[str, int, str]:
+        """(backend, device index, reason) of the toolbar choice; 'auto' is resolved here
+        (``prefer_cpu``: why the run is faster on the CPU, see :func:`resolve_backend`)."""
         backend, index = self.device_combo.currentData()
         if backend == "auto":
-            backend, reason = resolve_backend("auto")
+            backend, reason = resolve_backend("auto", prefer_cpu)
             return backend, 0, f"auto: {reason}"
         if backend == "cuda":
             return "cuda", index, f"CUDA device {index} (chosen)"

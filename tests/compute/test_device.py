@@ -31,3 +31,24 @@ def test_cpu_reference_is_asked_for_by_name():
 def test_cpu_context_is_a_no_op():
     with device.backend_context("cpu"):
         pass
+
+
+def test_auto_takes_the_cpu_for_a_run_the_domain_runs_faster_there(monkeypatch):
+    """With a GPU, 'auto' still runs a cardiac single cell on the CPU (one GPU thread is
+    hundreds of times slower than CVODE) and says why; a sheet, or 'cuda' asked for by name,
+    goes to the GPU."""
+    from app.sims.cardiac.config import load_config
+    from app.sims.common.config import parse_yaml
+    from app.sims.common.registry import DOMAINS
+
+    gpu = device.Device("cuda", 0, "a test GPU")
+    monkeypatch.setattr(device, "cuda_status", lambda: device.CudaStatus(True, "", (gpu,)))
+    cardiac = DOMAINS["cardiac"]
+    single = load_config(parse_yaml("domain: cardiac\nmesh: {kind: single}\n"))
+    sheet = load_config(parse_yaml("domain: cardiac\nmesh: {kind: sheet, nx: 20, ny: 20}\n"))
+    backend, reason = device.resolve_backend("auto", cardiac.cpu_preference(single))
+    assert backend == "cpu" and "single cell" in reason
+    assert device.resolve_backend("cuda", cardiac.cpu_preference(single))[0] == "cuda"
+    assert cardiac.cpu_preference(sheet) is None
+    assert device.resolve_backend("auto", cardiac.cpu_preference(sheet))[0] == "cuda"
+    assert DOMAINS["ssa"].cpu_preference(object()) is None

@@ -152,3 +152,18 @@ def test_without_cuda_the_status_bar_states_the_cpu_engines_calmly(window, caplo
         window._device_changed()
         window._device_changed()
     assert "No usable NVIDIA GPU" not in caplog.text                    # said once, at the start
+
+
+def test_auto_device_runs_a_single_cell_on_the_cpu_and_a_sheet_on_the_gpu(window, monkeypatch):
+    """With a GPU, the toolbar's 'auto' gives a cardiac single cell the CPU (the panel's run,
+    its estimate and its log line say so) and a sheet the GPU."""
+    from app.compute import device
+    gpu = device.Device("cuda", 0, "a test GPU")
+    monkeypatch.setattr(device, "cuda_status", lambda: device.CudaStatus(True, "", (gpu,)))
+    window.device_combo.setCurrentIndex(0)                              # auto
+    panel = window.select_panel("cardiac")
+    assert window.open_config("resources/presets/cardiac/00-single-cell-1hz.yaml")
+    backend, _, reason = panel.run_device(panel.current_config())
+    assert backend == "cpu" and "single cell" in reason
+    assert window.open_config("resources/presets/cardiac/02-sheet-spiral-s1s2.yaml")
+    assert panel.run_device(panel.current_config())[0] == "cuda"

@@ -34,7 +34,7 @@ from app.sims.common.warmup import has_compiled_engine, key_of, service
 log = logging.getLogger(__name__)
 
 # () -> (backend, device_index, reason): supplied by the main window's device selector.
-DeviceProvider = Callable[[], tuple[str, int, str]]
+DeviceProvider = Callable[..., tuple[str, int, str]]   # (prefer_cpu=None) -> (backend, index, reason)
 
 
 def with_values(cfg: Any, events: Any) -> Any:
@@ -50,7 +50,7 @@ def with_values(cfg: Any, events: Any) -> Any:
     return cfg
 
 
-def cpu_device() -> tuple[str, int, str]:
+def cpu_device(prefer_cpu: str | None = None) -> tuple[str, int, str]:
     return "cpu", 0, "CPU engine"
 
 
@@ -194,12 +194,13 @@ class Panel(QWidget):
     def on_finished(self, arrays: dict, summary: dict) -> None:
         """The run ended (finished or stopped)."""
 
-    def run_device(self) -> tuple[str, int, str]:
-        """(backend, device index, reason) for the next run: the panel's backend combo when it
-        names one, else the toolbar's device."""
+    def run_device(self, cfg: Any = None) -> tuple[str, int, str]:
+        """(backend, device index, reason) for the next run (of ``cfg``, where given): the
+        panel's backend combo when it names one, else the toolbar's device; the toolbar's
+        'auto' takes the CPU for a config the domain runs faster there (a single cell)."""
         choice = self.backend.currentData() if self.backend is not None else None
         if choice is None:
-            return self.device()
+            return self.device(prefer_cpu=self.domain.cpu_preference(cfg))
         backend, reason = resolve_backend(choice)
         return backend, 0, reason
 
@@ -364,7 +365,7 @@ class Panel(QWidget):
             return False
         try:
             cfg = self.current_config()
-            backend, index, reason = self.run_device()
+            backend, index, reason = self.run_device(cfg)
         except Exception as exc:
             errors.report_exception(self, "Cannot start the run", exc)
             return False
@@ -639,7 +640,7 @@ class Panel(QWidget):
         None where no run of that class was measured."""
         from app.gui.settings import measured_rates
 
-        backend = self.run_device()[0]
+        backend = self.run_device(cfg)[0]
         name = self.domain.name
         cold = backend == "cpu" and has_compiled_engine(name) and not service().status(key_of(name, cfg)).ready
         return estimate_range(name, cfg, backend, measured_rates(), cold)
@@ -650,10 +651,11 @@ class Panel(QWidget):
         if self.estimate_label is None:
             return
         try:
-            backend = self.run_device()[0]
+            cfg = self.current_config()
+            backend = self.run_device(cfg)[0]
             engine = "CUDA" if backend == "cuda" else "the CPU"
             parts = []
-            current = self.estimate(self.current_config())
+            current = self.estimate(cfg)
             parts.append(f"this run: {format_range(*current)}" if current is not None
                          else "this run: not measured yet for this model here")
             paper = preset_for(self.domain.name, "paper")

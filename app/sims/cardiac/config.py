@@ -494,6 +494,15 @@ def model_stimuli(model, t_end: float) -> list[Stimulus]:
     return [Stimulus(name="model", count=count, **values)]
 
 
+def prefers_cpu(cfg: CardiacConfig) -> str | None:
+    """Why ``cfg`` runs faster on the CPU engines than on a GPU, or None: a single cell is one
+    GPU thread, hundreds of times slower than the CPU's CVODE (ToRORd's 20 beats: 61 s on an
+    H100 against 0.18 s), so the backend ``auto`` runs it on the CPU."""
+    if cfg.mesh.kind == "single":
+        return "a single cell runs faster on the CPU than on one GPU thread"
+    return None
+
+
 def n_cells(mesh: MeshSettings) -> int:
     """Cells of the mesh the settings describe (the geodesic sphere: 10·4^level + 2)."""
     if mesh.kind == "sphere":

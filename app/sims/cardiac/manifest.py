@@ -18,4 +18,5 @@ DOMAIN = Domain(
     main_plot="app.gui.main_plots:cardiac",
     bench="app.sims.cardiac.bench",
     exports={"cellml": "app.sims.cardiac.export_cellml:export_run", "vtu": "app.sims.cardiac.export_vtu:export_run"},
+    prefers_cpu="app.sims.cardiac.config:prefers_cpu",
 )

@@ -53,6 +53,8 @@ class Domain:
     the domain's shipped run configs (default: ``resources/presets/<name>``). ``exports`` maps a
     standard format (``neuroml``, ``nwb``, ``cellml``) to a function ``export_run(folder, out)``
     writing a run folder's model or data in that format (:mod:`app.sims.common.export`).
+    ``prefers_cpu`` names a function ``(config) -> str | None``: why a run is faster on the CPU
+    engines than on a GPU (the backend ``auto`` then picks the CPU), or None.
     """
 
     name: str
@@ -66,6 +68,11 @@ class Domain:
     bench: str | None = None
     presets: Path | None = None
     exports: Mapping[str, str] = field(default_factory=dict)   # format -> "module:export_run"
+    prefers_cpu: str | None = None
+
+    def cpu_preference(self, cfg: Any) -> str | None:
+        """Why ``cfg`` runs faster on the CPU engines than on a GPU, or None (see ``prefers_cpu``)."""
+        return resolve(self.prefers_cpu)(cfg) if self.prefers_cpu and cfg is not None else None
 
     def load(self) -> ModuleType:
         """The domain's package (``Config``, ``Simulation``, ``load_config``)."""
