@@ -8,7 +8,8 @@ derivatives (without diffusion) and each gate's ``dx/dt = a·x + b`` coefficient
 states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters; a model
 ``with_jacobian`` adds ``jng``, each non-gating derivative's derivative by its own state (the
 diagonal of the Jacobian, symbolic: :mod:`app.compute.codegen.differentiate`; a gate's is its
-``a``), for the generalized Rush–Larsen method.
+``a``), for the generalized Rush–Larsen method, then the entries of its Markov chains'
+matrices (:attr:`CellModel.chains`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import numpy as np
 
 from app.compute.codegen import (SIMD_FUNCTIONS, Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy,
                                  to_python)
-from app.compute.codegen.differentiate import diagonal_jacobian
+from app.compute.codegen.differentiate import jacobian_entries
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
+from app.sims.cardiac.markov import Chain, chain_entries
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
 V_INDEX = 0
@@ -200,8 +202,9 @@ class CellModel:
         return {p.name for k, p in enumerate(self.parameters) if k not in self.varying}
 
     @functools.cached_property
-    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...]]:
-        """The equations, the outputs and the gates updated from tables (see ``rl_step``)."""
+    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...], tuple[Chain, ...]]:
+        """The equations, the outputs, the gates updated from tables (see ``rl_step``) and the
+        chains (see :attr:`chains`)."""
         m = self.imported
         eqs, outs = [(e.name, reduce_strength(e.tree)) for e in m.equations], list(m.outputs)
         table_gates = []
@@ -216,13 +219,30 @@ class CellModel:
                             (f"rl_{g}_B", Binary("/", Binary("*", Name(b), Call("expm1", (ha,))), Name(a)))]
                     outs[ng + g], outs[ng + n_gates + g] = f"rl_{g}_E", f"rl_{g}_B"
                     table_gates.append(g)
+        chains: list[Chain] = []
         if self.jacobian:
             ng = self.n_nongating
-            jac_eqs, diagonal = diagonal_jacobian(eqs, list(zip(m.outputs[:ng], m.states[:ng])), JACOBIAN_PREFIX)
+            jac_eqs, diagonal = jacobian_entries(eqs, list(zip(m.outputs[:ng], m.states[:ng])), JACOBIAN_PREFIX)
             eqs += [(name, reduce_strength(tree)) for name, tree in jac_eqs]
             eqs += [(f"{JACOBIAN_PREFIX}{k}", reduce_strength(tree)) for k, tree in enumerate(diagonal)]
             outs += [f"{JACOBIAN_PREFIX}{k}" for k in range(ng)]
-        return tuple(eqs), tuple(outs), tuple(table_gates)
+            index, n_gates = {s: k for k, s in enumerate(m.states)}, self.n_gates
+            rates = {s: (m.outputs[index[s]], m.outputs[index[s] + n_gates]) for c in m.chains for s in c}
+            for c, chain in enumerate(m.chains):
+                prefix = f"{JACOBIAN_PREFIX}c{c}_"
+                entry_eqs, entries = chain_entries(eqs, chain, rates, prefix)
+                eqs += [(name, reduce_strength(tree)) for name, tree in entry_eqs]
+                chains.append(Chain(tuple(index[s] - ng for s in chain), tuple((i, j) for i, j, _ in entries),
+                                    len(outs) - ng - 2 * n_gates))
+                eqs += [(f"{prefix}{e}", reduce_strength(tree)) for e, (_, _, tree) in enumerate(entries)]
+                outs += [f"{prefix}{e}" for e in range(len(entries))]
+        return tuple(eqs), tuple(outs), tuple(table_gates), tuple(chains)
+
+    @property
+    def chains(self) -> tuple[Chain, ...]:
+        """The Markov chains GRL1 steps together (:mod:`.markov`; a model ``with_jacobian``
+        only, whose ``jng`` rows after the diagonal hold their matrices' entries)."""
+        return self._program[3]
 
     @property
     def outputs(self) -> tuple[str, ...]:

@@ -35,8 +35,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction as Fr
+from typing import Sequence
 
 import numpy as np
+
+from app.sims.cardiac.markov import Chain, chain_step
 
 
 @dataclass(frozen=True)
@@ -147,15 +150,18 @@ def combine(y0: np.ndarray, h: float, weights, ks, n_nongating: int, rl: bool) -
     return out
 
 
-def rk_step(f, t: float, y0: np.ndarray, h: float, tab: Tableau, n_nongating: int):
+def rk_step(f, t: float, y0: np.ndarray, h: float, tab: Tableau, n_nongating: int, chains: Sequence[Chain] = ()):
     """One step of ``tab`` from (t, y0); ``f(t, y) -> (k_nongating, a, b)``.
 
     Returns ``(y_high, y_low)``; ``y_low`` is None for fixed-step methods. GRL1 (``tab.grl``):
-    ``f`` returns ``(k_nongating, a, b, jac_nongating)``."""
+    ``f`` returns ``(k_nongating, a, b, jac)`` (the non-gating states' diagonal Jacobian, then
+    the entries of the ``chains``' matrices, which are stepped together: :mod:`.markov`)."""
     if tab.grl:
-        kng, a, b, jng = f(t, y0)
+        kng, a, b, jac = f(t, y0)
         high = combine(y0, h, tab.b, [(kng, a, b, y0[n_nongating:])], n_nongating, True)
-        high[:n_nongating] = grl_euler(y0[:n_nongating], h, kng, jng)
+        high[:n_nongating] = grl_euler(y0[:n_nongating], h, kng, jac[:n_nongating])
+        for chain in chains:
+            chain_step(high, y0, h, a, b, jac, n_nongating, chain)
         return high, None
     ks = []
     for i in range(tab.stages):
