@@ -257,7 +257,7 @@ class CellModel:
     def lookup_plan(self) -> LookupPlan | None:
         if self.lookup is None:
             return None
-        eqs, outs, _ = self._program
+        eqs, outs = self._program[:2]
         return plan_lookup(eqs, outs, self.imported.states[V_INDEX], self._fixed)
 
     @functools.cached_property
@@ -394,13 +394,41 @@ class CellModel:
         dng, a, b = self.rates(y, i_st, params)[:3]
         return np.concatenate([dng, a * y[self.n_nongating:] + b])
 
+    def _cuda_chains(self, real: str) -> list[str]:
+        """``MODEL_NJAC`` (the outputs after the b's), ``CHAIN_STATE[s]`` (state s is in a chain)
+        and ``model_chain_update``: GRL1's step of each chain (:func:`.markov.chain_step`) from
+        the old states ``y0`` and the outputs ``kk`` into ``Yn`` (kernels/common/small_expm.cuh)."""
+        ng, nga = self.n_nongating, self.n_gates
+        in_chain = {ng + g for chain in self.chains for g in chain.gates}
+        flags = ", ".join("true" if s in in_chain else "false" for s in range(self.n_states))
+        lines = [f"#define MODEL_NJAC {len(self.outputs) - ng - 2 * nga}",
+                 f"__device__ constexpr bool CHAIN_STATE[{self.n_states}] = {{{flags}}};",
+                 f"__device__ __forceinline__ void model_chain_update(const {real}* __restrict__ kk, "
+                 f"const {real}* __restrict__ y0, {real}* __restrict__ Yn, const int k, const {real} h)", "{"]
+        for chain in self.chains:
+            size = len(chain.gates) + 1
+            last = size - 1
+            lines += ["    {", f"        {real} m[{size * size}], work[{size * size}], power[{size * size}];",
+                      f"        for (int i = 0; i < {size * size}; ++i) m[i] = 0;"]
+            for i, g in enumerate(chain.gates):
+                a, b, w = f"kk[{ng + g}]", f"kk[{ng + nga + g}]", f"y0[{ng + g}]"
+                lines += [f"        m[{i * size + i}] = h * {a};", f"        m[{i * size + last}] = h * ({a} * {w} + {b});"]
+            lines += [f"        m[{i * size + j}] = h * kk[{ng + 2 * nga + chain.first + e}];"
+                      for e, (i, j) in enumerate(chain.entries)]
+            lines.append(f"        small_expm<{size}>(m, work, power);")
+            lines += [f"        Yn[{ng + g} * NPAD + k] = y0[{ng + g}] + m[{i * size + last}];"
+                      for i, g in enumerate(chain.gates)]
+            lines.append("    }")
+        return lines + ["}"]
+
     def cuda_source(self, real: str = "float", varying: tuple[int, ...] = (), compute: str | None = None) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
         (non-gating dy/dt, then the gates' a, then b, then ``with_jacobian`` jng) to ``out[]``. Parameters are read from
         ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``; with
         tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`).
         ``real`` is the type of the states and outputs, ``compute`` (default ``real``) the one
-        the model is evaluated in (``float`` under ``double`` states: the mixed precision)."""
+        the model is evaluated in (``float`` under ``double`` states: the mixed precision).
+        Before it: the Markov chains' update (:meth:`_cuda_chains`)."""
         compute = compute or real
         if real not in ("float", "double") or compute not in ("float", "double"):
             raise ValueError("real and compute must be float or double")
@@ -419,7 +447,7 @@ class CellModel:
         outputs = [f"    out[{k}] = ({real}){_symbol(o)};" for k, o in enumerate(self.outputs)]
         flags = ", ".join("true" if g in self.table_gates else "false" for g in range(max(self.n_gates, 1)))
         lines = [f"__device__ constexpr bool GATE_TABLE[{max(self.n_gates, 1)}] = {{{flags}}};"
-                 "   // gate update x <- a x + b (tabulated)"]
+                 "   // gate update x <- a x + b (tabulated)", *self._cuda_chains(real)]
         signature = (f"(const {real}* __restrict__ y, const {real} i_st, const {real}* __restrict__ pfield, "
                      f"const int cell, {real}* __restrict__ out)")
         inputs = [f"    const {compute} {a} = {b};"
