@@ -25,7 +25,8 @@ def squarings(norm: float) -> int:
 
 
 def expm_taylor(x: np.ndarray) -> np.ndarray:
-    """exp(x) for a batch (..., m, m) of small matrices (one s, the largest the batch needs)."""
+    """exp(x) for a batch (..., m, m) of small matrices (one s for all: the largest any needs;
+    a larger s than a matrix needs changes its result by rounding only)."""
     with np.errstate(all="ignore"):
         norm = float(np.max(np.abs(x).sum(axis=-1), initial=0.0))
         s = squarings(norm)

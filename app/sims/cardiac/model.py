@@ -412,7 +412,8 @@ class CellModel:
                       f"        for (int i = 0; i < {size * size}; ++i) m[i] = 0;"]
             for i, g in enumerate(chain.gates):
                 a, b, w = f"kk[{ng + g}]", f"kk[{ng + nga + g}]", f"y0[{ng + g}]"
-                lines += [f"        m[{i * size + i}] = h * {a};", f"        m[{i * size + last}] = h * ({a} * {w} + {b});"]
+                lines += [f"        m[{i * size + i}] = h * {a};",
+                          f"        m[{i * size + last}] = h * ({a} * {w} + {b});"]
             lines += [f"        m[{i * size + j}] = h * kk[{ng + 2 * nga + chain.first + e}];"
                       for e, (i, j) in enumerate(chain.entries)]
             lines.append(f"        small_expm<{size}>(m, work, power);")
