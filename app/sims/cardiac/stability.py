@@ -83,3 +83,33 @@ def step_growth(model: CellModel, params: np.ndarray, h: float, tableau: Tableau
     growth = float(np.exp(h * max(np.max(np.linalg.eigvals(jac).real), 0.0)))
     state = model.states[int(np.argmax(np.abs(vectors[:, k])))]
     return StepGrowth(float(np.abs(values[k])), growth, state)
+
+
+@dataclass(frozen=True)
+class SplitCoupling:
+    """The fastest two-way exchange that GRL1 splits: ``rate`` = √(J_ij·J_ji) (1/ms) between
+    ``states`` i and j, stepped apart (not one Markov chain)."""
+
+    rate: float
+    states: tuple[str, str]
+
+
+def split_coupling(model: CellModel, params: np.ndarray) -> SplitCoupling | None:
+    """The pair of states at the model's initial state with the largest two-way coupling
+    √(J_ij·J_ji) (J_ij·J_ji > 0: an exchange; invariant under the states' units) that GRL1 steps
+    apart, each frozen over the other's step (not in one Markov chain). With h times that rate
+    well above 1 the step misses the exchange at first order: the diagnosis of a GRL1 tissue
+    step that is stable but inaccurate. None: no such pair, or J is not finite."""
+    y = model.initial_state()
+    jac = jacobian(model, y, params)
+    if not np.all(np.isfinite(jac)):
+        return None
+    exchange = jac * jac.T
+    for chain in model.with_jacobian().chains:
+        rows = [model.n_nongating + g for g in chain.gates]
+        exchange[np.ix_(rows, rows)] = 0.0
+    np.fill_diagonal(exchange, 0.0)
+    i, j = np.unravel_index(int(np.argmax(exchange)), exchange.shape)
+    if exchange[i, j] <= 0.0:
+        return None
+    return SplitCoupling(float(np.sqrt(exchange[i, j])), (model.states[min(i, j)], model.states[max(i, j)]))
