@@ -396,8 +396,8 @@ def _check_step_stability(doc: Document, model, params: np.ndarray, dt: float, t
     if growth is None or not growth.unstable:
         return
     if tab.grl:
-        cause, cure = ("the stiffness is in the coupling between states, which a diagonal Jacobian "
-                       "does not see", "a smaller dt")
+        cause, cure = ("the stiffness is in the coupling between states that GRL1 steps apart (not one "
+                       "Markov chain)", "a smaller dt")
     else:
         cause, cure = ("forward Euler on a fast non-gating state", "method grl1 (every state by its own "
                        "diagonal Jacobian) or a smaller dt")
