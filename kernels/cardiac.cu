@@ -30,7 +30,7 @@
 // final combination come after the model.
 #include "reduce.cuh"
 #include "rush_larsen.cuh"
-#include "small_expm.cuh"
+#include "small_solve.cuh"
 
 #ifndef REAL
 #define REAL float
@@ -333,7 +333,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
                         err = fmaxf(err, e);
                     }
                 }
-                if (GRL) model_chain_update(kk, y0, Yn, k, h);   // each Markov chain together (exact step)
+                if (GRL) model_chain_update(kk, y0, Yn, k, h);   // each Markov chain together (backward Euler)
             }
         };
 #if MODEL_TABLES

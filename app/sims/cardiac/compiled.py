@@ -14,7 +14,7 @@ reassociation). The generated module is written once per text to the cache folde
 imported from there, so numba's on-disk cache holds its machine code across runs. The
 Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
 and GRL1 run model, diffusion and update in one compiled loop (GRL1's Markov chains by
-:func:`app.compute.small_expm.expm_in_place`, compiled, on per-chain scratch matrices).
+:func:`app.compute.small_solve.solve_in_place`, compiled, on per-chain scratch arrays).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from app.compute import jit_math, small_expm
+from app.compute import jit_math, small_solve
 from app.compute.cpu_threads import in_threads
 from app.compute.jit import generated_module
 from app.sims.cardiac.engine import CpuTissue, Problem, fused_model, is_rl_euler
@@ -91,7 +91,7 @@ def _table_source(model: CellModel) -> str:
                   f"        out[{row}, c] = y[{row}, c] + h * (a * y[{row}, c] + r[{ng + nga + g}]) * phi"]
     chains = _chain_scratch(model) + _chain_lines(model, lambda k: f"y[{k}, c]", lambda k: f"r[{k}]",
                                                   lambda k: f"out[{k}, c]",
-                                                  lambda c: (f"chain_m{c}", f"chain_w{c}", f"chain_p{c}"))
+                                                  lambda c: (f"chain_m{c}", f"chain_x{c}"))
     lines += ["        " + line for line in chains]
     if model.chains:
         lines[2:2] = ["import numpy as np", *_chain_import()]
@@ -99,37 +99,38 @@ def _table_source(model: CellModel) -> str:
 
 
 def _chain_lines(model: CellModel, state: Callable[[int], str], output: Callable[[int], str],
-                 target: Callable[[int], str], scratch: Callable[[int], tuple[str, str, str]]) -> list[str]:
+                 target: Callable[[int], str], scratch: Callable[[int], tuple[str, str]]) -> list[str]:
     """GRL1's step of each Markov chain (:func:`app.sims.cardiac.markov.chain_step`) for one
     cell, overwriting its gates' per-gate update: ``state(k)``/``output(k)`` the code of state
-    and model output k, ``target(k)`` where new state k goes, ``scratch(c)`` chain c's three
-    (n+1)-square float64 arrays."""
+    and model output k, ``target(k)`` where new state k goes, ``scratch(c)`` chain c's float64
+    matrix (n, n) and vector (n,)."""
     ng, nga = model.n_nongating, model.n_gates
     lines = []
     for c, chain in enumerate(model.chains):
-        n, (m, work, power) = len(chain.gates), scratch(c)
-        lines += [f"for i in range({n + 1}):", f"    for j2 in range({n + 1}):", f"        {m}[i, j2] = 0.0"]
+        n, (m, x) = len(chain.gates), scratch(c)
+        lines += [f"for i in range({n}):", f"    for j2 in range({n}):", f"        {m}[i, j2] = 0.0"]
         for i, g in enumerate(chain.gates):
             a, b, w = output(ng + g), output(ng + nga + g), state(ng + g)
-            lines += [f"{m}[{i}, {i}] = h * {a}", f"{m}[{i}, {n}] = h * ({a} * {w} + {b})"]
+            lines += [f"{m}[{i}, {i}] = 1.0 - h * {a}", f"{x}[{i}] = h * ({a} * {w} + {b})"]
         for e, (i, j) in enumerate(chain.entries):
-            lines.append(f"{m}[{i}, {j}] = h * {output(ng + 2 * nga + chain.first + e)}")
-        lines.append(f"chain_expm({m}, {work}, {power})")
-        lines += [f"{target(ng + g)} = {state(ng + g)} + {m}[{i}, {n}]" for i, g in enumerate(chain.gates)]
+            lines.append(f"{m}[{i}, {j}] = -h * {output(ng + 2 * nga + chain.first + e)}")
+        lines.append(f"chain_solve({m}, {x})")
+        lines += [f"{target(ng + g)} = {state(ng + g)} + {x}[{i}]" for i, g in enumerate(chain.gates)]
     return lines
 
 
 def _chain_scratch(model: CellModel) -> list[str]:
-    """Allocations of :func:`_chain_lines`' scratch arrays (``chain_m{c}`` and friends)."""
-    return [f"{name}{c} = np.empty(({len(chain.gates) + 1}, {len(chain.gates) + 1}))"
-            for c, chain in enumerate(model.chains) for name in ("chain_m", "chain_w", "chain_p")]
+    """Allocations of :func:`_chain_lines`' scratch arrays (``chain_m{c}``, ``chain_x{c}``)."""
+    return [line for c, chain in enumerate(model.chains)
+            for line in (f"chain_m{c} = np.empty(({len(chain.gates)}, {len(chain.gates)}))",
+                         f"chain_x{c} = np.empty({len(chain.gates)})")]
 
 
 def _chain_import() -> list[str]:
-    """The generated module's import of the chains' matrix exponential (with its source's hash:
+    """The generated module's import of the chains' linear solve (with its source's hash:
     numba's cache of a caller cannot see a change of the callee's file)."""
-    version = hashlib.sha256(Path(small_expm.__file__).read_bytes()).hexdigest()[:16]
-    return [f"from app.compute.small_expm_jit import expm_in_place_jit as chain_expm   # small_expm.py {version}"]
+    version = hashlib.sha256(Path(small_solve.__file__).read_bytes()).hexdigest()[:16]
+    return [f"from app.compute.small_solve_jit import solve_in_place_jit as chain_solve   # small_solve.py {version}"]
 
 
 _JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})"
@@ -214,7 +215,7 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
         update += [f"z = h * {a}", "phi = vm.select(abs(z) < 1e-5, 1.0 + 0.5 * z, vm.expm1(z) / z)",
                    f"block[{first_out + ng + g}, j] = {w} + h * ({a} * {w} + {b}) * phi"]
     update += _chain_lines(model, lambda k: state[k], lambda k: outputs[k], lambda k: f"block[{first_out + k}, j]",
-                           lambda c: (f"chain_m{c}", f"chain_w{c}", f"chain_p{c}"))
+                           lambda c: (f"chain_m{c}", f"chain_x{c}"))
     lines += function("rl_euler_cells", "y, i_st, pconst, pfield, neighbours, inv_d2, D, h, out", ns, diffusion,
                       update, copy("out", range(ns), first_out), tuple(_chain_scratch(model)))
     return "\n".join(lines) + "\n"

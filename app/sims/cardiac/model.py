@@ -397,7 +397,7 @@ class CellModel:
     def _cuda_chains(self, real: str) -> list[str]:
         """``MODEL_NJAC`` (the outputs after the b's), ``CHAIN_STATE[s]`` (state s is in a chain)
         and ``model_chain_update``: GRL1's step of each chain (:func:`.markov.chain_step`) from
-        the old states ``y0`` and the outputs ``kk`` into ``Yn`` (kernels/common/small_expm.cuh)."""
+        the old states ``y0`` and the outputs ``kk`` into ``Yn`` (kernels/common/small_solve.cuh)."""
         ng, nga = self.n_nongating, self.n_gates
         in_chain = {ng + g for chain in self.chains for g in chain.gates}
         flags = ", ".join("true" if s in in_chain else "false" for s in range(self.n_states))
@@ -406,19 +406,16 @@ class CellModel:
                  f"__device__ __forceinline__ void model_chain_update(const {real}* __restrict__ kk, "
                  f"const {real}* __restrict__ y0, {real}* __restrict__ Yn, const int k, const {real} h)", "{"]
         for chain in self.chains:
-            size = len(chain.gates) + 1
-            last = size - 1
-            lines += ["    {", f"        {real} m[{size * size}], work[{size * size}], power[{size * size}];",
-                      f"        for (int i = 0; i < {size * size}; ++i) m[i] = 0;"]
+            n = len(chain.gates)
+            lines += ["    {", f"        {real} m[{n * n}], x[{n}];",
+                      f"        for (int i = 0; i < {n * n}; ++i) m[i] = 0;"]
             for i, g in enumerate(chain.gates):
                 a, b, w = f"kk[{ng + g}]", f"kk[{ng + nga + g}]", f"y0[{ng + g}]"
-                lines += [f"        m[{i * size + i}] = h * {a};",
-                          f"        m[{i * size + last}] = h * ({a} * {w} + {b});"]
-            lines += [f"        m[{i * size + j}] = h * kk[{ng + 2 * nga + chain.first + e}];"
+                lines += [f"        m[{i * n + i}] = 1 - h * {a};", f"        x[{i}] = h * ({a} * {w} + {b});"]
+            lines += [f"        m[{i * n + j}] = -h * kk[{ng + 2 * nga + chain.first + e}];"
                       for e, (i, j) in enumerate(chain.entries)]
-            lines.append(f"        small_expm<{size}>(m, work, power);")
-            lines += [f"        Yn[{ng + g} * NPAD + k] = y0[{ng + g}] + m[{i * size + last}];"
-                      for i, g in enumerate(chain.gates)]
+            lines.append(f"        small_solve<{n}>(m, x);")
+            lines += [f"        Yn[{ng + g} * NPAD + k] = y0[{ng + g}] + x[{i}];" for i, g in enumerate(chain.gates)]
             lines.append("    }")
         return lines + ["}"]
 

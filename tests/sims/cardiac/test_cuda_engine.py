@@ -74,7 +74,7 @@ def test_grl1_stiff_model_cuda_float32_matches_cpu(cuda_context):
 @pytest.mark.parametrize("precision,atol_ms,atol_mv", [("float64", 1e-6, 1e-5), ("float32", 0.05, 0.5)])
 def test_grl1_markov_chain_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms, atol_mv):
     """GRL1 on a strip of the synthetic cell whose repolarising current flows through a stiff
-    chain C ⇌ O ⇌ I, stepped together (the kernel's model_chain_update, small_expm.cuh) against
+    chain C ⇌ O ⇌ I, stepped together (the kernel's model_chain_update, small_solve.cuh) against
     the compiled CPU engine: in float64 to rounding (CUDA's exp and FMA against the CPU's over
     600 steps), in float32 within test_grl1_stiff_model_cuda_float32_matches_cpu's bounds."""
     from .synthetic import write_markov_model

@@ -34,7 +34,7 @@ struct double2 { double x, y; };
 struct float2 { float x, y; };
 template <class T> static inline T __ldg(const T* p) { return *p; }
 #define NPAD 1
-#include "small_expm.cuh"
+#include "small_solve.cuh"
 """
 COMMON = Path(__file__).resolve().parents[3] / "kernels" / "common"
 
@@ -121,7 +121,7 @@ def test_tables_rescue_mahajan_in_float32(tmp_path):
 
 def test_printed_chain_update_matches_numpy(tmp_path):
     """GRL1's Markov-chain step as the CUDA kernel calls it (``model_chain_update`` with
-    kernels/common/small_expm.cuh, compiled for the host): Nygren's two chains (troponin's
+    kernels/common/small_solve.cuh, compiled for the host): Nygren's two chains (troponin's
     Mg²⁺/Ca²⁺ sites, the SR release's activator and product) from random states and outputs,
     against the NumPy engine's :func:`~app.sims.cardiac.markov.chain_step`, in double, at a
     tissue step and a long one."""
