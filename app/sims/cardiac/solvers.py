@@ -23,8 +23,9 @@ openCARP and Chaste ship) is the one-stage tableau with ``grl``: every state, ga
 stepped exactly for its linearisation dy/dt ≈ f(y0) + J_ii·(y − y0) with the diagonal Jacobian
 entry J_ii, y1 = y0 + h·f(y0)·φ1(h·J_ii). For a gate J_ii is its ``a`` (RL exactly); for the
 non-gating states the model outputs J_ii (``CellModel.with_jacobian``). First order, like RLFE,
-but stable on stiff non-gating states (buffers, Markov-chain channels) that forward Euler
-blows up on at tissue steps.
+but stable on stiff non-gating states (buffers, concentrations) that forward Euler blows up on
+at tissue steps. The gates of each Markov chain (:mod:`.markov`) are stepped together instead,
+by backward Euler on the chain with its coefficients frozen, y_B + h·(I − h·A)⁻¹·f_B.
 
 Adaptive pairs use local extrapolation (the high-order solution is kept), the error of a
 step is ``max_i |y_high − y_low| / (at + rt·|y_old|)`` over every state of every cell, and
