@@ -176,7 +176,7 @@ class CellModel:
         outputs = (m.outputs[:ng] + tuple(e.name for e in derivs) + m.outputs[ng + nc:ng + n_gates]
                    + m.outputs[ng + n_gates + nc:])
         stepped = replace(m, n_gates=n_gates - nc, n_coupled=0, equations=m.equations + tuple(derivs),
-                          outputs=outputs)
+                          outputs=outputs, chains=())       # chains are gates: none left to step together
         return CellModel(stepped, self.lookup, self.varying, self.rl_step)
 
     # ---- lookup tables ------------------------------------------------------------------
