@@ -89,33 +89,36 @@ def _table_source(model: CellModel) -> str:
                   "        z = h * a",
                   "        phi = 1.0 + 0.5 * z if abs(z) < 1e-5 else math.expm1(z) / z",
                   f"        out[{row}, c] = y[{row}, c] + h * (a * y[{row}, c] + r[{ng + nga + g}]) * phi"]
-    chains = _chain_scratch(model) + _chain_lines(model, lambda k: f"y[{k}, c]", lambda k: f"r[{k}]",
-                                                  lambda k: f"out[{k}, c]",
-                                                  lambda c: (f"chain_m{c}", f"chain_x{c}"))
+    jac0 = ng + 2 * nga
+    chains = _chain_scratch(model) + _chain_lines(
+        model, lambda k: f"y[{k}, c]", lambda g: f"r[{ng + g}]",
+        lambda g: f"(r[{ng + g}] * y[{ng + g}, c] + r[{ng + nga + g}])",
+        lambda c, e: f"r[{jac0 + model.chains[c].first + e}]", lambda k: f"out[{k}, c]",
+        lambda c: (f"chain_m{c}", f"chain_x{c}"))
     lines += ["        " + line for line in chains]
     if model.chains:
         lines[2:2] = ["import numpy as np", *_chain_import()]
     return "\n".join(lines) + "\n"
 
 
-def _chain_lines(model: CellModel, state: Callable[[int], str], output: Callable[[int], str],
-                 target: Callable[[int], str], scratch: Callable[[int], tuple[str, str]]) -> list[str]:
+def _chain_lines(model: CellModel, old: Callable[[int], str], diag: Callable[[int], str],
+                 force: Callable[[int], str], entry: Callable[[int, int], str], target: Callable[[int], str],
+                 scratch: Callable[[int], tuple[str, str]]) -> list[str]:
     """GRL1's step of each Markov chain (:func:`app.sims.cardiac.markov.chain_step`) for one
-    cell, overwriting its gates' per-gate update: ``state(k)``/``output(k)`` the code of state
-    and model output k, ``target(k)`` where new state k goes, ``scratch(c)`` chain c's float64
-    matrix (n, n) and vector (n,)."""
-    ng, nga = model.n_nongating, model.n_gates
+    cell, overwriting its gates' per-gate update: ``old(k)`` the code of old state k,
+    ``diag(g)``/``force(g)`` gate g's a and a·w + b, ``entry(c, e)`` chain c's matrix entry e,
+    ``target(k)`` where new state k goes, ``scratch(c)`` chain c's float64 matrix (n, n) and
+    vector (n,)."""
+    ng = model.n_nongating
     lines = []
     for c, chain in enumerate(model.chains):
         n, (m, x) = len(chain.gates), scratch(c)
         lines += [f"for i in range({n}):", f"    for j2 in range({n}):", f"        {m}[i, j2] = 0.0"]
         for i, g in enumerate(chain.gates):
-            a, b, w = output(ng + g), output(ng + nga + g), state(ng + g)
-            lines += [f"{m}[{i}, {i}] = 1.0 - h * {a}", f"{x}[{i}] = h * ({a} * {w} + {b})"]
-        for e, (i, j) in enumerate(chain.entries):
-            lines.append(f"{m}[{i}, {j}] = -h * {output(ng + 2 * nga + chain.first + e)}")
+            lines += [f"{m}[{i}, {i}] = 1.0 - h * {diag(g)}", f"{x}[{i}] = h * {force(g)}"]
+        lines += [f"{m}[{i}, {j}] = -h * {entry(c, e)}" for e, (i, j) in enumerate(chain.entries)]
         lines.append(f"chain_solve({m}, {x})")
-        lines += [f"{target(ng + g)} = {state(ng + g)} + {x}[{i}]" for i, g in enumerate(chain.gates)]
+        lines += [f"{target(ng + g)} = {old(ng + g)} + {x}[{i}]" for i, g in enumerate(chain.gates)]
     return lines
 
 
@@ -214,10 +217,25 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
         w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
         update += [f"z = h * {a}", "phi = vm.select(abs(z) < 1e-5, 1.0 + 0.5 * z, vm.expm1(z) / z)",
                    f"block[{first_out + ng + g}, j] = {w} + h * ({a} * {w} + {b}) * phi"]
-    update += _chain_lines(model, lambda k: state[k], lambda k: outputs[k], lambda k: f"block[{first_out + k}, j]",
-                           lambda c: (f"chain_m{c}", f"chain_x{c}"))
-    lines += function("rl_euler_cells", "y, i_st, pconst, pfield, neighbours, inv_d2, D, h, out", ns, diffusion,
-                      update, copy("out", range(ns), first_out), tuple(_chain_scratch(model)))
+    # the chains after the vectorised loop, one cell at a time (a call would keep LLVM from
+    # vectorising the model): each chain gate's a and a·w + b, and the entries, in rows after the states
+    row = first_out + ns
+    a_row, f_row, entry_row = {}, {}, {}
+    for c, chain in enumerate(model.chains):
+        for g in chain.gates:
+            w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
+            a_row[g], f_row[g], row = row, row + 1, row + 2
+            update += [f"block[{a_row[g]}, j] = {a}", f"block[{f_row[g]}, j] = {a} * {w} + {b}"]
+        for e in range(len(chain.entries)):
+            entry_row[c, e], row = row, row + 1
+            update.append(f"block[{entry_row[c, e]}, j] = {outputs[ng + 2 * nga + chain.first + e]}")
+    chains = _chain_lines(model, lambda k: f"block[{k}, j]", lambda g: f"block[{a_row[g]}, j]",
+                          lambda g: f"block[{f_row[g]}, j]", lambda c, e: f"block[{entry_row[c, e]}, j]",
+                          lambda k: f"block[{first_out + k}, j]", lambda c: (f"chain_m{c}", f"chain_x{c}"))
+    after = ["        for q in range(m):", "            j = np.uint64(q)", *("            " + x for x in chains)]
+    lines += function("rl_euler_cells", "y, i_st, pconst, pfield, neighbours, inv_d2, D, h, out", row - first_out,
+                      diffusion, update, (after if chains else []) + copy("out", range(ns), first_out),
+                      tuple(_chain_scratch(model)))
     return "\n".join(lines) + "\n"
 
 
