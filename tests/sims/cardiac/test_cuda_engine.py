@@ -71,12 +71,15 @@ def test_grl1_stiff_model_cuda_float32_matches_cpu(cuda_context):
     assert np.max(np.abs(a_gpu["V_final"] - a_cpu["V_final"])) < 0.5
 
 
-@pytest.mark.parametrize("precision,atol_ms,atol_mv", [("float64", 1e-6, 1e-5), ("float32", 0.05, 0.5)])
-def test_grl1_markov_chain_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms, atol_mv):
+@pytest.mark.parametrize("precision,atol_ms,atol_mv,atol_apd", [("float64", 1e-4, 1e-5, 1e-3),
+                                                                ("float32", 0.05, 0.5, 1.0)])
+def test_grl1_markov_chain_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms, atol_mv, atol_apd):
     """GRL1 on a strip of the synthetic cell whose repolarising current flows through a stiff
     chain C ⇌ O ⇌ I, stepped together (the kernel's model_chain_update, small_solve.cuh) against
-    the compiled CPU engine: in float64 to rounding (CUDA's exp and FMA against the CPU's over
-    600 steps), in float32 within test_grl1_stiff_model_cuda_float32_matches_cpu's bounds."""
+    the compiled CPU engine over one beat (6,000 steps): in float64 within
+    test_fixed_step_cuda_matches_cpu_in_float64's bounds (CUDA's exp and FMA against the CPU's),
+    in float32 within test_grl1_stiff_model_cuda_float32_matches_cpu's, APD90 within 1 ms
+    (0.4 %)."""
     from .synthetic import write_markov_model
     path = write_markov_model(tmp_path)
     text = (f"model: {{file: '{path}'}}\nmesh: {{kind: sheet, nx: 12, ny: 1, dx_mm: 0.1}}\n"
@@ -89,7 +92,7 @@ def test_grl1_markov_chain_cuda_matches_cpu(cuda_context, tmp_path, precision, a
     assert np.isfinite(a_cpu["activation_time"]).all()
     np.testing.assert_allclose(a_gpu["activation_time"], a_cpu["activation_time"], rtol=0, atol=atol_ms)
     np.testing.assert_allclose(a_gpu["V_final"], a_cpu["V_final"], rtol=0, atol=atol_mv)
-    np.testing.assert_allclose(a_gpu["apd90"], a_cpu["apd90"], rtol=0, atol=max(atol_ms, 1e-3) * 10)
+    np.testing.assert_allclose(a_gpu["apd90"], a_cpu["apd90"], rtol=0, atol=atol_apd)
 
 
 SHEET = ("mesh: {kind: sheet, nx: 24, ny: 6, dx_mm: 0.2}\n"
