@@ -166,3 +166,20 @@ def test_compiled_grl1_on_a_chain_matches_the_numpy_engine(tmp_path, lookup):
         final[backend] = sim.engine.y.copy()
     assert final["cpu"][0].max() > 0.0                           # the strip is excited
     np.testing.assert_allclose(final["cpu"], final["cpu-reference"], rtol=1e-9, atol=1e-12)
+
+
+def test_split_coupling_names_the_fastest_exchange_outside_the_chains(tmp_path):
+    """The synthetic cell at rest: the fastest two-way exchange √(J_ij·J_ji) is O ⇌ I inside the
+    chain (1.16/ms), which GRL1 steps together, so the fastest one it splits is another pair's,
+    slower, with its rate from the same Jacobian."""
+    from app.sims.cardiac.stability import split_coupling
+    m = CellModel(import_cellml(write_markov_model(tmp_path)))
+    p = m.parameter_vector()
+    jac = jacobian(m, m.initial_state(), p)
+    index = {s: k for k, s in enumerate(m.states)}
+    o, i = index["cell.O"], index["cell.I"]
+    inside = np.sqrt(jac[o, i] * jac[i, o])
+    split = split_coupling(m, p)
+    assert split is not None and not set(split.states) <= {"cell.C", "cell.O", "cell.I"}
+    a, b = (index[s] for s in split.states)
+    assert split.rate == pytest.approx(np.sqrt(jac[a, b] * jac[b, a]), rel=1e-12) and split.rate < 0.1 * inside
