@@ -29,8 +29,9 @@ Metrics: ``app.sims.cardiac.metrics.beat_metrics`` (APD90 from the time of max d
   cell on the compiled CPU engine (the CUDA stage kernel's method), at each of
   :data:`EXPLICIT_STEPS` until one is within :data:`EXPLICIT_BOUND` of the reference; results
   in ``DIR/explicit/`` (a result already there is kept; ``--redo-ours`` runs it again). The
-  table shows the largest step and the method within the bound. ``--runs explicit-cuda``: the
-  same on CUDA (``DIR/explicit-cuda/``, a column of its own).
+  table shows the largest step and the method within the bound; where none is, the pair of
+  states GRL1 steps apart with the fastest exchange at rest (``stability.split_coupling``), the
+  diagnosis. ``--runs explicit-cuda``: the same on CUDA (``DIR/explicit-cuda/``, a column of its own).
 
 Usage (SUNDIALS: ``apt-get install libsundials-dev``; check with ``python -m myokit system``)::
 
@@ -152,6 +153,7 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None, bac
     (tissue runs are short), the 20 s of a self-oscillating one. ``backend`` cuda: on the GPU
     (``--runs explicit-cuda``), the model in float32 as tissue runs evaluate it."""
     from app.sims.cardiac.model import load_model
+    from app.sims.cardiac.stability import split_coupling
 
     stim = protocol(load_model(str(path)))
     ref_beats = ((ref or {}).get("reference") or {}).get("beats") or [None]
@@ -169,6 +171,10 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None, bac
             row[key] = result
             if target is None or _error_pct(result, target) <= EXPLICIT_BOUND:   # no reference yet: the first
                 return row
+    model = load_model(str(path))
+    split = split_coupling(model, model.parameter_vector())       # the diagnosis of a miss
+    if split is not None:
+        row["split_coupling"] = {"rate_per_ms": split.rate, "states": list(split.states)}
     return row
 
 
@@ -297,8 +303,14 @@ def _explicit_cell(run: dict | None, target: dict) -> tuple[str, str | float | N
                 within = f"{method.upper()} {dt:g} ms"
     text = "; ".join(parts)
     if within is None and len(parts) == len(EXPLICIT_STEPS) * len(EXPLICIT_METHODS):
-        text = (f"**not for tissue at ≥ {min(EXPLICIT_STEPS):g} ms** (no method within {EXPLICIT_BOUND:g} %; "
-                f"CVODE up to 400 unknowns): {text}")
+        split = run.get("split_coupling")
+        cause = ""
+        if split:
+            a, b = split["states"]
+            cause = (f"; GRL1 steps apart {a} and {b}, which exchange at {split['rate_per_ms']:.3g}/ms at rest "
+                     f"(h·rate {min(EXPLICIT_STEPS) * split['rate_per_ms']:.2g} at {min(EXPLICIT_STEPS):g} ms)")
+        text = (f"**not for tissue at ≥ {min(EXPLICIT_STEPS):g} ms** (no method within {EXPLICIT_BOUND:g} %"
+                f"{cause}; CVODE up to 400 unknowns): {text}")
     return text, within
 
 

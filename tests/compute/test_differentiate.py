@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from app.compute.codegen import Name, Num, evaluate, parse
-from app.compute.codegen.differentiate import ONE, ZERO, derivative, diagonal_jacobian
+from app.compute.codegen.differentiate import ONE, ZERO, derivative, jacobian_entries
 
 X = np.linspace(0.3, 2.7, 25)        # away from every kink and pole of the expressions below
 H = 1e-6
@@ -38,7 +38,7 @@ def test_diagonal_jacobian_follows_the_chain_and_prunes():
     program = [("a", parse("exp(-y)", names)), ("s", parse("2*y", names)),
                ("unused", parse("y*y*y", names)),
                ("dy", parse("k*(a - y)*s", names)), ("dz", parse("-z*y", names))]
-    eqs, diag = diagonal_jacobian(program, [("dy", "y"), ("dz", "z")], "jac")
+    eqs, diag = jacobian_entries(program, [("dy", "y"), ("dz", "z")], "jac")
     assert not any("unused" in name for name, _ in eqs)
     env = {"y": np.float64(0.4), "z": np.float64(1.3), "k": np.float64(3.0)}
     for name, tree in program + eqs:
@@ -52,4 +52,4 @@ def test_diagonal_jacobian_follows_the_chain_and_prunes():
 def test_a_prefix_that_starts_a_name_is_refused():
     program = [("jac_x", parse("2*y", {"y"})), ("dy", parse("-jac_x", {"jac_x"}))]
     with pytest.raises(ValueError, match="prefix 'jac'"):
-        diagonal_jacobian(program, [("dy", "y")], "jac")
+        jacobian_entries(program, [("dy", "y")], "jac")

@@ -120,3 +120,19 @@ def test_model_method_precision_grid_compiles(name, method, precision, lookup, s
     image = compilers.available()[0].compile(src, "cardiac.cu", _options(defines, True), 90).data
     kernels = {k for k in ("control", "record", *(f"stage{i}" for i in range(6))) if f".text.{k}\0".encode() in image}
     assert kernels == {*(f"stage{i}" for i in range(tab.stages)), "control" if tab.adaptive else "record"}
+
+
+@pytest.mark.parametrize("real", ["float", "double"])
+def test_grl1_kernel_of_a_model_with_markov_chains_compiles(real):
+    """GRL1 on Nygren (two chains): the printed model_chain_update calls small_solve.cuh's
+    template per chain size, after the stage kernel's per-state loop."""
+    from app.compute import compilers
+    from app.compute.kernels import _options
+    from app.sims.cardiac.cuda import model_kernel_source
+    from app.sims.cardiac.model import load_model
+    model = load_model("nygren_atrial_model_1998").with_jacobian()
+    assert model.chains
+    src, defines = model_kernel_source(model, METHODS["grl1"], real, 1000, 6, 4, 2)
+    assert "small_solve<2>(m, x);" in src
+    compiler = compilers.available()[0]
+    assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data

@@ -1,8 +1,9 @@
 """Symbolic derivatives of a program of assignments (forward mode over the expression trees).
 
-A program is a list of ``(name, tree)`` in calculation order; :func:`diagonal_jacobian` adds
-the equations of ∂output_k/∂state_k for chosen pairs (the diagonal of a model's Jacobian, what
-the generalized Rush–Larsen method needs), each derivative an equation named
+A program is a list of ``(name, tree)`` in calculation order; :func:`jacobian_entries` adds
+the equations of ∂output_k/∂state_k for chosen pairs (entries of a model's Jacobian: its
+diagonal, what the generalized Rush–Larsen method needs, and a Markov chain's block,
+:mod:`app.sims.cardiac.markov`), each derivative an equation named
 ``<prefix><k>_<name>`` that reads the program's own names, so every printer prints it as it
 prints the model. Only what the output reads and what depends on the state is differentiated;
 products with 0 and 1 are folded, so a term independent of the state costs nothing.
@@ -116,7 +117,7 @@ def _power(u: Node, v: Node, du: Node, dv: Node, tree: Node) -> Node:
     return _mul(tree, _add(_mul(dv, Call("log", (u,))), _div(_mul(v, du), u)))
 
 
-def diagonal_jacobian(equations: Sequence[tuple[str, Node]], pairs: Sequence[tuple[str, str]],
+def jacobian_entries(equations: Sequence[tuple[str, Node]], pairs: Sequence[tuple[str, str]],
                       prefix: str) -> tuple[list[tuple[str, Node]], list[Node]]:
     """The equations of ∂output/∂state for each ``(output, state)`` of ``pairs`` (names in
     ``equations``; the state an input), and each derivative as a tree (a :class:`Name` of

@@ -25,7 +25,8 @@ membrane voltage to mV. What this module adds:
   derivatives. Gates whose ``a`` or ``b`` reads another state than V (a Markov chain's states,
   buffers, Ca-dependent gates) come first in the gate block and are counted (``n_coupled``):
   adaptive methods step them by the tableau, because Rush–Larsen's error on them is invisible
-  to an embedded estimate.
+  to an embedded estimate. Among them, the Markov chains (sets of gates affine in each other)
+  are found (``chains``; :mod:`app.sims.cardiac.markov`): GRL1 steps each chain together.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from app.compute.codegen import Binary, Call, Compare, Name, Node, Num, Unary, evaluate, names_used
+from app.sims.cardiac.markov import find_chains
 
 OXMETA = "https://chaste.comlab.ox.ac.uk/cellml/ns/oxford-metadata#"
 RDF = "{http://www.w3.org/1999/02/22-rdf-syntax-ns#}"
@@ -91,6 +93,7 @@ class ImportedModel:
     stimulus_scale: float            # model stimulus = i_st * stimulus_scale
     default_stimulus: dict           # in ms and µA/µF (our sign), from the annotations
     annotations: dict                # oxmeta term -> qname
+    chains: tuple[tuple[str, ...], ...] = ()   # Markov chains among the gates (app.sims.cardiac.markov)
 
 
 def _annotations(path: Path) -> dict[tuple[str, str], str]:
@@ -326,6 +329,7 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         outputs.append(f"b_{s}")
     ordered = _calculation_order(eqs, outputs, inputs - {"__stimulus__"}, path)
     _check_finite(eqs, ordered, outputs, init, params, path, {names(st): st.qname() for st in states})
+    chains = find_chains([(n, eqs[n]) for n in ordered], state_names, {s: (f"a_{s}", f"b_{s}") for s in coupled})
     all_states = nongating + gate_list
     qn = {names(st): st for st in states}
     return ImportedModel(
@@ -336,7 +340,7 @@ def _build(myokit, m, path, V, stim, time, annotated, stim_settings, extra=()) -
         parameters=tuple(params),
         equations=tuple(Equation(n, eqs[n]) for n in ordered), outputs=tuple(outputs),
         stimulus_scale=scale, default_stimulus=default_stim,
-        annotations={t: f"{c}.{v}" for (c, v), t in annotated.items()})
+        annotations={t: f"{c}.{v}" for (c, v), t in annotated.items()}, chains=chains)
 
 
 def _check_finite(eqs, ordered, outputs, init, params, path, qnames) -> None:

@@ -13,7 +13,8 @@ fused multiply-adds are allowed (``fastmath={'contract'}``: within an ulp a step
 reassociation). The generated module is written once per text to the cache folder and
 imported from there, so numba's on-disk cache holds its machine code across runs. The
 Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
-and GRL1 run model, diffusion and update in one compiled loop.
+and GRL1 run model, diffusion and update in one compiled loop (GRL1's Markov chains by
+:func:`app.compute.small_solve.solve_in_place`, compiled, on per-chain scratch arrays).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import functools
 import hashlib
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from app.compute import jit_math
+from app.compute import jit_math, small_solve
 from app.compute.cpu_threads import in_threads
 from app.compute.jit import generated_module
 from app.sims.cardiac.engine import CpuTissue, Problem, fused_model, is_rl_euler
@@ -87,7 +89,51 @@ def _table_source(model: CellModel) -> str:
                   "        z = h * a",
                   "        phi = 1.0 + 0.5 * z if abs(z) < 1e-5 else math.expm1(z) / z",
                   f"        out[{row}, c] = y[{row}, c] + h * (a * y[{row}, c] + r[{ng + nga + g}]) * phi"]
+    jac0 = ng + 2 * nga
+    chains = _chain_scratch(model) + _chain_lines(
+        model, lambda k: f"y[{k}, c]", lambda g: f"r[{ng + g}]",
+        lambda g: f"(r[{ng + g}] * y[{ng + g}, c] + r[{ng + nga + g}])",
+        lambda c, e: f"r[{jac0 + model.chains[c].first + e}]", lambda k: f"out[{k}, c]",
+        lambda c: (f"chain_m{c}", f"chain_x{c}"))
+    lines += ["        " + line for line in chains]
+    if model.chains:
+        lines[2:2] = ["import numpy as np", *_chain_import()]
     return "\n".join(lines) + "\n"
+
+
+def _chain_lines(model: CellModel, old: Callable[[int], str], diag: Callable[[int], str],
+                 force: Callable[[int], str], entry: Callable[[int, int], str], target: Callable[[int], str],
+                 scratch: Callable[[int], tuple[str, str]]) -> list[str]:
+    """GRL1's step of each Markov chain (:func:`app.sims.cardiac.markov.chain_step`) for one
+    cell, overwriting its gates' per-gate update: ``old(k)`` the code of old state k,
+    ``diag(g)``/``force(g)`` gate g's a and a·w + b, ``entry(c, e)`` chain c's matrix entry e,
+    ``target(k)`` where new state k goes, ``scratch(c)`` chain c's float64 matrix (n, n) and
+    vector (n,)."""
+    ng = model.n_nongating
+    lines = []
+    for c, chain in enumerate(model.chains):
+        n, (m, x) = len(chain.gates), scratch(c)
+        lines += [f"for i in range({n}):", f"    for j2 in range({n}):", f"        {m}[i, j2] = 0.0"]
+        for i, g in enumerate(chain.gates):
+            lines += [f"{m}[{i}, {i}] = 1.0 - h * {diag(g)}", f"{x}[{i}] = h * {force(g)}"]
+        lines += [f"{m}[{i}, {j}] = -h * {entry(c, e)}" for e, (i, j) in enumerate(chain.entries)]
+        lines.append(f"chain_solve({m}, {x})")
+        lines += [f"{target(ng + g)} = {old(ng + g)} + {x}[{i}]" for i, g in enumerate(chain.gates)]
+    return lines
+
+
+def _chain_scratch(model: CellModel) -> list[str]:
+    """Allocations of :func:`_chain_lines`' scratch arrays (``chain_m{c}``, ``chain_x{c}``)."""
+    return [line for c, chain in enumerate(model.chains)
+            for line in (f"chain_m{c} = np.empty(({len(chain.gates)}, {len(chain.gates)}))",
+                         f"chain_x{c} = np.empty({len(chain.gates)})")]
+
+
+def _chain_import() -> list[str]:
+    """The generated module's import of the chains' linear solve (with its source's hash:
+    numba's cache of a caller cannot see a change of the callee's file)."""
+    version = hashlib.sha256(Path(small_solve.__file__).read_bytes()).hexdigest()[:16]
+    return [f"from app.compute.small_solve_jit import solve_in_place_jit as chain_solve   # small_solve.py {version}"]
 
 
 _JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})"
@@ -115,10 +161,10 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
     math_version = hashlib.sha256(Path(jit_math.__file__).read_bytes()).hexdigest()[:16]
 
     def function(name: str, arguments: str, out_rows: int, diffusion: list[str], results: list[str],
-                 copy_out: list[str]) -> list[str]:
+                 copy_out: list[str], setup: tuple[str, ...] = ()) -> list[str]:
         return [
             "", "", _JIT, f"def {name}({arguments}, first, last):",
-            *("    " + line for line in shared),
+            *("    " + line for line in (*shared, *setup)),
             f"    block = np.empty(({first_out + out_rows}, {BLOCK}))",
             f"    for start in range(first, last, {BLOCK}):",
             f"        m = min({BLOCK}, last - start)",
@@ -143,7 +189,8 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
     lines = [
         '"""Generated by app/sims/cardiac/compiled.py from the checked model equations; do not edit."""',
         "import math", "", "import numpy as np", "from numba import njit", "",
-        f"from app.compute import jit_math as vm     # jit_math.py {math_version} (numba's cache cannot see it)"]
+        f"from app.compute import jit_math as vm     # jit_math.py {math_version} (numba's cache cannot see it)",
+        *(_chain_import() if model.chains else [])]
     n_rates = ng + 2 * nga
     lines += function("rates_cells", "y, i_st, pconst, pfield, dng, a, b", n_rates, [],
                       [f"block[{first_out + k}, j] = {outputs[k]}" for k in range(n_rates)],
@@ -170,8 +217,25 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
         w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
         update += [f"z = h * {a}", "phi = vm.select(abs(z) < 1e-5, 1.0 + 0.5 * z, vm.expm1(z) / z)",
                    f"block[{first_out + ng + g}, j] = {w} + h * ({a} * {w} + {b}) * phi"]
-    lines += function("rl_euler_cells", "y, i_st, pconst, pfield, neighbours, inv_d2, D, h, out", ns, diffusion,
-                      update, copy("out", range(ns), first_out))
+    # the chains after the vectorised loop, one cell at a time (a call would keep LLVM from
+    # vectorising the model): each chain gate's a and a·w + b, and the entries, in rows after the states
+    row = first_out + ns
+    a_row, f_row, entry_row = {}, {}, {}
+    for c, chain in enumerate(model.chains):
+        for g in chain.gates:
+            w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
+            a_row[g], f_row[g], row = row, row + 1, row + 2
+            update += [f"block[{a_row[g]}, j] = {a}", f"block[{f_row[g]}, j] = {a} * {w} + {b}"]
+        for e in range(len(chain.entries)):
+            entry_row[c, e], row = row, row + 1
+            update.append(f"block[{entry_row[c, e]}, j] = {outputs[ng + 2 * nga + chain.first + e]}")
+    chains = _chain_lines(model, lambda k: f"block[{k}, j]", lambda g: f"block[{a_row[g]}, j]",
+                          lambda g: f"block[{f_row[g]}, j]", lambda c, e: f"block[{entry_row[c, e]}, j]",
+                          lambda k: f"block[{first_out + k}, j]", lambda c: (f"chain_m{c}", f"chain_x{c}"))
+    after = ["        for q in range(m):", "            j = np.uint64(q)", *("            " + x for x in chains)]
+    lines += function("rl_euler_cells", "y, i_st, pconst, pfield, neighbours, inv_d2, D, h, out", row - first_out,
+                      diffusion, update, (after if chains else []) + copy("out", range(ns), first_out),
+                      tuple(_chain_scratch(model)))
     return "\n".join(lines) + "\n"
 
 
@@ -242,7 +306,7 @@ class CompiledTissue(CpuTissue):
             return
         n, m = problem.n_cells, problem.model
         self._fused = is_rl_euler(problem.tableau)
-        cell_params = problem.cell_params.reshape(len(problem.params), -1)
+        cell_params = problem.cell_params if problem.cell_params.ndim == 2 else problem.cell_params[:, None]
         every_cell = np.broadcast_to(cell_params, (len(problem.params), n))
         self._params = np.ascontiguousarray(every_cell, self.y.dtype)
         # the vectorised programs: the parameters every cell shares, and the varying ones per cell

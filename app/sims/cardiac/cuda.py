@@ -575,7 +575,7 @@ def cuda_rates(model: CellModel, y: np.ndarray, i_st: np.ndarray, params: np.nda
     ist = np.zeros(npad, dtype)
     ist[:n] = i_st
     d_y, d_i, d_p = gpuarray.to_gpu(yy.ravel()), gpuarray.to_gpu(ist), gpuarray.zeros(npad, dtype)
-    n_out = ng + 2 * nga + (ng if model.jacobian else 0)
+    n_out = len(model.outputs)
     d_o = gpuarray.zeros(n_out * npad, dtype)
     mod.get_function("eval_rates")(d_y, d_i, d_p, d_o, block=(BLOCK, 1, 1),
                                    grid=((npad + BLOCK - 1) // BLOCK, 1))

@@ -8,7 +8,8 @@ derivatives (without diffusion) and each gate's ``dx/dt = a·x + b`` coefficient
 states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters; a model
 ``with_jacobian`` adds ``jng``, each non-gating derivative's derivative by its own state (the
 diagonal of the Jacobian, symbolic: :mod:`app.compute.codegen.differentiate`; a gate's is its
-``a``), for the generalized Rush–Larsen method.
+``a``), for the generalized Rush–Larsen method, then the entries of its Markov chains'
+matrices (:attr:`CellModel.chains`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import numpy as np
 
 from app.compute.codegen import (SIMD_FUNCTIONS, Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy,
                                  to_python)
-from app.compute.codegen.differentiate import diagonal_jacobian
+from app.compute.codegen.differentiate import jacobian_entries
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
+from app.sims.cardiac.markov import Chain, chain_entries
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
 V_INDEX = 0
@@ -174,7 +176,7 @@ class CellModel:
         outputs = (m.outputs[:ng] + tuple(e.name for e in derivs) + m.outputs[ng + nc:ng + n_gates]
                    + m.outputs[ng + n_gates + nc:])
         stepped = replace(m, n_gates=n_gates - nc, n_coupled=0, equations=m.equations + tuple(derivs),
-                          outputs=outputs)
+                          outputs=outputs, chains=())       # chains are gates: none left to step together
         return CellModel(stepped, self.lookup, self.varying, self.rl_step)
 
     # ---- lookup tables ------------------------------------------------------------------
@@ -200,8 +202,9 @@ class CellModel:
         return {p.name for k, p in enumerate(self.parameters) if k not in self.varying}
 
     @functools.cached_property
-    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...]]:
-        """The equations, the outputs and the gates updated from tables (see ``rl_step``)."""
+    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...], tuple[Chain, ...]]:
+        """The equations, the outputs, the gates updated from tables (see ``rl_step``) and the
+        chains (see :attr:`chains`)."""
         m = self.imported
         eqs, outs = [(e.name, reduce_strength(e.tree)) for e in m.equations], list(m.outputs)
         table_gates = []
@@ -216,13 +219,30 @@ class CellModel:
                             (f"rl_{g}_B", Binary("/", Binary("*", Name(b), Call("expm1", (ha,))), Name(a)))]
                     outs[ng + g], outs[ng + n_gates + g] = f"rl_{g}_E", f"rl_{g}_B"
                     table_gates.append(g)
+        chains: list[Chain] = []
         if self.jacobian:
             ng = self.n_nongating
-            jac_eqs, diagonal = diagonal_jacobian(eqs, list(zip(m.outputs[:ng], m.states[:ng])), JACOBIAN_PREFIX)
+            jac_eqs, diagonal = jacobian_entries(eqs, list(zip(m.outputs[:ng], m.states[:ng])), JACOBIAN_PREFIX)
             eqs += [(name, reduce_strength(tree)) for name, tree in jac_eqs]
             eqs += [(f"{JACOBIAN_PREFIX}{k}", reduce_strength(tree)) for k, tree in enumerate(diagonal)]
             outs += [f"{JACOBIAN_PREFIX}{k}" for k in range(ng)]
-        return tuple(eqs), tuple(outs), tuple(table_gates)
+            index, n_gates = {s: k for k, s in enumerate(m.states)}, self.n_gates
+            rates = {s: (m.outputs[index[s]], m.outputs[index[s] + n_gates]) for c in m.chains for s in c}
+            for c, chain in enumerate(m.chains):
+                prefix = f"{JACOBIAN_PREFIX}c{c}_"
+                entry_eqs, entries = chain_entries(eqs, chain, rates, prefix)
+                eqs += [(name, reduce_strength(tree)) for name, tree in entry_eqs]
+                chains.append(Chain(tuple(index[s] - ng for s in chain), tuple((i, j) for i, j, _ in entries),
+                                    len(outs) - ng - 2 * n_gates))
+                eqs += [(f"{prefix}{e}", reduce_strength(tree)) for e, (_, _, tree) in enumerate(entries)]
+                outs += [f"{prefix}{e}" for e in range(len(entries))]
+        return tuple(eqs), tuple(outs), tuple(table_gates), tuple(chains)
+
+    @property
+    def chains(self) -> tuple[Chain, ...]:
+        """The Markov chains GRL1 steps together (:mod:`.markov`; a model ``with_jacobian``
+        only, whose ``jng`` rows after the diagonal hold their matrices' entries)."""
+        return self._program[3]
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -237,7 +257,7 @@ class CellModel:
     def lookup_plan(self) -> LookupPlan | None:
         if self.lookup is None:
             return None
-        eqs, outs, _ = self._program
+        eqs, outs = self._program[:2]
         return plan_lookup(eqs, outs, self.imported.states[V_INDEX], self._fixed)
 
     @functools.cached_property
@@ -374,13 +394,39 @@ class CellModel:
         dng, a, b = self.rates(y, i_st, params)[:3]
         return np.concatenate([dng, a * y[self.n_nongating:] + b])
 
+    def _cuda_chains(self, real: str) -> list[str]:
+        """``MODEL_NJAC`` (the outputs after the b's), ``CHAIN_STATE[s]`` (state s is in a chain)
+        and ``model_chain_update``: GRL1's step of each chain (:func:`.markov.chain_step`) from
+        the old states ``y0`` and the outputs ``kk`` into ``Yn`` (kernels/common/small_solve.cuh)."""
+        ng, nga = self.n_nongating, self.n_gates
+        in_chain = {ng + g for chain in self.chains for g in chain.gates}
+        flags = ", ".join("true" if s in in_chain else "false" for s in range(self.n_states))
+        lines = [f"#define MODEL_NJAC {len(self.outputs) - ng - 2 * nga}",
+                 f"__device__ constexpr bool CHAIN_STATE[{self.n_states}] = {{{flags}}};",
+                 f"__device__ __forceinline__ void model_chain_update(const {real}* __restrict__ kk, "
+                 f"const {real}* __restrict__ y0, {real}* __restrict__ Yn, const int k, const {real} h)", "{"]
+        for chain in self.chains:
+            n = len(chain.gates)
+            lines += ["    {", f"        {real} m[{n * n}], x[{n}];",
+                      f"        for (int i = 0; i < {n * n}; ++i) m[i] = 0;"]
+            for i, g in enumerate(chain.gates):
+                a, b, w = f"kk[{ng + g}]", f"kk[{ng + nga + g}]", f"y0[{ng + g}]"
+                lines += [f"        m[{i * n + i}] = 1 - h * {a};", f"        x[{i}] = h * ({a} * {w} + {b});"]
+            lines += [f"        m[{i * n + j}] = -h * kk[{ng + 2 * nga + chain.first + e}];"
+                      for e, (i, j) in enumerate(chain.entries)]
+            lines.append(f"        small_solve<{n}>(m, x);")
+            lines += [f"        Yn[{ng + g} * NPAD + k] = y0[{ng + g}] + x[{i}];" for i, g in enumerate(chain.gates)]
+            lines.append("    }")
+        return lines + ["}"]
+
     def cuda_source(self, real: str = "float", varying: tuple[int, ...] = (), compute: str | None = None) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
         (non-gating dy/dt, then the gates' a, then b, then ``with_jacobian`` jng) to ``out[]``. Parameters are read from
         ``c_params[]``; those in ``varying`` per cell from ``pfield[slot * NPAD + cell]``; with
         tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`).
         ``real`` is the type of the states and outputs, ``compute`` (default ``real``) the one
-        the model is evaluated in (``float`` under ``double`` states: the mixed precision)."""
+        the model is evaluated in (``float`` under ``double`` states: the mixed precision).
+        Before it: the Markov chains' update (:meth:`_cuda_chains`)."""
         compute = compute or real
         if real not in ("float", "double") or compute not in ("float", "double"):
             raise ValueError("real and compute must be float or double")
@@ -399,7 +445,7 @@ class CellModel:
         outputs = [f"    out[{k}] = ({real}){_symbol(o)};" for k, o in enumerate(self.outputs)]
         flags = ", ".join("true" if g in self.table_gates else "false" for g in range(max(self.n_gates, 1)))
         lines = [f"__device__ constexpr bool GATE_TABLE[{max(self.n_gates, 1)}] = {{{flags}}};"
-                 "   // gate update x <- a x + b (tabulated)"]
+                 "   // gate update x <- a x + b (tabulated)", *self._cuda_chains(real)]
         signature = (f"(const {real}* __restrict__ y, const {real} i_st, const {real}* __restrict__ pfield, "
                      f"const int cell, {real}* __restrict__ out)")
         inputs = [f"    const {compute} {a} = {b};"

@@ -1,9 +1,10 @@
 """Whether a one-stage Rush–Larsen step (RLFE, GRL1) is stable for a model at its initial state.
 
 Linearised at the initial state y0 (dy/dt ≈ J·(y − y0) + f(y0)), one step of either method maps a
-perturbation e to ``M·e`` with ``M = I + h·diag(φ1(h·d))·J``: ``d`` the diagonal entries the
-method integrates exactly (RLFE: the gates' ``a``, 0 for the non-gating states, which take
-forward Euler; GRL1: every diagonal entry). The exact flow maps it to ``exp(h·J)·e``, whose
+perturbation e to ``M·e`` with ``M = I + h·Φ·J``, ``Φ = diag(φ1(h·d))``: ``d`` the diagonal
+entries the method integrates exactly (RLFE: the gates' ``a``, 0 for the non-gating states,
+which take forward Euler; GRL1: every diagonal entry; and each Markov chain's block of Φ is
+(I − h·J_BB)⁻¹, its backward Euler step: :mod:`.markov`). The exact flow maps it to ``exp(h·J)·e``, whose
 growth is at most ``exp(h·max Re λ(J))``. A step whose spectral radius exceeds that by
 :data:`MARGIN` amplifies what the model damps: the run would blow up (the CellML corpus's
 NaN and |V| > 200 mV of RLFE on buffers and Markov chains), so the config is refused before it.
@@ -62,9 +63,44 @@ def step_growth(model: CellModel, params: np.ndarray, h: float, tableau: Tableau
     exact_diagonal = np.diag(jac).copy()
     if not tableau.grl:
         exact_diagonal[:model.n_nongating] = 0.0          # forward Euler on the non-gating states
-    step = np.eye(len(y)) + h * phi1(h * exact_diagonal)[:, None] * jac
+    factor = np.diag(phi1(h * exact_diagonal))
+    if tableau.grl:                                       # each Markov chain's block: (I − h·J_BB)⁻¹
+        for chain in model.with_jacobian().chains:
+            rows = [model.n_nongating + g for g in chain.gates]
+            factor[np.ix_(rows, rows)] = np.linalg.inv(np.eye(len(rows)) - h * jac[np.ix_(rows, rows)])
+    step = np.eye(len(y)) + h * factor @ jac
     values, vectors = np.linalg.eig(step)
     k = int(np.argmax(np.abs(values)))
     growth = float(np.exp(h * max(np.max(np.linalg.eigvals(jac).real), 0.0)))
     state = model.states[int(np.argmax(np.abs(vectors[:, k])))]
     return StepGrowth(float(np.abs(values[k])), growth, state)
+
+
+@dataclass(frozen=True)
+class SplitCoupling:
+    """The fastest two-way exchange that GRL1 splits: ``rate`` = √(J_ij·J_ji) (1/ms) between
+    ``states`` i and j, stepped apart (not one Markov chain)."""
+
+    rate: float
+    states: tuple[str, str]
+
+
+def split_coupling(model: CellModel, params: np.ndarray) -> SplitCoupling | None:
+    """The pair of states at the model's initial state with the largest two-way coupling
+    √(J_ij·J_ji) (J_ij·J_ji > 0: an exchange; invariant under the states' units) that GRL1 steps
+    apart, each frozen over the other's step (not in one Markov chain). With h times that rate
+    well above 1 the step misses the exchange at first order: the diagnosis of a GRL1 tissue
+    step that is stable but inaccurate. None: no such pair, or J is not finite."""
+    y = model.initial_state()
+    jac = jacobian(model, y, params)
+    if not np.all(np.isfinite(jac)):
+        return None
+    exchange = jac * jac.T
+    for chain in model.with_jacobian().chains:
+        rows = [model.n_nongating + g for g in chain.gates]
+        exchange[np.ix_(rows, rows)] = 0.0
+    np.fill_diagonal(exchange, 0.0)
+    i, j = np.unravel_index(int(np.argmax(exchange)), exchange.shape)
+    if exchange[i, j] <= 0.0:
+        return None
+    return SplitCoupling(float(np.sqrt(exchange[i, j])), (model.states[min(i, j)], model.states[max(i, j)]))

@@ -71,6 +71,30 @@ def test_grl1_stiff_model_cuda_float32_matches_cpu(cuda_context):
     assert np.max(np.abs(a_gpu["V_final"] - a_cpu["V_final"])) < 0.5
 
 
+@pytest.mark.parametrize("precision,atol_ms,atol_mv,atol_apd", [("float64", 1e-4, 1e-5, 1e-3),
+                                                                ("float32", 0.05, 0.5, 1.0)])
+def test_grl1_markov_chain_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms, atol_mv, atol_apd):
+    """GRL1 on a strip of the synthetic cell whose repolarising current flows through a stiff
+    chain C ⇌ O ⇌ I, stepped together (the kernel's model_chain_update, small_solve.cuh) against
+    the compiled CPU engine over one beat (6,000 steps): in float64 within
+    test_fixed_step_cuda_matches_cpu_in_float64's bounds (CUDA's exp and FMA against the CPU's),
+    in float32 within test_grl1_stiff_model_cuda_float32_matches_cpu's, APD90 within 1 ms
+    (0.4 %)."""
+    from .synthetic import write_markov_model
+    path = write_markov_model(tmp_path)
+    text = (f"model: {{file: '{path}'}}\nmesh: {{kind: sheet, nx: 12, ny: 1, dx_mm: 0.1}}\n"
+            "protocol: {t_end: 300.0, stimuli: [{start: 1, duration: 2, amplitude: -80, "
+            "region: {kind: rect, x1: 0.35}}]}\n"
+            f"solver: {{method: grl1, dt: 0.05, precision: {precision}}}\n")
+    a_cpu, s_cpu = run(text, "cpu")
+    a_gpu, s_gpu = run(text, "cuda")
+    assert s_cpu["finished"] and s_gpu["finished"]
+    assert np.isfinite(a_cpu["activation_time"]).all()
+    np.testing.assert_allclose(a_gpu["activation_time"], a_cpu["activation_time"], rtol=0, atol=atol_ms)
+    np.testing.assert_allclose(a_gpu["V_final"], a_cpu["V_final"], rtol=0, atol=atol_mv)
+    np.testing.assert_allclose(a_gpu["apd90"], a_cpu["apd90"], rtol=0, atol=atol_apd)
+
+
 SHEET = ("mesh: {kind: sheet, nx: 24, ny: 6, dx_mm: 0.2}\n"
          "protocol: {t_end: 40, stimuli: [{start: 1, duration: 2, amplitude: -40, region: {kind: rect, x1: 0.3}},"
          " {start: 20, duration: 2, amplitude: -40, region: {kind: cells, cells: [100]}}]}\n"

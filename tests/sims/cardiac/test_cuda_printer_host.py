@@ -7,6 +7,7 @@ tests/compute/test_kernel_compile_cardiac.py; the GPU tests run the same compari
 import ctypes
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +34,19 @@ struct double2 { double x, y; };
 struct float2 { float x, y; };
 template <class T> static inline T __ldg(const T* p) { return *p; }
 #define NPAD 1
+#include "small_solve.cuh"
 """
+COMMON = Path(__file__).resolve().parents[3] / "kernels" / "common"
+
+
+def compile_host(code: str, tmp_path: Path) -> ctypes.CDLL:
+    """``code`` (C++ with PRELUDE) as a shared library loaded into this process."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cpp, lib = tmp_path / "model.cpp", tmp_path / "model.so"
+    cpp.write_text(code)
+    subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-w", f"-I{COMMON}", "-o", str(lib),
+                    str(cpp)], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(lib))
 
 
 def host_rates(model, real: str, compute: str, tmp_path):
@@ -50,12 +63,7 @@ def host_rates(model, real: str, compute: str, tmp_path):
             "    model_rates(yy, ist[c], nullptr, c, oo);\n"
             f"    for (int q = 0; q < {len(model.outputs)}; ++q) out[q * n + c] = oo[q];\n"
             "  }\n}\n")
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    cpp, lib = tmp_path / "model.cpp", tmp_path / "model.so"
-    cpp.write_text(code)
-    subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-w", "-o", str(lib), str(cpp)],
-                   check=True, capture_output=True, text=True)
-    dll = ctypes.CDLL(str(lib))
+    dll = compile_host(code, tmp_path)
     rdt, cdt = (np.float64 if real == "double" else np.float32), (np.float64 if compute == "double" else np.float32)
     keep = []
 
@@ -109,3 +117,33 @@ def test_tables_rescue_mahajan_in_float32(tmp_path):
         assert_outputs_close(host_rates(m, "float", "float", tmp_path)(y, ist, p), want, 2e-3)
     tabled = m.with_lookup(LookupSpec())
     assert_outputs_close(host_rates(tabled, "float", "float", tmp_path / "t")(y, ist, p), want, 2e-3)
+
+
+def test_printed_chain_update_matches_numpy(tmp_path):
+    """GRL1's Markov-chain step as the CUDA kernel calls it (``model_chain_update`` with
+    kernels/common/small_solve.cuh, compiled for the host): Nygren's two chains (troponin's
+    Mg²⁺/Ca²⁺ sites, the SR release's activator and product) from random states and outputs,
+    against the NumPy engine's :func:`~app.sims.cardiac.markov.chain_step`, in double, at a
+    tissue step and a long one."""
+    from app.sims.cardiac.markov import chain_step
+    m = load_model("nygren_atrial_model_1998").with_jacobian()
+    assert len(m.chains) == 2
+    code = (PRELUDE + f"static double c_params[{max(len(m.parameters), 1)}];\n" + m.cuda_source("double")
+            + "extern \"C\" void chains(const double* kk, const double* y0, double* yn, double h) {\n"
+            "  model_chain_update(kk, y0, yn, 0, h);\n}\n")
+    dll = compile_host(code, tmp_path)
+    y = random_states(8, seed=4, model=m)
+    p = m.parameter_vector()
+    outputs = np.concatenate(m.rates(y, np.zeros(8), p))
+    dng, a, b, jng = m.rates(y, np.zeros(8), p)
+    for h in (0.05, 2.0):
+        want = y.copy()
+        for chain in m.chains:
+            chain_step(want, y, h, a, b, jng, m.n_nongating, chain)
+        for c in range(8):
+            kk, y0 = np.ascontiguousarray(outputs[:, c]), np.ascontiguousarray(y[:, c])
+            got = y0.copy()
+            dll.chains(kk.ctypes.data_as(ctypes.c_void_p), y0.ctypes.data_as(ctypes.c_void_p),
+                       got.ctypes.data_as(ctypes.c_void_p), ctypes.c_double(h))
+            np.testing.assert_allclose(got, want[:, c], rtol=1e-10, atol=1e-13)
+        assert not np.allclose(want, y)                           # the chains moved
