@@ -254,8 +254,8 @@ def _short(text: str) -> str:
 
 
 def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
-    """The CUDA column: the default's APD90 error (and the tighter tolerances tried where it
-    missed), and that error (nan: not run)."""
+    """The CUDA column: the default's APD90 error, engine seconds and steps (and the tighter
+    tolerances tried where it missed), and that error (nan: not run)."""
     if not run:
         return "not run", math.nan
     if "timeout_s" in run:
@@ -264,7 +264,7 @@ def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
     if "error" in auto or auto.get("stopped"):
         return f"failed: {_short(auto.get('error') or auto['stopped'])}", math.nan
     err = _err(auto.get("apd90_ms"), last.get("apd90_ms"))
-    text = f"{_f(err, '+.3f')} %"
+    text = f"{_f(err, '+.3f')} % ({_f(auto.get('engine_seconds'), '.1f')} s, {auto.get('steps_accepted', 0):,} steps)"
     for key, res in run.items():
         if key.startswith("bs32 "):
             text += f" ({key}: {_f(_err(res.get('apd90_ms'), last.get('apd90_ms')), '+.3f')} %)"
@@ -320,7 +320,7 @@ def table(out: Path) -> str:
              for k in ("cuda", "explicit", "explicit-cuda")}
     with_cuda, with_explicit_cuda = bool(extra["cuda"]), bool(extra["explicit-cuda"])   # columns where a GPU ran them
     head = ["model", "imported", "APD90 ours (ms)", "APD90 CVODES (ms)", "error"]
-    head += ["CUDA default: error"] if with_cuda else []
+    head += ["CUDA default: error (time, steps)"] if with_cuda else []
     head += [f"tissue solvers (float32): error, bound {EXPLICIT_BOUND:g} %"]
     head += ["tissue solvers on CUDA"] if with_explicit_cuda else []
     head += ["sheet APD90 error (beat 1)",
