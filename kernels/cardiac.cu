@@ -10,8 +10,8 @@
 //                GATE_TABLE[g]: gate g's outputs are its RLFE update's coefficients (x <- a x + b)
 //   TABLEAU slot NSTAGE, ADAPTIVE, RL, GRL, ORDER_LOW and the tableau A, B, BLOW, C (GRL: the
 //                one-stage generalized Rush-Larsen GRL1; the model also outputs the non-gating
-//                states' diagonal Jacobian after the b's, then its Markov chains' matrix entries:
-//                MODEL_NJAC outputs in all; model_chain_update steps each chain together)
+//                states' diagonal Jacobian after the b's, then its blocks' Jacobian entries:
+//                MODEL_NJAC outputs in all; model_block_update steps each block (Markov chain, fast group) together)
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
 //   STAGE_BLOCK (threads per block), STAGE_MIN_BLOCKS (0: no launch bounds),
 //   NPROBE, NSTIM, RECORD_STATES (1: a single cell records its every state; the probes are the
@@ -44,7 +44,7 @@
 typedef REAL real;
 
 #define NK (NNG + 2 * NG)               // the stored outputs of a stage
-#define NOUT (NK + MODEL_NJAC)          // the model's outputs (GRL1: and the diagonal Jacobian, the chains' entries)
+#define NOUT (NK + MODEL_NJAC)          // the model's outputs (GRL1: and the diagonal Jacobian, the blocks' entries)
 #define V_LIMIT 200.0
 
 __constant__ real c_params[NPARAM > 0 ? NPARAM : 1];
@@ -297,7 +297,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
                 // final combination: high (kept) and low (error)
 #pragma unroll
                 for (int q = 0; q < NS; ++q) {
-                    if (GRL && CHAIN_STATE[q]) continue;          // model_chain_update, below
+                    if (GRL && BLOCK_STATE[q]) continue;          // model_block_update, below
                     real hi_ab = 0, hi_b = 0, lo_ab = 0, lo_b = 0;
                     const bool gate = q >= NNG;
 #pragma unroll
@@ -340,7 +340,10 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
                         err = fmaxf(err, e);
                     }
                 }
-                if (GRL) model_chain_update(kk, y0, Yn, k, h);   // each Markov chain together (backward Euler)
+                if (GRL) {   // each block (Markov chain, fast group) together: linearly implicit Euler
+                    model_block_update(kk, y0, Yn, k, h);
+                    if (BLOCK_STATE[0]) Vout[k] = Yn[k];          // V in a fast group
+                }
             }
         };
 #if MODEL_TABLES

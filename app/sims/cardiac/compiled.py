@@ -13,8 +13,9 @@ fused multiply-adds are allowed (``fastmath={'contract'}``: within an ulp a step
 reassociation). The generated module is written once per text to the cache folder and
 imported from there, so numba's on-disk cache holds its machine code across runs. The
 Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
-and GRL1 run model, diffusion and update in one compiled loop (GRL1's Markov chains by
-:func:`app.compute.small_solve.solve_in_place`, compiled, on per-chain scratch arrays).
+and GRL1 run model, diffusion and update in one compiled loop (GRL1's blocks, Markov chains and
+fast groups, by :func:`app.compute.small_solve.solve_in_place`, compiled, on per-block scratch
+arrays).
 """
 
 from __future__ import annotations
@@ -90,50 +91,58 @@ def _table_source(model: CellModel) -> str:
                   "        phi = 1.0 + 0.5 * z if abs(z) < 1e-5 else math.expm1(z) / z",
                   f"        out[{row}, c] = y[{row}, c] + h * (a * y[{row}, c] + r[{ng + nga + g}]) * phi"]
     jac0 = ng + 2 * nga
-    chains = _chain_scratch(model) + _chain_lines(
-        model, lambda k: f"y[{k}, c]", lambda g: f"r[{ng + g}]",
-        lambda g: f"(r[{ng + g}] * y[{ng + g}, c] + r[{ng + nga + g}])",
-        lambda c, e: f"r[{jac0 + model.chains[c].first + e}]", lambda k: f"out[{k}, c]",
-        lambda c: (f"chain_m{c}", f"chain_x{c}"))
-    lines += ["        " + line for line in chains]
-    if model.chains:
-        lines[2:2] = ["import numpy as np", *_chain_import()]
+
+    def diag(k: int) -> str:
+        return f"r[{jac0 + k}]" if k < ng else f"r[{k}]"
+
+    def force(k: int) -> str:
+        if k < ng:
+            return "r0" if k == 0 else f"r[{k}]"
+        return f"(r[{k}] * y[{k}, c] + r[{nga + k}])"
+
+    blocks = _block_scratch(model) + _block_lines(
+        model, lambda k: f"y[{k}, c]", diag, force, lambda c, e: f"r[{jac0 + model.blocks[c].first + e}]",
+        lambda k: f"out[{k}, c]", lambda c: (f"block_m{c}", f"block_x{c}"))
+    lines += ["        " + line for line in blocks]
+    if model.blocks:
+        lines[2:2] = ["import numpy as np", *_block_import()]
     return "\n".join(lines) + "\n"
 
 
-def _chain_lines(model: CellModel, old: Callable[[int], str], diag: Callable[[int], str],
+def _block_lines(model: CellModel, old: Callable[[int], str], diag: Callable[[int], str],
                  force: Callable[[int], str], entry: Callable[[int, int], str], target: Callable[[int], str],
                  scratch: Callable[[int], tuple[str, str]]) -> list[str]:
-    """GRL1's step of each Markov chain (:func:`app.sims.cardiac.markov.chain_step`) for one
-    cell, overwriting its gates' per-gate update: ``old(k)`` the code of old state k,
-    ``diag(g)``/``force(g)`` gate g's a and a·w + b, ``entry(c, e)`` chain c's matrix entry e,
-    ``target(k)`` where new state k goes, ``scratch(c)`` chain c's float64 matrix (n, n) and
-    vector (n,)."""
-    ng = model.n_nongating
+    """GRL1's step of each block (:func:`app.sims.cardiac.markov.block_step`) for one cell,
+    overwriting its states' per-state update: ``old(k)`` the code of old state k, ``diag(k)``
+    and ``force(k)`` its J_kk and f_k (diffusion in V's), ``entry(c, e)`` block c's entry e,
+    ``target(k)`` where new state k goes, ``scratch(c)`` block c's float64 matrix (n, n) and
+    vector (n,). A NaN entry counts as 0."""
     lines = []
-    for c, chain in enumerate(model.chains):
-        n, (m, x) = len(chain.gates), scratch(c)
+    for c, block in enumerate(model.blocks):
+        n, (m, x) = len(block.states), scratch(c)
         lines += [f"for i in range({n}):", f"    for j2 in range({n}):", f"        {m}[i, j2] = 0.0"]
-        for i, g in enumerate(chain.gates):
-            lines += [f"{m}[{i}, {i}] = 1.0 - h * {diag(g)}", f"{x}[{i}] = h * {force(g)}"]
-        lines += [f"{m}[{i}, {j}] = -h * {entry(c, e)}" for e, (i, j) in enumerate(chain.entries)]
-        lines.append(f"chain_solve({m}, {x})")
-        lines += [f"{target(ng + g)} = {old(ng + g)} + {x}[{i}]" for i, g in enumerate(chain.gates)]
+        for i, k in enumerate(block.states):
+            lines += [f"v = {diag(k)}", f"{m}[{i}, {i}] = 1.0 - h * (0.0 if math.isnan(v) else v)",
+                      f"{x}[{i}] = h * {force(k)}"]
+        for e, (i, j) in enumerate(block.entries):
+            lines += [f"v = {entry(c, e)}", f"{m}[{i}, {j}] = -h * (0.0 if math.isnan(v) else v)"]
+        lines.append(f"block_solve({m}, {x})")
+        lines += [f"{target(k)} = {old(k)} + {x}[{i}]" for i, k in enumerate(block.states)]
     return lines
 
 
-def _chain_scratch(model: CellModel) -> list[str]:
-    """Allocations of :func:`_chain_lines`' scratch arrays (``chain_m{c}``, ``chain_x{c}``)."""
-    return [line for c, chain in enumerate(model.chains)
-            for line in (f"chain_m{c} = np.empty(({len(chain.gates)}, {len(chain.gates)}))",
-                         f"chain_x{c} = np.empty({len(chain.gates)})")]
+def _block_scratch(model: CellModel) -> list[str]:
+    """Allocations of :func:`_block_lines`' scratch arrays (``block_m{c}``, ``block_x{c}``)."""
+    return [line for c, block in enumerate(model.blocks)
+            for line in (f"block_m{c} = np.empty(({len(block.states)}, {len(block.states)}))",
+                         f"block_x{c} = np.empty({len(block.states)})")]
 
 
-def _chain_import() -> list[str]:
-    """The generated module's import of the chains' linear solve (with its source's hash:
+def _block_import() -> list[str]:
+    """The generated module's import of the blocks' linear solve (with its source's hash:
     numba's cache of a caller cannot see a change of the callee's file)."""
     version = hashlib.sha256(Path(small_solve.__file__).read_bytes()).hexdigest()[:16]
-    return [f"from app.compute.small_solve_jit import solve_in_place_jit as chain_solve   # small_solve.py {version}"]
+    return [f"from app.compute.small_solve_jit import solve_in_place_jit as block_solve   # small_solve.py {version}"]
 
 
 _JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})"
@@ -190,7 +199,7 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
         '"""Generated by app/sims/cardiac/compiled.py from the checked model equations; do not edit."""',
         "import math", "", "import numpy as np", "from numba import njit", "",
         f"from app.compute import jit_math as vm     # jit_math.py {math_version} (numba's cache cannot see it)",
-        *(_chain_import() if model.chains else [])]
+        *(_block_import() if model.blocks else [])]
     n_rates = ng + 2 * nga
     lines += function("rates_cells", "y, i_st, pconst, pfield, dng, a, b", n_rates, [],
                       [f"block[{first_out + k}, j] = {outputs[k]}" for k in range(n_rates)],
@@ -217,25 +226,29 @@ def _simd_source(model: CellModel, varying: tuple[int, ...]) -> str:
         w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
         update += [f"z = h * {a}", "phi = vm.select(abs(z) < 1e-5, 1.0 + 0.5 * z, vm.expm1(z) / z)",
                    f"block[{first_out + ng + g}, j] = {w} + h * ({a} * {w} + {b}) * phi"]
-    # the chains after the vectorised loop, one cell at a time (a call would keep LLVM from
-    # vectorising the model): each chain gate's a and a·w + b, and the entries, in rows after the states
+    # the blocks after the vectorised loop, one cell at a time (a call would keep LLVM from
+    # vectorising the model): each member's J_kk and f_k, and the entries, in rows after the states
     row = first_out + ns
-    a_row, f_row, entry_row = {}, {}, {}
-    for c, chain in enumerate(model.chains):
-        for g in chain.gates:
-            w, a, b = state[ng + g], outputs[ng + g], outputs[ng + nga + g]
-            a_row[g], f_row[g], row = row, row + 1, row + 2
-            update += [f"block[{a_row[g]}, j] = {a}", f"block[{f_row[g]}, j] = {a} * {w} + {b}"]
-        for e in range(len(chain.entries)):
+    d_row, f_row, entry_row = {}, {}, {}
+    for c, block in enumerate(model.blocks):
+        for k in block.states:
+            if k < ng:
+                diag = outputs[ng + 2 * nga + k]
+                force = f"({outputs[0]} + block[{lap_row}, j])" if k == 0 else outputs[k]
+            else:
+                diag, force = outputs[k], f"{outputs[k]} * {state[k]} + {outputs[nga + k]}"
+            d_row[k], f_row[k], row = row, row + 1, row + 2
+            update += [f"block[{d_row[k]}, j] = {diag}", f"block[{f_row[k]}, j] = {force}"]
+        for e in range(len(block.entries)):
             entry_row[c, e], row = row, row + 1
-            update.append(f"block[{entry_row[c, e]}, j] = {outputs[ng + 2 * nga + chain.first + e]}")
-    chains = _chain_lines(model, lambda k: f"block[{k}, j]", lambda g: f"block[{a_row[g]}, j]",
-                          lambda g: f"block[{f_row[g]}, j]", lambda c, e: f"block[{entry_row[c, e]}, j]",
-                          lambda k: f"block[{first_out + k}, j]", lambda c: (f"chain_m{c}", f"chain_x{c}"))
-    after = ["        for q in range(m):", "            j = np.uint64(q)", *("            " + x for x in chains)]
+            update.append(f"block[{entry_row[c, e]}, j] = {outputs[ng + 2 * nga + block.first + e]}")
+    blocks = _block_lines(model, lambda k: f"block[{k}, j]", lambda k: f"block[{d_row[k]}, j]",
+                          lambda k: f"block[{f_row[k]}, j]", lambda c, e: f"block[{entry_row[c, e]}, j]",
+                          lambda k: f"block[{first_out + k}, j]", lambda c: (f"block_m{c}", f"block_x{c}"))
+    after = ["        for q in range(m):", "            j = np.uint64(q)", *("            " + x for x in blocks)]
     lines += function("rl_euler_cells", "y, i_st, pconst, pfield, neighbours, inv_d2, D, h, out", row - first_out,
-                      diffusion, update, (after if chains else []) + copy("out", range(ns), first_out),
-                      tuple(_chain_scratch(model)))
+                      diffusion, update, (after if blocks else []) + copy("out", range(ns), first_out),
+                      tuple(_block_scratch(model)))
     return "\n".join(lines) + "\n"
 
 

@@ -500,7 +500,7 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
                 return
             t0, y0 = self.t, self.y
             if not tab.adaptive:
-                high, _ = rk_step(self.f, t0, y0, s.dt, tab, self.p.n_nongating, self.p.model.chains)
+                high, _ = rk_step(self.f, t0, y0, s.dt, tab, self.p.n_nongating, self.p.model.blocks)
                 self._accept(high, (self.step_index + 1) * s.dt)
                 self.step_index += 1
                 continue

@@ -28,6 +28,22 @@ Detection (:func:`find_chains`, at import): the gates whose a or b read other ga
 directed graph; its strongly connected components of 2 to :data:`MAX_CHAIN` states are the
 candidates. A member whose ``a`` reads its component, or one of whose ``∂b/∂x_t`` does, is not
 affine in it and leaves; the rest is split again until every component is affine.
+
+**Fast groups** (:func:`fast_groups`, when a model is built ``with_jacobian``): states that are
+not one chain but exchange fast (a membrane potential and a t-tubular one, SR calcium and
+calsequestrin) are stepped together the same way, with the block of the whole Jacobian,
+``y_B + h·(I − h·J_BB)⁻¹·f_B(y)``, the linearly implicit (Rosenbrock) Euler step on the block.
+The rule, at the model's initial state with its default parameters: states i and j exchange at
+``√(J_ij·J_ji)`` (J_ij·J_ji > 0; the rate ``stability.split_coupling`` reports); pairs faster than
+:data:`FAST_RATE` are joined, fastest first, into groups of at most :data:`MAX_CHAIN` states (a
+join that would exceed it is skipped). Eligible are the non-gating states and the coupled gates
+not in a chain (a voltage-only gate may be read from a table for a fixed step and is stepped by
+Rush–Larsen). Where V is in a group the diffusion current is part of its ``f`` (frozen over the
+step, as in the per-state update), not of ``J_BB``.
+
+Chains and fast groups are one :class:`Block` each: the same entries (``∂f_i/∂x_j``: for a chain
+gate ``∂b_i/∂x_j``, since its ``a`` does not read the chain), the same step in every engine. A NaN
+entry of ``J_BB`` counts as 0 (forward Euler in that direction), as GRL1's per-state update does.
 """
 
 from __future__ import annotations
@@ -37,22 +53,23 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from app.compute.codegen import Name, Node, names_used
+from app.compute.codegen import Binary, Name, Node, names_used
 from app.compute.codegen.differentiate import ZERO, jacobian_entries
 from app.compute.small_solve import solve_batch
 
 @dataclass(frozen=True)
-class Chain:
-    """A chain of a model ``with_jacobian``: its gates (indices among the gates, in state
-    order), the off-diagonal entries (row, column) of its matrix, and the row of ``jng`` where
-    their values start."""
+class Block:
+    """States GRL1 steps together (a chain or a fast group) in a model ``with_jacobian``: their
+    indices in the state vector (in order), the off-diagonal entries (row, column) of J_BB not
+    identically 0, and the row of ``jng`` where their values start."""
 
-    gates: tuple[int, ...]
+    states: tuple[int, ...]
     entries: tuple[tuple[int, int], ...]
     first: int
 
 
-MAX_CHAIN = 20            # states of one chain (a dense (n+1)-square matrix per cell and step)
+MAX_CHAIN = 20            # states of one block (a dense n-square matrix per cell and step)
+FAST_RATE = 5.0           # 1/ms: exchanges faster than this join a fast group (h·rate 0.25 at 0.05 ms)
 _PROBE = "chain_probe"    # names of the derivatives find_chains inspects (not kept)
 
 
@@ -120,28 +137,57 @@ def find_chains(program: Sequence[tuple[str, Node]], states: Sequence[str],
         candidates -= leave
 
 
-def chain_entries(program: Sequence[tuple[str, Node]], chain: Sequence[str],
-                  rates: Mapping[str, tuple[str, str]],
+def fast_groups(jac: np.ndarray, eligible: Sequence[int], rate: float = FAST_RATE,
+                cap: int = MAX_CHAIN) -> tuple[tuple[int, ...], ...]:
+    """The fast groups (see the module's head) of the Jacobian ``jac`` (S, S) among the states
+    ``eligible``: pairs with √(J_ij·J_ji) > ``rate`` joined fastest first, no group above ``cap``
+    states; each group sorted, the groups by their first state."""
+    pairs = sorted(((float(np.sqrt(jac[i, j] * jac[j, i])), i, j) for i in eligible for j in eligible
+                    if i < j and jac[i, j] * jac[j, i] > rate * rate), reverse=True)
+    group = {k: frozenset([k]) for k in eligible}
+    for _, i, j in pairs:
+        if group[i] is not group[j] and len(group[i]) + len(group[j]) <= cap:
+            joined = group[i] | group[j]
+            for k in joined:
+                group[k] = joined
+    return tuple(sorted({tuple(sorted(g)) for g in group.values() if len(g) > 1}))
+
+
+def block_entries(program: Sequence[tuple[str, Node]], block: Sequence[str],
+                  rates: Mapping[str, tuple[str, str | None]],
                   prefix: str) -> tuple[list[tuple[str, Node]], list[tuple[int, int, Node]]]:
-    """The equations of the chain matrix's off-diagonal entries that are not identically 0
-    (named from ``prefix``) and ``(row, column, tree)`` for each, indices into ``chain``
-    (A[i, j] = ∂b_i/∂x_j; the diagonal is each gate's a)."""
-    pairs = _pairs(chain, rates)
-    eqs, trees = jacobian_entries(program, [(b, t) for _, b, t in pairs], prefix)
-    index = {s: k for k, s in enumerate(chain)}
-    return eqs, [(index[s], index[t], tree) for (s, _, t), tree in zip(pairs, trees) if tree != ZERO]
+    """The equations of J_BB's off-diagonal entries ∂f_i/∂x_j that are not identically 0 (named
+    from ``prefix``) and ``(row, column, tree)`` for each, indices into ``block``. ``rates``: a
+    gate's names of its a and b equations (f = a·x + b: the entry x·∂a/∂x_j + ∂b/∂x_j), a
+    non-gating state's name of its derivative and None."""
+    pairs = [(s, t) for s in block for t in block if t != s]
+    wanted = [(rates[s][1] or rates[s][0], t) for s, t in pairs]           # b, or the derivative
+    wanted += [(rates[s][0], t) for s, t in pairs if rates[s][1] is not None]      # a of a gate
+    eqs, trees = jacobian_entries(program, wanted, prefix)
+    by_a = iter(trees[len(pairs):])
+    index = {s: k for k, s in enumerate(block)}
+    out = []
+    for (s, t), tree in zip(pairs, trees):
+        if rates[s][1] is not None:
+            da = next(by_a)
+            if da != ZERO:
+                term = Binary("*", Name(s), da)
+                tree = term if tree == ZERO else Binary("+", tree, term)
+        if tree != ZERO:
+            out.append((index[s], index[t], tree))
+    return eqs, out
 
 
-def chain_matrix(a: np.ndarray, entries: Sequence[tuple[int, int]], values: np.ndarray) -> np.ndarray:
-    """A (N, n, n) in float64: the chain's gates' ``a`` (n, N) on the diagonal, ``values`` (E, N)
-    at ``entries`` (row, column)."""
-    n, n_cells = a.shape
+def block_matrix(diagonal: np.ndarray, entries: Sequence[tuple[int, int]], values: np.ndarray) -> np.ndarray:
+    """J_BB (N, n, n) in float64: ``diagonal`` (n, N), ``values`` (E, N) at ``entries`` (row,
+    column); a NaN entry counts as 0."""
+    n, n_cells = diagonal.shape
     out = np.zeros((n_cells, n, n))
     idx = np.arange(n)
-    out[:, idx, idx] = a.T
+    out[:, idx, idx] = diagonal.T
     for (i, j), v in zip(entries, values):
         out[:, i, j] = v
-    return out
+    return np.where(np.isnan(out), 0.0, out)
 
 
 def block_increment(a: np.ndarray, f: np.ndarray, h: float) -> np.ndarray:
@@ -150,14 +196,16 @@ def block_increment(a: np.ndarray, f: np.ndarray, h: float) -> np.ndarray:
     return h * solve_batch(np.eye(n) - h * a, f)
 
 
-def chain_step(out: np.ndarray, y0: np.ndarray, h: float, a: np.ndarray, b: np.ndarray, jng: np.ndarray,
-               n_nongating: int, chain: Chain) -> None:
-    """GRL1 on one chain, in place: its gates' rows of ``out`` become ``y0 + h·(I − h·A)⁻¹·f_B``
-    (``a``, ``b`` the gates' coefficients, ``jng`` the model's Jacobian outputs, all (…, N))."""
-    g = list(chain.gates)
-    rows = [n_nongating + k for k in g]
-    ga, w0 = a[g].astype(np.float64), y0[rows].astype(np.float64)
-    values = jng[chain.first:chain.first + len(chain.entries)].astype(np.float64)
-    f = ga * w0 + b[g]
-    inc = block_increment(chain_matrix(ga, chain.entries, values), f.T, h)
+def block_step(out: np.ndarray, y0: np.ndarray, h: float, kng: np.ndarray, a: np.ndarray, b: np.ndarray,
+               jng: np.ndarray, n_nongating: int, block: Block) -> None:
+    """GRL1 on one block, in place: its rows of ``out`` become ``y0 + h·(I − h·J_BB)⁻¹·f_B``
+    (``kng`` the non-gating derivatives with diffusion, ``a``, ``b`` the gates' coefficients,
+    ``jng`` the model's Jacobian outputs, all (…, N))."""
+    ng = n_nongating
+    rows = list(block.states)
+    w0 = y0[rows].astype(np.float64)
+    diagonal = np.stack([jng[k] if k < ng else a[k - ng] for k in rows]).astype(np.float64)
+    f = np.stack([kng[k] if k < ng else a[k - ng] * y0[k] + b[k - ng] for k in rows]).astype(np.float64)
+    values = jng[block.first:block.first + len(block.entries)].astype(np.float64)
+    inc = block_increment(block_matrix(diagonal, block.entries, values), f.T, h)
     out[rows] = (w0 + inc.T).astype(out.dtype)

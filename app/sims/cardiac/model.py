@@ -9,7 +9,7 @@ states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters
 ``with_jacobian`` adds ``jng``, each non-gating derivative's derivative by its own state (the
 diagonal of the Jacobian, symbolic: :mod:`app.compute.codegen.differentiate`; a gate's is its
 ``a``), for the generalized Rush–Larsen method, then the entries of its Markov chains'
-matrices (:attr:`CellModel.chains`).
+matrices and fast groups' Jacobian blocks (:attr:`CellModel.blocks`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from app.compute.codegen.differentiate import jacobian_entries
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
-from app.sims.cardiac.markov import Chain, chain_entries
+from app.sims.cardiac.markov import Block, block_entries, fast_groups
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
 V_INDEX = 0
@@ -202,9 +202,9 @@ class CellModel:
         return {p.name for k, p in enumerate(self.parameters) if k not in self.varying}
 
     @functools.cached_property
-    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...], tuple[Chain, ...]]:
+    def _program(self) -> tuple[tuple[tuple[str, Node], ...], tuple[str, ...], tuple[int, ...], tuple[Block, ...]]:
         """The equations, the outputs, the gates updated from tables (see ``rl_step``) and the
-        chains (see :attr:`chains`)."""
+        blocks (see :attr:`blocks`)."""
         m = self.imported
         eqs, outs = [(e.name, reduce_strength(e.tree)) for e in m.equations], list(m.outputs)
         table_gates = []
@@ -219,30 +219,62 @@ class CellModel:
                             (f"rl_{g}_B", Binary("/", Binary("*", Name(b), Call("expm1", (ha,))), Name(a)))]
                     outs[ng + g], outs[ng + n_gates + g] = f"rl_{g}_E", f"rl_{g}_B"
                     table_gates.append(g)
-        chains: list[Chain] = []
+        blocks: list[Block] = []
         if self.jacobian:
-            ng = self.n_nongating
+            ng, n_gates = self.n_nongating, self.n_gates
             jac_eqs, diagonal = jacobian_entries(eqs, list(zip(m.outputs[:ng], m.states[:ng])), JACOBIAN_PREFIX)
             eqs += [(name, reduce_strength(tree)) for name, tree in jac_eqs]
             eqs += [(f"{JACOBIAN_PREFIX}{k}", reduce_strength(tree)) for k, tree in enumerate(diagonal)]
             outs += [f"{JACOBIAN_PREFIX}{k}" for k in range(ng)]
-            index, n_gates = {s: k for k, s in enumerate(m.states)}, self.n_gates
-            rates = {s: (m.outputs[index[s]], m.outputs[index[s] + n_gates]) for c in m.chains for s in c}
-            for c, chain in enumerate(m.chains):
+            rates: dict[str, tuple[str, str | None]] = {s: (m.outputs[k], None) for k, s in enumerate(m.states[:ng])}
+            rates |= {s: (m.outputs[ng + g], m.outputs[ng + n_gates + g]) for g, s in enumerate(m.states[ng:])}
+            groups = list(m.chains) + [tuple(m.states[k] for k in g) for g in self.fast_groups]
+            index = {s: k for k, s in enumerate(m.states)}
+            for c, group in enumerate(groups):
                 prefix = f"{JACOBIAN_PREFIX}c{c}_"
-                entry_eqs, entries = chain_entries(eqs, chain, rates, prefix)
+                entry_eqs, entries = block_entries(eqs, group, rates, prefix)
                 eqs += [(name, reduce_strength(tree)) for name, tree in entry_eqs]
-                chains.append(Chain(tuple(index[s] - ng for s in chain), tuple((i, j) for i, j, _ in entries),
+                blocks.append(Block(tuple(index[s] for s in group), tuple((i, j) for i, j, _ in entries),
                                     len(outs) - ng - 2 * n_gates))
                 eqs += [(f"{prefix}{e}", reduce_strength(tree)) for e, (_, _, tree) in enumerate(entries)]
                 outs += [f"{prefix}{e}" for e in range(len(entries))]
-        return tuple(eqs), tuple(outs), tuple(table_gates), tuple(chains)
+        return tuple(eqs), tuple(outs), tuple(table_gates), tuple(blocks)
 
     @property
-    def chains(self) -> tuple[Chain, ...]:
-        """The Markov chains GRL1 steps together (:mod:`.markov`; a model ``with_jacobian``
-        only, whose ``jng`` rows after the diagonal hold their matrices' entries)."""
+    def blocks(self) -> tuple[Block, ...]:
+        """The states GRL1 steps together: the Markov chains, then the fast groups
+        (:mod:`.markov`; a model ``with_jacobian`` only, whose ``jng`` rows after the diagonal
+        hold their blocks' entries)."""
         return self._program[3]
+
+    @functools.cached_property
+    def fast_groups(self) -> tuple[tuple[int, ...], ...]:
+        """State indices of each fast group (:func:`.markov.fast_groups`), from the Jacobian at
+        the initial state with the default parameters; none where it is not finite there."""
+        m = self.imported
+        ng = self.n_nongating
+        plain = CellModel(m)
+        jac = plain.numeric_jacobian(plain.initial_state(), plain.parameter_vector())
+        if not np.all(np.isfinite(jac)):
+            return ()
+        in_chain = {s for c in m.chains for s in c}
+        eligible = [k for k in range(ng + m.n_coupled) if m.states[k] not in in_chain]
+        return fast_groups(jac, eligible)
+
+    def numeric_jacobian(self, y: np.ndarray, params: np.ndarray) -> np.ndarray:
+        """dy/dt's Jacobian (S, S) at ``y`` (S,) by central differences of :meth:`derivative`
+        (each state's step its size times 1e-6)."""
+        n = len(y)
+        out = np.empty((n, n))
+        with np.errstate(all="ignore"):
+            for j in range(n):
+                step = 1e-6 * max(abs(y[j]), 1e-6)
+                up, down = y.copy(), y.copy()
+                up[j] += step
+                down[j] -= step
+                out[:, j] = (self.derivative(up[:, None], 0.0, params)[:, 0]
+                             - self.derivative(down[:, None], 0.0, params)[:, 0]) / (2 * step)
+        return out
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -394,28 +426,36 @@ class CellModel:
         dng, a, b = self.rates(y, i_st, params)[:3]
         return np.concatenate([dng, a * y[self.n_nongating:] + b])
 
-    def _cuda_chains(self, real: str) -> list[str]:
-        """``MODEL_NJAC`` (the outputs after the b's), ``CHAIN_STATE[s]`` (state s is in a chain)
-        and ``model_chain_update``: GRL1's step of each chain (:func:`.markov.chain_step`) from
-        the old states ``y0`` and the outputs ``kk`` into ``Yn`` (kernels/common/small_solve.cuh)."""
+    def _cuda_blocks(self, real: str) -> list[str]:
+        """``MODEL_NJAC`` (the outputs after the b's), ``BLOCK_STATE[s]`` (state s is in a block)
+        and ``model_block_update``: GRL1's step of each block (:func:`.markov.block_step`) from
+        the old states ``y0`` and the outputs ``kk`` (diffusion in kk[0]) into ``Yn``
+        (kernels/common/small_solve.cuh)."""
         ng, nga = self.n_nongating, self.n_gates
-        in_chain = {ng + g for chain in self.chains for g in chain.gates}
-        flags = ", ".join("true" if s in in_chain else "false" for s in range(self.n_states))
+        in_block = {k for block in self.blocks for k in block.states}
+        flags = ", ".join("true" if s in in_block else "false" for s in range(self.n_states))
         lines = [f"#define MODEL_NJAC {len(self.outputs) - ng - 2 * nga}",
-                 f"__device__ constexpr bool CHAIN_STATE[{self.n_states}] = {{{flags}}};",
-                 f"__device__ __forceinline__ void model_chain_update(const {real}* __restrict__ kk, "
+                 f"__device__ constexpr bool BLOCK_STATE[{self.n_states}] = {{{flags}}};",
+                 f"__device__ __forceinline__ void model_block_update(const {real}* __restrict__ kk, "
                  f"const {real}* __restrict__ y0, {real}* __restrict__ Yn, const int k, const {real} h)", "{"]
-        for chain in self.chains:
-            n = len(chain.gates)
+
+        def entry(value: str) -> str:
+            return f"(isnan({value}) ? ({real})0 : {value})"
+
+        for block in self.blocks:
+            n = len(block.states)
             lines += ["    {", f"        {real} m[{n * n}], x[{n}];",
                       f"        for (int i = 0; i < {n * n}; ++i) m[i] = 0;"]
-            for i, g in enumerate(chain.gates):
-                a, b, w = f"kk[{ng + g}]", f"kk[{ng + nga + g}]", f"y0[{ng + g}]"
-                lines += [f"        m[{i * n + i}] = 1 - h * {a};", f"        x[{i}] = h * ({a} * {w} + {b});"]
-            lines += [f"        m[{i * n + j}] = -h * kk[{ng + 2 * nga + chain.first + e}];"
-                      for e, (i, j) in enumerate(chain.entries)]
+            for i, q in enumerate(block.states):
+                if q < ng:
+                    diag, force = f"kk[{ng + 2 * nga + q}]", f"kk[{q}]"
+                else:
+                    diag, force = f"kk[{q}]", f"(kk[{q}] * y0[{q}] + kk[{nga + q}])"
+                lines += [f"        m[{i * n + i}] = 1 - h * {entry(diag)};", f"        x[{i}] = h * {force};"]
+            lines += [f"        m[{i * n + j}] = -h * {entry(f'kk[{ng + 2 * nga + block.first + e}]')};"
+                      for e, (i, j) in enumerate(block.entries)]
             lines.append(f"        small_solve<{n}>(m, x);")
-            lines += [f"        Yn[{ng + g} * NPAD + k] = y0[{ng + g}] + x[{i}];" for i, g in enumerate(chain.gates)]
+            lines += [f"        Yn[{q} * NPAD + k] = y0[{q}] + x[{i}];" for i, q in enumerate(block.states)]
             lines.append("    }")
         return lines + ["}"]
 
@@ -426,7 +466,7 @@ class CellModel:
         tables, the voltage-only entries from ``c_lut`` (pairs value, difference; see :meth:`table`).
         ``real`` is the type of the states and outputs, ``compute`` (default ``real``) the one
         the model is evaluated in (``float`` under ``double`` states: the mixed precision).
-        Before it: the Markov chains' update (:meth:`_cuda_chains`)."""
+        Before it: the blocks' update (:meth:`_cuda_blocks`)."""
         compute = compute or real
         if real not in ("float", "double") or compute not in ("float", "double"):
             raise ValueError("real and compute must be float or double")
@@ -445,7 +485,7 @@ class CellModel:
         outputs = [f"    out[{k}] = ({real}){_symbol(o)};" for k, o in enumerate(self.outputs)]
         flags = ", ".join("true" if g in self.table_gates else "false" for g in range(max(self.n_gates, 1)))
         lines = [f"__device__ constexpr bool GATE_TABLE[{max(self.n_gates, 1)}] = {{{flags}}};"
-                 "   // gate update x <- a x + b (tabulated)", *self._cuda_chains(real)]
+                 "   // gate update x <- a x + b (tabulated)", *self._cuda_blocks(real)]
         signature = (f"(const {real}* __restrict__ y, const {real} i_st, const {real}* __restrict__ pfield, "
                      f"const int cell, {real}* __restrict__ out)")
         inputs = [f"    const {compute} {a} = {b};"

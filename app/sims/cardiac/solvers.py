@@ -24,8 +24,9 @@ stepped exactly for its linearisation dy/dt ≈ f(y0) + J_ii·(y − y0) with th
 entry J_ii, y1 = y0 + h·f(y0)·φ1(h·J_ii). For a gate J_ii is its ``a`` (RL exactly); for the
 non-gating states the model outputs J_ii (``CellModel.with_jacobian``). First order, like RLFE,
 but stable on stiff non-gating states (buffers, concentrations) that forward Euler blows up on
-at tissue steps. The gates of each Markov chain (:mod:`.markov`) are stepped together instead,
-by backward Euler on the chain with its coefficients frozen, y_B + h·(I − h·A)⁻¹·f_B.
+at tissue steps. The states of each block (:mod:`.markov`: a Markov chain, or a group of states
+that exchange fast) are stepped together instead, by the linearly implicit Euler step on the
+block, y_B + h·(I − h·J_BB)⁻¹·f_B.
 
 Adaptive pairs use local extrapolation (the high-order solution is kept), the error of a
 step is ``max_i |y_high − y_low| / (at + rt·|y_old|)`` over every state of every cell, and
@@ -40,7 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
-from app.sims.cardiac.markov import Chain, chain_step
+from app.sims.cardiac.markov import Block, block_step
 
 
 @dataclass(frozen=True)
@@ -151,18 +152,18 @@ def combine(y0: np.ndarray, h: float, weights, ks, n_nongating: int, rl: bool) -
     return out
 
 
-def rk_step(f, t: float, y0: np.ndarray, h: float, tab: Tableau, n_nongating: int, chains: Sequence[Chain] = ()):
+def rk_step(f, t: float, y0: np.ndarray, h: float, tab: Tableau, n_nongating: int, blocks: Sequence[Block] = ()):
     """One step of ``tab`` from (t, y0); ``f(t, y) -> (k_nongating, a, b)``.
 
     Returns ``(y_high, y_low)``; ``y_low`` is None for fixed-step methods. GRL1 (``tab.grl``):
     ``f`` returns ``(k_nongating, a, b, jac)`` (the non-gating states' diagonal Jacobian, then
-    the entries of the ``chains``' matrices, which are stepped together: :mod:`.markov`)."""
+    the entries of the ``blocks``' Jacobians, whose states are stepped together: :mod:`.markov`)."""
     if tab.grl:
         kng, a, b, jac = f(t, y0)
         high = combine(y0, h, tab.b, [(kng, a, b, y0[n_nongating:])], n_nongating, True)
         high[:n_nongating] = grl_euler(y0[:n_nongating], h, kng, jac[:n_nongating])
-        for chain in chains:
-            chain_step(high, y0, h, a, b, jac, n_nongating, chain)
+        for block in blocks:
+            block_step(high, y0, h, kng, a, b, jac, n_nongating, block)
         return high, None
     ks = []
     for i in range(tab.stages):

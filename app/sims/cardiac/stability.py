@@ -3,12 +3,12 @@
 Linearised at the initial state y0 (dy/dt ≈ J·(y − y0) + f(y0)), one step of either method maps a
 perturbation e to ``M·e`` with ``M = I + h·Φ·J``, ``Φ = diag(φ1(h·d))``: ``d`` the diagonal
 entries the method integrates exactly (RLFE: the gates' ``a``, 0 for the non-gating states,
-which take forward Euler; GRL1: every diagonal entry; and each Markov chain's block of Φ is
-(I − h·J_BB)⁻¹, its backward Euler step: :mod:`.markov`). The exact flow maps it to ``exp(h·J)·e``, whose
+which take forward Euler; GRL1: every diagonal entry; and each block's (a Markov chain, a fast
+group: :mod:`.markov`) part of Φ is (I − h·J_BB)⁻¹, its linearly implicit Euler step). The exact flow maps it to ``exp(h·J)·e``, whose
 growth is at most ``exp(h·max Re λ(J))``. A step whose spectral radius exceeds that by
 :data:`MARGIN` amplifies what the model damps: the run would blow up (the CellML corpus's
 NaN and |V| > 200 mV of RLFE on buffers and Markov chains), so the config is refused before it.
-J comes from central differences of the model's derivative (the state's size times 1e-6); its
+J comes from central differences of the model's derivative (:meth:`CellModel.numeric_jacobian`); its
 diagonal is exact for the gates (RL) and for GRL1 printed from the model's symbolic Jacobian.
 """
 
@@ -38,35 +38,20 @@ class StepGrowth:
         return self.rho > self.exact * (1.0 + MARGIN)
 
 
-def jacobian(model: CellModel, y: np.ndarray, params: np.ndarray) -> np.ndarray:
-    """dy/dt's Jacobian (S, S) at ``y`` (S,) by central differences of :meth:`CellModel.derivative`."""
-    n = len(y)
-    out = np.empty((n, n))
-    with np.errstate(all="ignore"):
-        for j in range(n):
-            step = 1e-6 * max(abs(y[j]), 1e-6)
-            up, down = y.copy(), y.copy()
-            up[j] += step
-            down[j] -= step
-            out[:, j] = (model.derivative(up[:, None], 0.0, params)[:, 0]
-                         - model.derivative(down[:, None], 0.0, params)[:, 0]) / (2 * step)
-    return out
-
-
 def step_growth(model: CellModel, params: np.ndarray, h: float, tableau: Tableau) -> StepGrowth | None:
     """The growth of one step of ``tableau`` (one stage, Rush–Larsen) at the model's initial
     state; None where the linearisation is not finite there."""
     y = model.initial_state()
-    jac = jacobian(model, y, params)
+    jac = model.numeric_jacobian(y, params)
     if not np.all(np.isfinite(jac)):
         return None
     exact_diagonal = np.diag(jac).copy()
     if not tableau.grl:
         exact_diagonal[:model.n_nongating] = 0.0          # forward Euler on the non-gating states
     factor = np.diag(phi1(h * exact_diagonal))
-    if tableau.grl:                                       # each Markov chain's block: (I − h·J_BB)⁻¹
-        for chain in model.with_jacobian().chains:
-            rows = [model.n_nongating + g for g in chain.gates]
+    if tableau.grl:                                       # each block's: (I − h·J_BB)⁻¹
+        for block in model.with_jacobian().blocks:
+            rows = list(block.states)
             factor[np.ix_(rows, rows)] = np.linalg.inv(np.eye(len(rows)) - h * jac[np.ix_(rows, rows)])
     step = np.eye(len(y)) + h * factor @ jac
     values, vectors = np.linalg.eig(step)
@@ -79,7 +64,7 @@ def step_growth(model: CellModel, params: np.ndarray, h: float, tableau: Tableau
 @dataclass(frozen=True)
 class SplitCoupling:
     """The fastest two-way exchange that GRL1 splits: ``rate`` = √(J_ij·J_ji) (1/ms) between
-    ``states`` i and j, stepped apart (not one Markov chain)."""
+    ``states`` i and j, stepped apart (not in one block)."""
 
     rate: float
     states: tuple[str, str]
@@ -88,16 +73,16 @@ class SplitCoupling:
 def split_coupling(model: CellModel, params: np.ndarray) -> SplitCoupling | None:
     """The pair of states at the model's initial state with the largest two-way coupling
     √(J_ij·J_ji) (J_ij·J_ji > 0: an exchange; invariant under the states' units) that GRL1 steps
-    apart, each frozen over the other's step (not in one Markov chain). With h times that rate
+    apart, each frozen over the other's step (not in one block: :mod:`.markov`). With h times that rate
     well above 1 the step misses the exchange at first order: the diagnosis of a GRL1 tissue
     step that is stable but inaccurate. None: no such pair, or J is not finite."""
     y = model.initial_state()
-    jac = jacobian(model, y, params)
+    jac = model.numeric_jacobian(y, params)
     if not np.all(np.isfinite(jac)):
         return None
     exchange = jac * jac.T
-    for chain in model.with_jacobian().chains:
-        rows = [model.n_nongating + g for g in chain.gates]
+    for block in model.with_jacobian().blocks:
+        rows = list(block.states)
         exchange[np.ix_(rows, rows)] = 0.0
     np.fill_diagonal(exchange, 0.0)
     i, j = np.unravel_index(int(np.argmax(exchange)), exchange.shape)
