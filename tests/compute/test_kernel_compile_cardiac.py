@@ -123,16 +123,20 @@ def test_model_method_precision_grid_compiles(name, method, precision, lookup, s
 
 
 @pytest.mark.parametrize("real", ["float", "double"])
-def test_grl1_kernel_of_a_model_with_markov_chains_compiles(real):
-    """GRL1 on Nygren (two chains): the printed model_chain_update calls small_solve.cuh's
-    template per chain size, after the stage kernel's per-state loop."""
+def test_grl1_kernel_of_a_model_with_blocks_compiles(real, tmp_path):
+    """GRL1 on Nygren (two chains) and on a cell whose V is in a fast group: the printed
+    model_block_update calls small_solve.cuh's template per block size, after the stage kernel's
+    per-state loop (and sets the next step's V where V is in a block)."""
     from app.compute import compilers
     from app.compute.kernels import _options
     from app.sims.cardiac.cuda import model_kernel_source
     from app.sims.cardiac.model import load_model
-    model = load_model("nygren_atrial_model_1998").with_jacobian()
-    assert model.chains
-    src, defines = model_kernel_source(model, METHODS["grl1"], real, 1000, 6, 4, 2)
-    assert "small_solve<2>(m, x);" in src
+    from tests.sims.cardiac.synthetic import write_markov_model
+    nygren = load_model("nygren_atrial_model_1998").with_jacobian()
+    tubule = load_model(str(write_markov_model(tmp_path, tubule=(10.0, 40.0)))).with_jacobian()
+    assert len(nygren.blocks) == 2 and tubule.blocks[-1].states == (0, 1)
     compiler = compilers.available()[0]
-    assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data
+    for model in (nygren, tubule):
+        src, defines = model_kernel_source(model, METHODS["grl1"], real, 1000, 6, 4, 2)
+        assert "small_solve<2>(m, x);" in src
+        assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data

@@ -95,13 +95,16 @@ def _ode(state: str, rhs: str) -> str:
 MARKOV_RATES = {"a1": (0.05, 20.0), "b1": (0.01, -25.0), "a2": (2.0, 20.0), "b2": (5.0, -40.0)}
 
 
-def write_markov_model(folder: Path, sodium: bool = True) -> Path:
+def write_markov_model(folder: Path, sodium: bool = True, tubule: tuple[float, float] | None = None) -> Path:
     """A cell whose repolarising current flows through a stiff three-state Markov chain
     C ⇌ O ⇌ I (C→O a1, O→C b1, O→I a2, I→O b2, each k·exp(V/s) per :data:`MARKOV_RATES`;
     O⇌I at |λ| ≈ 37/ms at rest): dV/dt = -(gK·O·(V + 90) + gL·(V + 80) + gNa·m·h·(V − 40)) − i_stim
     with Hodgkin-Huxley gates m (activation, 1 ms) and h (inactivation, 100 ms); the stimulus is the annotated -20 µA/µF for 2 ms every 500 ms
     from 10 ms. C, O and I are gates coupled to each other (each one's b reads the others).
-    ``sodium=False``: no sodium current and no m, h (the chain is the only gating)."""
+    ``sodium=False``: no sodium current and no m, h (the chain is the only gating).
+    ``tubule=(g_st, g_tt)`` (1/ms): a second membrane potential Vt (a t-tubule's, a leak to −80 mV
+    of 0.02·exp((Vt + 80)/40) per ms: not affine in Vt, so not a gate) coupled to V by −g_st·(V − Vt) in dV/dt and g_tt·(V − Vt) in dVt/dt: the two
+    exchange at √(g_st·g_tt) (Pasek's surface and t-tubular potentials)."""
     a1, b1, a2, b2 = (_rate(*MARKOV_RATES[k]) for k in ("a1", "b1", "a2", "b2"))
     mult = _apply
     currents = _apply("plus",
@@ -118,9 +121,16 @@ def write_markov_model(folder: Path, sodium: bool = True) -> Path:
     stim = (f"<apply><eq/><ci>i_stim</ci><piecewise><piece><ci>amp</ci>"
             f"{_apply('and', _apply('geq', pulse, _ci('off')), _apply('leq', pulse, _apply('plus', _ci('off'), _ci('dur'))))}"
             f"</piece><otherwise>{_cn(0.0, 'mV_per_ms')}</otherwise></piecewise></apply>")
+    if tubule:
+        currents = _apply("plus", currents, mult("times", _cn(tubule[0], "per_ms"), _apply("minus", _ci("V"), _ci("Vt"))))
     math = "".join([
         stim,
         _ode("V", _apply("minus", _apply("minus", currents), _ci("i_stim"))),
+        *[_ode("Vt", _apply("minus", mult("times", _cn(g_tt, "per_ms"), _apply("minus", _ci("V"), _ci("Vt"))),
+                            mult("times", _cn(0.02, "per_ms"), _apply("plus", _ci("Vt"), _cn(80.0, "mV")),
+                                 _apply("exp", _apply("divide", _apply("plus", _ci("Vt"), _cn(80.0, "mV")),
+                                                      _cn(40.0, "mV"))))))
+          for g_tt in (tubule or ())[1:]],
         *[_ode("m", _apply("divide", _apply("minus", m_inf, _ci("m")), _cn(1.0, "ms"))),
           _ode("h", _apply("divide", _apply("minus", h_inf, _ci("h")), _cn(100.0, "ms")))] * sodium,
         _ode("C", _apply("minus", _apply("times", b1, _ci("O")), _apply("times", a1, _ci("C")))),
@@ -131,6 +141,7 @@ def write_markov_model(folder: Path, sodium: bool = True) -> Path:
     variables = "".join(f'    <variable name="{n}" units="dimensionless" initial_value="{v!r}"/>\n'
                         for n, v in (("m", 0.0), ("h", 1.0), ("C", 1.0), ("O", 0.0), ("I", 0.0))
                         if sodium or n not in "mh")
+    variables += '    <variable name="Vt" units="mV" initial_value="-80.0"/>\n' * bool(tubule)
     text = HEAD.split('    <variable name="n"')[0] + variables + "".join(
         line + "\n" for line in HEAD.splitlines() if any(f'name="{n}"' in line for n in ("i_stim", "amp", "dur", "per", "off")))
     text += f'    <math xmlns="http://www.w3.org/1998/Math/MathML">{math}</math>\n  </component>\n'

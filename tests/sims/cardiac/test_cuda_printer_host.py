@@ -24,7 +24,7 @@ PRELUDE = """
 #include <cmath>
 #include <cstddef>
 using std::exp; using std::log; using std::sqrt; using std::pow; using std::fabs; using std::expm1;
-using std::fmin; using std::fmax;
+using std::fmin; using std::fmax; using std::isnan;
 #define __device__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
@@ -119,18 +119,25 @@ def test_tables_rescue_mahajan_in_float32(tmp_path):
     assert_outputs_close(host_rates(tabled, "float", "float", tmp_path / "t")(y, ist, p), want, 2e-3)
 
 
-def test_printed_chain_update_matches_numpy(tmp_path):
-    """GRL1's Markov-chain step as the CUDA kernel calls it (``model_chain_update`` with
-    kernels/common/small_solve.cuh, compiled for the host): Nygren's two chains (troponin's
-    Mg²⁺/Ca²⁺ sites, the SR release's activator and product) from random states and outputs,
-    against the NumPy engine's :func:`~app.sims.cardiac.markov.chain_step`, in double, at a
-    tissue step and a long one."""
-    from app.sims.cardiac.markov import chain_step
-    m = load_model("nygren_atrial_model_1998").with_jacobian()
-    assert len(m.chains) == 2
+@pytest.mark.parametrize("which", ["nygren", "tubule"])
+def test_printed_block_update_matches_numpy(tmp_path, which):
+    """GRL1's block step as the CUDA kernel calls it (``model_block_update`` with
+    kernels/common/small_solve.cuh, compiled for the host), from random states and outputs,
+    against the NumPy engine's :func:`~app.sims.cardiac.markov.block_step`, in double, at a
+    tissue step and a long one: Nygren's two chains (troponin's Mg²⁺/Ca²⁺ sites, the SR
+    release's activator and product), and the synthetic cell's fast group of V and a
+    t-tubular potential (non-gating states, diagonal and f from the model's outputs)."""
+    from app.sims.cardiac.markov import block_step
+    from .synthetic import write_markov_model
+    if which == "nygren":
+        m = load_model("nygren_atrial_model_1998").with_jacobian()
+        assert len(m.blocks) == 2
+    else:
+        m = load_model(str(write_markov_model(tmp_path, tubule=(10.0, 40.0)))).with_jacobian()
+        assert m.blocks[-1].states == (0, 1)
     code = (PRELUDE + f"static double c_params[{max(len(m.parameters), 1)}];\n" + m.cuda_source("double")
-            + "extern \"C\" void chains(const double* kk, const double* y0, double* yn, double h) {\n"
-            "  model_chain_update(kk, y0, yn, 0, h);\n}\n")
+            + "extern \"C\" void blocks(const double* kk, const double* y0, double* yn, double h) {\n"
+            "  model_block_update(kk, y0, yn, 0, h);\n}\n")
     dll = compile_host(code, tmp_path)
     y = random_states(8, seed=4, model=m)
     p = m.parameter_vector()
@@ -138,12 +145,12 @@ def test_printed_chain_update_matches_numpy(tmp_path):
     dng, a, b, jng = m.rates(y, np.zeros(8), p)
     for h in (0.05, 2.0):
         want = y.copy()
-        for chain in m.chains:
-            chain_step(want, y, h, a, b, jng, m.n_nongating, chain)
+        for block in m.blocks:
+            block_step(want, y, h, dng, a, b, jng, m.n_nongating, block)
         for c in range(8):
             kk, y0 = np.ascontiguousarray(outputs[:, c]), np.ascontiguousarray(y[:, c])
             got = y0.copy()
-            dll.chains(kk.ctypes.data_as(ctypes.c_void_p), y0.ctypes.data_as(ctypes.c_void_p),
+            dll.blocks(kk.ctypes.data_as(ctypes.c_void_p), y0.ctypes.data_as(ctypes.c_void_p),
                        got.ctypes.data_as(ctypes.c_void_p), ctypes.c_double(h))
             np.testing.assert_allclose(got, want[:, c], rtol=1e-10, atol=1e-13)
-        assert not np.allclose(want, y)                           # the chains moved
+        assert not np.allclose(want, y)                           # the blocks moved

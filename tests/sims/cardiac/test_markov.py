@@ -8,10 +8,9 @@ import pytest
 
 from app.compute.codegen import parse
 from app.sims.cardiac.cellml import import_cellml
-from app.sims.cardiac.markov import block_increment, chain_matrix, find_chains
+from app.sims.cardiac.markov import block_increment, block_matrix, find_chains
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.solvers import METHODS, rk_step
-from app.sims.cardiac.stability import jacobian
 
 from .helpers import run
 from .synthetic import markov_run, trace_difference, write_markov_model
@@ -71,16 +70,16 @@ def test_the_synthetic_channel_is_one_chain_and_its_matrix_is_the_jacobians_bloc
     states, within the differences' truncation (1e-7 relative)."""
     m = CellModel(import_cellml(write_markov_model(tmp_path))).with_jacobian()
     assert m.imported.chains == (("cell_C", "cell_O", "cell_I"),)
-    (chain,) = m.chains
-    assert chain.gates == (0, 1, 2) and sorted(chain.entries) == [(0, 1), (1, 0), (1, 2), (2, 1)]
+    (chain,) = m.blocks
+    assert chain.states == (1, 2, 3) and sorted(chain.entries) == [(0, 1), (1, 0), (1, 2), (2, 1)]
     rng = np.random.default_rng(5)
     p = m.parameter_vector()
     for _ in range(4):
         y = np.concatenate([[rng.uniform(-90, 40)], rng.uniform(0.05, 1, m.n_states - 1)])
         _, a, _, jng = m.rates(y[:, None], np.zeros(1), p)
-        got = chain_matrix(a[list(chain.gates)], chain.entries, jng[chain.first:chain.first + 4])[0]
-        rows = [m.n_nongating + g for g in chain.gates]
-        want = jacobian(m, y, p)[np.ix_(rows, rows)]
+        rows = list(chain.states)
+        got = block_matrix(a[[k - m.n_nongating for k in rows]], chain.entries, jng[chain.first:chain.first + 4])[0]
+        want = m.numeric_jacobian(y, p)[np.ix_(rows, rows)]
         np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9 * np.abs(want).max())
 
 
@@ -94,7 +93,7 @@ def test_grl1_steps_the_chain_by_backward_euler_with_frozen_coefficients(tmp_pat
     p = m.parameter_vector()
     y = m.initial_state()
     y[0] = 30.0
-    rows = [m.n_nongating + g for g in m.chains[0].gates]
+    rows = list(m.blocks[0].states)
 
     def chain_rhs(z):
         full = y.copy()
@@ -105,7 +104,7 @@ def test_grl1_steps_the_chain_by_backward_euler_with_frozen_coefficients(tmp_pat
         return m.rates(yy, np.zeros(1), p)
 
     h = 0.5
-    for chains in (m.chains, ()):
+    for chains in (m.blocks, ()):
         high, _ = rk_step(rates, 0.0, y[:, None].copy(), h, METHODS["grl1"], m.n_nongating, chains)
         x1 = high[rows, 0]
         residual = np.max(np.abs(x1 - y[rows] - h * chain_rhs(x1)))
@@ -175,7 +174,7 @@ def test_split_coupling_names_the_fastest_exchange_outside_the_chains(tmp_path):
     from app.sims.cardiac.stability import split_coupling
     m = CellModel(import_cellml(write_markov_model(tmp_path)))
     p = m.parameter_vector()
-    jac = jacobian(m, m.initial_state(), p)
+    jac = m.numeric_jacobian(m.initial_state(), p)
     index = {s: k for k, s in enumerate(m.states)}
     o, i = index["cell.O"], index["cell.I"]
     inside = np.sqrt(jac[o, i] * jac[i, o])
