@@ -205,7 +205,8 @@ def block_step(out: np.ndarray, y0: np.ndarray, h: float, kng: np.ndarray, a: np
     rows = list(block.states)
     w0 = y0[rows].astype(np.float64)
     diagonal = np.stack([jng[k] if k < ng else a[k - ng] for k in rows]).astype(np.float64)
-    f = np.stack([kng[k] if k < ng else a[k - ng] * y0[k] + b[k - ng] for k in rows]).astype(np.float64)
+    f = np.stack([kng[k].astype(np.float64) if k < ng else diagonal[i] * w0[i] + b[k - ng]
+                  for i, k in enumerate(rows)])
     values = jng[block.first:block.first + len(block.entries)].astype(np.float64)
     inc = block_increment(block_matrix(diagonal, block.entries, values), f.T, h)
     out[rows] = (w0 + inc.T).astype(out.dtype)

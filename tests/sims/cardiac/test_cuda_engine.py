@@ -73,15 +73,18 @@ def test_grl1_stiff_model_cuda_float32_matches_cpu(cuda_context):
 
 @pytest.mark.parametrize("precision,atol_ms,atol_mv,atol_apd", [("float64", 1e-4, 1e-5, 1e-3),
                                                                 ("float32", 0.05, 0.5, 1.0)])
-def test_grl1_markov_chain_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms, atol_mv, atol_apd):
+@pytest.mark.parametrize("tubule", [None, (10.0, 40.0)])
+def test_grl1_blocks_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms, atol_mv, atol_apd, tubule):
     """GRL1 on a strip of the synthetic cell whose repolarising current flows through a stiff
-    chain C ⇌ O ⇌ I, stepped together (the kernel's model_chain_update, small_solve.cuh) against
+    chain C ⇌ O ⇌ I (with ``tubule``: and whose V is in a fast group with a t-tubular potential,
+    the diffusion current in f_V), each block stepped together (the kernel's model_block_update,
+    small_solve.cuh; V from the block for the neighbours' next step) against
     the compiled CPU engine over one beat (6,000 steps): in float64 within
     test_fixed_step_cuda_matches_cpu_in_float64's bounds (CUDA's exp and FMA against the CPU's),
     in float32 within test_grl1_stiff_model_cuda_float32_matches_cpu's, APD90 within 1 ms
     (0.4 %)."""
     from .synthetic import write_markov_model
-    path = write_markov_model(tmp_path)
+    path = write_markov_model(tmp_path, tubule=tubule)
     text = (f"model: {{file: '{path}'}}\nmesh: {{kind: sheet, nx: 12, ny: 1, dx_mm: 0.1}}\n"
             "protocol: {t_end: 300.0, stimuli: [{start: 1, duration: 2, amplitude: -80, "
             "region: {kind: rect, x1: 0.35}}]}\n"
