@@ -4,10 +4,11 @@ Linearised at the initial state y0 (dy/dt ≈ J·(y − y0) + f(y0)), one step o
 perturbation e to ``M·e`` with ``M = I + h·Φ·J``, ``Φ = diag(φ1(h·d))``: ``d`` the diagonal
 entries the method integrates exactly (RLFE: the gates' ``a``, 0 for the non-gating states,
 which take forward Euler; GRL1: every diagonal entry; and each block's (a Markov chain, a fast
-group: :mod:`.markov`) part of Φ is (I − h·J_BB)⁻¹, its linearly implicit Euler step). The exact flow maps it to ``exp(h·J)·e``, whose
-growth is at most ``exp(h·max Re λ(J))``. A step whose spectral radius exceeds that by
-:data:`MARGIN` amplifies what the model damps: the run would blow up (the CellML corpus's
-NaN and |V| > 200 mV of RLFE on buffers and Markov chains), so the config is refused before it.
+group: :mod:`.markov`) part of Φ is (I − h·J_BB)⁻¹, its linearly implicit Euler step). The
+exact flow maps it to ``exp(h·J)·e``, whose growth is at most ``exp(h·max Re λ(J))``. A step
+whose spectral radius exceeds that by :data:`MARGIN` amplifies what the model damps: the run would
+blow up (the CellML corpus's NaN and |V| > 200 mV of RLFE on buffers and Markov chains), so the
+config is refused before it.
 J comes from central differences of the model's derivative (:meth:`CellModel.numeric_jacobian`); its
 diagonal is exact for the gates (RL) and for GRL1 printed from the model's symbolic Jacobian.
 """
