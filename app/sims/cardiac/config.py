@@ -397,10 +397,11 @@ def _check_step_stability(doc: Document, model, params: np.ndarray, dt: float, t
         return
     if tab.grl:
         cause, cure = ("the stiffness is in the coupling between states that GRL1 steps apart (not one "
-                       "Markov chain)", "a smaller dt")
+                       "Markov chain or fast group)", "a smaller dt")
     else:
         cause, cure = ("forward Euler on a fast non-gating state", "method grl1 (every state by its own "
-                       "diagonal Jacobian, each Markov chain together) or a smaller dt")
+                       "diagonal Jacobian, each Markov chain and group of fast-exchanging states together) "
+                       "or a smaller dt")
     raise doc.error(f"solver.method {tab.name} at dt = {dt:g} ms is unstable for model {model.name} at its "
                     f"initial state: one step multiplies the mode led by {growth.state} by {growth.rho:.3g}, "
                     f"the model's own dynamics by at most {growth.exact:.3g} ({cause}); use {cure}",

@@ -36,7 +36,10 @@ calsequestrin) are stepped together the same way, with the block of the whole Ja
 The rule, at the model's initial state with its default parameters: states i and j exchange at
 ``√(J_ij·J_ji)`` (J_ij·J_ji > 0; the rate ``stability.split_coupling`` reports); pairs faster than
 :data:`FAST_RATE` are joined, fastest first, into groups of at most :data:`MAX_CHAIN` states (a
-join that would exceed it is skipped). Eligible are the non-gating states and the coupled gates
+join that would exceed it is skipped); a group with which GRL1's step of
+:data:`STABILITY_STEP` (the tissue default) amplifies more at rest than without it is left out
+(Mahajan–Shiferaw's dyadic calcium, coupled one way to every L-type state, grouped with one of
+them). Eligible are the non-gating states and the coupled gates
 not in a chain (a voltage-only gate may be read from a table for a fixed step and is stepped by
 Rush–Larsen). Where V is in a group the diffusion current is part of its ``f`` (frozen over the
 step, as in the per-state update), not of ``J_BB``.
@@ -70,6 +73,7 @@ class Block:
 
 MAX_CHAIN = 20            # states of one block (a dense n-square matrix per cell and step)
 FAST_RATE = 5.0           # 1/ms: exchanges faster than this join a fast group (h·rate 0.25 at 0.05 ms)
+STABILITY_STEP = 0.05     # ms: the tissue default step, at which a fast group must not destabilise GRL1
 _PROBE = "chain_probe"    # names of the derivatives find_chains inspects (not kept)
 
 

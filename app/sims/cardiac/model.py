@@ -28,7 +28,7 @@ from app.compute.codegen.differentiate import jacobian_entries
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
-from app.sims.cardiac.markov import Block, block_entries, fast_groups
+from app.sims.cardiac.markov import STABILITY_STEP, Block, block_entries, fast_groups
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
 V_INDEX = 0
@@ -250,16 +250,26 @@ class CellModel:
     @functools.cached_property
     def fast_groups(self) -> tuple[tuple[int, ...], ...]:
         """State indices of each fast group (:func:`.markov.fast_groups`), from the Jacobian at
-        the initial state with the default parameters; none where it is not finite there."""
+        the initial state with the default parameters; none where it is not finite there. A
+        group with which GRL1's step of :data:`.markov.STABILITY_STEP` amplifies more at rest
+        than without it (:func:`.stability.grl1_radius`) is left out."""
         m = self.imported
         ng = self.n_nongating
         plain = CellModel(m)
         jac = plain.numeric_jacobian(plain.initial_state(), plain.parameter_vector())
         if not np.all(np.isfinite(jac)):
             return ()
-        in_chain = {s for c in m.chains for s in c}
-        eligible = [k for k in range(ng + m.n_coupled) if m.states[k] not in in_chain]
-        return fast_groups(jac, eligible)
+        from app.sims.cardiac.stability import MARGIN, grl1_radius     # stability reads CellModel
+        index = {s: k for k, s in enumerate(m.states)}
+        kept = [tuple(index[s] for s in c) for c in m.chains]
+        eligible = [k for k in range(ng + m.n_coupled) if m.states[k] not in {s for c in m.chains for s in c}]
+        groups = []
+        for group in fast_groups(jac, eligible):        # none that makes GRL1's tissue step less stable
+            before = grl1_radius(jac, STABILITY_STEP, kept)
+            if grl1_radius(jac, STABILITY_STEP, kept + [group]) <= before * (1 + MARGIN):
+                kept.append(group)
+                groups.append(group)
+        return tuple(groups)
 
     def numeric_jacobian(self, y: np.ndarray, params: np.ndarray) -> np.ndarray:
         """dy/dt's Jacobian (S, S) at ``y`` (S,) by central differences of :meth:`derivative`

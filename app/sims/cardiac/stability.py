@@ -16,6 +16,7 @@ diagonal is exact for the gates (RL) and for GRL1 printed from the model's symbo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -39,6 +40,21 @@ class StepGrowth:
         return self.rho > self.exact * (1.0 + MARGIN)
 
 
+def step_matrix(jac: np.ndarray, h: float, diagonal: np.ndarray, blocks: Sequence[Sequence[int]] = ()) -> np.ndarray:
+    """``M = I + h·Φ·J`` of one Rush–Larsen step linearised with Jacobian ``jac``: Φ =
+    diag(φ1(h·``diagonal``)), each block's part (I − h·J_BB)⁻¹ (GRL1's linearly implicit step)."""
+    factor = np.diag(phi1(h * diagonal))
+    for rows in blocks:
+        index = np.ix_(list(rows), list(rows))
+        factor[index] = np.linalg.inv(np.eye(len(rows)) - h * jac[index])
+    return np.eye(len(jac)) + h * factor @ jac
+
+
+def grl1_radius(jac: np.ndarray, h: float, blocks: Sequence[Sequence[int]]) -> float:
+    """The spectral radius of GRL1's step (every diagonal entry, ``blocks`` together)."""
+    return float(np.max(np.abs(np.linalg.eigvals(step_matrix(jac, h, np.diag(jac), blocks)))))
+
+
 def step_growth(model: CellModel, params: np.ndarray, h: float, tableau: Tableau) -> StepGrowth | None:
     """The growth of one step of ``tableau`` (one stage, Rush–Larsen) at the model's initial
     state; None where the linearisation is not finite there."""
@@ -49,13 +65,8 @@ def step_growth(model: CellModel, params: np.ndarray, h: float, tableau: Tableau
     exact_diagonal = np.diag(jac).copy()
     if not tableau.grl:
         exact_diagonal[:model.n_nongating] = 0.0          # forward Euler on the non-gating states
-    factor = np.diag(phi1(h * exact_diagonal))
-    if tableau.grl:                                       # each block's: (I − h·J_BB)⁻¹
-        for block in model.with_jacobian().blocks:
-            rows = list(block.states)
-            factor[np.ix_(rows, rows)] = np.linalg.inv(np.eye(len(rows)) - h * jac[np.ix_(rows, rows)])
-    step = np.eye(len(y)) + h * factor @ jac
-    values, vectors = np.linalg.eig(step)
+    blocks = [block.states for block in model.with_jacobian().blocks] if tableau.grl else []
+    values, vectors = np.linalg.eig(step_matrix(jac, h, exact_diagonal, blocks))
     k = int(np.argmax(np.abs(values)))
     growth = float(np.exp(h * max(np.max(np.linalg.eigvals(jac).real), 0.0)))
     state = model.states[int(np.argmax(np.abs(vectors[:, k])))]
