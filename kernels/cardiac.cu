@@ -507,10 +507,25 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
 }
 
 #if FUSED_STEPS
+// Stages I.. of one step in one block, a block barrier after each (where a kernel boundary was);
+// stage I reads the neighbours' V from Vst[I % 2] and writes the other slot, as the host's slots.
+template <int I>
+__device__ __forceinline__ void block_stages(real* YA, real* YB, real* __restrict__ K, real* V0, real* V1,
+    const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
+    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,
+    const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v)
+{
+    if constexpr (I < NSTAGE) {
+        stage_body<I>(YA, YB, K, I % 2 ? V1 : V0, I % 2 ? V0 : V1, nbr, w, mask, maps, cd, ci, pfield,
+                      probes, rec_t, rec_v, 0, -1);
+        __syncthreads();
+        block_stages<I + 1>(YA, YB, K, V0, V1, nbr, w, mask, maps, cd, ci, pfield, probes, rec_t, rec_v);
+    }
+}
+
 // Every cell in this one block: up to n_steps steps (accepted or rejected) in one launch, the
-// stages and the control as the separate kernels do them, with a block barrier where a kernel
-// boundary was. Stage i reads the neighbours' V from Vst[i % 2] (the host's slots). A single
-// cell's step is a few microseconds of one thread; a launch per stage cost more than the step.
+// stages and the control as the separate kernels do them. A launch per stage cost as much as a
+// small model's single-cell step.
 extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* YA, real* YB,
     real* __restrict__ K, real* V0, real* V1, const int* __restrict__ nbr, const real* __restrict__ w,
     const unsigned* __restrict__ mask, real* __restrict__ maps, const real* __restrict__ pfield,
@@ -518,26 +533,7 @@ extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* 
 {
     for (int s = 0; s < n_steps; ++s) {
         if (*(volatile int*)(ci + CI_DONE)) break;      // the same for every thread: read after a barrier
-#define FUSED_STAGE(I, VI, VO) \
-        stage_body<I>(YA, YB, K, VI, VO, nbr, w, mask, maps, cd, ci, pfield, probes, rec_t, rec_v, 0, -1); \
-        __syncthreads();
-        FUSED_STAGE(0, V0, V1)
-#if NSTAGE > 1
-        FUSED_STAGE(1, V1, V0)
-#endif
-#if NSTAGE > 2
-        FUSED_STAGE(2, V0, V1)
-#endif
-#if NSTAGE > 3
-        FUSED_STAGE(3, V1, V0)
-#endif
-#if NSTAGE > 4
-        FUSED_STAGE(4, V0, V1)
-#endif
-#if NSTAGE > 5
-        FUSED_STAGE(5, V1, V0)
-#endif
-#undef FUSED_STAGE
+        block_stages<0>(YA, YB, K, V0, V1, nbr, w, mask, maps, cd, ci, pfield, probes, rec_t, rec_v);
         control_body(YA, YB, bp, n_bp, probes, rec_t, rec_v, rec_cap, h_hist, h_cap, cd, ci);
         __syncthreads();
     }

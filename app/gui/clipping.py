@@ -1,10 +1,10 @@
 """Find text drawn in less room than it needs: widgets narrower than they ask for (clipped text,
 squeezed combo arrows), plot axis labels longer than their axis, plot titles wider than their
-plot, elided table cells and headers."""
+plot, elided table cells and headers, and scroll areas whose content runs past their right edge."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QTableView, QWidget
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QScrollArea, QTableView, QWidget
 
 from app.gui.tables import column_needs
 
@@ -15,7 +15,23 @@ def clipped_widgets(root: QWidget, tolerance: int = 1) -> list[str]:
     """Every clipped text under ``root``: :func:`narrow_widgets`, :func:`clipped_axis_labels`,
     :func:`clipped_plot_titles` and :func:`elided_table_text`, one line each."""
     return (narrow_widgets(root, tolerance) + clipped_axis_labels(root, tolerance)
-            + clipped_plot_titles(root, tolerance) + elided_table_text(root, tolerance))
+            + clipped_plot_titles(root, tolerance) + elided_table_text(root, tolerance)
+            + scrolled_sideways(root, tolerance))
+
+
+def scrolled_sideways(root: QWidget, tolerance: int = 1) -> list[str]:
+    """Visible scroll areas under ``root`` (the controls column) whose content is wider than
+    their view: its right part (a button, the end of every line) is hidden until scrolled to.
+    One with the property ``scrollsSideways`` (a grid of plots) is meant to."""
+    found = []
+    for area in root.findChildren(QScrollArea):
+        bar = area.horizontalScrollBar()
+        if area.property("scrollsSideways"):
+            continue
+        if area.isVisible() and area.widget() is not None and bar.maximum() > tolerance:
+            found.append(f"QScrollArea ({area.objectName() or 'unnamed'}): content "
+                         f"{area.widget().width()} px wide in a {area.viewport().width()} px view")
+    return found
 
 
 def narrow_widgets(root: QWidget, tolerance: int = 1) -> list[str]:

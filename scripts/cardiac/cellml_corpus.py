@@ -70,6 +70,7 @@ EXPLICIT_STEPS = (0.05, 0.01, 0.005)                           # ms: the tissue 
 EXPLICIT_METHODS = ("rlfe", "grl1")                            # tried in this order at each step
 EXPLICIT_BOUND = 2.0                                           # % of the CVODES APD90
 SINGLE_CELL_BOUND = 0.5                                        # % (the single-cell default)
+CLEAN_STOP_S = 30.0         # s: a CUDA run ends itself this long before the runner's kill (MPS-safe)
 
 
 def one(path: Path, previous: dict | None = None) -> dict:
@@ -118,14 +119,16 @@ def _error_pct(result: dict, ref: dict | None) -> float:
     return abs(err) if np.isfinite(err) else math.inf
 
 
-def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None) -> dict:
+def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None, budget_s: float | None = None) -> dict:
     """The single-cell default on CUDA (``auto``); where it misses :data:`SINGLE_CELL_BOUND`
     of the reference's last beat (``ref``: the row of the ``cpu`` run, if any), bs32 at each
-    abs = rel tolerance."""
+    abs = rel tolerance. A run past ``budget_s`` stops itself: a row saying how far it got."""
     from app.sims.cardiac.model import load_model
 
     stim = protocol(load_model(str(path)))
-    auto = _guarded(path, stim, SINGLE_CELL, backend="cuda")
+    auto = _guarded(path, stim, SINGLE_CELL, backend="cuda", budget_s=budget_s)
+    if "out_of_time_s" in auto:
+        return {"model": path.stem, "timeout_s": auto["out_of_time_s"], "reached": auto}
     row: dict = {"model": path.stem, "auto": auto}
     last = ((ref or {}).get("reference") or {}).get("last")
     if last is None or _error_pct(auto, last) <= SINGLE_CELL_BOUND:    # no reference yet: the default alone
@@ -182,14 +185,15 @@ KINDS: dict[str, Callable[..., dict]] = {"cpu": one, "cuda": one_cuda, "explicit
                                          "explicit-cuda": one_explicit}
 
 
-def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[float, ...]) -> None:
+def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[float, ...],
+            budget_s: float | None = None) -> None:
     cpu_row = Path(out).parent.parent / Path(out).name       # DIR/<model>.json, the cpu run's
     ref = json.loads(cpu_row.read_text()) if kind != "cpu" and cpu_row.exists() else None
     if kind == "cpu":
         previous = json.loads(Path(out).read_text()) if redo_ours and Path(out).exists() else None
         row = one(Path(path), previous)
     elif kind == "cuda":
-        row = one_cuda(Path(path), tolerances, ref)
+        row = one_cuda(Path(path), tolerances, ref, budget_s)
     else:
         previous = json.loads(Path(out).read_text()) if Path(out).exists() else None
         row = one_explicit(Path(path), ref, previous, "cuda" if kind == "explicit-cuda" else "cpu")
@@ -203,8 +207,9 @@ def _target(out: Path, kind: str, stem: str) -> Path:
 def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: bool = False,
         reverse: bool = False, kinds: tuple[str, ...] = ("cpu",), jobs: int = 1,
         tolerances: tuple[float, ...] = ()) -> None:
-    """Every (kind, model) not yet in ``out``, ``jobs`` child processes at a time, each killed
-    after ``timeout`` seconds (a row saying so)."""
+    """Every (kind, model) not yet in ``out``, ``jobs`` child processes at a time. A CUDA run stops
+    itself :data:`CLEAN_STOP_S` before ``timeout`` seconds; any child still alive at ``timeout``
+    is killed (a row saying so)."""
     files = sorted(corpus.glob("*.cellml"), reverse=reverse)
     if models:
         files = [f for f in files if f.stem in models]
@@ -218,7 +223,9 @@ def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: b
     while tasks or running:
         while tasks and len(running) < jobs:
             k, f = tasks.pop(0)
-            proc = ctx.Process(target=_worker, args=(k, str(f), str(_target(out, k, f.stem)), redo_ours, tolerances))
+            budget = max(timeout - CLEAN_STOP_S, 1.0) if k == "cuda" else None
+            proc = ctx.Process(target=_worker, args=(k, str(f), str(_target(out, k, f.stem)), redo_ours,
+                                                     tolerances, budget))
             proc.start()
             running.append((k, f, proc, time.perf_counter()))
         time.sleep(0.2)
@@ -259,7 +266,10 @@ def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
     if not run:
         return "not run", math.nan
     if "timeout_s" in run:
-        return f"not finished within {run['timeout_s']:.0f} s", math.nan
+        got = run.get("reached")
+        return (f"not finished within {run['timeout_s']:.0f} s" + (
+            f" (at {got['t_ms'] / 1e3:.1f} of {got['t_end_ms'] / 1e3:.1f} s, {got['steps_accepted']:,} steps)"
+            if got else "")), math.nan
     auto = run["auto"]
     if "error" in auto or auto.get("stopped"):
         return f"failed: {_short(auto.get('error') or auto['stopped'])}", math.nan

@@ -73,7 +73,7 @@ def test_sheet_run_to_end_views_and_exports(cardiac, window, run_to_end, tmp_pat
     np.testing.assert_allclose(cardiac.tissue.maps["repolarisation"],       # the map offered
                                cardiac.arrays["repolarisation_time"])
     cardiac.tissue.show_cores(np.array([[1.0, 0.6, 0.0]]))                   # a rotor core marked
-    assert cardiac.tissue.cores.data["x"].tolist() == [1.0] and "1 rotor core" in cardiac.tissue.title.text()
+    assert cardiac.tissue.cores.data["x"].tolist() == [1.0] and "1 rotor core" in cardiac.tissue.core_count.text()
     assert "sim ms/s" in window.throughput_label.text()
 
     csv, npz, vtk, ply, png, cellml = (tmp_path / n for n in ("t.csv", "m.npz", "m.vtk", "m.ply", "v.png", "m.cellml"))
@@ -340,9 +340,9 @@ def test_a_volume_past_the_face_budget_runs_live_decimated(cardiac, run_to_end, 
     colours = sphere.mesh.mesh_data.get_vertex_colors()
     assert colours.shape == (len(sphere.nodes), 4) and len(np.unique(colours.round(3), axis=0)) > 5
     cardiac.tissue.show_cores(np.array([[1.0, 0.5, 1.0], [0.5, 0.5, 1.0]]))      # rotor cores marked
-    assert sphere.cores.visible and "2 rotor cores" in cardiac.tissue.title.text()
+    assert sphere.cores.visible and "2 rotor cores" in cardiac.tissue.core_count.text()
     cardiac.tissue.show_cores(np.zeros((0, 3)))
-    assert not sphere.cores.visible and cardiac.tissue.title.text() == "<b>Tissue</b>"
+    assert not sphere.cores.visible and not cardiac.tissue.core_count.text()
     cardiac.shutdown()
 
 

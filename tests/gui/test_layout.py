@@ -50,7 +50,7 @@ def test_no_text_is_clipped_at_rest_or_with_results(window, qtbot, size, short_r
 
 def test_the_checker_sees_a_clipped_button_axis_label_and_table_column(window, qtbot):
     import pyqtgraph as pg
-    from PySide6.QtWidgets import QPushButton, QTableWidget, QTableWidgetItem
+    from PySide6.QtWidgets import QPushButton, QScrollArea, QTableWidget, QTableWidgetItem
 
     button = QPushButton("a button with a long text that cannot fit", window)
     button.setGeometry(0, 0, 40, 20)
@@ -61,7 +61,13 @@ def test_the_checker_sees_a_clipped_button_axis_label_and_table_column(window, q
     table.setHorizontalHeaderLabels(["a long column title", "b"])
     table.setItem(0, 1, QTableWidgetItem("a cell text far wider than the column"))
     table.setGeometry(400, 0, 200, 120)
-    for widget in (button, plot, table):
+    scroll = QScrollArea(window)
+    scroll.setObjectName("a column")
+    inner = QWidget()
+    inner.setMinimumWidth(600)
+    scroll.setWidget(inner)
+    scroll.setGeometry(0, 200, 200, 100)
+    for widget in (button, plot, table, scroll):
         widget.show()
     table.setColumnWidth(0, 40)
     table.setColumnWidth(1, 60)
@@ -71,3 +77,18 @@ def test_the_checker_sees_a_clipped_button_axis_label_and_table_column(window, q
     assert "left axis label 'a long quantity name" in found
     assert "column 'a long column title'" in found and "header need" in found
     assert "column 'b'" in found and "cells need" in found
+    assert "QScrollArea (a column): content 600 px wide" in found
+
+
+def test_rotor_cores_in_the_title_leave_the_controls_column_whole(window, qtbot):
+    """The count of rotor cores shown during a run does not widen the tissue view's header and
+    so take width from the controls column (at 1280 px it hid the column's right edge)."""
+    import numpy as np
+    window.resize(1280, 800)
+    panel = window.select_panel("cardiac")
+    qtbot.wait(120)
+    before = panel.splitter.sizes()
+    panel.tissue.show_cores(np.array([[1.0, 0.6, 0.0], [2.0, 0.6, 0.0], [3.0, 0.6, 0.0]]))
+    qtbot.wait(120)
+    assert panel.splitter.sizes() == before
+    assert not [p for p in clipped_widgets(window) if "QScrollArea" in p]

@@ -153,9 +153,10 @@ class Panel(QWidget):
         return max(self.CONTROLS_WIDTH, needed + bar + 2, self.run_controls.sizeHint().width())
 
     def fit_controls(self) -> None:
-        """Give the controls column the width it needs (at most 45 % of the panel)."""
+        """Give the controls column the width it needs, as far as the views' least width allows."""
         total = max(sum(self.splitter.sizes()), self.width())
-        left = min(self.controls_width(), int(0.45 * total)) if total > 0 else self.controls_width()
+        views = self.splitter.widget(1).minimumSizeHint().width()
+        left = min(self.controls_width(), total - views) if total > 0 else self.controls_width()
         self.splitter.setSizes([left, max(total - left, 1)])
 
     def showEvent(self, event) -> None:

@@ -195,6 +195,7 @@ class PlotView(QWidget):
         super().__init__(parent)
         configure_pyqtgraph()
         self.title = QLabel(f"<b>{title}</b>")
+        self.title.setWordWrap(True)       # a long title wraps, so it never widens the views' column
         self.header = QVBoxLayout()
         self.header.setContentsMargins(0, 0, 0, 0)
         self.header.addWidget(self.title)

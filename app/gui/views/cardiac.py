@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QSlide
 
 from app.gui.views.base import (PlotView, colour, configure_pyqtgraph, legend_outside, show_axis_values,
                                 sparse_log_labels)
+from app.gui.labels import ElidedLabel
 from app.gui.views.arrows import arrow_nodes, arrow_segments, vertex_normals
 from app.gui.views.decimate import MAX_FACES, decimate_surface
 from app.sims.cardiac.readouts import VelocityField, repolarisation
@@ -248,13 +249,18 @@ class TissueView(QWidget):
                                      "gesture (during a run, or before Run: from its start). "
                                      "Painting, a drag over a surface paints too; drag the "
                                      "background to turn it")
+        # two rows, and a count that elides: a wide header takes its width from the controls
+        # column beside the view (at 1280 px it hid the column's right edge)
         header = QHBoxLayout()
         header.addWidget(self.title)
-        header.addStretch(1)
-        header.addWidget(QLabel("click to"))
-        header.addWidget(self.click_action)
-        header.addWidget(QLabel("colour by"))
-        header.addWidget(self.mode)
+        self.core_count = ElidedLabel("", least=0)
+        header.addWidget(self.core_count, 1)
+        actions = QHBoxLayout()
+        actions.addWidget(QLabel("click to"))
+        actions.addWidget(self.click_action)
+        actions.addStretch(1)
+        actions.addWidget(QLabel("colour by"))
+        actions.addWidget(self.mode)
         self.show_cv = QCheckBox("CV arrows")
         self.show_cv.setToolTip("Conduction-velocity arrows from the activation times so far (length in "
                                 "proportion to the speed; on large meshes at evenly spread nodes)")
@@ -296,6 +302,7 @@ class TissueView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(header)
+        layout.addLayout(actions)
         layout.addLayout(picture, 1)
         layout.addWidget(self.replay_row)
         self.max_faces = MAX_FACES       # larger surfaces are drawn decimated
@@ -390,8 +397,7 @@ class TissueView(QWidget):
             self.cores.setData(pos[:, 0], pos[:, 1])
         elif self.sphere is not None:
             self.sphere.set_cores(pos)
-        count = f" · {len(pos)} rotor core{'s' if len(pos) != 1 else ''}" if len(pos) else ""
-        self.title.setText(f"<b>Tissue</b>{count}")
+        self.core_count.setText(f"· {len(pos)} rotor core{'s' if len(pos) != 1 else ''}" if len(pos) else "")
 
     def show_activation(self, activation: np.ndarray, last: np.ndarray | None = None) -> None:
         """A finished run: the last activation map (re-entry shows its latest wave) if given,

@@ -201,6 +201,7 @@ class IntervalsView(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
         corner = QScrollArea()
+        corner.setProperty("scrollsSideways", True)     # a grid of panels, wider than its view by design
         corner.setWidgetResizable(True)
         corner.setWidget(self.corner)
         split.addWidget(corner)

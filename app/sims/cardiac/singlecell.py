@@ -17,6 +17,7 @@ Metrics: :func:`app.sims.cardiac.metrics.beat_metrics` (APD90 from the time of m
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -116,10 +117,12 @@ def reference(path: Path, model, stim: dict | None, beats: int = BEATS) -> dict:
 
 
 def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "{kind: single}",
-         beats: int = BEATS, backend: str = "cpu", save: float = 0.0) -> dict:
+         beats: int = BEATS, backend: str = "cpu", save: float = 0.0, budget_s: float | None = None) -> dict:
     """The app's run of ``path`` with ``stim`` (beats at 1 Hz), the ``solver`` block and ``mesh``,
     recording every ``save`` ms (0: every step): the analysed beat's metrics (a tissue: cell 0's
-    last beat), the solver run, steps, seconds."""
+    last beat), the solver run, steps, seconds. A run still going after ``budget_s`` seconds
+    stops cleanly (no process is killed: under MPS that can take the GPU's other clients down)
+    and returns ``out_of_time_s``, the simulated ms reached and the steps."""
     from app.compute.device import backend_context
     from app.sims.cardiac.config import load_config
     from app.sims.cardiac.simulation import CardiacSimulation
@@ -135,11 +138,15 @@ def ours(path: Path, stim: dict | None, solver: str = SINGLE_CELL, mesh: str = "
             f"protocol: {{t_end: {t_end!r}, {pulses}}}\nsolver: {solver}\n"
             f"output: {{random_probes: 0, probe_cells: [0], dt_save: {save!r}}}\n")
     cfg = load_config(parse_yaml(text, str(path)))
+    deadline = time.perf_counter() + budget_s if budget_s else math.inf
     with backend_context(backend):           # CUDA: the device's context in this thread
         sim = CardiacSimulation(cfg, backend)
         try:
             while not sim.finished:
                 sim.advance()
+                if time.perf_counter() > deadline:
+                    return {"out_of_time_s": budget_s, "t_ms": float(sim.engine.t), "t_end_ms": t_end,
+                            "steps_accepted": int(sim.engine.steps_accepted)}
             arrays, summary = sim.results()
         finally:
             sim.close()

@@ -57,3 +57,15 @@ def test_single_cell_trace_follows_reference_csv(run):
     late = ref[:, 0] > 10.0                 # after the upstroke: a pointwise comparison is fair
     assert np.max(np.abs(v[late] - ref[late, 1])) < 2.0
     assert np.sqrt(np.mean((v - ref[:, 1]) ** 2)) < 1.0
+
+
+def test_single_cell_run_past_its_budget_stops_itself_and_says_how_far():
+    """``singlecell.ours`` with a time budget ends the run itself (the corpus script's CUDA runs:
+    no process is killed) and reports the simulated time and steps reached."""
+    from pathlib import Path
+
+    from app.sims.cardiac.model import load_model
+    from app.sims.cardiac.singlecell import ours, protocol
+    path = Path("resources/models/cardiac/beeler_reuter_model_1977.cellml")
+    out = ours(path, protocol(load_model(str(path)), beats=2), beats=2, budget_s=1e-9)
+    assert out["out_of_time_s"] == 1e-9 and 0 < out["t_ms"] < out["t_end_ms"] and out["steps_accepted"] > 0
