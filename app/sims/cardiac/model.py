@@ -28,6 +28,7 @@ from app.compute.codegen.differentiate import jacobian_entries
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
+from app.sims.cardiac.linear_step import MARGIN, grl1_radius
 from app.sims.cardiac.markov import STABILITY_STEP, Block, block_entries, fast_groups
 from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedModel, Parameter, import_cellml
 
@@ -252,14 +253,13 @@ class CellModel:
         """State indices of each fast group (:func:`.markov.fast_groups`), from the Jacobian at
         the initial state with the default parameters; none where it is not finite there. A
         group with which GRL1's step of :data:`.markov.STABILITY_STEP` amplifies more at rest
-        than without it (:func:`.stability.grl1_radius`) is left out."""
+        than without it (:func:`.linear_step.grl1_radius`) is left out."""
         m = self.imported
         ng = self.n_nongating
         plain = CellModel(m)
         jac = plain.numeric_jacobian(plain.initial_state(), plain.parameter_vector())
         if not np.all(np.isfinite(jac)):
             return ()
-        from app.sims.cardiac.stability import MARGIN, grl1_radius     # stability reads CellModel
         index = {s: k for k, s in enumerate(m.states)}
         kept = [tuple(index[s] for s in c) for c in m.chains]
         eligible = [k for k in range(ng + m.n_coupled) if m.states[k] not in {s for c in m.chains for s in c}]

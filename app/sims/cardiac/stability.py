@@ -16,14 +16,13 @@ diagonal is exact for the gates (RL) and for GRL1 printed from the model's symbo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from app.sims.cardiac.model import CellModel
-from app.sims.cardiac.solvers import Tableau, phi1
+from app.sims.cardiac.linear_step import MARGIN, step_matrix
+from app.sims.cardiac.solvers import Tableau
 
-MARGIN = 1e-3      # relative growth per step beyond the exact flow's that counts as unstable
 
 
 @dataclass(frozen=True)
@@ -38,21 +37,6 @@ class StepGrowth:
     @property
     def unstable(self) -> bool:
         return self.rho > self.exact * (1.0 + MARGIN)
-
-
-def step_matrix(jac: np.ndarray, h: float, diagonal: np.ndarray, blocks: Sequence[Sequence[int]] = ()) -> np.ndarray:
-    """``M = I + h·Φ·J`` of one Rush–Larsen step linearised with Jacobian ``jac``: Φ =
-    diag(φ1(h·``diagonal``)), each block's part (I − h·J_BB)⁻¹ (GRL1's linearly implicit step)."""
-    factor = np.diag(phi1(h * diagonal))
-    for rows in blocks:
-        index = np.ix_(list(rows), list(rows))
-        factor[index] = np.linalg.inv(np.eye(len(rows)) - h * jac[index])
-    return np.eye(len(jac)) + h * factor @ jac
-
-
-def grl1_radius(jac: np.ndarray, h: float, blocks: Sequence[Sequence[int]]) -> float:
-    """The spectral radius of GRL1's step (every diagonal entry, ``blocks`` together)."""
-    return float(np.max(np.abs(np.linalg.eigvals(step_matrix(jac, h, np.diag(jac), blocks)))))
 
 
 def step_growth(model: CellModel, params: np.ndarray, h: float, tableau: Tableau) -> StepGrowth | None:
