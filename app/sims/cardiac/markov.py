@@ -1,4 +1,5 @@
-"""Markov chains of a cell model, found in its one expression tree, and their block step.
+"""The blocks of a cell model that GRL1 steps together: Markov chains, found in its one expression
+tree, and fast groups, found in its Jacobian at rest; and the block step.
 
 A **chain** is a set B of gates (states with dx/dt = a·x + b) whose derivatives are affine in
 the states of B jointly, with coefficients that read only states outside B (V, concentrations):
