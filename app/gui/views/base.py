@@ -6,7 +6,9 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from app.gui.labels import ElidedLabel
 
 PALETTE = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40),
            (148, 103, 189), (140, 86, 75), (227, 119, 194), (127, 127, 127)]
@@ -194,8 +196,11 @@ class PlotView(QWidget):
                  parent: QWidget | None = None):
         super().__init__(parent)
         configure_pyqtgraph()
-        self.title = QLabel(f"<b>{title}</b>")
-        self.title.setWordWrap(True)       # a long title wraps, so it never widens the views' column
+        # bold, one line, eliding where narrow: a title never widens the views' column
+        self.title = ElidedLabel(title, least=120)
+        bold = self.title.font()
+        bold.setBold(True)
+        self.title.setFont(bold)
         self.header = QVBoxLayout()
         self.header.setContentsMargins(0, 0, 0, 0)
         self.header.addWidget(self.title)

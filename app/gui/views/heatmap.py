@@ -43,7 +43,7 @@ class HeatMapView(PlotView):
         self.image.setImage(values, autoLevels=False)
         top = float(values.max()) if values.size else 1.0
         self.colour_bar.setLevels((0.0, max(top, 1e-9)))
-        self.title.setText(f"<b>Mean A per grid cell</b> at t = {frame.times[k]:.4g}")
+        self.title.setText(f"Mean A per grid cell at t = {frame.times[k]:.4g}")
 
     def image_data(self) -> np.ndarray | None:
         return self.image.image
