@@ -524,8 +524,7 @@ __device__ __forceinline__ void block_stages(real* YA, real* YB, real* __restric
 }
 
 // Every cell in this one block: up to n_steps steps (accepted or rejected) in one launch, the
-// stages and the control as the separate kernels do them. A launch per stage cost as much as a
-// small model's single-cell step.
+// stages and the control as the separate kernels do them, without a launch per stage and step.
 extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* YA, real* YB,
     real* __restrict__ K, real* V0, real* V1, const int* __restrict__ nbr, const real* __restrict__ w,
     const unsigned* __restrict__ mask, real* __restrict__ maps, const real* __restrict__ pfield,

@@ -93,7 +93,7 @@ def recorded_rows(problem: Problem) -> np.ndarray:
 
 def fused_steps(problem: Problem) -> bool:
     """Whether an adaptive run's cells fit one block, so that one launch of ``steps_one_block``
-    runs many whole steps (a single cell's step costs less than the launches of its stages)."""
+    runs many whole steps, without a launch per stage and step."""
     return problem.tableau is not None and problem.tableau.adaptive and problem.n_cells <= FUSED_MAX_CELLS
 
 
