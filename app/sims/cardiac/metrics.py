@@ -67,7 +67,9 @@ def cubic_spline(x: np.ndarray, y: np.ndarray, xq: np.ndarray) -> np.ndarray:
 def beat_metrics(t: np.ndarray, v: np.ndarray, t_stim: float, dvdt: np.ndarray | None = None,
                  window: float = 1000.0) -> dict[str, float]:
     """Rest, peak, max dV/dt and APD90 (from max dV/dt) of the beat starting at ``t_stim``;
-    NaN for what a trace too short for the beat (a run stopped early) cannot give."""
+    NaN for what a trace too short for the beat (a run stopped early) cannot give. The upstroke
+    (max dV/dt) is sought up to the peak only: a window reaching the next beat's foot (a
+    self-oscillating cell with a slow upstroke) would otherwise place it after repolarisation."""
     t, v = np.asarray(t, float), np.asarray(v, float)
     sel = (t >= t_stim - 1e-9) & (t < t_stim + window)
     tt, vv = t[sel], v[sel]
@@ -82,11 +84,11 @@ def beat_metrics(t: np.ndarray, v: np.ndarray, t_stim: float, dvdt: np.ndarray |
         with np.errstate(divide="ignore", invalid="ignore"):
             slope = np.diff(vv) / np.diff(tt)
         slope = np.where(np.isfinite(slope), slope, -np.inf)     # repeated time stamps
-        i = int(np.argmax(slope))
+        i = int(np.argmax(slope[:max(ip, 1)]))
         max_dvdt, t_up = float(slope[i]), float(0.5 * (tt[i] + tt[i + 1]))
     else:
         dd = dvdt[sel]
-        i = int(np.argmax(dd))
+        i = int(np.argmax(dd[:ip + 1]))
         max_dvdt, t_up = float(dd[i]), float(tt[i])
     v90 = peak - 0.9 * (peak - rest)
     after = np.flatnonzero(vv[ip:] <= v90)

@@ -52,3 +52,15 @@ def test_phase_singularity_at_a_rotating_wave_tip_and_none_at_rest():
     assert not phase_singularities(rest, rest).any()
     plane = -40 + 40 * np.cos(0.3 * x)                # a planar wave train: no tip
     assert not phase_singularities(plane, -40 + 40 * np.sin(0.3 * x)).any()
+
+
+def test_upstroke_is_sought_before_the_peak_only():
+    """A window reaching the next beat's foot, steeper than this beat's upstroke (a slow
+    self-oscillating cell), must not move the upstroke after repolarisation."""
+    t = np.arange(0, 1500, 0.01)
+    v = ap(t) + np.clip(100.0 * (t - 1459.5), 0.0, None)    # the next beat's foot: 100 mV/ms, below the peak
+    whole = beat_metrics(t, v, 0.0, window=1460.0)
+    alone = beat_metrics(t, ap(t), 0.0, window=1000.0)
+    assert abs(whole["apd90_ms"] - alone["apd90_ms"]) < 1e-9 and whole["apd90_ms"] > 100
+    dvdt = np.gradient(v, t)
+    assert abs(beat_metrics(t, v, 0.0, dvdt, 1460.0)["apd90_ms"] - alone["apd90_ms"]) < 0.05
