@@ -413,16 +413,20 @@ def start_cluster(backend: str, workers: int | None = None, scheduler: str | Non
     else:
         n = workers or os.cpu_count() or 1
         threads_each = max(1, (os.cpu_count() or 1) // n)
-    # engines that use threads (numba, BLAS) get their share of the cores, not all of them
-    environ = {"NUMBA_NUM_THREADS": str(threads_each), "OMP_NUM_THREADS": str(threads_each)}
-    # The nanny writes pre-spawn variables into this process's os.environ too; numba re-reads
-    # NUMBA_* at its next compile here and refuses a thread count changed after its threads
-    # started, so this process's values are put back once the workers are up.
-    saved = {name: os.environ.get(name) for name in environ}
+    # Engines that use threads (numba, BLAS) get their share of the cores, not all of them.
+    # NUMBA_NUM_THREADS goes in the worker's own environment (the nanny's env, set in the child):
+    # the nanny also writes its pre-spawn variables into this process's os.environ, at every
+    # worker (re)start, and numba here re-reads NUMBA_* at each compile and refuses a thread
+    # count changed after its threads started. The BLAS counts must be set before the child
+    # loads BLAS, so they stay pre-spawn (dask's defaults, OMP at the share); this process has
+    # loaded its BLAS already, and its values are put back once the workers are up.
+    threads = str(threads_each)
+    pre_spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), "OMP_NUM_THREADS": threads}
+    saved = {name: os.environ.get(name) for name in pre_spawn}
     try:
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn}):
             local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                 dashboard_address=None)
+                                 dashboard_address=None, env={"NUMBA_NUM_THREADS": threads})
     finally:
         for name, value in saved.items():
             if value is None:
