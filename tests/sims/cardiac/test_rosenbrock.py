@@ -86,7 +86,7 @@ def test_full_jacobian_matches_central_differences_on_random_states(name):
         jac = dense_jacobian(full.jacobian_pattern, full.rates(y[:, None], 0.0, params)[3], n)[0]
         ref = np.empty((n, n))
         for j in range(n):
-            def diff(step: float, j: int = j) -> np.ndarray:
+            def diff(step: float, j: int = j, y: np.ndarray = y) -> np.ndarray:
                 up, down = y.copy(), y.copy()
                 up[j] += step
                 down[j] -= step
