@@ -512,6 +512,34 @@ class CellModel:
             lines.append("    }")
         return lines + ["}"]
 
+    def _cuda_full_jacobian(self, real: str, signature: str, inputs: list[str],
+                            decl: Callable[[str, Node], str]) -> list[str]:
+        """For a model ``with_full_jacobian``: ``model_derivative(y, i_st, pfield, cell, f)``,
+        the y-form dy/dt (gates a·x + b) from the model alone (a Rosenbrock step's later
+        stages), and ``model_field_and_jacobian(..., f, jac)``: dy/dt and the dense Jacobian
+        (row-major, S×S) from :meth:`model_rates` (its first stage)."""
+        ng, nga, ns = self.n_nongating, self.n_gates, self.n_states
+        plain = CellModel(self.imported)
+        pattern = self.jacobian_pattern
+        field = [f"    f[{q}] = ({real}){_symbol(o)};" for q, o in enumerate(plain.outputs[:ng])]
+        field += [f"    f[{ng + g}] = ({real}){_symbol(plain.outputs[ng + g])} * y[{ng + g}] "
+                  f"+ ({real}){_symbol(plain.outputs[ng + nga + g])};" for g in range(nga)]
+        rows = ", ".join(str(i) for i, _ in pattern) or "0"
+        cols = ", ".join(str(j) for _, j in pattern) or "0"
+        both = signature[:-1] + f", {real}* __restrict__ jac)"
+        return [f"__device__ constexpr int JAC_ROW[{max(len(pattern), 1)}] = {{{rows}}};",
+                f"__device__ constexpr int JAC_COL[{max(len(pattern), 1)}] = {{{cols}}};",
+                f"__device__ __forceinline__ void model_derivative{signature.replace('out)', 'f)')}", "{",
+                *inputs, *(decl(n, t) for n, t in plain._program[0]), *field, "}",
+                f"__device__ __forceinline__ void model_field_and_jacobian{both.replace('out,', 'f,')}", "{",
+                f"    {real} kk[{len(self.outputs)}];", "    model_rates(y, i_st, pfield, cell, kk);",
+                *(f"    f[{q}] = kk[{q}];" for q in range(ng)),
+                *(f"    f[{ng + g}] = kk[{ng + g}] * y[{ng + g}] + kk[{ng + nga + g}];" for g in range(nga)),
+                f"    for (int i = 0; i < {ns * ns}; ++i) jac[i] = 0;",
+                f"    for (int e = 0; e < {len(pattern)}; ++e)",
+                f"        jac[JAC_ROW[e] * {ns} + JAC_COL[e]] = kk[{ng + 2 * nga} + e];",
+                "}"]
+
     def cuda_source(self, real: str = "float", varying: tuple[int, ...] = (), compute: str | None = None) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
         (non-gating dy/dt, then the gates' a, then b, then ``with_jacobian`` jng) to ``out[]``. Parameters are read from
@@ -546,6 +574,8 @@ class CellModel:
         if plan is None or spec is None:
             lines += ["#define MODEL_TABLES 0", f"__device__ __forceinline__ void model_rates{signature}", "{",
                       *inputs, *(decl(n, t) for n, t in self._program[0]), *outputs, "}"]
+            if self.full_jacobian:
+                lines += self._cuda_full_jacobian(real, signature, inputs, decl)
             return Code("\n".join(lines) + "\n")
         # the model body once, templated on how it gets entry k: inside the table by
         # interpolation, each entry read just before its first use (few live registers);
