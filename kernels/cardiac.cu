@@ -538,12 +538,14 @@ __device__ __forceinline__ void block_stages(real* YA, real* YB, real* __restric
 
 #if ROSENBROCK
 // A Rosenbrock step (one cell: NCELLS = 1) in thread 0: the checks and bookkeeping of stage 0 at
-// the step's start, the stimulus of the step's start (no step crosses a pulse edge, so it is
-// constant), the whole step (rosenbrock.cuh) with the model's field and full Jacobian, y_high
+// the step's start, the stimulus at the step's middle (no step crosses a pulse edge, so it is
+// constant; the middle is inside the step even where t + h misses an edge by an ulp), the whole step (rosenbrock.cuh) with the model's field and full Jacobian, y_high
 // into the other state buffer and the error into the control block, as a Runge-Kutta step's
 // last stage leaves them for control_body.
-__device__ __forceinline__ void rosenbrock_body(real* YA, real* YB, const unsigned* __restrict__ mask,
-    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield)
+// K: the matrix and the stages (NS*NS + ROS_STAGES*NS doubles, cuda.py allocates them).
+__device__ __forceinline__ void rosenbrock_body(real* YA, real* YB, double* __restrict__ K,
+    const unsigned* __restrict__ mask, real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
+    const real* __restrict__ pfield)
 {
     const int k = threadIdx.x;
     const StepControl sc = step_control(cd, ci, 0);
@@ -559,8 +561,8 @@ __device__ __forceinline__ void rosenbrock_body(real* YA, real* YB, const unsign
             ci[CI_DONE] = 1;
         }
         observe(k, sc.t, sc.t_prev, y0[0], load_marks(maps, k), maps);
-        const double i_st = stim_current(mask[k], sc.t);
-        rosenbrock_step<NS>(y0, sc.h, hi, lo,
+        const double i_st = stim_current(mask[k], sc.t + 0.5 * sc.h);
+        rosenbrock_step<NS>(y0, sc.h, hi, lo, K, (double (*)[NS])(K + NS * NS),
             [&](double* f, double* jac) { model_field_and_jacobian(y0, i_st, pfield, k, f, jac); },
             [&](const double* y, double* f) { model_derivative(y, i_st, pfield, k, f); });
         for (int q = 0; q < NS; ++q) {
@@ -584,7 +586,7 @@ extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* 
     for (int s = 0; s < n_steps; ++s) {
         if (*(volatile int*)(ci + CI_DONE)) break;      // the same for every thread: read after a barrier
 #if ROSENBROCK
-        rosenbrock_body(YA, YB, mask, maps, cd, ci, pfield);
+        rosenbrock_body(YA, YB, K, mask, maps, cd, ci, pfield);
         __syncthreads();
 #else
         block_stages<0>(YA, YB, K, V0, V1, nbr, w, mask, maps, cd, ci, pfield, probes, rec_t, rec_v);

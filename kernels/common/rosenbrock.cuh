@@ -6,7 +6,9 @@
 //     y_high = y0 + sum_i M_i U_i,   y_low = y0 + sum_i MLOW_i U_i
 // The tableau (ROS_STAGES, ROS_GAMMA, ROS_A, ROS_C, ROS_M, ROS_MLOW) is printed from the Python
 // definition (app/sims/cardiac/cuda.py, rosenbrock_source) before this header is included.
-// N*N + (ROS_STAGES + 2)*N doubles of local memory (N = 67: 40 KB), one thread per cell.
+// The caller gives the scratch for the matrix (N*N doubles) and the stages (ROS_STAGES*N): in
+// global memory on the GPU (N = 67: 40 KB, which as local memory the driver would reserve for
+// every thread the device can hold), 2N more doubles are local. One thread per cell.
 #pragma once
 #include "small_solve.cuh"
 
@@ -14,9 +16,10 @@
 // rhs(y, f): dy/dt at y. A singular matrix or a NaN gives NaN in y_high and y_low (rejected).
 template <int N, class FieldJacobian, class Rhs>
 __device__ void rosenbrock_step(const double* y0, const double h, double* y_high, double* y_low,
+                                double* __restrict__ m, double (* __restrict__ u)[N],
                                 FieldJacobian field_and_jacobian, Rhs rhs)
 {
-    double m[N * N], u[ROS_STAGES][N], ys[N], fs[N];
+    double ys[N], fs[N];
     int piv[N];
     field_and_jacobian(fs, m);
     const double diag = 1.0 / (h * ROS_GAMMA);

@@ -216,8 +216,10 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.YA = gpuarray.to_gpu(y.ravel())
         # fixed steps update YA in place; adaptive ones keep the step's start in one buffer
         self.YB = gpuarray.zeros(self.ns * npad, self.real) if tab.adaptive else self.YA
-        stored = 1 if isinstance(tab, Rosenbrock) else max(tab.stages - 1, 1)      # Rosenbrock: stages in the thread
-        self.K = gpuarray.zeros(stored * self.nk * npad, self.real)
+        if isinstance(tab, Rosenbrock):       # the one cell's matrix and stages (rosenbrock_body)
+            self.K = gpuarray.zeros(self.ns * (self.ns + tab.stages), np.float64)
+        else:
+            self.K = gpuarray.zeros(max(tab.stages - 1, 1) * self.nk * npad, self.real)
         self.Vst = [gpuarray.zeros(npad, self.real), gpuarray.zeros(npad, self.real)]
         nbr = np.zeros((problem.mesh.width, npad), np.int32)
         nbr[:, :n] = problem.mesh.neighbours.T

@@ -527,12 +527,13 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
 
     def _rosenbrock_step(self, t: float, y0: np.ndarray, h: float, tab: Rosenbrock):
         """One step of a Rosenbrock method (:mod:`.rosenbrock`): f and the full Jacobian at the
-        step's start from the model ``with_full_jacobian``, the later stages from the model alone
-        (the stimulus is constant within the step: no step crosses a pulse edge)."""
+        step's start from the model ``with_full_jacobian``, the later stages from the model alone.
+        The stimulus is constant within the step (no step crosses a pulse edge); it is taken at
+        the step's middle, inside the step even where t + h misses an edge by an ulp."""
         p = self.p
         if "plain_model" not in p.extra:
             p.extra["plain_model"] = CellModel(p.model.imported)
-        plain, i_st = p.extra["plain_model"], p.stim_current(t).astype(y0.dtype)
+        plain, i_st = p.extra["plain_model"], p.stim_current(t + 0.5 * h).astype(y0.dtype)
         dng, a, b, entries = p.model.rates(y0, i_st, p.cell_params)
         f0 = np.concatenate([dng, a * y0[p.n_nongating:] + b])
         jac = dense_jacobian(p.model.jacobian_pattern, entries, p.model.n_states)

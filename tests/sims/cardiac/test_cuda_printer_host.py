@@ -177,7 +177,8 @@ def test_cuda_rosenbrock_step_matches_numpy(tmp_path, name):
             + f"extern \"C\" void set_params(const double* p) {{ for (int k = 0; k < {len(m.parameters)}; ++k) "
             "c_params[k] = p[k]; }\n"
             "extern \"C\" void step(const double* y0, double ist, double h, double* hi, double* lo) {\n"
-            f"  rosenbrock_step<{ns}>(y0, h, hi, lo,\n"
+            f"  static double m[{ns * ns}], u[6][{ns}];\n"
+            f"  rosenbrock_step<{ns}>(y0, h, hi, lo, m, u,\n"
             "    [&](double* f, double* jac) { model_field_and_jacobian(y0, ist, nullptr, 0, f, jac); },\n"
             "    [&](const double* y, double* f) { model_derivative(y, ist, nullptr, 0, f); });\n}\n")
     dll = compile_host(code, tmp_path)
