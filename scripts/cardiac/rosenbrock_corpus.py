@@ -4,7 +4,7 @@ Myokit CVODES reference of ``scripts/cardiac/cellml_corpus.py``'s output, and th
 rejected steps (the GPU's cost is steps times the cost of a step).
 
     python scripts/cardiac/rosenbrock_corpus.py --corpus DIR/cellml --references OUT \
-        --models ohara_rudy_cipa_v1_2017,iyer_2004 --tol 1e-6 --budget 300 --out results.json
+        --models ohara_rudy_cipa_v1_2017,iyer_2004 --tol 1e-6 --dt-max 1 --budget 300 --out results.jsonl
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from app.sims.cardiac.singlecell import ours  # noqa: E402
 
 
-def one(corpus: Path, references: Path, model: str, tol: float, budget: float) -> dict:
+def one(corpus: Path, references: Path, model: str, tol: float, budget: float, dt_max: float) -> dict:
     ref = json.loads((references / f"{model}.json").read_text())
     stim = ref["protocol"]
     started = time.perf_counter()
-    run = ours(corpus / f"{model}.cellml", stim, f"{{method: rodas4, at: {tol:.6e}, rt: {tol:.6e}}}", budget_s=budget)
+    run = ours(corpus / f"{model}.cellml", stim, f"{{method: rodas4, at: {tol:.6e}, rt: {tol:.6e}, dt_max: {dt_max:.6e}}}", budget_s=budget)
     run["seconds"] = time.perf_counter() - started
     last = ref["reference"]["last"]
     apd = run.get("apd90_ms")
     run["apd90_cvodes_ms"] = last["apd90_ms"]
     run["error_pct"] = None if apd is None else 100.0 * (apd - last["apd90_ms"]) / last["apd90_ms"]
-    return {"model": model, "tol": tol, "states": ref["states"], **run}
+    return {"model": model, "tol": tol, "dt_max": dt_max, "states": ref["states"], **run}
 
 
 def main() -> None:
@@ -39,11 +39,12 @@ def main() -> None:
     ap.add_argument("--references", type=Path, required=True, help="cellml_corpus.py's output (<model>.json)")
     ap.add_argument("--models", required=True, help="comma-separated file stems")
     ap.add_argument("--tol", type=float, default=1e-6, help="at = rt")
+    ap.add_argument("--dt-max", type=float, default=1.0, help="the largest step (ms)")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds per model before it stops")
     ap.add_argument("--out", type=Path, required=True, help="JSON lines, one row per model (appended)")
     args = ap.parse_args()
     for model in args.models.split(","):
-        row = one(args.corpus, args.references, model, args.tol, args.budget)
+        row = one(args.corpus, args.references, model, args.tol, args.budget, args.dt_max)
         print(json.dumps(row), flush=True)
         with args.out.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
