@@ -550,8 +550,8 @@ __device__ __forceinline__ void rosenbrock_body(real* YA, real* YB, double* __re
     const int k = threadIdx.x;
     const StepControl sc = step_control(cd, ci, 0);
     if (sc.done) return;           // the same for every thread (read after a barrier)
-    const real* __restrict__ Y0 = sc.parity ? YB : YA;
-    real* __restrict__ Yn = sc.parity ? YA : YB;
+    const real* Y0 = sc.parity ? YB : YA;         // written in this launch: no read-only path
+    real* Yn = sc.parity ? YA : YB;
     float err = 0.f;
     if (k < NCELLS) {
         double y0[NS], hi[NS], lo[NS];
