@@ -122,7 +122,7 @@ def test_rodas4_matches_cvode_on_the_stiff_markov_cell(tmp_path):
 def test_rodas4_matches_cvode_on_ten_tusscher():
     """Two beats of the shipped ten Tusscher 2006 cell (its preset stimulus): APD90 of the
     second beat within 0.5 % of CVODE at 1e-9 at tolerance 1e-4 (measured 0.005 %), the error
-    falling at 1e-6 (measured 6.7 times smaller: the interpolation of the crossing between
+    falling at 1e-6 (measured 7 times smaller: the interpolation of the crossing between
     steps is part of it)."""
     text = ("model: {file: ten_tusscher_model_2006_epi}\nmesh: {kind: single}\n"
             "protocol: {t_end: 1600, stimuli: [{start: 50, duration: 1, amplitude: -52, period: 1000, count: 2}]}\n"
