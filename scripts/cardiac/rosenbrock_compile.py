@@ -35,8 +35,9 @@ def measure(model: str, method: str, arch: int) -> list[str]:
     for compiler in compilers.available():
         started = time.perf_counter()
         image = compiler.compile(src, "cardiac.cu", _options(defines, True), arch)
+        seconds = time.perf_counter() - started
         rows.append(f"{Path(model).stem}\t{problem.model.n_states}\t{method}\t{entries}\t{len(src)}\t"
-                    f"{generated:.2f}\t{type(compiler).__name__}\t{time.perf_counter() - started:.1f}\t{len(image.data)}")
+                    f"{generated:.2f}\t{type(compiler).__name__}\t{seconds:.1f}\t{len(image.data)}")
     return rows
 
 

@@ -24,7 +24,8 @@ def one(corpus: Path, references: Path, model: str, tol: float, budget: float, d
     ref = json.loads((references / f"{model}.json").read_text())
     stim = ref["protocol"]
     started = time.perf_counter()
-    run = ours(corpus / f"{model}.cellml", stim, f"{{method: rodas4, at: {tol:.6e}, rt: {tol:.6e}, dt_max: {dt_max:.6e}}}", budget_s=budget)
+    solver = f"{{method: rodas4, at: {tol:.6e}, rt: {tol:.6e}, dt_max: {dt_max:.6e}}}"
+    run = ours(corpus / f"{model}.cellml", stim, solver, budget_s=budget)
     run["seconds"] = time.perf_counter() - started
     last = ref["reference"]["last"]
     apd = run.get("apd90_ms")

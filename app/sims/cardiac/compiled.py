@@ -33,6 +33,7 @@ from app.compute.cpu_threads import in_threads
 from app.compute.jit import generated_module
 from app.sims.cardiac.engine import CpuTissue, Problem, fused_model, is_rl_euler
 from app.sims.cardiac.model import CellModel
+from app.sims.cardiac.rosenbrock import Rosenbrock
 
 
 def _table_source(model: CellModel) -> str:
@@ -138,11 +139,11 @@ def _block_scratch(model: CellModel) -> list[str]:
                          f"block_x{c} = np.empty({len(block.states)})")]
 
 
-def _block_import() -> list[str]:
-    """The generated module's import of the blocks' linear solve (with its source's hash:
-    numba's cache of a caller cannot see a change of the callee's file)."""
+def _block_import(name: str = "block_solve") -> list[str]:
+    """The generated module's import of the blocks' linear solve as ``name`` (with its source's
+    hash: numba's cache of a caller cannot see a change of the callee's file)."""
     version = hashlib.sha256(Path(small_solve.__file__).read_bytes()).hexdigest()[:16]
-    return [f"from app.compute.small_solve_jit import solve_in_place_jit as block_solve   # small_solve.py {version}"]
+    return [f"from app.compute.small_solve_jit import solve_in_place_jit as {name}   # small_solve.py {version}"]
 
 
 _JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})"
@@ -311,6 +312,13 @@ class CompiledTissue(CpuTissue):
         super().__init__(problem)
         self.compile_seconds = 0.0
         self._fused = False
+        if isinstance(problem.tableau, Rosenbrock):       # one cell, its whole step compiled
+            from app.sims.cardiac.rosenbrock_jit import CompiledRosenbrock
+            start = time.perf_counter()
+            self._rosenbrock = CompiledRosenbrock(problem.model, problem.tableau, _block_import("solve")[0])
+            self.compile_seconds = time.perf_counter() - start
+            self.f = super().f
+            return
         if problem.n_cells == 1 or problem.tableau is None:
             # an implicit method compiles its own program (engine.CpuTissue.implicit)
             # one cell: the NumPy engine's scalar program (plain floats) beats a compiled call
@@ -339,6 +347,13 @@ class CompiledTissue(CpuTissue):
         if param_field is not None:
             self._params = np.ascontiguousarray(param_field, self.y.dtype)
             self._pfield = np.ascontiguousarray(param_field[list(self.p.varying)], np.float64)
+
+    def _rosenbrock_step(self, t: float, y0: np.ndarray, h: float, tab: Rosenbrock):
+        """The NumPy engine's Rosenbrock step (:meth:`CpuTissue._rosenbrock_step`), compiled."""
+        p = self.p
+        params = p.cell_params[:, 0] if p.cell_params.ndim == 2 else p.cell_params
+        high, low = self._rosenbrock(y0[:, 0], float(p.stim_current(t + 0.5 * h)[0]), params, h)
+        return high[:, None].astype(y0.dtype), low[:, None].astype(y0.dtype)
 
     def _module(self, fused: bool):
         """The compiled module of the fused RLFE step (``fused``: the model with tabulated gate

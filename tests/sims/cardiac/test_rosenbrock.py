@@ -1,6 +1,6 @@
 """The Rosenbrock method RODAS4 (solver.method rodas4): its tableau against the order
 conditions, its order and stability on scalar problems, the full symbolic Jacobian against
-differences, and single cells against CVODE."""
+differences, and single cells on the NumPy engine against CVODE."""
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from tests.sims.cardiac.helpers import config, run
 from tests.sims.cardiac.synthetic import markov_run, trace_difference, write_markov_model
 
 RODAS4 = ROSENBROCK["rodas4"]
+REFERENCE = "cpu-reference"    # the NumPy engine (the compiled one: test_compiled_engine.py)
 
 
 def _conditions(b: np.ndarray, alpha: np.ndarray, gamma_matrix: np.ndarray, g: float) -> np.ndarray:
@@ -108,10 +109,10 @@ def test_rodas4_matches_cvode_on_the_stiff_markov_cell(tmp_path):
     test_engine.py), and the error of the final state (a step ends there) falls with the
     tolerance (APD90's is the linear interpolation between steps as much as the solver's)."""
     path = write_markov_model(tmp_path)
-    ref_arrays, ref = run(markov_run(path, "{method: cvode, at: 1.0e-10, rt: 1.0e-10}"))
+    ref_arrays, ref = run(markov_run(path, "{method: cvode, at: 1.0e-10, rt: 1.0e-10}"), REFERENCE)
     errors = []
     for tol in ("1.0e-4", "1.0e-6"):
-        arrays, summary = run(markov_run(path, f"{{method: rodas4, at: {tol}, rt: {tol}}}"))
+        arrays, summary = run(markov_run(path, f"{{method: rodas4, at: {tol}, rt: {tol}}}"), REFERENCE)
         assert summary["finished"] and summary["method"] == "rodas4"
         errors.append(np.max(np.abs(arrays["cell_states"][-1] - ref_arrays["cell_states"][-1])))
     assert errors[1] < errors[0] / 5, errors
@@ -127,8 +128,8 @@ def test_rodas4_matches_cvode_on_ten_tusscher():
     text = ("model: {file: ten_tusscher_model_2006_epi}\nmesh: {kind: single}\n"
             "protocol: {t_end: 1600, stimuli: [{start: 50, duration: 1, amplitude: -52, period: 1000, count: 2}]}\n"
             "output: {random_probes: 0, dt_save: 0}\n")
-    ref = run(text + "solver: {method: cvode, at: 1.0e-9, rt: 1.0e-9}\n")[1]["apd90_ms"]
-    errors = [abs(run(text + f"solver: {{method: rodas4, at: {tol}, rt: {tol}}}\n")[1]["apd90_ms"] - ref) / ref
+    ref = run(text + "solver: {method: cvode, at: 1.0e-9, rt: 1.0e-9}\n", REFERENCE)[1]["apd90_ms"]
+    errors = [abs(run(text + f"solver: {{method: rodas4, at: {tol}, rt: {tol}}}\n", REFERENCE)[1]["apd90_ms"] - ref) / ref
               for tol in ("1.0e-4", "1.0e-6")]
     assert errors[0] < 0.005 and errors[1] < errors[0] / 4, errors
 
@@ -137,7 +138,7 @@ def test_no_rodas4_step_crosses_a_pulse_edge(tmp_path):
     """The model is autonomous only between stimulus edges: every accepted step lies between two."""
     from app.sims.cardiac.simulation import CardiacSimulation
     path = write_markov_model(tmp_path)
-    sim = CardiacSimulation(config(markov_run(path, "{method: rodas4, at: 1.0e-5, rt: 1.0e-5}", t_end=40.0)), "cpu")
+    sim = CardiacSimulation(config(markov_run(path, "{method: rodas4, at: 1.0e-5, rt: 1.0e-5}", t_end=40.0)), REFERENCE)
     while not sim.finished:
         sim.advance()
     ends = np.array([t for t, _ in sim.engine.h_history])
