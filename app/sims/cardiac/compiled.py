@@ -15,7 +15,7 @@ imported from there, so numba's on-disk cache holds its machine code across runs
 Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
 and GRL1 run model, diffusion and update in one compiled loop (GRL1's blocks, Markov chains and
 fast groups, by :func:`app.compute.small_solve.solve_in_place`, compiled, on per-block scratch
-arrays).
+arrays). A single cell's Rosenbrock step is compiled whole (:mod:`.rosenbrock_jit`).
 """
 
 from __future__ import annotations
