@@ -312,17 +312,11 @@ class CompiledTissue(CpuTissue):
         super().__init__(problem)
         self.compile_seconds = 0.0
         self._fused = False
-        if isinstance(problem.tableau, Rosenbrock):       # one cell, its whole step compiled
-            from app.sims.cardiac.rosenbrock_jit import CompiledRosenbrock
-            start = time.perf_counter()
-            self._rosenbrock = CompiledRosenbrock(problem.model, problem.tableau, _block_import("solve")[0])
-            self.compile_seconds = time.perf_counter() - start
-            self.f = super().f
-            return
         if problem.n_cells == 1 or problem.tableau is None:
             # an implicit method compiles its own program (engine.CpuTissue.implicit)
             # one cell: the NumPy engine's scalar program (plain floats) beats a compiled call
-            # through NumPy arrays, and needs no compile
+            # through NumPy arrays, and needs no compile; a Rosenbrock step is compiled whole
+            # (_rosenbrock)
             self.f = super().f
             return
         n, m = problem.n_cells, problem.model
@@ -347,6 +341,18 @@ class CompiledTissue(CpuTissue):
         if param_field is not None:
             self._params = np.ascontiguousarray(param_field, self.y.dtype)
             self._pfield = np.ascontiguousarray(param_field[list(self.p.varying)], np.float64)
+
+    @functools.cached_property
+    def _rosenbrock(self):
+        """A single cell's compiled Rosenbrock step (:mod:`.rosenbrock_jit`), compiled or loaded
+        at the first step (inside the run's time, as CVODE's program: ``compile_seconds``)."""
+        from app.sims.cardiac.rosenbrock_jit import CompiledRosenbrock
+        start = time.perf_counter()
+        tab = self.p.tableau
+        assert isinstance(tab, Rosenbrock)
+        step = CompiledRosenbrock(self.p.model, tab, _block_import("solve")[0])
+        self.compile_seconds += time.perf_counter() - start
+        return step
 
     def _rosenbrock_step(self, t: float, y0: np.ndarray, h: float, tab: Rosenbrock):
         """The NumPy engine's Rosenbrock step (:meth:`CpuTissue._rosenbrock_step`), compiled."""

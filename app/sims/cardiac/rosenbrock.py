@@ -16,8 +16,10 @@ there), so the method's ∂f/∂t terms are 0 and left out. Every state is stepp
 (a gate by dx/dt = a·x + b, no Rush–Larsen): the method needs the Jacobian of one vector field.
 
 The engines: NumPy (:func:`rosenbrock_step`, the reference: LAPACK's LU per stage), the
-compiled CPU engine (:mod:`.rosenbrock_jit`: the step compiled by numba) and CUDA (``kernels/common/rosenbrock.cuh``: one thread per cell, a dense LU with partial pivoting
-per thread, printed tableau from :func:`cuda_tableau`). The tableau is defined once, here.
+compiled CPU engine (:mod:`.rosenbrock_jit`: the step compiled by numba) and CUDA
+(``kernels/common/rosenbrock.cuh``: one thread per cell, a dense LU with partial pivoting per
+thread, the tableau printed by :func:`app.sims.cardiac.cuda.rosenbrock_source`). The tableau is
+defined once, here.
 """
 
 from __future__ import annotations
