@@ -17,7 +17,7 @@ from app.compute.jit import generated_module
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.rosenbrock import Rosenbrock
 
-_JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})"
+_JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'}, no_cpython_wrapper=True)"
 
 _STEP = '''
 @njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})
