@@ -8,7 +8,10 @@
 // Filled in by app/sims/cardiac/cuda.py (app.compute.codegen.fill_template) before compiling:
 //   MODEL slot   model_rates(): the imported cell model printed from its expression tree, and
 //                GATE_TABLE[g]: gate g's outputs are its RLFE update's coefficients (x <- a x + b)
-//   TABLEAU slot NSTAGE, ADAPTIVE, RL, GRL, ORDER_LOW and the tableau A, B, BLOW, C (GRL: the
+//   TABLEAU slot NSTAGE, ADAPTIVE, RL, GRL, ORDER_LOW and the tableau A, B, BLOW, C, or a
+//                Rosenbrock method's (ROSENBROCK: a single cell's whole step in one thread of
+//                steps_one_block, kernels/common/rosenbrock.cuh; the model prints its field and
+//                full Jacobian, model_field_and_jacobian, and model_derivative) (GRL: the
 //                one-stage generalized Rush-Larsen GRL1; the model also outputs the non-gating
 //                states' diagonal Jacobian after the b's, then its blocks' Jacobian entries:
 //                MODEL_NJAC outputs in all; model_block_update steps each block (Markov chain, fast group) together)
@@ -52,6 +55,12 @@ __constant__ real c_params[NPARAM > 0 ? NPARAM : 1];
 {{MODEL}}
 
 {{TABLEAU}}
+#ifndef ROSENBROCK
+#define ROSENBROCK 0
+#endif
+#if ROSENBROCK
+#include "rosenbrock.cuh"
+#endif
 
 // control block (double part / int part)
 enum { CD_T = 0, CD_H, CD_TPREV, CD_NEXTSAVE, CD_BADT, CD_HPROP, CD_ERR, CD_PAUSE, CD_N };  // CD_ERR: u64
@@ -174,6 +183,31 @@ __device__ __forceinline__ StepControl step_control(const double* __restrict__ c
     const double h = c_solver[CS_H];
     return {ci[CI_DONE], 0, step * h, h, step > 0 ? (step - 1) * h : 0.0};
 #endif
+}
+
+// The step's error into the control block: the block's max of (error bits << 32 | cell), then
+// one atomic per block (positive floats order as unsigned ints, so the maximum carries the
+// worst cell along). Every thread of the block calls it.
+__device__ __forceinline__ void reduce_error(float err, int k, double* __restrict__ cd)
+{
+    __shared__ unsigned long long smax[32];
+    unsigned long long m = ((unsigned long long)__float_as_uint(err) << 32) | (unsigned)(k < NCELLS ? k : 0);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long other = __shfl_down_sync(0xffffffffu, m, o);
+        m = other > m ? other : m;
+    }
+    if ((threadIdx.x & 31) == 0) smax[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = threadIdx.x < (blockDim.x >> 5) ? smax[threadIdx.x] : 0ull;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const unsigned long long other = __shfl_down_sync(0xffffffffu, m, o);
+            m = other > m ? other : m;
+        }
+        if (threadIdx.x == 0) atomicMax((unsigned long long*)(cd + CD_ERR), m);
+    }
 }
 
 // Stage I of a step: build the stage state from Y0 and the stored stages, evaluate the model,
@@ -354,28 +388,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
         finish();
 #endif
     }
-    if (ADAPTIVE && I == NSTAGE - 1) {
-        // block max of (error bits << 32 | cell), then one atomic per block: positive floats
-        // order as unsigned ints, so the maximum carries the worst cell along
-        __shared__ unsigned long long smax[32];
-        unsigned long long m = ((unsigned long long)__float_as_uint(err) << 32) | (unsigned)(k < NCELLS ? k : 0);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const unsigned long long other = __shfl_down_sync(0xffffffffu, m, o);
-            m = other > m ? other : m;
-        }
-        if ((threadIdx.x & 31) == 0) smax[threadIdx.x >> 5] = m;
-        __syncthreads();
-        if (threadIdx.x < 32) {
-            m = threadIdx.x < (blockDim.x >> 5) ? smax[threadIdx.x] : 0ull;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                const unsigned long long other = __shfl_down_sync(0xffffffffu, m, o);
-                m = other > m ? other : m;
-            }
-            if (threadIdx.x == 0) atomicMax((unsigned long long*)(cd + CD_ERR), m);
-        }
-    }
+    if (ADAPTIVE && I == NSTAGE - 1) reduce_error(err, k, cd);
 }
 
 #define STAGE_ARGS Y_CONST real* Y_RESTRICT YA, real* Y_RESTRICT YB, real* __restrict__ K, \
@@ -523,6 +536,46 @@ __device__ __forceinline__ void block_stages(real* YA, real* YB, real* __restric
     }
 }
 
+#if ROSENBROCK
+// A Rosenbrock step (one cell: NCELLS = 1) in thread 0: the checks and bookkeeping of stage 0 at
+// the step's start, the stimulus at the step's middle (no step crosses a pulse edge, so it is
+// constant; the middle is inside the step even where t + h misses an edge by an ulp), the whole step (rosenbrock.cuh) with the model's field and full Jacobian, y_high
+// into the other state buffer and the error into the control block, as a Runge-Kutta step's
+// last stage leaves them for control_body.
+// K: the matrix and the stages (NS*NS + ROS_STAGES*NS doubles, cuda.py allocates them).
+__device__ __forceinline__ void rosenbrock_body(real* YA, real* YB, double* __restrict__ K,
+    const unsigned* __restrict__ mask, real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
+    const real* __restrict__ pfield)
+{
+    const int k = threadIdx.x;
+    const StepControl sc = step_control(cd, ci, 0);
+    if (sc.done) return;           // the same for every thread (read after a barrier)
+    const real* Y0 = sc.parity ? YB : YA;         // written in this launch: no read-only path
+    real* Yn = sc.parity ? YA : YB;
+    float err = 0.f;
+    if (k < NCELLS) {
+        double y0[NS], hi[NS], lo[NS];
+        for (int q = 0; q < NS; ++q) y0[q] = Y0[q * NPAD + k];
+        if (!(fabs(y0[0]) <= V_LIMIT)) {
+            if (atomicCAS(&ci[CI_STATUS], ST_OK, ST_BLOWUP) == ST_OK) { ci[CI_BADCELL] = k; cd[CD_BADT] = sc.t; }
+            ci[CI_DONE] = 1;
+        }
+        observe(k, sc.t, sc.t_prev, y0[0], load_marks(maps, k), maps);
+        const double i_st = stim_current(mask[k], sc.t + 0.5 * sc.h);
+        rosenbrock_step<NS>(y0, sc.h, hi, lo, K, (double (*)[NS])(K + NS * NS),
+            [&](double* f, double* jac) { model_field_and_jacobian(y0, i_st, pfield, k, f, jac); },
+            [&](const double* y, double* f) { model_derivative(y, i_st, pfield, k, f); });
+        for (int q = 0; q < NS; ++q) {
+            Yn[q * NPAD + k] = hi[q];
+            float e = (float)(fabs(hi[q] - lo[q]) / (c_solver[CS_AT] + c_solver[CS_RT] * fabs(y0[q])));
+            if (!(e <= 3.0e38f)) e = 3.0e38f;          // NaN or inf: reject
+            err = fmaxf(err, e);
+        }
+    }
+    reduce_error(err, k, cd);
+}
+#endif
+
 // Every cell in this one block: up to n_steps steps (accepted or rejected) in one launch, the
 // stages and the control as the separate kernels do them, without a launch per stage and step.
 extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* YA, real* YB,
@@ -532,7 +585,12 @@ extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* 
 {
     for (int s = 0; s < n_steps; ++s) {
         if (*(volatile int*)(ci + CI_DONE)) break;      // the same for every thread: read after a barrier
+#if ROSENBROCK
+        rosenbrock_body(YA, YB, K, mask, maps, cd, ci, pfield);
+        __syncthreads();
+#else
         block_stages<0>(YA, YB, K, V0, V1, nbr, w, mask, maps, cd, ci, pfield, probes, rec_t, rec_v);
+#endif
         control_body(YA, YB, bp, n_bp, probes, rec_t, rec_v, rec_cap, h_hist, h_cap, cd, ci);
         __syncthreads();
     }

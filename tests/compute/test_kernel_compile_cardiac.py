@@ -37,6 +37,18 @@ def test_single_cell_state_recording_compiles(method):
     assert compile_with_every_compiler(src, "cardiac.cu", defines)
 
 
+def test_rosenbrock_single_cell_compiles():
+    """solver.method rodas4 (a single cell's whole step in one thread of ``steps_one_block``:
+    kernels/common/rosenbrock.cuh, the model's field and full Jacobian) with NVRTC and nvcc, on
+    the smallest shipped model (the template is what this checks; the corpus models' compile
+    times are on the cellml-corpus page)."""
+    cfg = load_config(parse_yaml("domain: cardiac\nmodel: {file: beeler_reuter_model_1977}\nmesh: {kind: single}\n"
+                                 "solver: {method: rodas4}\n"))
+    src, defines = kernel_source(Problem.from_config(cfg))
+    assert defines["FUSED_STEPS"] == 1 and "#define ROSENBROCK 1" in src and "model_field_and_jacobian" in src
+    assert compile_with_every_compiler(src, "cardiac.cu", defines)
+
+
 OTHER_MODELS = ["beeler_reuter_model_1977", "hodgkin_huxley_squid_axon_model_1952_modified",
                 "luo_rudy_1991", "mahajan_shiferaw_2008", "maleckar_model_2009", "noble_model_1962",
                 "nygren_atrial_model_1998", "ohara_rudy_2011_endo", "ten_tusscher_model_2006_epi",

@@ -1,7 +1,8 @@
 """Symbolic derivatives of a program of assignments (forward mode over the expression trees).
 
 A program is a list of ``(name, tree)`` in calculation order; :func:`jacobian_entries` adds
-the equations of ∂output_k/∂state_k for chosen pairs (entries of a model's Jacobian: its
+the equations of ∂output_k/∂state_k for chosen pairs, :func:`jacobian_columns` those of the
+whole Jacobian (a Rosenbrock method's, :mod:`app.sims.cardiac.rosenbrock`) (entries of a model's Jacobian: its
 diagonal, what the generalized Rush–Larsen method needs, and a Markov chain's block,
 :mod:`app.sims.cardiac.markov`), each derivative an equation named
 ``<prefix><k>_<name>`` that reads the program's own names, so every printer prints it as it
@@ -117,38 +118,75 @@ def _power(u: Node, v: Node, du: Node, dv: Node, tree: Node) -> Node:
     return _mul(tree, _add(_mul(dv, Call("log", (u,))), _div(_mul(v, du), u)))
 
 
+def _check_prefix(equations: Sequence[tuple[str, Node]], prefix: str) -> None:
+    known = {name for name, _ in equations} | set().union(*(names_used(t) for _, t in equations))
+    if any(n.startswith(prefix) for n in known):
+        raise ValueError(f"the derivative prefix {prefix!r} starts a name of the program")
+
+
+def _read_by(equations: Sequence[tuple[str, Node]], outputs: Sequence[str]) -> set[str]:
+    """The names the ``outputs`` read, directly or not (themselves included)."""
+    index = {name for name, _ in equations}
+    reads = {name: names_used(tree) for name, tree in equations}
+    needed: set[str] = set()
+    todo = list(outputs)
+    while todo:
+        name = todo.pop()
+        if name in needed or name not in index:
+            continue
+        needed.add(name)
+        todo.extend(reads[name])
+    return needed
+
+
+def _forward(equations: Sequence[tuple[str, Node]], needed: set[str], state: str,
+             prefix: str) -> tuple[list[tuple[str, Node]], dict[str, Node]]:
+    """Forward mode by ``state`` over the ``needed`` equations: the derivative equations
+    (named ``prefix + name``) and each name's derivative (absent: 0)."""
+    out_eqs: list[tuple[str, Node]] = []
+    d: dict[str, Node] = {state: ONE}
+    for name, tree in equations:
+        if name not in needed or not (names_used(tree) & d.keys()):
+            continue
+        dt = derivative(tree, d)
+        if isinstance(dt, (Num, Name)):
+            if dt != ZERO:
+                d[name] = dt
+            continue
+        out_eqs.append((f"{prefix}{name}", dt))
+        d[name] = Name(f"{prefix}{name}")
+    return out_eqs, d
+
+
 def jacobian_entries(equations: Sequence[tuple[str, Node]], pairs: Sequence[tuple[str, str]],
                       prefix: str) -> tuple[list[tuple[str, Node]], list[Node]]:
     """The equations of ∂output/∂state for each ``(output, state)`` of ``pairs`` (names in
     ``equations``; the state an input), and each derivative as a tree (a :class:`Name` of
     its equation, or a number). Derivative equations of pair k are named
     ``f"{prefix}{k}_{name}"``; ``prefix`` must start no name of the program."""
-    known = {name for name, _ in equations} | set().union(*(names_used(t) for _, t in equations))
-    if any(n.startswith(prefix) for n in known):
-        raise ValueError(f"the derivative prefix {prefix!r} starts a name of the program")
-    index = {name: i for i, (name, _) in enumerate(equations)}
-    reads = {name: names_used(tree) for name, tree in equations}
+    _check_prefix(equations, prefix)
     out_eqs: list[tuple[str, Node]] = []
     results: list[Node] = []
     for k, (output, state) in enumerate(pairs):
-        needed: set[str] = set()            # what the output reads, directly or not
-        todo = [output]
-        while todo:
-            name = todo.pop()
-            if name in needed or name not in index:
-                continue
-            needed.add(name)
-            todo.extend(reads[name])
-        d: dict[str, Node] = {state: ONE}
-        for name, tree in equations:
-            if name not in needed or not (reads[name] & d.keys()):
-                continue
-            dt = derivative(tree, d)
-            if isinstance(dt, (Num, Name)):
-                if dt != ZERO:
-                    d[name] = dt
-                continue
-            out_eqs.append((f"{prefix}{k}_{name}", dt))
-            d[name] = Name(f"{prefix}{k}_{name}")
+        eqs, d = _forward(equations, _read_by(equations, [output]), state, f"{prefix}{k}_")
+        out_eqs += eqs
         results.append(d.get(output, ZERO) if output != state else ONE)
     return out_eqs, results
+
+
+def jacobian_columns(equations: Sequence[tuple[str, Node]], outputs: Sequence[str], states: Sequence[str],
+                     prefix: str) -> tuple[list[tuple[str, Node]], list[tuple[int, int, Node]]]:
+    """The whole Jacobian ∂outputs/∂states, one forward pass per state (column), so the
+    derivatives of what several outputs share are made once: the derivative equations
+    (column j's named ``f"{prefix}{j}_{name}"``) and the entries ``(row, column, tree)`` that
+    are not identically 0, by column. ``prefix`` must start no name of the program."""
+    _check_prefix(equations, prefix)
+    needed = _read_by(equations, outputs)
+    out_eqs: list[tuple[str, Node]] = []
+    entries: list[tuple[int, int, Node]] = []
+    for j, state in enumerate(states):
+        eqs, d = _forward(equations, needed, state, f"{prefix}{j}_")
+        out_eqs += eqs
+        entries += [(i, j, ONE if output == state else d[output])
+                    for i, output in enumerate(outputs) if output == state or d.get(output, ZERO) != ZERO]
+    return out_eqs, entries

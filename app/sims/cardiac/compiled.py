@@ -15,7 +15,7 @@ imported from there, so numba's on-disk cache holds its machine code across runs
 Rush–Larsen/RK solver, maps and checkpoints are the NumPy engine's (:class:`CpuTissue`); RLFE
 and GRL1 run model, diffusion and update in one compiled loop (GRL1's blocks, Markov chains and
 fast groups, by :func:`app.compute.small_solve.solve_in_place`, compiled, on per-block scratch
-arrays).
+arrays). A single cell's Rosenbrock step is compiled whole (:mod:`.rosenbrock_jit`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from app.compute.cpu_threads import in_threads
 from app.compute.jit import generated_module
 from app.sims.cardiac.engine import CpuTissue, Problem, fused_model, is_rl_euler
 from app.sims.cardiac.model import CellModel
+from app.sims.cardiac.rosenbrock import Rosenbrock
 
 
 def _table_source(model: CellModel) -> str:
@@ -138,11 +139,11 @@ def _block_scratch(model: CellModel) -> list[str]:
                          f"block_x{c} = np.empty({len(block.states)})")]
 
 
-def _block_import() -> list[str]:
-    """The generated module's import of the blocks' linear solve (with its source's hash:
-    numba's cache of a caller cannot see a change of the callee's file)."""
+def _block_import(name: str = "block_solve") -> list[str]:
+    """The generated module's import of the blocks' linear solve as ``name`` (with its source's
+    hash: numba's cache of a caller cannot see a change of the callee's file)."""
     version = hashlib.sha256(Path(small_solve.__file__).read_bytes()).hexdigest()[:16]
-    return [f"from app.compute.small_solve_jit import solve_in_place_jit as block_solve   # small_solve.py {version}"]
+    return [f"from app.compute.small_solve_jit import solve_in_place_jit as {name}   # small_solve.py {version}"]
 
 
 _JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'})"
@@ -314,7 +315,8 @@ class CompiledTissue(CpuTissue):
         if problem.n_cells == 1 or problem.tableau is None:
             # an implicit method compiles its own program (engine.CpuTissue.implicit)
             # one cell: the NumPy engine's scalar program (plain floats) beats a compiled call
-            # through NumPy arrays, and needs no compile
+            # through NumPy arrays, and needs no compile; a Rosenbrock step is compiled whole
+            # (_rosenbrock)
             self.f = super().f
             return
         n, m = problem.n_cells, problem.model
@@ -339,6 +341,25 @@ class CompiledTissue(CpuTissue):
         if param_field is not None:
             self._params = np.ascontiguousarray(param_field, self.y.dtype)
             self._pfield = np.ascontiguousarray(param_field[list(self.p.varying)], np.float64)
+
+    @functools.cached_property
+    def _rosenbrock(self):
+        """A single cell's compiled Rosenbrock step (:mod:`.rosenbrock_jit`), compiled or loaded
+        at the first step (inside the run's time, as CVODE's program: ``compile_seconds``)."""
+        from app.sims.cardiac.rosenbrock_jit import CompiledRosenbrock
+        start = time.perf_counter()
+        tab = self.p.tableau
+        assert isinstance(tab, Rosenbrock)
+        step = CompiledRosenbrock(self.p.model, tab, _block_import("solve")[0])
+        self.compile_seconds += time.perf_counter() - start
+        return step
+
+    def _rosenbrock_step(self, t: float, y0: np.ndarray, h: float, tab: Rosenbrock):
+        """The NumPy engine's Rosenbrock step (:meth:`CpuTissue._rosenbrock_step`), compiled."""
+        p = self.p
+        params = p.cell_params[:, 0] if p.cell_params.ndim == 2 else p.cell_params
+        high, low = self._rosenbrock(y0[:, 0], float(p.stim_current(t + 0.5 * h)[0]), params, h)
+        return high[:, None].astype(y0.dtype), low[:, None].astype(y0.dtype)
 
     def _module(self, fused: bool):
         """The compiled module of the fused RLFE step (``fused``: the model with tabulated gate

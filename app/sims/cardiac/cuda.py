@@ -23,6 +23,7 @@ from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI
 from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
+from app.sims.cardiac.rosenbrock import Rosenbrock
 from app.sims.cardiac.solvers import METHODS, Tableau
 from app.sims.common.engine import EngineBase
 
@@ -59,15 +60,38 @@ def tableau_source(tab: Tableau) -> Code:
     ]) + "\n")
 
 
-def model_kernel_source(model: CellModel, tab: Tableau, real: str, n_cells: int, width: int,
+def rosenbrock_source(tab: Rosenbrock) -> Code:
+    """The TABLEAU slot of a Rosenbrock method (``kernels/common/rosenbrock.cuh``): its
+    coefficients, and a one-stage Runge-Kutta tableau the stage code is compiled with (unused:
+    a Rosenbrock run steps in ``steps_one_block`` only)."""
+    s = tab.stages
+    return Code("\n".join([
+        "#define ROSENBROCK 1", f"#define ROS_STAGES {s}", f"#define ROS_GAMMA {tab.gamma!r}",
+        f"__device__ constexpr double ROS_A[{s}][{s}] = {{{', '.join(_arr(r) for r in tab.a)}}};",
+        f"__device__ constexpr double ROS_C[{s}][{s}] = {{{', '.join(_arr(r) for r in tab.c)}}};",
+        f"__device__ constexpr double ROS_M[{s}] = {_arr(tab.m)};",
+        f"__device__ constexpr double ROS_MLOW[{s}] = {_arr(tab.m_low)};",
+        "#define NSTAGE 1", "#define ADAPTIVE 1", "#define RL 0", "#define GRL 0", f"#define ORDER_LOW {tab.order_low}",
+        "__device__ constexpr double TAB_A[2][1] = {{0.0}, {0.0}};", "__device__ constexpr double TAB_B[1] = {1.0};",
+        "__device__ constexpr double TAB_BLOW[1] = {1.0};", "__device__ constexpr double TAB_C[1] = {0.0};",
+    ]) + "\n")
+
+
+def model_kernel_source(model: CellModel, tab: Tableau | Rosenbrock, real: str, n_cells: int, width: int,
                         n_probes: int, n_stimuli: int, varying: tuple[int, ...] = (),
                         compute: str | None = None) -> tuple[str, dict]:
     """The kernel text for a model, method and precision (states in ``real``, the model in
     ``compute``, by default the same), and its -D defines."""
     if tab.grl != model.jacobian:
         raise ValueError(f"method {tab.name} needs a model {'with' if tab.grl else 'without'} its diagonal Jacobian")
+    rosenbrock = isinstance(tab, Rosenbrock)
+    one_double_cell = (real, compute or real, n_cells) == ("double", "double", 1)
+    if rosenbrock != model.full_jacobian or (rosenbrock and not one_double_cell):
+        raise ValueError(f"method {tab.name}: a Rosenbrock method steps one cell in double with the model's full "
+                         "Jacobian; other methods take no full Jacobian")
+    tableau = rosenbrock_source(tab) if isinstance(tab, Rosenbrock) else tableau_source(tab)
     src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying, compute),
-                                                    "TABLEAU": tableau_source(tab)})
+                                                    "TABLEAU": tableau})
     defines = {"REAL": real, "NPAD": padded(n_cells), "NCELLS": n_cells, "KNB": width,
                "NPROBE": n_probes, "NSTIM": n_stimuli, "NS": model.n_states,
                "NNG": model.n_nongating, "NG": model.n_gates, "NPARAM": len(model.parameters),
@@ -94,6 +118,8 @@ def recorded_rows(problem: Problem) -> np.ndarray:
 def fused_steps(problem: Problem) -> bool:
     """Whether an adaptive run's cells fit one block, so that one launch of ``steps_one_block``
     runs many whole steps, without a launch per stage and step."""
+    if isinstance(problem.tableau, Rosenbrock):         # a single cell's whole step in its thread
+        return True
     return problem.tableau is not None and problem.tableau.adaptive and problem.n_cells <= FUSED_MAX_CELLS
 
 
@@ -190,7 +216,10 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.YA = gpuarray.to_gpu(y.ravel())
         # fixed steps update YA in place; adaptive ones keep the step's start in one buffer
         self.YB = gpuarray.zeros(self.ns * npad, self.real) if tab.adaptive else self.YA
-        self.K = gpuarray.zeros(max(tab.stages - 1, 1) * self.nk * npad, self.real)
+        if isinstance(tab, Rosenbrock):       # the one cell's matrix and stages (rosenbrock_body)
+            self.K = gpuarray.zeros(self.ns * (self.ns + tab.stages), np.float64)
+        else:
+            self.K = gpuarray.zeros(max(tab.stages - 1, 1) * self.nk * npad, self.real)
         self.Vst = [gpuarray.zeros(npad, self.real), gpuarray.zeros(npad, self.real)]
         nbr = np.zeros((problem.mesh.width, npad), np.int32)
         nbr[:, :n] = problem.mesh.neighbours.T

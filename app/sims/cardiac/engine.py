@@ -27,6 +27,7 @@ from app.sims.cardiac.config import MAX_STIMULI, CardiacConfig, ParameterRegion,
 from app.sims.cardiac.mesh import Mesh, single_cell
 from app.sims.cardiac.shapes import icosphere, sheet
 from app.sims.cardiac.model import CellModel, LookupSpec, config_model
+from app.sims.cardiac.rosenbrock import ROSENBROCK, Rosenbrock, dense_jacobian, rosenbrock_step
 from app.sims.cardiac.solvers import AUTO, METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
 from app.sims.common.config import ConfigError
 from app.sims.common.engine import EngineBase
@@ -140,7 +141,7 @@ class Problem:
     stim_table: np.ndarray         # (G, 5) start, duration, amplitude, period, count
     breakpoints: np.ndarray        # pulse edges inside (0, t_end]
     probes: np.ndarray             # (P,) int
-    tableau: Tableau | None        # None: an implicit method (solvers.IMPLICIT)
+    tableau: Tableau | Rosenbrock | None   # None: an implicit method (solvers.IMPLICIT)
     t_end: float
     dtype: type = np.float32
     param_field: np.ndarray | None = None   # (P, N) where model.regions set other values
@@ -182,13 +183,15 @@ class Problem:
         probes = np.array(list(dict.fromkeys([*picked, *np.sort(rand).tolist()])), np.int64)
         if len(probes) == 0:
             probes = np.array([0], np.int64)
-        tab = METHODS.get(cfg.solver.method)
+        tab: Tableau | Rosenbrock | None = METHODS.get(cfg.solver.method)
         if tab is not None and not cfg.solver.rush_larsen:
             tab = with_rl(tab, False)
         if tab is not None and tab.adaptive and tab.rl:     # error control must see every state
             model = model.with_coupled_stepped()
         if tab is not None and tab.grl:
             model = model.with_jacobian()
+        if cfg.solver.method in ROSENBROCK:
+            tab, model = ROSENBROCK[cfg.solver.method], model.with_full_jacobian()
         dtype = np.float32 if cfg.solver.precision == "float32" else np.float64   # mixed: float64 on the CPU
         params = model.parameter_vector(cfg.model.parameters)
         field_, varying = parameter_field(mesh, model, cfg, params)
@@ -509,7 +512,10 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
             if self.h < s.dt_min:
                 raise RunStopped(t0, self._worst_cell(), f"step size {self.h:.3g} ms fell below the floor "
                                  f"dt_min = {s.dt_min:g} ms")
-            high, low = rk_step(self.f, t0, y0, h, tab, self.p.n_nongating)
+            if isinstance(tab, Rosenbrock):
+                high, low = self._rosenbrock_step(t0, y0, h, tab)
+            else:
+                high, low = rk_step(self.f, t0, y0, h, tab, self.p.n_nongating)
             ratio = error_ratio(high, low, y0, s.at, s.rt)
             self.h = next_step(h, ratio, tab.order_low, s.safety, s.fac_min, s.fac_max)
             if ratio <= 1.0:
@@ -518,6 +524,20 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
             else:
                 self.steps_rejected += 1
                 self._last_bad = (high, low, y0)
+
+    def _rosenbrock_step(self, t: float, y0: np.ndarray, h: float, tab: Rosenbrock):
+        """One step of a Rosenbrock method (:mod:`.rosenbrock`): f and the full Jacobian at the
+        step's start from the model ``with_full_jacobian``, the later stages from the model alone.
+        The stimulus is constant within the step (no step crosses a pulse edge); it is taken at
+        the step's middle, inside the step even where t + h misses an edge by an ulp."""
+        p = self.p
+        if "plain_model" not in p.extra:
+            p.extra["plain_model"] = CellModel(p.model.imported)
+        plain, i_st = p.extra["plain_model"], p.stim_current(t + 0.5 * h).astype(y0.dtype)
+        dng, a, b, entries = p.model.rates(y0, i_st, p.cell_params)
+        f0 = np.concatenate([dng, a * y0[p.n_nongating:] + b])
+        jac = dense_jacobian(p.model.jacobian_pattern, entries, p.model.n_states)
+        return rosenbrock_step(lambda y: plain.derivative(y, i_st, p.cell_params), y0, f0, jac, h, tab)
 
     def _worst_cell(self) -> int:
         bad = getattr(self, "_last_bad", None)

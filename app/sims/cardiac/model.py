@@ -9,7 +9,10 @@ states, the stimulus ``i_st`` (µA/µF, negative depolarises) and the parameters
 ``with_jacobian`` adds ``jng``, each non-gating derivative's derivative by its own state (the
 diagonal of the Jacobian, symbolic: :mod:`app.compute.codegen.differentiate`; a gate's is its
 ``a``), for the generalized Rush–Larsen method, then the entries of its Markov chains'
-matrices and fast groups' Jacobian blocks (:attr:`CellModel.blocks`).
+matrices and fast groups' Jacobian blocks (:attr:`CellModel.blocks`); a model
+``with_full_jacobian`` adds instead the structurally non-zero entries of the whole Jacobian of
+its y-form (non-gating dy/dt, each gate's a·x + b) at :attr:`CellModel.jacobian_pattern`, for
+the Rosenbrock method (:mod:`.rosenbrock`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 
 from app.compute.codegen import (SIMD_FUNCTIONS, Binary, Call, Code, Name, Node, Num, names_used, to_c, to_numpy,
                                  to_python)
-from app.compute.codegen.differentiate import jacobian_entries
+from app.compute.codegen.differentiate import jacobian_columns, jacobian_entries
 from app.compute.codegen.strength import reduce_strength
 from app.compute.codegen.lookup import LookupPlan, entry_name, plan_lookup, tabulate, variable_only
 from app.package_data import data_dir
@@ -34,6 +37,7 @@ from app.sims.cardiac.cellml import I_ST, CellMLImportError, Equation, ImportedM
 
 V_INDEX = 0
 JACOBIAN_PREFIX = "grl_jac"     # the diagonal Jacobian's equations (checked against the model's names)
+FULL_JACOBIAN_PREFIX = "ros_jac"    # the full Jacobian's equations (likewise)
 DEFAULT_MODEL = "courtemanche_ramirez_nattel_1998"
 
 
@@ -108,6 +112,7 @@ class CellModel:
     varying: tuple[int, ...] = ()      # parameters that differ between cells (not in tables)
     rl_step: float | None = None       # fixed Rush–Larsen step whose gate updates are tabulated
     jacobian: bool = False             # outputs jng too (the non-gating states' diagonal Jacobian)
+    full_jacobian: bool = False        # outputs the whole Jacobian's entries instead (jacobian_pattern)
 
     @property
     def name(self) -> str:
@@ -191,12 +196,19 @@ class CellModel:
         ``b·expm1(h·a)/a`` instead (tabulated), so its update is ``x ← a·x + b``
         (:attr:`table_gates`), as openCARP's tables do."""
         if spec is None:
-            return CellModel(self.imported, jacobian=self.jacobian)
-        return CellModel(self.imported, spec, tuple(varying), rl_step, self.jacobian)
+            return CellModel(self.imported, jacobian=self.jacobian, full_jacobian=self.full_jacobian)
+        return CellModel(self.imported, spec, tuple(varying), rl_step, self.jacobian, self.full_jacobian)
 
     def with_jacobian(self) -> "CellModel":
         """This model with the outputs ``jng`` (see the module's head)."""
         return CellModel(self.imported, self.lookup, self.varying, self.rl_step, jacobian=True)
+
+    def with_full_jacobian(self) -> "CellModel":
+        """This model with the whole Jacobian's entries as outputs after the b's (see the
+        module's head; no lookup tables: a Rosenbrock step needs the Jacobian of the f it steps)."""
+        if self.lookup is not None or self.rl_step is not None:
+            raise ValueError("the full Jacobian is of the model evaluated directly (no lookup tables)")
+        return CellModel(self.imported, full_jacobian=True)
 
     @property
     def _fixed(self) -> set[str]:
@@ -239,7 +251,38 @@ class CellModel:
                                     len(outs) - ng - 2 * n_gates))
                 eqs += [(f"{prefix}{e}", reduce_strength(tree)) for e, (_, _, tree) in enumerate(entries)]
                 outs += [f"{prefix}{e}" for e in range(len(entries))]
+        if self.full_jacobian:
+            eqs, outs = self._full_jacobian(eqs, outs)
         return tuple(eqs), tuple(outs), tuple(table_gates), tuple(blocks)
+
+    def _full_jacobian(self, eqs: list[tuple[str, Node]], outs: list[str]) -> tuple[list, list]:
+        """The program with the whole Jacobian of the y-form appended (see :meth:`_jacobian_entries`)."""
+        extra, entries = self._jacobian_entries
+        eqs = eqs + extra + [(f"{FULL_JACOBIAN_PREFIX}{e}", tree) for e, (_, _, tree) in enumerate(entries)]
+        return eqs, outs + [f"{FULL_JACOBIAN_PREFIX}{e}" for e in range(len(entries))]
+
+    @functools.cached_property
+    def _jacobian_entries(self) -> tuple[list[tuple[str, Node]], list[tuple[int, int, Node]]]:
+        """The equations of the y-form's gate derivatives (a·x + b) and of the whole Jacobian
+        (:func:`~app.compute.codegen.differentiate.jacobian_columns`, strength-reduced), and the
+        entries ``(row, column, tree)`` not identically 0."""
+        m = self.imported
+        ng, n_gates = self.n_nongating, self.n_gates
+        eqs = [(e.name, reduce_strength(e.tree)) for e in m.equations]
+        if any(n.startswith(FULL_JACOBIAN_PREFIX) for n in {name for name, _ in eqs} | set(m.states)):
+            raise ValueError(f"model {self.name}: a name starts with {FULL_JACOBIAN_PREFIX!r}, the Jacobian's prefix")
+        gate_f = [(f"{FULL_JACOBIAN_PREFIX}f{g}",
+                   Binary("+", Binary("*", Name(m.outputs[ng + g]), Name(s)), Name(m.outputs[ng + n_gates + g])))
+                  for g, s in enumerate(m.states[ng:])]
+        field = list(m.outputs[:ng]) + [name for name, _ in gate_f]
+        jac_eqs, entries = jacobian_columns(eqs + gate_f, field, m.states, FULL_JACOBIAN_PREFIX + "d")
+        extra = gate_f + [(name, reduce_strength(tree)) for name, tree in jac_eqs]
+        return extra, [(i, j, reduce_strength(tree)) for i, j, tree in entries]
+
+    @property
+    def jacobian_pattern(self) -> tuple[tuple[int, int], ...]:
+        """(row, column) of each entry a model ``with_full_jacobian`` outputs after the b's."""
+        return tuple((i, j) for i, j, _ in self._jacobian_entries[1])
 
     @property
     def blocks(self) -> tuple[Block, ...]:
@@ -413,7 +456,7 @@ class CellModel:
         ng, nga = self.n_nongating, self.n_gates
         rows = np.stack(np.broadcast_arrays(*[np.asarray(o, dtype=dtype) for o in out]))
         parts = (rows[:ng], rows[ng:ng + nga], rows[ng + nga:ng + 2 * nga])     # no gates: empty a and b
-        return parts + (rows[ng + 2 * nga:],) if self.jacobian else parts
+        return parts + (rows[ng + 2 * nga:],) if self.jacobian or self.full_jacobian else parts
 
     def rates(self, y: np.ndarray, i_st, params: np.ndarray):
         """``(dng, a, b)`` (and ``jng`` ``with_jacobian``) at states ``y`` (S, ...) with stimulus
@@ -469,6 +512,34 @@ class CellModel:
             lines.append("    }")
         return lines + ["}"]
 
+    def _cuda_full_jacobian(self, real: str, signature: str, inputs: list[str],
+                            decl: Callable[[str, Node], str]) -> list[str]:
+        """For a model ``with_full_jacobian``: ``model_derivative(y, i_st, pfield, cell, f)``,
+        the y-form dy/dt (gates a·x + b) from the model alone (a Rosenbrock step's later
+        stages), and ``model_field_and_jacobian(..., f, jac)``: dy/dt and the dense Jacobian
+        (row-major, S×S) from :meth:`model_rates` (its first stage)."""
+        ng, nga, ns = self.n_nongating, self.n_gates, self.n_states
+        plain = CellModel(self.imported)
+        pattern = self.jacobian_pattern
+        field = [f"    f[{q}] = ({real}){_symbol(o)};" for q, o in enumerate(plain.outputs[:ng])]
+        field += [f"    f[{ng + g}] = ({real}){_symbol(plain.outputs[ng + g])} * y[{ng + g}] "
+                  f"+ ({real}){_symbol(plain.outputs[ng + nga + g])};" for g in range(nga)]
+        rows = ", ".join(str(i) for i, _ in pattern) or "0"
+        cols = ", ".join(str(j) for _, j in pattern) or "0"
+        both = signature[:-1] + f", {real}* __restrict__ jac)"
+        return [f"__device__ constexpr int JAC_ROW[{max(len(pattern), 1)}] = {{{rows}}};",
+                f"__device__ constexpr int JAC_COL[{max(len(pattern), 1)}] = {{{cols}}};",
+                f"__device__ __forceinline__ void model_derivative{signature.replace('out)', 'f)')}", "{",
+                *inputs, *(decl(n, t) for n, t in plain._program[0]), *field, "}",
+                f"__device__ __forceinline__ void model_field_and_jacobian{both.replace('out,', 'f,')}", "{",
+                f"    {real} kk[{len(self.outputs)}];", "    model_rates(y, i_st, pfield, cell, kk);",
+                *(f"    f[{q}] = kk[{q}];" for q in range(ng)),
+                *(f"    f[{ng + g}] = kk[{ng + g}] * y[{ng + g}] + kk[{ng + nga + g}];" for g in range(nga)),
+                f"    for (int i = 0; i < {ns * ns}; ++i) jac[i] = 0;",
+                f"    for (int e = 0; e < {len(pattern)}; ++e)",
+                f"        jac[JAC_ROW[e] * {ns} + JAC_COL[e]] = kk[{ng + 2 * nga} + e];",
+                "}"]
+
     def cuda_source(self, real: str = "float", varying: tuple[int, ...] = (), compute: str | None = None) -> Code:
         """``model_rates(y, i_st, pfield, cell, out)``: a device function writing the outputs
         (non-gating dy/dt, then the gates' a, then b, then ``with_jacobian`` jng) to ``out[]``. Parameters are read from
@@ -503,6 +574,8 @@ class CellModel:
         if plan is None or spec is None:
             lines += ["#define MODEL_TABLES 0", f"__device__ __forceinline__ void model_rates{signature}", "{",
                       *inputs, *(decl(n, t) for n, t in self._program[0]), *outputs, "}"]
+            if self.full_jacobian:
+                lines += self._cuda_full_jacobian(real, signature, inputs, decl)
             return Code("\n".join(lines) + "\n")
         # the model body once, templated on how it gets entry k: inside the table by
         # interpolation, each entry read just before its first use (few live registers);

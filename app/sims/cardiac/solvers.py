@@ -42,6 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from app.sims.cardiac.markov import Block, block_step
+from app.sims.cardiac.rosenbrock import ROSENBROCK
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ METHODS: dict[str, Tableau] = {t.name: t for t in [
 IMPLICIT = {"cvode": "CVODE (SUNDIALS): BDF, Newton, dense Jacobian (single cells; app.sims.cardiac.implicit)"}
 AUTO = "auto"       # a single cell's default: the engine picks (app.sims.cardiac.config.for_backend)
 FIXED = tuple(n for n, t in METHODS.items() if not t.adaptive)
-ADAPTIVE = tuple(n for n, t in METHODS.items() if t.adaptive)
+ADAPTIVE = tuple(n for n, t in METHODS.items() if t.adaptive) + tuple(ROSENBROCK)   # Rosenbrock: stiff single cells
 
 
 def with_rl(tableau: Tableau, rl: bool) -> Tableau:

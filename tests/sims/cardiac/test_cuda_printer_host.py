@@ -14,7 +14,7 @@ import pytest
 
 from app.sims.cardiac.model import LookupSpec, load_model
 
-from .helpers import assert_outputs_close
+from .helpers import assert_outputs_close, run
 from .test_model import random_states
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
@@ -154,3 +154,52 @@ def test_printed_block_update_matches_numpy(tmp_path, which):
                        got.ctypes.data_as(ctypes.c_void_p), ctypes.c_double(h))
             np.testing.assert_allclose(got, want[:, c], rtol=1e-10, atol=1e-13)
         assert not np.allclose(want, y)                           # the blocks moved
+
+
+@pytest.mark.parametrize("name", ["ten_tusscher_model_2006_epi", "markov"])
+def test_cuda_rosenbrock_step_matches_numpy(tmp_path, name):
+    """One RODAS4 step as the CUDA kernel takes it (the printed ``model_field_and_jacobian`` and
+    ``model_derivative``, kernels/common/rosenbrock.cuh with its LU, the tableau as
+    ``cuda.rosenbrock_source`` prints it; compiled for the host) against the NumPy engine's
+    :func:`~app.sims.cardiac.rosenbrock.rosenbrock_step` (LAPACK) from states along a beat, with
+    and without a stimulus, at a short and a long step: y_high and y_low within 1e-9 of the
+    NumPy values (the two LU's rounding, amplified by the matrix's conditioning), NaN in the
+    same cells."""
+    from app.sims.cardiac.cuda import rosenbrock_source
+    from app.sims.cardiac.model import CellModel
+    from app.sims.cardiac.rosenbrock import ROSENBROCK, dense_jacobian, rosenbrock_step
+    from .synthetic import write_markov_model
+    path = str(write_markov_model(tmp_path)) if name == "markov" else name
+    m = load_model(path).with_full_jacobian()
+    plain, ns = CellModel(m.imported), m.n_states
+    code = (PRELUDE + f"static double c_params[{max(len(m.parameters), 1)}];\n"
+            + rosenbrock_source(ROSENBROCK["rodas4"]) + '#include "rosenbrock.cuh"\n' + m.cuda_source("double")
+            + f"extern \"C\" void set_params(const double* p) {{ for (int k = 0; k < {len(m.parameters)}; ++k) "
+            "c_params[k] = p[k]; }\n"
+            "extern \"C\" void step(const double* y0, double ist, double h, double* hi, double* lo) {\n"
+            f"  static double m[{ns * ns}], u[6][{ns}];\n"
+            f"  rosenbrock_step<{ns}>(y0, h, hi, lo, m, u,\n"
+            "    [&](double* f, double* jac) { model_field_and_jacobian(y0, ist, nullptr, 0, f, jac); },\n"
+            "    [&](const double* y, double* f) { model_derivative(y, ist, nullptr, 0, f); });\n}\n")
+    dll = compile_host(code, tmp_path)
+    dll.step.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p]
+    p = m.parameter_vector()
+    dll.set_params(np.ascontiguousarray(p).ctypes.data_as(ctypes.c_void_p))
+    text = (f"model: {{file: '{path}'}}\nmesh: {{kind: single}}\nsolver: {{method: rodas4, at: 1.0e-4, rt: 1.0e-4}}\n"
+            "protocol: {t_end: 400}\noutput: {random_probes: 0, dt_save: 0}\n")
+    states = run(text, "cpu-reference")[0]["cell_states"]
+    y = states[np.linspace(0, len(states) - 1, 12).astype(int)].T.copy()     # rest, upstroke, plateau, repolarisation
+    for h in (0.01, 0.1):
+        for ist in (0.0, -20.0):
+            dng, a, b, entries = m.rates(y, ist, p)
+            f0 = np.concatenate([dng, a * y[m.n_nongating:] + b])
+            jac = dense_jacobian(m.jacobian_pattern, entries, ns)
+            want = rosenbrock_step(lambda u, ist=ist: plain.derivative(u, ist, p), y, f0, jac, h, ROSENBROCK["rodas4"])
+            got = np.zeros((2, ns, y.shape[1]))
+            for c in range(y.shape[1]):
+                hi, lo = np.zeros(ns), np.zeros(ns)
+                dll.step(np.ascontiguousarray(y[:, c]).ctypes.data, ist, h, hi.ctypes.data, lo.ctypes.data)
+                got[0, :, c], got[1, :, c] = hi, lo
+            for g, w in zip(got, want):      # a random state may leave the model's domain in a stage
+                assert np.array_equal(np.isfinite(g), np.isfinite(w)) and np.isfinite(w).all(axis=0).mean() > 0.9
+                assert_outputs_close(g, w, 1e-9)
