@@ -418,12 +418,10 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.grids: list[VoltageGrid] = []
         self._diffusion_stages = self._rkc_stages()
 
-    def _rkc_stages(self) -> int:
-        """Stages of the diffusion super-step over ``solver.split_dt`` (0 without splitting)."""
-        p = self.p
-        if p.cfg.solver.split_dt <= 0:
-            return 0
-        return rkc1_stages(p.cfg.solver.split_dt, spectral_bound(p.mesh.inv_d2, p.D))
+    def _rkc_stages(self) -> dict[float, int]:
+        """Stages of the diffusion super-step over the whole and half the split step."""
+        h, rho = self.p.cfg.solver.split_dt, spectral_bound(self.p.mesh.inv_d2, self.p.D)
+        return {f: rkc1_stages(f * h, rho) for f in (0.5, 1.0)} if h > 0 else {}
 
     def keep_voltage(self, every: float) -> VoltageGrid:
         """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""
@@ -550,15 +548,21 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         the stimulus at each substep's time, then V alone by the RKC1 diffusion super-step."""
         p, dt = self.p, self.p.cfg.solver.dt
         k = p.substeps
-        y = self.y
+        strang = p.cfg.solver.split == "strang"
+        y = self._diffuse(self.y, 0.5) if strang else self.y
         for i in range(k):
             y = self._cell_step((self.step_index * k + i) * dt, y)
-        if p.mesh.n_cells > 1 and p.D > 0:
-            y = y.copy() if y is self.y else y
-            v = rkc1_step(y[0].astype(np.float64), p.cfg.solver.split_dt, lambda u: p.mesh.laplacian(u, p.D),
-                          self._diffusion_stages)
-            y[0] = v.astype(y.dtype)
-        return y
+        return self._diffuse(y, 0.5 if strang else 1.0)
+
+    def _diffuse(self, y: np.ndarray, fraction: float) -> np.ndarray:
+        """``y`` with V advanced by the diffusion alone over ``fraction`` of the split step."""
+        p = self.p
+        if p.mesh.n_cells == 1 or p.D == 0:
+            return y
+        out = y.copy()
+        out[0] = rkc1_step(y[0].astype(np.float64), fraction * p.cfg.solver.split_dt,
+                           lambda u: p.mesh.laplacian(u, p.D), self._diffusion_stages[fraction])
+        return out
 
     def _cell_step(self, t: float, y: np.ndarray) -> np.ndarray:
         """The cell model alone (no diffusion) over one step of dt from (t, y)."""

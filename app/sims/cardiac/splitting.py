@@ -1,13 +1,18 @@
 """Operator splitting of the monodomain equation (``solver.split_dt``): the cell model and the
-diffusion of V advanced one after the other over a split step Δt_s (Godunov/Lie splitting,
-first order in Δt_s; Sundnes et al. 2006, "Computing the electrical activity in the heart",
-ch. 3; Qu & Garfinkel 1999):
+diffusion of V advanced one after the other over a split step Δt_s (Sundnes et al. 2006,
+"Computing the electrical activity in the heart", ch. 3; Qu & Garfinkel 1999):
 
 1. the cell model alone (no diffusion) over Δt_s by k = Δt_s / dt substeps of the fixed-step
    method (``solver.method`` at ``solver.dt``), the stimulus applied at each substep's time;
 2. dV/dt = L V alone over Δt_s by one damped first-order Runge–Kutta–Chebyshev super-step
    (RKC1; Sommeijer, Shampine & Verwer 1998; Verwer, Hundsdorfer & Sommeijer 1990) of s stages,
    each one pass of the operator over V only.
+
+``solver.split: godunov`` is 1 then 2 (Lie splitting); ``strang`` is a diffusion super-step
+over Δt_s/2, then 1, then another over Δt_s/2 (two super-steps of fewer stages each). Both are
+first order in Δt_s here, the diffusion step being first order; what the second buys is
+accuracy: RKC1 damps the wavefront's mid-frequency modes less than the exact diffusion does,
+and two half steps halve that (the conduction velocities are in docs/user-guide/meshes.md).
 
 RKC1 with s stages and damping ε has the amplification P_s(z) = T_s(w0 + w1 z) / T_s(w0),
 w0 = 1 + ε/s², w1 = T_s(w0)/T_s'(w0) (T_s the Chebyshev polynomial), so P_s(z) = 1 + z + O(z²)
@@ -43,8 +48,8 @@ def _chebyshev(s: int, x: float) -> tuple[np.ndarray, float]:
 
 
 def rkc1_parameters(s: int, eps: float = EPSILON) -> tuple[float, float, float]:
-    """(w0, w1, β_s) of the damped RKC1 method with ``s`` stages."""
-    w0 = 1.0 + eps / s ** 2
+    """(w0, w1, β_s) of the damped RKC1 method with ``s`` stages (one stage: forward Euler, undamped)."""
+    w0 = 1.0 + eps / s ** 2 if s > 1 else 1.0
     t, dts = _chebyshev(s, w0)
     w1 = t[s] / dts
     return w0, w1, (1.0 + w0) / w1
@@ -92,3 +97,4 @@ def rkc1_step(v: np.ndarray, h: float, operator: Callable[[np.ndarray], np.ndarr
 def spectral_bound(inv_d2: np.ndarray, D: float) -> float:
     """Gershgorin's bound ρ on |λ| of the operator D·Σ_j w_kj (V_j − V_k): 2·D·max_k Σ_j |w_kj|."""
     return 2.0 * abs(D) * float(np.abs(inv_d2).sum(axis=1).max()) if inv_d2.size else 0.0
+
