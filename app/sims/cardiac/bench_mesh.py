@@ -121,7 +121,8 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         "mesh_quality": quality, "finished": summary["finished"], "warm_up_steps": warm_summary["steps_accepted"]}
     print(f"{mesh.n_cells:,} nodes, {result['elements']:,} tetrahedra, width {mesh.width}, {n_states} states; "
           f"{steps} steps in {wall:.2f} s: {result['real_time_factor']:.3g}x real time; floor "
-          f"{per_node} B/node/step ({per_node / step:.0f} B/node/ms), {result['effective_bandwidth_GBps']:.0f} GB/s moved"
+          f"{per_node} B/node/step ({per_node / step:.0f} B/node/ms), "
+          f"{result['effective_bandwidth_GBps']:.0f} GB/s moved"
           + (f" ({moved / nominal:.3f} s at {nominal / 1e9:.0f} GB/s)" if nominal else "")
           + f"; {result['activated_fraction']:.1%} of nodes activated; mesh {made:.1f} s, setup {setup:.1f} s",
           flush=True)
