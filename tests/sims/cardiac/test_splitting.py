@@ -11,7 +11,7 @@ from app.sims.cardiac.splitting import (rkc1_amplification, rkc1_parameters, rkc
                                         spectral_bound)
 from app.sims.common.config import ConfigError
 
-from .helpers import cable, config, run
+from .helpers import cable, config, finish, run
 
 N, DX, D = 64, 0.1, 0.1            # a periodic 1-D cable: λ_m = −(4D/dx²) sin²(π m / N)
 
@@ -113,10 +113,7 @@ def test_probes_and_a_checkpoint_fall_on_split_steps():
     sim = CardiacSimulation(config(text), "cpu")
     sim.engine.advance(45)
     assert sim.engine.t == pytest.approx(2.25)
-    resumed = CardiacSimulation.restore(sim.state(), "cpu")
-    while not resumed.finished:
-        resumed.advance()
-    arrays, _ = resumed.results()
+    arrays, _ = finish(CardiacSimulation.restore(sim.state(), "cpu"))
     np.testing.assert_allclose(arrays["V_final"], straight["V_final"])
     np.testing.assert_allclose(arrays["activation_time"], straight["activation_time"])
 
