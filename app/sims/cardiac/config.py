@@ -494,7 +494,8 @@ def _check_auto(doc: Document, cfg: CardiacConfig, given) -> None:
 
 def for_backend(cfg: CardiacConfig, backend: str) -> CardiacConfig:
     """The config an engine runs: ``solver.method auto`` replaced by the backend's solver
-    (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, bs32 on CUDA); other methods unchanged."""
+    (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, bs32 on CUDA); other methods unchanged.
+    ``solver.split_dt`` on CUDA is refused (ValueError): only the CPU engines split so far."""
     from dataclasses import replace
     if backend == "cuda" and cfg.solver.split_dt > 0:
         raise ValueError(f"solver.split_dt = {cfg.solver.split_dt:g} ms (operator splitting) runs on the CPU "

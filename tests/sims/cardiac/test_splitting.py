@@ -159,3 +159,18 @@ def test_a_split_step_longer_than_the_stable_diffusion_step_is_accepted(tmp_path
     problem = Problem.from_config(split)
     rho = spectral_bound(problem.mesh.inv_d2, problem.D)
     assert rkc1_stages(0.2, rho) >= 2 and 0.2 * rho > 2
+
+
+def test_steered_weights_set_the_super_steps_stages_anew():
+    """Ablation lowers weights, restoring raises them again: the stage count follows the
+    operator the next split step uses (too few stages would blow the diffusion up)."""
+    from app.sims.cardiac.engine import CpuTissue
+    problem = Problem.from_config(config(_split(cable(0.2, length=2.0, dt=0.01, t_end=1.0), 0.1, "strang")))
+    engine = CpuTissue(problem)
+    w = problem.mesh.inv_d2.copy()
+    rho = spectral_bound(w, problem.D)
+    assert engine._diffusion_stages == {0.5: rkc1_stages(0.05, rho), 1.0: rkc1_stages(0.1, rho)}
+    engine.set_tissue(16 * w, None)
+    assert engine._diffusion_stages[0.5] == rkc1_stages(0.05, 16 * rho) > rkc1_stages(0.05, rho)
+    engine.advance(10)
+    assert np.isfinite(engine.voltage()).all() and np.abs(engine.voltage()).max() < 200
