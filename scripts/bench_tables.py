@@ -200,9 +200,9 @@ def cardiac_split_table(results: dict) -> list[str]:
     activation times, each split run against the unsplit reference and the codes' consensus."""
     cables = results.get("cable", [])
     lines = [f"Engine: {results.get('engine', 'cpu')}. Conduction velocity of a planar wave in a 10 mm cable "
-             "(the slab's along-fibre diffusivity), error against the unsplit run at dt "
-             + ", ".join(f"{c['reference_dt_ms']:g} ms ({c['reference_cv_mm_per_ms']:.4f} mm/ms at dx {c['dx_mm']:g})"
-                         for c in cables) + ":", ""]
+             "(the slab's along-fibre diffusivity), error against the unsplit run ("
+             + "; ".join(f"dx {c['dx_mm']:g}: dt {c['reference_dt_ms']:g} ms, {c['reference_cv_mm_per_ms']:.4f} mm/ms"
+                         for c in cables) + "):", ""]
     if cables:
         runs = [r["run"] for r in cables[0]["rows"]]
         rows = [[run, *(f"{100 * next(r['relative_error'] for r in c['rows'] if r['run'] == run):+.2f} %"

@@ -161,6 +161,6 @@ def test_the_split_study_table_shows_each_run_against_reference_and_consensus():
                              "consensus": {"P2": [34.43, 1.48], "P5": [38.56, 5.0], "P8": [53.81, 8.17],
                                            "P9": [24.58, 3.76]}, "rows": [row]}]}
     text = "\n".join(tables.TABLES["cardiac-split"](results))
-    assert "| strang Δt_s 0.1, dt 0.02 | +1.72 % |" in text and "0.5547 mm/ms at dx 0.2" in text
+    assert "| strang Δt_s 0.1, dt 0.02 | +1.72 % |" in text and "dx 0.2: dt 0.0025 ms, 0.5547 mm/ms" in text
     assert "| strang Δt_s 0.1, dt 0.02 | 35.00 | 40.00 | 55.00 | 24.00 | 0.46 | 0.41 |" in text
     assert "dx 0.2 mm (58,176 nodes, 80 ms)" in text and "P8 53.81 ± 8.17" in text
