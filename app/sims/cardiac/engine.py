@@ -3,7 +3,8 @@ run-stopping error, activation bookkeeping, and the NumPy engine itself.
 
 Bookkeeping on accepted steps only (both engines):
 
-* probes: fixed-step methods record every ``round(dt_save/dt)`` steps; adaptive methods
+* probes: fixed-step methods record every ``round(dt_save/Δt)`` steps (Δt = dt, or the split
+  step ``solver.split_dt``: :mod:`.splitting`); adaptive methods
   record the first accepted step at or after each multiple of ``dt_save`` (every accepted
   step when ``dt_save`` is 0), at its own time, so ``probe_t`` may be uneven.
 * activation: the first and the latest upward crossing of ``activation_threshold`` by each
@@ -545,7 +546,8 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
 
     def _split_step(self) -> np.ndarray:
         """One split step (:mod:`.splitting`): the cell model alone by ``substeps`` steps of dt,
-        the stimulus at each substep's time, then V alone by the RKC1 diffusion super-step."""
+        the stimulus at each substep's time, then V alone by the RKC1 diffusion super-step
+        (Strang: half of it before the substeps, half after)."""
         p, dt = self.p, self.p.cfg.solver.dt
         k = p.substeps
         strang = p.cfg.solver.split == "strang"
