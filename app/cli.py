@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="cardiac: single cells (CVODE) against Myokit's CVODES, side by side")
     bench.add_argument("--mesh", action="store_true",
                        help="cardiac: a generated ventricle-like mesh of 10^6 nodes, real-time factor")
+    bench.add_argument("--split-dt", type=float, default=0.0, metavar="MS",
+                       help="cardiac --mesh: operator splitting every MS ms (solver.split_dt; CPU engines)")
+    bench.add_argument("--split", default="godunov", choices=("godunov", "strang"),
+                       help="cardiac --mesh with --split-dt: the splitting (solver.split)")
     bench.add_argument("--paper", action="store_true",
                        help="cardiac: the paper's sphere table alone (every solver's time and errors)")
     sub.add_parser("devices", help="what can run here")
@@ -346,7 +350,8 @@ def _bench(args: argparse.Namespace) -> int:
         if args.name != "cardiac":
             raise ConfigError("--mesh belongs to the cardiac benchmark")
         from app.sims.cardiac import bench_mesh
-        return bench_mesh.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick)
+        return bench_mesh.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick,
+                               split_dt=args.split_dt, split=args.split)
     if args.paper:
         if args.name != "cardiac":
             raise ConfigError("--paper belongs to the cardiac benchmark")

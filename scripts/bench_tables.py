@@ -195,8 +195,34 @@ def cardiac_paper_table(results: dict) -> list[str]:
     return lines
 
 
+def cardiac_split_table(results: dict) -> list[str]:
+    """``scripts/cardiac/split_study.py``: conduction velocity in a cable and the N-version slab's
+    activation times, each split run against the unsplit reference and the codes' consensus."""
+    cables = results.get("cable", [])
+    lines = [f"Engine: {results.get('engine', 'cpu')}. Conduction velocity of a planar wave in a 10 mm cable "
+             "(the slab's along-fibre diffusivity), error against the unsplit run ("
+             + "; ".join(f"dx {c['dx_mm']:g}: dt {c['reference_dt_ms']:g} ms, {c['reference_cv_mm_per_ms']:.4f} mm/ms"
+                         for c in cables) + "):", ""]
+    if cables:
+        runs = [r["run"] for r in cables[0]["rows"]]
+        rows = [[run, *(f"{100 * next(r['relative_error'] for r in c['rows'] if r['run'] == run):+.2f} %"
+                        for c in cables)] for run in runs]
+        lines += _table(["run", *(f"CV error, dx {c['dx_mm']:g} mm" for c in cables)], rows)
+    for slab in results.get("nversion", []):
+        cons = slab["consensus"]
+        lines += ["", f"N-version slab, dx {slab['dx_mm']:g} mm ({slab['nodes']:,} nodes, {slab['t_end_ms']:g} ms): "
+                      "activation (ms) at P2, P5, P8 and P9, the largest difference at P1–P9 from the unsplit run at "
+                      f"dt {slab['reference_dt_ms']:g} ms, and the largest distance from the codes' consensus in its "
+                      "standard deviations (consensus " + ", ".join(f"{k} {cons[k][0]:g} ± {cons[k][1]:g}"
+                                                                   for k in ("P2", "P5", "P8", "P9")) + "):", ""]
+        rows = [[r["run"], *(f"{r['activation_ms'][k]:.2f}" for k in ("P2", "P5", "P8", "P9")),
+                 f"{r['max_abs_error_ms']:.2f}", f"{r['max_consensus_sd']:.2f}"] for r in slab["rows"]]
+        lines += _table(["run", "P2", "P5", "P8", "P9", "max Δ (ms)", "max SD"], rows)
+    return lines
+
+
 TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table,
-          "cardiac-paper": cardiac_paper_table}
+          "cardiac-paper": cardiac_paper_table, "cardiac-split": cardiac_split_table}
 
 
 def _environment(env: dict) -> str:

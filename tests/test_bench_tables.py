@@ -148,3 +148,19 @@ def test_a_shortened_paper_run_says_so_and_that_s2_came_after_it(tmp_path):
     text = page.read_text()
     assert "30 ms (shortened: `--quick`)" in text and "S2 (at 250 ms) is past this run's end" in text
     assert "Targets" not in text and "paper:" not in text and "11.2" not in text   # the paper's case is another
+
+
+def test_the_split_study_table_shows_each_run_against_reference_and_consensus():
+    row = {"run": "strang Δt_s 0.1, dt 0.02", "split": "strang", "split_dt_ms": 0.1, "dt_ms": 0.02,
+           "activation_ms": {"P1": 1.2, "P2": 35.0, "P5": 40.0, "P8": 55.0, "P9": 24.0}, "wall_seconds": 81.4,
+           "max_abs_error_ms": 0.456, "max_consensus_sd": 0.412, "stopped": None}
+    results = {"engine": "cpu (compiled)",
+               "cable": [{"dx_mm": 0.2, "reference_dt_ms": 0.0025, "reference_cv_mm_per_ms": 0.5547,
+                          "rows": [{**row, "cv_mm_per_ms": 0.5642, "relative_error": 0.0172}]}],
+               "nversion": [{"dx_mm": 0.2, "nodes": 58176, "t_end_ms": 80.0, "reference_dt_ms": 0.005,
+                             "consensus": {"P2": [34.43, 1.48], "P5": [38.56, 5.0], "P8": [53.81, 8.17],
+                                           "P9": [24.58, 3.76]}, "rows": [row]}]}
+    text = "\n".join(tables.TABLES["cardiac-split"](results))
+    assert "| strang Δt_s 0.1, dt 0.02 | +1.72 % |" in text and "dx 0.2: dt 0.0025 ms, 0.5547 mm/ms" in text
+    assert "| strang Δt_s 0.1, dt 0.02 | 35.00 | 40.00 | 55.00 | 24.00 | 0.46 | 0.41 |" in text
+    assert "dx 0.2 mm (58,176 nodes, 80 ms)" in text and "P8 53.81 ± 8.17" in text

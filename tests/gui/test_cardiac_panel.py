@@ -441,3 +441,15 @@ def test_cv_arrows_appear_during_a_run(cardiac, qtbot, monkeypatch):
     x = next(x for done, x in drawn if not done and len(x))
     assert np.median(x[1::6] - x[0::6]) > 0                     # from the stimulated left edge
     cardiac.shutdown()
+
+
+def test_the_split_step_is_a_solver_setting_of_fixed_step_methods(cardiac):
+    """The split step and the splitting reach the config; an adaptive method greys them out."""
+    _small_sheet(cardiac)
+    cardiac.split_dt.setValue(0.1)
+    cardiac.split.setCurrentText("strang")
+    solver = cardiac.current_config().solver
+    assert (solver.split_dt, solver.split) == (0.1, "strang")
+    assert cardiac.split_dt.isEnabled()
+    cardiac.method.setCurrentText("bs32")
+    assert not cardiac.split_dt.isEnabled() and not cardiac.split.isEnabled()

@@ -29,7 +29,7 @@ from app.gui.panels.cardiac_model import ModelGroup
 from app.gui.steering import EventMarks
 from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
-from app.sims.cardiac.solvers import ADAPTIVE
+from app.sims.cardiac.solvers import ADAPTIVE, FIXED
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_npz
 from app.sims.common.simulation import Domain
@@ -107,7 +107,9 @@ class CardiacPanel(Panel):
         box = self.form.group("Solver", [("solver.method", "Method"), ("solver.dt", "Δt / first step (ms)"),
                                          ("solver.at", "at (abs. tol.)"), ("solver.rt", "rt (rel. tol.)"),
                                          ("solver.dt_max", "Max step (ms)"), ("solver.precision", "Precision"),
-                                         ("solver.lookup_tables", "Voltage lookup tables")])
+                                         ("solver.lookup_tables", "Voltage lookup tables"),
+                                         ("solver.split_dt", "Split step (ms; 0 = off)"),
+                                         ("solver.split", "Splitting")])
         box.layout().addRow("Backend", self.backend_combo())
         self.form["solver.method"].currentTextChanged.connect(self._update_solver)
         self.controls_layout.addWidget(box)
@@ -174,6 +176,8 @@ class CardiacPanel(Panel):
         adaptive = self.method.currentText() in ADAPTIVE
         for w in (self.at, self.rt, self.dt_max):
             w.setEnabled(adaptive)
+        for w in (self.split_dt, self.split):        # cell substeps of a fixed-step method
+            w.setEnabled(self.method.currentText() in FIXED)
         self._show_applicable_views()
 
     def _show_applicable_views(self, *_: Any) -> None:

@@ -44,6 +44,15 @@ def floor_bytes(n_states: int, width: int) -> int:
     return 2 * n_states * 4 + 8 * width + 4 + 32
 
 
+def split_floor_bytes(n_states: int, width: int, stages: list[int]) -> int:
+    """Bytes per node per split step (``solver.split_dt``) at least: the states read and written
+    once, the cell substeps in registers (2 × S × 4 B), the activation bookkeeping once (~32 B),
+    and per diffusion stage (``stages``: each super-step's count; Godunov one super-step, Strang
+    two) the operator row (8·K B), the neighbours' V of the previous stage (mostly cache hits,
+    4 B), the stage before that read and the new one written (8 B)."""
+    return 2 * n_states * 4 + 32 + sum(stages) * (8 * width + 4 + 8)
+
+
 def cases(every: bool):
     """The paper's settings of each method (``every``) or one per method (the targets')."""
     steps = [0.01, 0.025, 0.05, 0.06] if every else [0.05]

@@ -7,7 +7,17 @@ floor of one step.
 
 Floor, per node per step (the fused RLFE kernel): the states read and written (2 × S × 4 B),
 the padded operator row (K neighbour indices and K weights, 8·K B), the neighbours' V (mostly
-cache hits: counted once, 4 B) and the activation bookkeeping (~32 B)."""
+cache hits: counted once, 4 B) and the activation bookkeeping (~32 B).
+
+With ``split_dt`` (``--split-dt``, :mod:`~app.sims.cardiac.splitting`) the cell model runs
+``split_dt / dt`` substeps of dt = 0.02 ms and the diffusion one RKC1 super-step (Godunov) or two
+half ones (Strang) per split step; the floor per split step
+(:func:`~app.sims.cardiac.bench.split_floor_bytes`) is the states read and written once, the
+bookkeeping once and, per diffusion stage, the operator row, V of the previous two stages and
+the new stage written. On the CRN shell (21 states, width 14, stable step 0.03 ms) at split_dt
+0.1 ms Godunov takes 2 stages: 168 + 32 + 2 × 124 = 448 B per node per 0.1 ms, against
+5 × 316 = 1,580 B unsplit. The record states both per simulated ms (``floor_bytes_per_node_ms``).
+The CUDA engine does not split yet: there the option is refused."""
 
 from __future__ import annotations
 
@@ -18,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
-from app.sims.cardiac.bench import floor_bytes, run_once
+from app.sims.cardiac.bench import floor_bytes, run_once, split_floor_bytes
 from app.sims.common.bench_record import save_bench
 
 NODES, QUICK_NODES = 1_000_000, 20_000
@@ -32,9 +42,18 @@ name: ventricle-like shell, {nodes} nodes
 mesh: {{kind: file, path: {path}, conductivity: {{along: 0.34, across: 0.06, sheet: 0.06}}}}
 protocol: {{t_end: {t_end:g}, stimuli: [{{start: 1, duration: 2, amplitude: -80,
   region: {{kind: cells, cells: {cells}}}}}]}}
-solver: {{method: rlfe, dt: {dt:g}, precision: float32, lookup_tables: true}}
+solver: {{method: rlfe, dt: {dt:g}, precision: float32, lookup_tables: true{splitting}}}
 output: {{random_probes: 10, dt_save: 1.0, snapshot_interval: {t_end:g}, singularity_delay: 0}}
 """
+
+
+def diffusion_stages(mesh, split_dt: float, split: str) -> list[int]:
+    """RKC1 stages of each diffusion super-step of a split step (none without splitting)."""
+    from app.sims.cardiac.splitting import rkc1_stages, spectral_bound
+    if split_dt <= 0:
+        return []
+    rho = spectral_bound(mesh.inv_d2, 1.0)
+    return [rkc1_stages(split_dt / 2, rho)] * 2 if split == "strang" else [rkc1_stages(split_dt, rho)]
 
 
 def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
@@ -48,17 +67,18 @@ def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
     return path, raw.points
 
 
-def config_for(path: Path, points: np.ndarray, t_end: float):
+def config_for(path: Path, points: np.ndarray, t_end: float, split_dt: float = 0.0, split: str = "godunov"):
     from app.sims.cardiac.config import load_config
     from app.sims.common.config import parse_yaml
     apex = points[np.argmin(points[:, 2])]
     cells = np.flatnonzero(np.linalg.norm(points - apex, axis=1) <= STIM_RADIUS_MM).tolist()
-    text = CONFIG.format(nodes=len(points), path=path, t_end=t_end, dt=DT, cells=cells)
+    splitting = f", split_dt: {split_dt:g}, split: {split}" if split_dt > 0 else ""
+    text = CONFIG.format(nodes=len(points), path=path, t_end=t_end, dt=DT, cells=cells, splitting=splitting)
     return load_config(parse_yaml(text, str(path.with_suffix(".yaml"))))
 
 
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False,
-         nodes: int | None = None) -> int:
+         nodes: int | None = None, split_dt: float = 0.0, split: str = "godunov") -> int:
     from dataclasses import replace
 
     from app.sims.cardiac.fem import settings_report
@@ -66,14 +86,15 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     resolved, reason = resolve_backend(backend)
     nodes = nodes or (QUICK_NODES if quick else NODES)
     t_end = QUICK_T_END if quick else T_END
-    print(f"# cardiac mesh benchmark: ventricle-like shell, about {nodes:,} nodes, CRN, RLFE dt {DT:g} ms, "
+    how = f", {split} split every {split_dt:g} ms" if split_dt > 0 else ""
+    print(f"# cardiac mesh benchmark: ventricle-like shell, about {nodes:,} nodes, CRN, RLFE dt {DT:g} ms{how}, "
           f"{t_end:g} ms\n# {reason}", flush=True)
     with tempfile.TemporaryDirectory() as tmp, backend_context(resolved):
         t0 = time.perf_counter()
         path, points = write_shell(Path(tmp), nodes)
-        cfg = config_for(path, points, t_end)
+        cfg = config_for(path, points, t_end, split_dt, split)
         made = time.perf_counter() - t0
-        warm = replace(cfg, protocol=replace(cfg.protocol, t_end=2 * DT))
+        warm = replace(cfg, protocol=replace(cfg.protocol, t_end=2 * (split_dt or DT)))
         t1 = time.perf_counter()
         _, warm_summary = run_once(warm, resolved)          # reads and assembles the mesh, compiles
         setup = time.perf_counter() - t1
@@ -81,7 +102,9 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         mesh, quality = settings_report(cfg.mesh)
     n_states = config_model(cfg.model).n_states
     steps, wall = summary["steps_accepted"], summary["wall_seconds"]
-    per_node = floor_bytes(n_states, mesh.width)
+    step = split_dt or DT
+    stages = diffusion_stages(mesh, split_dt, split)
+    per_node = split_floor_bytes(n_states, mesh.width, stages) if split_dt > 0 else floor_bytes(n_states, mesh.width)
     moved = per_node * mesh.n_cells * steps
     device = cuda_status().devices[0].name if resolved == "cuda" else "cpu"
     nominal = next((bw for name, bw in BANDWIDTH.items() if name in device), None)
@@ -89,6 +112,8 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     result = {
         "device": device, "backend": resolved, "nodes": mesh.n_cells, "elements": int(quality["elements"]),
         "neighbour_width": mesh.width, "states": n_states, "dt_ms": DT, "t_end_ms": t_end, "steps": steps,
+        "split_dt_ms": split_dt, "split": split if split_dt > 0 else "", "diffusion_stages": stages,
+        "floor_bytes_per_node_ms": per_node / step,
         "wall_seconds": wall, "real_time_factor": t_end / (wall * 1e3),
         "floor_bytes_per_node_step": per_node, "effective_bandwidth_GBps": moved / wall / 1e9,
         "floor_seconds": moved / nominal if nominal else None, "nominal_bandwidth_GBps": nominal and nominal / 1e9,
@@ -96,7 +121,8 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         "mesh_quality": quality, "finished": summary["finished"], "warm_up_steps": warm_summary["steps_accepted"]}
     print(f"{mesh.n_cells:,} nodes, {result['elements']:,} tetrahedra, width {mesh.width}, {n_states} states; "
           f"{steps} steps in {wall:.2f} s: {result['real_time_factor']:.3g}x real time; floor "
-          f"{per_node} B/node/step, {result['effective_bandwidth_GBps']:.0f} GB/s moved"
+          f"{per_node} B/node/step ({per_node / step:.0f} B/node/ms), "
+          f"{result['effective_bandwidth_GBps']:.0f} GB/s moved"
           + (f" ({moved / nominal:.3f} s at {nominal / 1e9:.0f} GB/s)" if nominal else "")
           + f"; {result['activated_fraction']:.1%} of nodes activated; mesh {made:.1f} s, setup {setup:.1f} s",
           flush=True)

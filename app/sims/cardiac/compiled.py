@@ -391,35 +391,45 @@ class CompiledTissue(CpuTissue):
         else:
             module.tissue_rates(y, stim, self._params, self._lut, dng, a, b)
 
-    def f(self, t: float, y: np.ndarray):
+    def f(self, t: float, y: np.ndarray, diffusion: bool = True):
         p = self.p
         dng, a, b = (np.empty_like(o) for o in self._out)
         stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t).astype(y.dtype), (y.shape[1],)))
         self._rates(np.ascontiguousarray(y), stim, dng, a, b)
-        if p.mesh.n_cells > 1 and p.D > 0:
+        if diffusion and p.mesh.n_cells > 1 and p.D > 0:
             dng[0] = dng[0] + p.mesh.laplacian(y[0], p.D).astype(y.dtype)
         return dng, a, b
 
     def advance(self, max_steps: int) -> None:
         """RLFE: model and update fused per cell (what rk_step + combine compute); else the
         NumPy engine's solver around the compiled model."""
-        if not self._fused:
+        if not self._fused or self.p.cfg.solver.split_dt > 0:
             super().advance(max_steps)
             return
         p, dt = self.p, self.p.cfg.solver.dt
         D = p.D if p.mesh.n_cells > 1 and p.D > 0 else 0.0
-        module = self._module(True)
         for _ in range(max_steps):
             if self.finished:
                 return
-            y0, t0 = self.y, self.t
-            stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t0).astype(y0.dtype), (y0.shape[1],)))
-            high = np.empty_like(y0)
-            if p.model.lookup is None:
-                self._over_cells(module.rl_euler_cells, y0, stim, self._pconst, self._pfield, self._neighbours,
-                                 self._inv_d2, D, dt, high)
-            else:
-                module.tissue_rl_euler(y0, stim, self._params, self._fused_lut, self._neighbours, self._inv_d2,
-                                       D, dt, high)
-            self._accept(high, (self.step_index + 1) * dt)
+            self._accept(self._rl_euler(self.t, self.y, D), (self.step_index + 1) * dt)
             self.step_index += 1
+
+    def _rl_euler(self, t: float, y0: np.ndarray, D: float) -> np.ndarray:
+        """The fused RLFE step of dt from (t, y0): the model, diffusion with factor D (0: none)
+        and the update in one compiled loop."""
+        p, dt = self.p, self.p.cfg.solver.dt
+        module = self._module(True)
+        stim = np.ascontiguousarray(np.broadcast_to(p.stim_current(t).astype(y0.dtype), (y0.shape[1],)))
+        high = np.empty_like(y0)
+        if p.model.lookup is None:
+            self._over_cells(module.rl_euler_cells, y0, stim, self._pconst, self._pfield, self._neighbours,
+                             self._inv_d2, D, dt, high)
+        else:
+            module.tissue_rl_euler(y0, stim, self._params, self._fused_lut, self._neighbours, self._inv_d2,
+                                   D, dt, high)
+        return high
+
+    def _cell_step(self, t: float, y: np.ndarray) -> np.ndarray:
+        """A split step's cell substep: the fused RLFE loop without diffusion (else the NumPy
+        engine's step around the compiled model)."""
+        return self._rl_euler(t, y, 0.0) if self._fused else super()._cell_step(t, y)

@@ -132,6 +132,13 @@ class SolverSettings:
     lookup_step: float = field(default=0.02, metadata=spec(range=(1e-4, 1.0), unit="mV", doc="table step"))
     lookup_v_min: float = field(default=-120.0, metadata=spec(range=(-1000.0, 1000.0), unit="mV"))
     lookup_v_max: float = field(default=80.0, metadata=spec(range=(-1000.0, 1000.0), unit="mV"))
+    split_dt: float = field(default=0.0, metadata=spec(range=(0.0, 10.0), unit="ms", doc=(
+        "operator splitting: each step of this length advances the cell model alone by steps of dt, "
+        "then the diffusion of V alone by one Runge-Kutta-Chebyshev super-step (stable at any length); "
+        "a whole multiple of dt, fixed-step methods, CPU engines; 0 = off (cell and diffusion in one step)")))
+    split: str = field(default="godunov", metadata=spec(choices=("godunov", "strang"), doc=(
+        "with split_dt: godunov = the cell model over the split step, then diffusion over it; strang = "
+        "diffusion over half of it, the cell model, diffusion over the other half")))
 
 
 @dataclass(frozen=True)
@@ -297,10 +304,11 @@ def _load_file_mesh(doc: Document, cfg: CardiacConfig) -> CardiacConfig:
     except MeshFileError as exc:
         raise doc.error(str(exc), ("mesh", "path")) from None
     s = cfg.solver
-    if s.method not in ADAPTIVE and s.dt > report["stable_dt_ms"]:
+    if s.method not in ADAPTIVE and s.split_dt == 0 and s.dt > report["stable_dt_ms"]:
         raise doc.error(f"solver.dt = {s.dt:g} ms exceeds the stable diffusion step "
                         f"{report['stable_dt_ms']:.4g} ms of {path} (min edge "
-                        f"{report['min_edge_mm']:.4g} mm): lower dt", ("solver", "dt"))
+                        f"{report['min_edge_mm']:.4g} mm): lower dt, or split the diffusion off "
+                        "(solver.split_dt)", ("solver", "dt"))
     return cfg
 
 
@@ -359,6 +367,8 @@ def load_config(doc: Document) -> CardiacConfig:
     if s.method in METHODS and METHODS[s.method].grl and not s.rush_larsen:
         raise doc.error(f"solver.method {s.method} is a Rush-Larsen method (every state stepped by its "
                         "diagonal Jacobian): rush_larsen must be true", ("solver", "rush_larsen"))
+    if s.split_dt > 0:
+        _check_split(doc, cfg)
     if s.dt_min >= s.dt_max:
         raise doc.error("dt_min must be below dt_max", ("solver", "dt_min"))
     if s.lookup_tables:
@@ -394,6 +404,23 @@ def load_config(doc: Document) -> CardiacConfig:
         _check_step_stability(doc, model, model.parameter_vector(cfg.model.parameters), s.dt, tab)
     from dataclasses import replace as replace_
     return replace_(cfg, steering=check_steering(cfg.steering, by_key(steerables(cfg)), doc))
+
+
+def _check_split(doc: Document, cfg: CardiacConfig) -> None:
+    """``solver.split_dt``: a fixed-step explicit method, a whole number of its steps per split
+    step, and a tissue (a single cell has no diffusion to split off)."""
+    s = cfg.solver
+    where = ("solver", "split_dt")
+    if s.method not in METHODS or METHODS[s.method].adaptive:
+        raise doc.error(f"solver.split_dt = {s.split_dt:g} ms needs a fixed-step method (e.g. rlfe, grl1) for "
+                        f"the cell substeps; {s.method} is not one", where)
+    if cfg.mesh.kind == "single":
+        raise doc.error("solver.split_dt splits diffusion off the cell model: a single cell has none (use 0)",
+                        where)
+    k = s.split_dt / s.dt
+    if round(k) < 1 or abs(k - round(k)) > 1e-6 * k:
+        raise doc.error(f"solver.split_dt = {s.split_dt:g} ms is not a whole number of solver.dt = {s.dt:g} ms "
+                        "cell substeps", where)
 
 
 def _check_step_stability(doc: Document, model, params: np.ndarray, dt: float, tab) -> None:
@@ -492,8 +519,12 @@ def _check_auto(doc: Document, cfg: CardiacConfig, given) -> None:
 
 def for_backend(cfg: CardiacConfig, backend: str) -> CardiacConfig:
     """The config an engine runs: ``solver.method auto`` replaced by the backend's solver
-    (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, bs32 on CUDA); other methods unchanged."""
+    (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, bs32 on CUDA); other methods unchanged.
+    ``solver.split_dt`` on CUDA is refused (ValueError): only the CPU engines split so far."""
     from dataclasses import replace
+    if backend == "cuda" and cfg.solver.split_dt > 0:
+        raise ValueError(f"solver.split_dt = {cfg.solver.split_dt:g} ms (operator splitting) runs on the CPU "
+                         "engines only so far; set it to 0 for CUDA")
     if cfg.solver.method != AUTO:
         return cfg
     settings = AUTO_SOLVERS["cuda" if backend == "cuda" else "cpu"]

@@ -3,7 +3,8 @@ run-stopping error, activation bookkeeping, and the NumPy engine itself.
 
 Bookkeeping on accepted steps only (both engines):
 
-* probes: fixed-step methods record every ``round(dt_save/dt)`` steps; adaptive methods
+* probes: fixed-step methods record every ``round(dt_save/Δt)`` steps (Δt = dt, or the split
+  step ``solver.split_dt``: :mod:`.splitting`); adaptive methods
   record the first accepted step at or after each multiple of ``dt_save`` (every accepted
   step when ``dt_save`` is 0), at its own time, so ``probe_t`` may be uneven.
 * activation: the first and the latest upward crossing of ``activation_threshold`` by each
@@ -29,6 +30,7 @@ from app.sims.cardiac.shapes import icosphere, sheet
 from app.sims.cardiac.model import CellModel, LookupSpec, config_model
 from app.sims.cardiac.rosenbrock import ROSENBROCK, Rosenbrock, dense_jacobian, rosenbrock_step
 from app.sims.cardiac.solvers import AUTO, METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
+from app.sims.cardiac.splitting import rkc1_stages, rkc1_step, spectral_bound
 from app.sims.common.config import ConfigError
 from app.sims.common.engine import EngineBase
 
@@ -243,13 +245,24 @@ class Problem:
         return float(self.breakpoints[i]) if i < len(self.breakpoints) else self.t_end
 
     @property
+    def step_dt(self) -> float:
+        """The length of an accepted fixed step: the split step with ``solver.split_dt``, else dt."""
+        s = self.cfg.solver
+        return s.split_dt if s.split_dt > 0 else s.dt
+
+    @property
+    def substeps(self) -> int:
+        """Cell-model steps of dt per accepted step (1 without splitting)."""
+        return max(1, int(round(self.step_dt / self.cfg.solver.dt)))
+
+    @property
     def fixed_steps(self) -> int:
-        return max(1, int(round(self.t_end / self.cfg.solver.dt)))
+        return max(1, int(round(self.t_end / self.step_dt)))
 
     @property
     def save_every(self) -> int:
         dt_save = self.cfg.output.dt_save
-        return max(1, int(round(dt_save / self.cfg.solver.dt))) if dt_save > 0 else 1
+        return max(1, int(round(dt_save / self.step_dt))) if dt_save > 0 else 1
 
 
 class Maps:
@@ -407,6 +420,12 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self._states = Rows(self.y[:, 0]) if self.record_states else None
         self._state_t = Rows(0.0) if self.record_states else None
         self.grids: list[VoltageGrid] = []
+        self._diffusion_stages = self._rkc_stages()
+
+    def _rkc_stages(self) -> dict[float, int]:
+        """Stages of the diffusion super-step over the whole and half the split step."""
+        h, rho = self.p.cfg.solver.split_dt, spectral_bound(self.p.mesh.inv_d2, self.p.D)
+        return {f: rkc1_stages(f * h, rho) for f in (0.5, 1.0)} if h > 0 else {}
 
     def keep_voltage(self, every: float) -> VoltageGrid:
         """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""
@@ -422,13 +441,15 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.p.mesh = replace(self.p.mesh, inv_d2=inv_d2)
         if param_field is not None:
             self.p.param_field = param_field
+        self._diffusion_stages = self._rkc_stages()
 
     # ---- the right-hand side ------------------------------------------------------------
-    def f(self, t: float, y: np.ndarray):
-        """``(dng, a, b)`` with diffusion in dV/dt (and ``jng`` for GRL1: the model's own)."""
+    def f(self, t: float, y: np.ndarray, diffusion: bool = True):
+        """``(dng, a, b)`` with diffusion in dV/dt unless not ``diffusion`` (and ``jng`` for
+        GRL1: the model's own)."""
         p = self.p
         out = p.model.rates(y, p.stim_current(t).astype(y.dtype), p.cell_params)
-        if p.mesh.n_cells > 1 and p.D > 0:
+        if diffusion and p.mesh.n_cells > 1 and p.D > 0:
             out[0][0] = out[0][0] + p.mesh.laplacian(y[0], p.D).astype(y.dtype)
         return out
 
@@ -502,6 +523,10 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
             if self.finished:
                 return
             t0, y0 = self.t, self.y
+            if s.split_dt > 0:
+                self._accept(self._split_step(), (self.step_index + 1) * s.split_dt)
+                self.step_index += 1
+                continue
             if not tab.adaptive:
                 high, _ = rk_step(self.f, t0, y0, s.dt, tab, self.p.n_nongating, self.p.model.blocks)
                 self._accept(high, (self.step_index + 1) * s.dt)
@@ -538,6 +563,35 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         f0 = np.concatenate([dng, a * y0[p.n_nongating:] + b])
         jac = dense_jacobian(p.model.jacobian_pattern, entries, p.model.n_states)
         return rosenbrock_step(lambda y: plain.derivative(y, i_st, p.cell_params), y0, f0, jac, h, tab)
+
+    def _split_step(self) -> np.ndarray:
+        """One split step (:mod:`.splitting`): the cell model alone by ``substeps`` steps of dt,
+        the stimulus at each substep's time, then V alone by the RKC1 diffusion super-step
+        (Strang: half of it before the substeps, half after)."""
+        p, dt = self.p, self.p.cfg.solver.dt
+        k = p.substeps
+        strang = p.cfg.solver.split == "strang"
+        y = self._diffuse(self.y, 0.5) if strang else self.y
+        for i in range(k):
+            y = self._cell_step((self.step_index * k + i) * dt, y)
+        return self._diffuse(y, 0.5 if strang else 1.0)
+
+    def _diffuse(self, y: np.ndarray, fraction: float) -> np.ndarray:
+        """``y`` with V advanced by the diffusion alone over ``fraction`` of the split step."""
+        p = self.p
+        if p.mesh.n_cells == 1 or p.D == 0:
+            return y
+        out = y.copy()
+        out[0] = rkc1_step(y[0].astype(np.float64), fraction * p.cfg.solver.split_dt,
+                           lambda u: p.mesh.laplacian(u, p.D), self._diffusion_stages[fraction])
+        return out
+
+    def _cell_step(self, t: float, y: np.ndarray) -> np.ndarray:
+        """The cell model alone (no diffusion) over one step of dt from (t, y)."""
+        p = self.p
+        high, _ = rk_step(lambda tt, yy: self.f(tt, yy, False), t, y, p.cfg.solver.dt, p.tableau,
+                          p.n_nongating, p.model.blocks)
+        return high
 
     def _worst_cell(self) -> int:
         bad = getattr(self, "_last_bad", None)

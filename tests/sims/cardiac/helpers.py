@@ -10,7 +10,11 @@ def config(text: str):
 
 
 def run(text: str, backend: str = "cpu"):
-    sim = CardiacSimulation(config(text), backend)
+    return finish(CardiacSimulation(config(text), backend))
+
+
+def finish(sim: CardiacSimulation):
+    """Run ``sim`` to its end, close it, and return its results (arrays, summary)."""
     while not sim.finished:
         sim.advance()
     arrays, summary = sim.results()

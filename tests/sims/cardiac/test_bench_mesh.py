@@ -23,3 +23,24 @@ def test_a_quick_run_through_the_file_path_writes_its_record(tmp_path, capsys):
     assert result["real_time_factor"] > 0 and result["floor_bytes_per_node_step"] == 316
     assert result["mesh_quality"]["stable_dt_ms"] > bench_mesh.DT
     assert "real time" in capsys.readouterr().out
+
+
+def test_the_split_floor_counts_the_states_once_and_each_diffusion_stage():
+    """Split every 0.1 ms on the shell: the 21 states read and written once, the bookkeeping once,
+    and per RKC1 stage the row (14 indices and weights), V of the previous stage and the stage
+    before it read, the new one written: two stages (Godunov) 448 B, against 5 x 316 B unsplit."""
+    from app.sims.cardiac.bench import split_floor_bytes
+    assert split_floor_bytes(21, 14, [2]) == 2 * 21 * 4 + 32 + 2 * (14 * 8 + 4 + 8) == 448
+    assert split_floor_bytes(21, 14, [2, 2]) == 448 + 2 * 124
+
+
+@pytest.mark.slow
+def test_a_quick_split_run_records_its_stages_and_floor(tmp_path):
+    assert bench_mesh.main(backend="cpu", out_dir=tmp_path, quick=True, split_dt=0.1) == 0
+    result = json.loads((tmp_path / "cardiac-mesh.json").read_text())["results"]
+    assert result["finished"] and result["steps"] == round(bench_mesh.QUICK_T_END / 0.1)
+    rho = 2 / result["mesh_quality"]["stable_dt_ms"]
+    from app.sims.cardiac.splitting import rkc1_parameters
+    s = result["diffusion_stages"][0]
+    assert rkc1_parameters(s)[2] >= 0.1 * rho and (s == 1 or rkc1_parameters(s - 1)[2] < 0.1 * rho)
+    assert result["floor_bytes_per_node_ms"] == pytest.approx(result["floor_bytes_per_node_step"] / 0.1)

@@ -9,7 +9,7 @@ from app.sims.cardiac.engine import Problem, RunStopped, CpuTissue
 from app.sims.common.config import ConfigError
 from app.sims.cardiac.simulation import CardiacSimulation
 
-from .helpers import cable, conduction_velocity, config, run
+from .helpers import cable, conduction_velocity, config, finish, run
 from .synthetic import markov_run, trace_difference, write_markov_model
 
 
@@ -85,10 +85,7 @@ def test_checkpoint_resume_matches_straight_run():
     sim = CardiacSimulation(config(text), "cpu")
     sim.engine.advance(250)
     state = sim.state()
-    resumed = CardiacSimulation.restore(state, "cpu")
-    while not resumed.finished:
-        resumed.advance()
-    arrays, _ = resumed.results()
+    arrays, _ = finish(CardiacSimulation.restore(state, "cpu"))
     np.testing.assert_allclose(arrays["V_final"], straight["V_final"])
     np.testing.assert_allclose(arrays["probe_V"], straight["probe_V"])
 

@@ -26,6 +26,17 @@ def test_nversion_dx_05_matches_the_consensus(tmp_path):
     assert order["P1"] < 2.5 and order["P8"] == max(order.values())
 
 
+@pytest.mark.slow
+def test_nversion_dx_05_split_every_tenth_of_a_ms_stays_within_the_consensus(tmp_path):
+    """Strang splitting at 0.1 ms (cell substeps of 0.02 ms, RKC1 diffusion): every point within
+    one SD of the codes' spread, as scripts/cardiac/split_study.py recorded, and the far corner
+    still last."""
+    r = nversion.run(tmp_path, 0.5, dt=0.02, t_end=170.0, split_dt=0.1, split="strang")
+    assert r["stopped"] is None
+    _within_consensus(r, 0.5, sds=1.0)
+    assert r["activation_ms"]["P8"] == max(r["activation_ms"].values())
+
+
 @pytest.mark.skipif(not os.environ.get("BIOGPU_NVERSION_FINE"), reason="4 min on 2 cores: BIOGPU_NVERSION_FINE=1")
 def test_nversion_dx_02_matches_the_consensus(tmp_path):
     r = nversion.run(tmp_path, 0.2, dt=0.01, t_end=80.0)

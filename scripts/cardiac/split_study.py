@@ -1,0 +1,125 @@
+"""Operator splitting (``solver.split_dt``) against the unsplit solver: the N-version slab's
+activation times (Niederer et al. 2011) and a planar wave's conduction velocity in a cable, on
+the CPU; writes the ``cardiac-split`` benchmark record (docs/user-guide/meshes.md shows it).
+
+    python scripts/cardiac/split_study.py [--dx 0.5 0.2] [--out benchmarks/cpu-2core]
+           [--folder runs/split-study] [--quick]
+
+Each N-version run is compared with the unsplit Rush–Larsen forward Euler run at dt 0.005 ms on
+the same mesh (the reference) and with the eleven codes' consensus at that dx (mean ± SD,
+:data:`app.sims.cardiac.nversion.CONSENSUS`). The cable: ten Tusscher 2006 epicardial cells on
+a 10 mm line at the slab's along-fibre diffusivity σ_l/(χ Cm), the velocity fitted to the
+activation times between 3 and 7 mm; the reference the unsplit run at dt 0.0025 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from app.sims.cardiac import nversion  # noqa: E402
+from app.sims.common.bench_record import save_bench  # noqa: E402
+
+REFERENCE_DT = 0.005
+CABLE_REFERENCE_DT = 0.0025
+# (split, split_dt, cell dt); split "" = unsplit
+RUNS = [("", 0.0, 0.02), ("godunov", 0.05, 0.025), ("strang", 0.05, 0.025),
+        ("godunov", 0.1, 0.02), ("strang", 0.1, 0.02), ("godunov", 0.1, 0.025), ("strang", 0.1, 0.025),
+        ("godunov", 0.2, 0.02), ("strang", 0.2, 0.02)]
+CABLE_DX = (0.1, 0.2, 0.5)
+CABLE_MM, CV_FROM_MM, CV_TO_MM = 10.0, 3.0, 7.0
+
+
+def label(split: str, split_dt: float, dt: float) -> str:
+    return f"{split} Δt_s {split_dt:g}, dt {dt:g}" if split else f"unsplit dt {dt:g}"
+
+
+def nversion_rows(dx: float, folder: Path, runs: list) -> dict:
+    t_end = 170.0 if dx >= 0.5 else 80.0
+    consensus = nversion.CONSENSUS[round(dx, 3)]
+    ref = nversion.run(folder, dx, REFERENCE_DT, t_end)
+    rows = []
+    for split, split_dt, dt in [("", 0.0, REFERENCE_DT), *runs]:
+        r = ref if dt == REFERENCE_DT and not split else nversion.run(folder, dx, dt, t_end, split_dt=split_dt,
+                                                                     split=split or "godunov")
+        act = r["activation_ms"]
+        rows.append({"run": label(split, split_dt, dt), "split": split, "split_dt_ms": split_dt, "dt_ms": dt,
+                     "activation_ms": act, "wall_seconds": r["wall_seconds"], "stopped": r["stopped"],
+                     "max_abs_error_ms": max(abs(act[k] - ref["activation_ms"][k]) for k in act),
+                     "max_consensus_sd": max(abs(act[k] - m) / sd for k, (m, sd) in consensus.items())})
+        print(f"dx {dx:g}: {rows[-1]['run']:28s} P8 {act['P8']:7.2f} ms, max |Δ| vs reference "
+              f"{rows[-1]['max_abs_error_ms']:.2f} ms, max {rows[-1]['max_consensus_sd']:.2f} SD from the consensus, "
+              f"{r['wall_seconds']:.0f} s", flush=True)
+    return {"dx_mm": dx, "nodes": ref["nodes"], "t_end_ms": t_end, "reference_dt_ms": REFERENCE_DT,
+            "consensus": {k: list(v) for k, v in consensus.items()}, "rows": rows}
+
+
+def cable_velocity(dx: float, dt: float, split_dt: float = 0.0, split: str = "godunov") -> float:
+    from app.sims.cardiac.config import load_config
+    from app.sims.cardiac.simulation import CardiacSimulation
+    from app.sims.common.config import parse_yaml
+    nx = int(round(CABLE_MM / dx)) + 1
+    diffusivity = nversion.SIGMA_L / (140.0 * 0.01)
+    splitting = f", split_dt: {split_dt:g}, split: {split}" if split_dt > 0 else ""
+    text = (f"domain: cardiac\nmesh: {{kind: sheet, nx: {nx}, ny: 1, dx_mm: {dx:g}}}\nD: {diffusivity:.6f}\n"
+            "model: {file: ten_tusscher_model_2006_epi}\n"
+            f"protocol: {{t_end: 40, stimuli: [{{start: 0, duration: 2, amplitude: {nversion.STIM_AMPLITUDE:.6f}, "
+            "region: {kind: rect, x1: 1.0}}]}\n"
+            f"solver: {{method: rlfe, dt: {dt:g}, precision: float64{splitting}}}\n"
+            "output: {random_probes: 0, probe_cells: [0], dt_save: 1.0, activation_threshold: 0.0}\n")
+    sim = CardiacSimulation(load_config(parse_yaml(text, "<cable>")), "cpu")
+    while not sim.finished:
+        sim.advance()
+    arrays, _ = sim.results()
+    sim.close()
+    at = arrays["activation_time"]
+    x = np.arange(len(at)) * dx
+    sel = (x >= CV_FROM_MM) & (x <= CV_TO_MM)
+    return float(np.polyfit(at[sel], x[sel], 1)[0])
+
+
+def cable_rows(runs: list) -> list[dict]:
+    out = []
+    for dx in CABLE_DX:
+        ref = cable_velocity(dx, CABLE_REFERENCE_DT)
+        rows = []
+        for split, split_dt, dt in runs:
+            cv = cable_velocity(dx, dt, split_dt, split or "godunov")
+            rows.append({"run": label(split, split_dt, dt), "split": split, "split_dt_ms": split_dt, "dt_ms": dt,
+                         "cv_mm_per_ms": cv, "relative_error": cv / ref - 1.0})
+            print(f"cable dx {dx:g}: {rows[-1]['run']:28s} CV {cv:.4f} mm/ms ({100 * (cv / ref - 1):+.2f} % "
+                  f"against {ref:.4f} at dt {CABLE_REFERENCE_DT:g})", flush=True)
+        out.append({"dx_mm": dx, "reference_dt_ms": CABLE_REFERENCE_DT, "reference_cv_mm_per_ms": ref, "rows": rows})
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dx", type=float, nargs="+", default=[0.5, 0.2])
+    ap.add_argument("--out", default="benchmarks/cpu-2core")
+    ap.add_argument("--folder", default="")
+    ap.add_argument("--quick", action="store_true", help="the Δt_s 0.1 ms runs only")
+    args = ap.parse_args()
+    runs = [r for r in RUNS if not args.quick or r[1] in (0.0, 0.1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(args.folder or tmp)
+        cable = cable_rows(runs)
+        slabs = []
+        for dx in args.dx:
+            folder = base / f"dx{dx:g}"
+            folder.mkdir(parents=True, exist_ok=True)
+            slabs.append(nversion_rows(dx, folder, runs))
+    path = save_bench("cardiac-split", {"engine": "cpu (compiled), float64, ten Tusscher 2006 epi, RLFE",
+                                        "cable": cable, "nversion": slabs}, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
