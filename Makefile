@@ -38,8 +38,10 @@ lint: setup
 	$(PY) -m mypy
 	$(PY) scripts/bench_tables.py --check    # docs/benchmarks.md and README's table from benchmarks/
 
+# one worker per core (at most 4: the GUI and compile tests want memory), a test file per worker
+# (its module fixtures built once)
 test: setup lint
-	$(XVFB) $(PY) -m pytest -q
+	$(XVFB) $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 # Warnings are errors (-W), references are checked (-n), then every internal link (linkcheck,
 # external links ignored: docs/conf.py). The CLI and config references are generated here.
