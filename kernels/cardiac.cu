@@ -415,7 +415,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
 #define STAGE_BOUNDS
 #endif
 
-#if !FUSED_STEPS      // (steps_one_block has the stages inline)
+#if !FUSED_STEPS && !SPLIT      // (steps_one_block has the stages inline; a split step has its own kernels)
 extern "C" __global__ void STAGE_BOUNDS stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
 #if NSTAGE > 1
 extern "C" __global__ void STAGE_BOUNDS stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }

@@ -182,7 +182,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         src, defines = kernel_source(problem)
         self.module = load_module(src, "cardiac.cu", defines)
         self.fused = fused_steps(problem)
-        self.stages = [] if self.fused else [self.module.get_function(f"stage{i}") for i in range(tab.stages)]
+        self.split = problem.cfg.solver.split_dt > 0       # a split step: its own kernels, no stages
+        self.stages = [] if self.fused or self.split else [self.module.get_function(f"stage{i}")
+                                                           for i in range(tab.stages)]
         if tab.adaptive:
             self._control = self.module.get_function("control")
             self._control.prepare("PPPiPPPiPiPP")
@@ -192,7 +194,6 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         else:
             self._record = self.module.get_function("record")
             self._record.prepare("PPPPPdi")
-        self.split = problem.cfg.solver.split_dt > 0
         if self.split:          # the split step's kernels (kernels/cardiac.cu, operator splitting)
             self._cells = self.module.get_function("cell_substeps")
             self._cells.prepare("PPPPPPiiidd")
@@ -336,7 +337,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def _seed_voltage(self) -> None:
         """Fixed steps: copy V from the state into the slot the next step's first stage reads
         (after the state is set: at the start and on restoring a checkpoint)."""
-        if not self.p.tableau.adaptive:
+        if not self.p.tableau.adaptive and not self.split:
             self.cuda.memcpy_dtod(self.Vst[self._voltage_slot(0)].gpudata, self.YA.gpudata,
                                   self.npad * self.YA.dtype.itemsize)
 
