@@ -185,3 +185,31 @@ def test_cuda_split_steps_in_float32_round_each_stage(host_pycuda):
     got, ref = cuda.activation()["activation_time"], cpu.activation()["activation_time"]
     assert np.isfinite(ref).all()
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5)
+
+
+def test_cuda_split_checkpoint_steering_and_readouts_as_the_numpy_engine(host_pycuda):
+    """GRL1, Strang: a checkpoint after 20 split steps resumed in a new engine, new diffusion
+    weights from step 30 on (the super-step's stages planned again), V kept every 0.5 ms: the
+    same as the NumPy engine doing the same."""
+    text = sheet("strang", "float64").replace("method: rlfe", "method: grl1")
+    cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+    cpu = CpuTissue(Problem.from_config(config(text)))
+    cuda.advance(20)
+    resumed = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+    resumed.restore(cuda.state())
+    cpu.advance(20)
+    grids = [engine.keep_voltage(0.5) for engine in (resumed, cpu)]
+    for engine in (resumed, cpu):
+        engine.advance(10)
+        engine.set_tissue(4 * engine.p.mesh.inv_d2, None)
+    assert len(resumed._rkc_plan[0.5]) > len(cuda._rkc_plan[0.5])
+    for engine in (resumed, cpu):
+        while not engine.finished:
+            engine.advance(1000)
+    np.testing.assert_allclose(resumed.states(), cpu.states(), rtol=0, atol=1e-11)
+    np.testing.assert_allclose(resumed.recordings()[1], cpu.recordings()[1], rtol=0, atol=1e-11)
+    kept, expected = grids[0].take(), grids[1].take()
+    assert [t for t, _ in kept] == [t for t, _ in expected] and len(kept) == 8
+    np.testing.assert_allclose(np.array([v for _, v in kept]), np.array([v for _, v in expected]), atol=1e-11)
+    np.testing.assert_allclose(resumed.activation()["activation_time"], cpu.activation()["activation_time"],
+                               rtol=0, atol=1e-11)
