@@ -92,11 +92,8 @@ def test_grl1_blocks_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms
     a_cpu, s_cpu = run(text, "cpu")
     a_gpu, s_gpu = run(text, "cuda")
     assert s_cpu["finished"] and s_gpu["finished"]
-    ref, got = a_cpu["activation_time"], a_gpu["activation_time"]
-    early = ref < 50.0                      # the wave is still crossing the far end at 60 ms
-    assert early.mean() > 0.5
-    np.testing.assert_allclose(got[early], ref[early], rtol=0, atol=atol_ms)
-    assert not (got[~early] < 50.0 - atol_ms).any()
+    assert np.isfinite(a_cpu["activation_time"]).all()
+    np.testing.assert_allclose(a_gpu["activation_time"], a_cpu["activation_time"], rtol=0, atol=atol_ms)
     np.testing.assert_allclose(a_gpu["V_final"], a_cpu["V_final"], rtol=0, atol=atol_mv)
     np.testing.assert_allclose(a_gpu["apd90"], a_cpu["apd90"], rtol=0, atol=atol_apd)
 
