@@ -70,7 +70,7 @@ def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
     return path, raw.points
 
 
-def config_for(path: Path, points: np.ndarray, t_end: float, split_dt: float = 0.0, split: str = "godunov"):
+def config_for(path: Path, points: np.ndarray, t_end: float, split_dt: float = 0.0, split: str = "strang"):
     from app.sims.cardiac.config import load_config
     from app.sims.common.config import parse_yaml
     apex = points[np.argmin(points[:, 2])]
@@ -81,7 +81,7 @@ def config_for(path: Path, points: np.ndarray, t_end: float, split_dt: float = 0
 
 
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False,
-         nodes: int | None = None, split_dt: float = 0.0, split: str = "godunov") -> int:
+         nodes: int | None = None, split_dt: float = 0.0, split: str = "strang") -> int:
     from dataclasses import replace
 
     from app.sims.cardiac.fem import settings_report
