@@ -156,10 +156,11 @@ def test_grl1_kernel_of_a_model_with_blocks_compiles(real, tmp_path):
 
 @pytest.mark.parametrize("method,lookup,precision", [("rlfe", True, "float32"), ("rlfe", False, "float64"),
                                                      ("grl1", True, "float64"), ("grl1", False, "float32"),
-                                                     ("fe", False, "float32")])
+                                                     ("fe", False, "float32"), ("rlfe", True, "mixed")])
 def test_split_step_kernels_compile(method, lookup, precision):
     """solver.split_dt (SPLIT): the cell-substep kernel (the model in a loop of substeps, with
-    and without lookup tables, GRL1's Jacobian) and the RKC1 stage kernel, with NVRTC and nvcc,
+    and without lookup tables, GRL1's Jacobian, a float model on double states) and the RKC1
+    stage kernel, with NVRTC and nvcc,
     beside the unsplit kernels; without splitting they are not compiled."""
     text = (f"domain: cardiac\nmesh: {{kind: sheet, nx: 10, ny: 10}}\nsolver: {{method: {method}, dt: 0.02, "
             f"precision: {precision}, lookup_tables: {str(lookup).lower()}, split_dt: 0.1}}\n")
