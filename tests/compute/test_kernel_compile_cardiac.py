@@ -160,14 +160,15 @@ def test_grl1_kernel_of_a_model_with_blocks_compiles(real, tmp_path):
 def test_split_step_kernels_compile(method, lookup, precision):
     """solver.split_dt (SPLIT): the cell-substep kernel (the model in a loop of substeps, with
     and without lookup tables, GRL1's Jacobian, a float model on double states) and the RKC1
-    stage kernel, with NVRTC and nvcc,
-    beside the unsplit kernels; without splitting they are not compiled."""
+    stage kernel, with NVRTC and nvcc, and no stage kernel (the model once); without splitting
+    the split kernels are not compiled."""
     text = (f"domain: cardiac\nmesh: {{kind: sheet, nx: 10, ny: 10}}\nsolver: {{method: {method}, dt: 0.02, "
             f"precision: {precision}, lookup_tables: {str(lookup).lower()}, split_dt: 0.1}}\n")
     problem = Problem.from_config(load_config(parse_yaml(text)))
     src, defines = kernel_source(problem)
     assert defines["SPLIT"] == 1
     images = compile_with_every_compiler(src, "cardiac.cu", defines)
-    assert images and all(b".text.cell_substeps\0" in im and b".text.rkc_stage\0" in im for im in images.values())
+    assert images and all(b".text.cell_substeps\0" in im and b".text.rkc_stage\0" in im
+                          and b".text.stage0\0" not in im for im in images.values())
     unsplit = Problem.from_config(load_config(parse_yaml(text.replace(", split_dt: 0.1", ""))))
     assert "SPLIT" not in kernel_source(unsplit)[1]
