@@ -153,8 +153,10 @@ def test_cuda_split_steps_match_the_numpy_engine_in_float64(host_pycuda, split):
     text = sheet(split, "float64")
     cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
     assert cuda.split and len(cuda._rkc_plan[0.5 if split == "strang" else 1.0]) >= 2
-    while not cuda.finished:
-        cuda.advance(7)                 # chunks that end inside nothing: split steps only
+    while not cuda.finished:            # slices of steps and of simulated time: whole split steps
+        cuda.advance(7)
+        cuda.advance_time(0.35)
+        assert cuda.t == pytest.approx(0.1 * cuda.steps_accepted) and cuda.steps_accepted in (*range(0, 61, 11), 60)
     cpu = cpu_run(Problem.from_config(config(text)))
     assert cuda.steps_accepted == cpu.steps_accepted == 60
     (ct, cv), (nt, nv) = cuda.recordings(), cpu.recordings()
