@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--mesh", action="store_true",
                        help="cardiac: a generated ventricle-like mesh of 10^6 nodes, real-time factor")
     bench.add_argument("--split-dt", type=float, default=0.0, metavar="MS",
-                       help="cardiac --mesh: operator splitting every MS ms (solver.split_dt; CPU engines)")
+                       help="cardiac --mesh: operator splitting every MS ms (solver.split_dt)")
     bench.add_argument("--split", default="strang", choices=("strang", "godunov"),
                        help="cardiac --mesh with --split-dt: the splitting (solver.split)")
     bench.add_argument("--paper", action="store_true",

@@ -18,7 +18,7 @@
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
 //   STAGE_BLOCK (threads per block), STAGE_MIN_BLOCKS (0: no launch bounds),
 //   NPROBE, NSTIM, RECORD_STATES (1: a single cell records its every state; the probes are the
-//   state rows), the model's NS (states), NNG (non-gating states, V first), NG (gates),
+//   state rows), SPLIT (1: solver.split_dt, the split step's kernels cell_substeps and rkc_stage), the model's NS (states), NNG (non-gating states, V first), NG (gates),
 //   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
 //
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
@@ -44,6 +44,9 @@
 #ifndef RECORD_STATES
 #define RECORD_STATES 0
 #endif
+#ifndef SPLIT
+#define SPLIT 0
+#endif
 typedef REAL real;
 
 #define NK (NNG + 2 * NG)               // the stored outputs of a stage
@@ -60,6 +63,9 @@ __constant__ real c_params[NPARAM > 0 ? NPARAM : 1];
 #endif
 #if ROSENBROCK
 #include "rosenbrock.cuh"
+#endif
+#if SPLIT && (ADAPTIVE || NSTAGE != 1)
+#error "operator splitting (SPLIT) needs a one-stage fixed-step method"
 #endif
 
 // control block (double part / int part)
@@ -375,7 +381,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
                     }
                 }
                 if (GRL) {   // each block (Markov chain, fast group) together: linearly implicit Euler
-                    model_block_update(kk, y0, Yn, k, h);
+                    model_block_update(kk, y0, Yn, NPAD, k, h);
                     if (BLOCK_STATE[0]) Vout[k] = Yn[k];          // V in a fast group
                 }
             }
@@ -409,7 +415,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
 #define STAGE_BOUNDS
 #endif
 
-#if !FUSED_STEPS      // (steps_one_block has the stages inline)
+#if !FUSED_STEPS && !SPLIT      // (steps_one_block has the stages inline; a split step has its own kernels)
 extern "C" __global__ void STAGE_BOUNDS stage0(STAGE_ARGS) { stage_body<0>(STAGE_PASS); }
 #if NSTAGE > 1
 extern "C" __global__ void STAGE_BOUNDS stage1(STAGE_ARGS) { stage_body<1>(STAGE_PASS); }
@@ -607,6 +613,115 @@ extern "C" __global__ void record(const real* __restrict__ Y,
     if (threadIdx.x == 0) rec_t[slot] = t;
     record_probes(Y, probes, rec_v, slot);
 }
+
+#if SPLIT
+// ---- Operator splitting (solver.split_dt, app/sims/cardiac/splitting.py): a split step is the
+// cell model alone by n_sub substeps of dt (cell_substeps: the states in registers, read and
+// written once), and V alone by RKC1 super-steps (rkc_stage: one launch per stage, one pass
+// over the operator row touching V only). The host launches them in order (Strang: half a
+// super-step, the substeps, half a super-step); the split step's first kernel checks and
+// observes the state the last split step left (`observe_step` >= 0: its index; t its time, t_prev the one before).
+
+__device__ __forceinline__ void split_observe(int k, real v, int step, double t, double t_prev,
+    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci)
+{
+    if (!(fabs(v) <= (real)V_LIMIT)) {
+        if (atomicCAS(&ci[CI_STATUS], ST_OK, ST_BLOWUP) == ST_OK) {
+            ci[CI_BADCELL] = k;
+            cd[CD_BADT] = t;
+            ci[CI_ACC] = step;      // the host reads the stopped step's counters here
+            cd[CD_T] = t;
+            cd[CD_TPREV] = t_prev;
+        }
+        ci[CI_DONE] = 1;
+    }
+    observe(k, t, t_prev, v, load_marks(maps, k), maps);
+}
+
+// One substep of the one-stage method on a thread's states y (the final update of stage_body
+// without diffusion, in registers).
+__device__ __forceinline__ void substep_update(real* y, real* kk, const real h)
+{
+    if (!RL) {
+#pragma unroll
+        for (int g = 0; g < NG; ++g) {
+            kk[NNG + NG + g] = kk[NNG + g] * y[NNG + g] + kk[NNG + NG + g];
+            kk[NNG + g] = 0;
+        }
+    }
+    real yn[NS];
+#pragma unroll
+    for (int q = 0; q < NS; ++q) {
+        yn[q] = y[q];
+        if (GRL && BLOCK_STATE[q]) continue;          // model_block_update, below
+        const bool gate = q >= NNG;
+        const real a = gate ? (real)TAB_B[0] * kk[q] : (real)0;
+        const real b = (real)TAB_B[0] * (gate ? kk[NG + q] : kk[q]);
+        const real yq = y[q];
+        if (gate && RL && GATE_TABLE[gate ? q - NNG : 0]) {
+            yn[q] = a * yq + b;
+        } else if (gate && RL) {
+            yn[q] = yq + h * (a * yq + b) * phi1(h * a);
+        } else if (GRL) {
+            const real jac = kk[NK + (gate ? 0 : q)];
+            yn[q] = yq + h * b * phi1(isnan(jac) ? (real)0 : h * jac);
+        } else {
+            yn[q] = yq + h * b;
+        }
+    }
+    if (GRL) model_block_update(kk, y, yn, 1, 0, h);
+#pragma unroll
+    for (int q = 0; q < NS; ++q) y[q] = yn[q];
+}
+
+// The cell model alone over a split step: substep i at time (first_substep + i) * dt.
+extern "C" __global__ void STAGE_BOUNDS cell_substeps(real* YA, const unsigned* __restrict__ mask,
+    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,
+    int first_substep, int n_sub, int observe_step, double t, double t_prev)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ci[CI_DONE] || k >= NCELLS) return;
+    real y[NS];
+#pragma unroll
+    for (int q = 0; q < NS; ++q) y[q] = YA[q * NPAD + k];
+    const unsigned stim_mask = mask[k];
+    if (observe_step >= 0) split_observe(k, y[0], observe_step, t, t_prev, maps, cd, ci);
+    const double dt = c_solver[CS_H];
+    const real h = (real)dt;
+    for (int i = 0; i < n_sub; ++i) {
+        real kk[NOUT];
+        const real i_st = stim_current(stim_mask, (double)(first_substep + i) * dt);
+#if MODEL_TABLES
+        if (model_in_table(y[0])) model_rates_table(y, i_st, pfield, k, kk);
+        else model_rates_direct(y, i_st, pfield, k, kk);
+#else
+        model_rates(y, i_st, pfield, k, kk);
+#endif
+        substep_update(y, kk, h);
+    }
+#pragma unroll
+    for (int q = 0; q < NS; ++q) YA[q * NPAD + k] = y[q];
+}
+
+// Stage j of an RKC1 super-step of dV/dt = D sum_q w_q (V_nbr(q) - V): out = mu u1 + nu u2 +
+// mu_t_h L(u1) (u1, u2 the two stages before; mu_t_h = mu~_j times the super-step's length).
+// The combination in double, stored in the run's precision; out may be u2 (each cell reads its
+// own u2 only), never u1 (the neighbours' values).
+extern "C" __global__ void rkc_stage(const real* u1, const real* u2, real* out,
+    const int* __restrict__ nbr, const real* __restrict__ w, real* __restrict__ maps,
+    double* __restrict__ cd, int* __restrict__ ci, double mu, double nu, double mu_t_h,
+    int observe_step, double t, double t_prev)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ci[CI_DONE] || k >= NCELLS) return;
+    const real vk = u1[k];
+    if (observe_step >= 0) split_observe(k, vk, observe_step, t, t_prev, maps, cd, ci);
+    double acc = 0;
+#pragma unroll
+    for (int q = 0; q < KNB; ++q) acc += (double)w[q * NPAD + k] * ((double)u1[nbr[q * NPAD + k]] - (double)vk);
+    out[k] = (real)(mu * (double)vk + nu * (double)u2[k] + mu_t_h * (c_solver[CS_D] * acc));
+}
+#endif
 #endif
 
 // Observe the final state once the run is done (the last accepted step is otherwise unseen).

@@ -152,3 +152,23 @@ def test_grl1_kernel_of_a_model_with_blocks_compiles(real, tmp_path):
         src, defines = model_kernel_source(model, METHODS["grl1"], real, 1000, 6, 4, 2)
         assert "small_solve<2>(m, x);" in src
         assert compiler.compile(src, "cardiac.cu", _options(defines, True), 90).data
+
+
+@pytest.mark.parametrize("method,lookup,precision", [("rlfe", True, "float32"), ("rlfe", False, "float64"),
+                                                     ("grl1", True, "float64"), ("grl1", False, "float32"),
+                                                     ("fe", False, "float32"), ("rlfe", True, "mixed")])
+def test_split_step_kernels_compile(method, lookup, precision):
+    """solver.split_dt (SPLIT): the cell-substep kernel (the model in a loop of substeps, with
+    and without lookup tables, GRL1's Jacobian, a float model on double states) and the RKC1
+    stage kernel, with NVRTC and nvcc, and no stage kernel (the model once); without splitting
+    the split kernels are not compiled."""
+    text = (f"domain: cardiac\nmesh: {{kind: sheet, nx: 10, ny: 10}}\nsolver: {{method: {method}, dt: 0.02, "
+            f"precision: {precision}, lookup_tables: {str(lookup).lower()}, split_dt: 0.1}}\n")
+    problem = Problem.from_config(load_config(parse_yaml(text)))
+    src, defines = kernel_source(problem)
+    assert defines["SPLIT"] == 1
+    images = compile_with_every_compiler(src, "cardiac.cu", defines)
+    assert images and all(b".text.cell_substeps\0" in im and b".text.rkc_stage\0" in im
+                          and b".text.stage0\0" not in im for im in images.values())
+    unsplit = Problem.from_config(load_config(parse_yaml(text.replace(", split_dt: 0.1", ""))))
+    assert "SPLIT" not in kernel_source(unsplit)[1]

@@ -17,7 +17,9 @@ bookkeeping once and, per diffusion stage, the operator row, V of the previous t
 the new stage written. On the CRN shell (21 states, width 14, stable step 0.03 ms) at split_dt
 0.1 ms Godunov takes 2 stages: 168 + 32 + 2 × 124 = 448 B per node per 0.1 ms, against
 5 × 316 = 1,580 B unsplit. The record states both per simulated ms (``floor_bytes_per_node_ms``).
-The CUDA engine does not split yet: there the option is refused."""
+The CUDA engine's split kernels are written to that floor: ``cell_substeps`` reads and writes
+each node's states once (the substeps in registers), each ``rkc_stage`` launch is one pass over
+the operator row and V (kernels/cardiac.cu)."""
 
 from __future__ import annotations
 
@@ -48,12 +50,13 @@ output: {{random_probes: 10, dt_save: 1.0, snapshot_interval: {t_end:g}, singula
 
 
 def diffusion_stages(mesh, split_dt: float, split: str) -> list[int]:
-    """RKC1 stages of each diffusion super-step of a split step (none without splitting)."""
-    from app.sims.cardiac.splitting import rkc1_stages, spectral_bound
+    """RKC1 stages of each diffusion super-step of a split step (none without splitting); the
+    file mesh's weights carry D."""
+    from app.sims.cardiac.splitting import super_step_stages
     if split_dt <= 0:
         return []
-    rho = spectral_bound(mesh.inv_d2, 1.0)
-    return [rkc1_stages(split_dt / 2, rho)] * 2 if split == "strang" else [rkc1_stages(split_dt, rho)]
+    stages = super_step_stages(mesh.inv_d2, 1.0, split_dt)
+    return [stages[0.5]] * 2 if split == "strang" else [stages[1.0]]
 
 
 def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:

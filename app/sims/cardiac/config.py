@@ -521,11 +521,14 @@ def _check_auto(doc: Document, cfg: CardiacConfig, given) -> None:
 def for_backend(cfg: CardiacConfig, backend: str) -> CardiacConfig:
     """The config an engine runs: ``solver.method auto`` replaced by the backend's solver
     (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, bs32 on CUDA); other methods unchanged.
-    ``solver.split_dt`` on CUDA is refused (ValueError): only the CPU engines split so far."""
+    ``solver.split_dt`` on CUDA needs a one-stage method (its substeps run in registers):
+    others are refused (ValueError)."""
     from dataclasses import replace
-    if backend == "cuda" and cfg.solver.split_dt > 0:
-        raise ValueError(f"solver.split_dt = {cfg.solver.split_dt:g} ms (operator splitting) runs on the CPU "
-                         "engines only so far; set it to 0 for CUDA")
+    method = METHODS.get(cfg.solver.method)
+    if backend == "cuda" and cfg.solver.split_dt > 0 and (method is None or method.stages != 1):
+        raise ValueError(f"solver.split_dt = {cfg.solver.split_dt:g} ms with solver.method {cfg.solver.method}: "
+                         "on CUDA the split step's cell model runs a one-stage method (rlfe, grl1, fe); "
+                         "choose one, or run on the CPU engines")
     if cfg.solver.method != AUTO:
         return cfg
     settings = AUTO_SOLVERS["cuda" if backend == "cuda" else "cpu"]

@@ -25,6 +25,7 @@ from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_mode
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.rosenbrock import Rosenbrock
 from app.sims.cardiac.solvers import METHODS, Tableau
+from app.sims.cardiac.splitting import rkc1_coefficients, super_step_stages
 from app.sims.common.engine import EngineBase
 
 BLOCK = 128
@@ -134,6 +135,8 @@ def kernel_source(problem: Problem) -> tuple[str, dict]:
         defines["RECORD_STATES"] = 1
     if fused_steps(problem):
         defines["FUSED_STEPS"] = 1
+    if problem.cfg.solver.split_dt > 0:
+        defines["SPLIT"] = 1
     return src, defines
 
 
@@ -179,7 +182,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         src, defines = kernel_source(problem)
         self.module = load_module(src, "cardiac.cu", defines)
         self.fused = fused_steps(problem)
-        self.stages = [] if self.fused else [self.module.get_function(f"stage{i}") for i in range(tab.stages)]
+        self.split = problem.cfg.solver.split_dt > 0       # a split step: its own kernels, no stages
+        self.stages = [] if self.fused or self.split else [self.module.get_function(f"stage{i}")
+                                                           for i in range(tab.stages)]
         if tab.adaptive:
             self._control = self.module.get_function("control")
             self._control.prepare("PPPiPPPiPiPP")
@@ -189,6 +194,11 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         else:
             self._record = self.module.get_function("record")
             self._record.prepare("PPPPPdi")
+        if self.split:          # the split step's kernels (kernels/cardiac.cu, operator splitting)
+            self._cells = self.module.get_function("cell_substeps")
+            self._cells.prepare("PPPPPPiiidd")
+            self._rkc = self.module.get_function("rkc_stage")
+            self._rkc.prepare("PPPPPPPPdddidd")
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
         # constants
@@ -221,6 +231,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         else:
             self.K = gpuarray.zeros(max(tab.stages - 1, 1) * self.nk * npad, self.real)
         self.Vst = [gpuarray.zeros(npad, self.real), gpuarray.zeros(npad, self.real)]
+        # the diffusion super-step's stages (splitting): two V buffers besides the state's row 0
+        self.U = [gpuarray.zeros(npad, self.real) for _ in range(2 if self.split else 0)]
         nbr = np.zeros((problem.mesh.width, npad), np.int32)
         nbr[:, :n] = problem.mesh.neighbours.T
         w = np.zeros((problem.mesh.width, npad), self.real)
@@ -264,6 +276,15 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._pause = np.inf                # the device's CD_PAUSE
         self._reset_recording()
         self._seed_voltage()
+        self._plan_diffusion(problem.mesh.inv_d2)
+
+    def _plan_diffusion(self, inv_d2: np.ndarray) -> None:
+        """Splitting: each diffusion super-step's stage coefficients (μ, ν, μ̃·h) for the weights
+        ``inv_d2``, the whole and half split step (none without diffusion)."""
+        h = self.p.cfg.solver.split_dt
+        stages = super_step_stages(inv_d2, self.p.D, h) if self.n > 1 and self.p.D != 0 else {}
+        self._rkc_plan = {f: [(mu, nu, mu_t * f * h) for mu, nu, mu_t in rkc1_coefficients(s)]
+                          for f, s in stages.items()}
 
     def keep_voltage(self, every: float) -> VoltageGrid:
         """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""
@@ -282,6 +303,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             pfield = self.pfield.get().reshape(len(self.p.varying), -1)
             pfield[:, :n] = param_field[list(self.p.varying)]
             self.pfield.set(np.ascontiguousarray(pfield.ravel()))
+        if self.split:
+            self._plan_diffusion(inv_d2)
 
     def _set_const(self, name: str, values: np.ndarray) -> None:
         ptr, size = self.module.get_global(name)
@@ -314,12 +337,15 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def _seed_voltage(self) -> None:
         """Fixed steps: copy V from the state into the slot the next step's first stage reads
         (after the state is set: at the start and on restoring a checkpoint)."""
-        if not self.p.tableau.adaptive:
+        if not self.p.tableau.adaptive and not self.split:
             self.cuda.memcpy_dtod(self.Vst[self._voltage_slot(0)].gpudata, self.YA.gpudata,
                                   self.npad * self.YA.dtype.itemsize)
 
     # ---- stepping ------------------------------------------------------------------------
     def _launch_step(self) -> None:
+        if self.split:
+            self._launch_split_step()
+            return
         fixed = not self.p.tableau.adaptive
         step = self.steps_accepted if fixed else 0
         for i, launches in enumerate(self._stage_launches):
@@ -343,13 +369,50 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self.probes.gpudata, self.rec_t.gpudata, self.rec_v.gpudata, np.int32(self.rec_cap),
             self.h_hist.gpudata, np.int32(self.h_cap), self.cd.gpudata, self.ci.gpudata, np.int32(n))
 
+    def _launch_split_step(self) -> None:
+        """One split step (:mod:`.splitting`, as ``CpuTissue._split_step``): the substeps and the
+        diffusion super-step (Strang: half of it on each side); its first kernel checks and
+        observes the state the last one left. A due state is recorded at once (``record``)."""
+        step, split_dt, k = self.steps_accepted, self.p.cfg.solver.split_dt, self.p.substeps
+        observe = (step, step * split_dt, (step - 1) * split_dt if step else 0.0)
+        if self.p.cfg.solver.split == "strang":
+            observe = self._diffuse(0.5, observe)
+        self._cells.prepared_async_call(
+            self._grid, (BLOCK, 1, 1), self.stream, self.YA.gpudata, self.mask.gpudata, self.maps.gpudata,
+            self.cd.gpudata, self.ci.gpudata, self.pfield.gpudata, np.int32(step * k), np.int32(k),
+            np.int32(observe[0]), np.float64(observe[1]), np.float64(observe[2]))
+        self._diffuse(0.5 if self.p.cfg.solver.split == "strang" else 1.0, (-1, 0.0, 0.0))
+        self._count_fixed_step()
+        self._flush_record()
+
+    def _diffuse(self, fraction: float, observe: tuple[int, float, float]) -> tuple[int, float, float]:
+        """Launch the RKC1 super-step over ``fraction`` of the split step on V (row 0 of YA):
+        stage j reads the two before (V itself for the first two), the last writes V back in
+        place (one stage: through a buffer). Its first stage does the ``observe`` (step index,
+        or -1, t, t_prev) of the split step's first kernel; returns what is left to observe."""
+        plan = self._rkc_plan.get(fraction)
+        if not plan:
+            return observe
+        v = self.YA.gpudata
+        before, last = v, v
+        for j, (mu, nu, mu_t_h) in enumerate(plan, 1):
+            out = v if j == len(plan) > 1 else self.U[j % 2].gpudata
+            self._rkc.prepared_async_call(
+                self._grid, (BLOCK, 1, 1), self.stream, last, before, out, self.nbr.gpudata, self.w.gpudata,
+                self.maps.gpudata, self.cd.gpudata, self.ci.gpudata, np.float64(mu), np.float64(nu),
+                np.float64(mu_t_h), np.int32(observe[0]), np.float64(observe[1]), np.float64(observe[2]))
+            before, last, observe = last, out, (-1, 0.0, 0.0)
+        if len(plan) == 1:
+            self.cuda.memcpy_dtod_async(v, last, self.npad * self.YA.dtype.itemsize, self.stream)
+        return observe
+
     def _count_fixed_step(self) -> None:
         """After a fixed step's stages: count it, as the adaptive control kernel would on the
         device (t = steps * h, no drift), and give the probes of the state it left a recording
         slot if the step is due: the next step's first stage records them, or
         :meth:`_flush_record` before the host reads. A step the device stopped at (blow-up) is
         not counted: :meth:`_sync` takes the device's counters."""
-        h = self.p.cfg.solver.dt
+        h = self.p.step_dt
         self.steps_accepted += 1
         self.t = self.steps_accepted * h
         self.done = self.t >= self.p.t_end - 0.5 * h
@@ -391,7 +454,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                 remaining = self.p.fixed_steps - self.steps_accepted
                 for target in (np.inf if t_target is None else t_target, due):
                     if np.isfinite(target):
-                        steps = np.ceil((target - self.t) / self.p.cfg.solver.dt - 1e-9)
+                        steps = np.ceil((target - self.t) / self.p.step_dt - 1e-9)
                         remaining = min(remaining, max(1, int(steps)))
                 n = max(1, min(n, remaining))
             else:
@@ -480,7 +543,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         the device's copy), where the adaptive control kernel keeps it, so that read-back,
         ``observe_final`` and checkpoints see the same block. After a blow-up the stage
         kernel has written the stopped step's counters there: the host takes those."""
-        h = self.p.cfg.solver.dt
+        h = self.p.step_dt
         if ci[CI_STATUS] == ST_OK:
             ci[CI_ACC], ci[CI_DONE] = self.steps_accepted, int(self.done)
             cd[CD_T] = self.steps_accepted * h
@@ -559,7 +622,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._seed_voltage()
 
     def close(self) -> None:
-        buffers = (self.YA, self.YB, self.K, *self.Vst, self.nbr, self.w, self.mask, self.maps, self.pfield,
+        buffers = (self.YA, self.YB, self.K, *self.Vst, *self.U, self.nbr, self.w, self.mask, self.maps, self.pfield,
                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist, self.lut)
         for buf in {id(b): b for b in buffers if b is not None}.values():     # YB is YA for fixed steps
             buf.gpudata.free()

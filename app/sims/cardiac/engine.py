@@ -30,7 +30,7 @@ from app.sims.cardiac.shapes import icosphere, sheet
 from app.sims.cardiac.model import CellModel, LookupSpec, config_model
 from app.sims.cardiac.rosenbrock import ROSENBROCK, Rosenbrock, dense_jacobian, rosenbrock_step
 from app.sims.cardiac.solvers import AUTO, METHODS, Tableau, error_ratio, next_step, rk_step, with_rl
-from app.sims.cardiac.splitting import rkc1_stages, rkc1_step, spectral_bound
+from app.sims.cardiac.splitting import rkc1_step, super_step_stages
 from app.sims.common.config import ConfigError
 from app.sims.common.engine import EngineBase
 
@@ -424,8 +424,7 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
 
     def _rkc_stages(self) -> dict[float, int]:
         """Stages of the diffusion super-step over the whole and half the split step."""
-        h, rho = self.p.cfg.solver.split_dt, spectral_bound(self.p.mesh.inv_d2, self.p.D)
-        return {f: rkc1_stages(f * h, rho) for f in (0.5, 1.0)} if h > 0 else {}
+        return super_step_stages(self.p.mesh.inv_d2, self.p.D, self.p.cfg.solver.split_dt)
 
     def keep_voltage(self, every: float) -> VoltageGrid:
         """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""

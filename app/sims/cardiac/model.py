@@ -482,7 +482,8 @@ class CellModel:
     def _cuda_blocks(self, real: str) -> list[str]:
         """``MODEL_NJAC`` (the outputs after the b's), ``BLOCK_STATE[s]`` (state s is in a block)
         and ``model_block_update``: GRL1's step of each block (:func:`.markov.block_step`) from
-        the old states ``y0`` and the outputs ``kk`` (diffusion in kk[0]) into ``Yn``
+        the old states ``y0`` and the outputs ``kk`` (diffusion in kk[0]) into state q of cell k
+        at ``Yn[q * stride + k]`` (the state array, or a thread's registers: stride 1, k 0)
         (kernels/common/small_solve.cuh)."""
         ng, nga = self.n_nongating, self.n_gates
         in_block = {k for block in self.blocks for k in block.states}
@@ -490,7 +491,8 @@ class CellModel:
         lines = [f"#define MODEL_NJAC {len(self.outputs) - ng - 2 * nga}",
                  f"__device__ constexpr bool BLOCK_STATE[{self.n_states}] = {{{flags}}};",
                  f"__device__ __forceinline__ void model_block_update(const {real}* __restrict__ kk, "
-                 f"const {real}* __restrict__ y0, {real}* __restrict__ Yn, const int k, const {real} h)", "{"]
+                 f"const {real}* __restrict__ y0, {real}* __restrict__ Yn, const int stride, const int k, "
+                 f"const {real} h)", "{"]
 
         def entry(value: str) -> str:
             return f"(isnan({value}) ? ({real})0 : {value})"
@@ -508,7 +510,7 @@ class CellModel:
             lines += [f"        m[{i * n + j}] = -h * {entry(f'kk[{ng + 2 * nga + block.first + e}]')};"
                       for e, (i, j) in enumerate(block.entries)]
             lines.append(f"        small_solve<{n}>(m, x);")
-            lines += [f"        Yn[{q} * NPAD + k] = y0[{q}] + x[{i}];" for i, q in enumerate(block.states)]
+            lines += [f"        Yn[{q} * stride + k] = y0[{q}] + x[{i}];" for i, q in enumerate(block.states)]
             lines.append("    }")
         return lines + ["}"]
 

@@ -80,16 +80,22 @@ def rkc1_amplification(z: np.ndarray, s: int, eps: float = EPSILON) -> np.ndarra
     return tx / _chebyshev(s, w0)[0][s]
 
 
+def rkc1_coefficients(s: int, eps: float = EPSILON) -> list[tuple[float, float, float]]:
+    """(μ_j, ν_j, μ̃_j) of stages j = 1..s of :func:`rkc1_step` (stage 1: (1, 0, w1/w0)), what the
+    CUDA stage kernel is passed."""
+    w0, w1, _ = rkc1_parameters(s, eps)
+    b = 1.0 / _chebyshev(s, w0)[0]
+    return [(1.0, 0.0, w1 / w0)] + [(2 * w0 * b[j] / b[j - 1], -b[j] / b[j - 2], 2 * w1 * b[j] / b[j - 1])
+                                    for j in range(2, s + 1)]
+
+
 def rkc1_step(v: np.ndarray, h: float, operator: Callable[[np.ndarray], np.ndarray], s: int,
               eps: float = EPSILON) -> np.ndarray:
     """One RKC1 super-step of dv/dt = operator(v) over ``h`` with ``s`` stages:
     Y_1 = v + μ̃_1 h F(v), Y_j = μ_j Y_{j−1} + ν_j Y_{j−2} + μ̃_j h F(Y_{j−1}) with b_j = 1/T_j(w0),
     μ_j = 2 w0 b_j/b_{j−1}, ν_j = −b_j/b_{j−2}, μ̃_j = 2 w1 b_j/b_{j−1} (μ̃_1 = w1/w0)."""
-    w0, w1, _ = rkc1_parameters(s, eps)
-    b = 1.0 / _chebyshev(s, w0)[0]
-    y_prev, y = v, v + (w1 / w0) * h * operator(v)
-    for j in range(2, s + 1):
-        mu, nu, mu_t = 2 * w0 * b[j] / b[j - 1], -b[j] / b[j - 2], 2 * w1 * b[j] / b[j - 1]
+    y_prev, y = v, v
+    for mu, nu, mu_t in rkc1_coefficients(s, eps):
         y_prev, y = y, mu * y + nu * y_prev + mu_t * h * operator(y)
     return y
 
@@ -98,3 +104,10 @@ def spectral_bound(inv_d2: np.ndarray, D: float) -> float:
     """Gershgorin's bound ρ on |λ| of the operator D·Σ_j w_kj (V_j − V_k): 2·D·max_k Σ_j |w_kj|."""
     return 2.0 * abs(D) * float(np.abs(inv_d2).sum(axis=1).max()) if inv_d2.size else 0.0
 
+
+
+def super_step_stages(inv_d2: np.ndarray, D: float, split_dt: float) -> dict[float, int]:
+    """Stages of the diffusion super-step over the whole (1.0) and half (0.5) split step, for
+    the weights ``inv_d2`` (recomputed when steering changes them); empty without splitting."""
+    rho = spectral_bound(inv_d2, D)
+    return {f: rkc1_stages(f * split_dt, rho) for f in (0.5, 1.0)} if split_dt > 0 else {}

@@ -44,3 +44,14 @@ def test_a_quick_split_run_records_its_stages_and_floor(tmp_path):
     s = result["diffusion_stages"][0]
     assert rkc1_parameters(s)[2] >= 0.1 * rho and (s == 1 or rkc1_parameters(s - 1)[2] < 0.1 * rho)
     assert result["floor_bytes_per_node_ms"] == pytest.approx(result["floor_bytes_per_node_step"] / 0.1)
+
+
+@pytest.mark.gpu
+def test_a_quick_strang_split_run_on_cuda(tmp_path):
+    """``bench cardiac --mesh --split-dt 0.1 --split strang`` on CUDA: the split kernels run the
+    shell to its end, the wave spreads, the record names both half super-steps."""
+    assert bench_mesh.main(backend="cuda", out_dir=tmp_path, quick=True, split_dt=0.1, split="strang") == 0
+    result = json.loads((tmp_path / "cardiac-mesh.json").read_text())["results"]
+    assert result["backend"] == "cuda" and result["finished"] and result["split"] == "strang"
+    assert result["steps"] == round(bench_mesh.QUICK_T_END / 0.1) and len(result["diffusion_stages"]) == 2
+    assert result["activated_fraction"] > 0

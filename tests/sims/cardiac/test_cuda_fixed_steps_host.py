@@ -75,7 +75,7 @@ def host_only_engine(problem: Problem) -> CudaTissue:
     eng.t, eng.steps_accepted, eng.steps_rejected, eng.done = 0.0, 0, 0, False
     eng._observed_final = False
     eng.grids, eng._pause = [], np.inf
-    eng.fused = False                   # fixed steps: a launch per stage
+    eng.fused = eng.split = False       # fixed steps: a launch per stage
     eng._reset_recording()
     return eng
 

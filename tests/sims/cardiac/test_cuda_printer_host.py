@@ -137,7 +137,7 @@ def test_printed_block_update_matches_numpy(tmp_path, which):
         assert m.blocks[-1].states == (0, 1)
     code = (PRELUDE + f"static double c_params[{max(len(m.parameters), 1)}];\n" + m.cuda_source("double")
             + "extern \"C\" void blocks(const double* kk, const double* y0, double* yn, double h) {\n"
-            "  model_block_update(kk, y0, yn, 0, h);\n}\n")
+            "  model_block_update(kk, y0, yn, 1, 0, h);\n}\n")
     dll = compile_host(code, tmp_path)
     y = random_states(8, seed=4, model=m)
     p = m.parameter_vector()

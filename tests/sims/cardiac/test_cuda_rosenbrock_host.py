@@ -7,14 +7,11 @@ control block ``cuda.CudaTissue`` sets up, against the NumPy engine's run of the
 the same accepted and rejected steps at the same times, the same V and end state."""
 
 import ctypes
-import re
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
-from app.compute.kernels import COMMON_DIR
 from app.sims.cardiac import cuda as cuda_engine
 from app.sims.cardiac.config import MAX_STIMULI
 from app.sims.cardiac.cuda import CD_H, CD_N, CD_NEXTSAVE, CD_PAUSE, CI_ACC, CI_DONE, CI_N, CI_NREC, CI_REJ, CI_STATUS
@@ -22,46 +19,15 @@ from app.sims.cardiac.cuda import kernel_source, recorded_rows
 from app.sims.cardiac.engine import Problem
 
 from .helpers import config, run
+from .host_cuda import compile_for_host
 from .synthetic import markov_run, write_markov_model
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-
-# One thread of one block: CUDA's qualifiers gone, its intrinsics as that thread sees them.
-PRELUDE = """
-#include <cmath>
-#include <cstring>
-#include <cstdint>
-#include <cfloat>
-using std::exp; using std::log; using std::sqrt; using std::pow; using std::fabs; using std::expm1;
-using std::fmin; using std::fmax; using std::isnan; using std::floor; using std::fmaxf;
-#define __device__
-#define __global__
-#define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
-#define __constant__ static
-#define __shared__ static
-#define __restrict__
-#define __launch_bounds__(...)
-struct Dim { unsigned x, y, z; };
-static const Dim threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {32, 1, 1};   // one warp's worth
-static inline void __syncthreads() {}
-template <class T> static inline T __shfl_down_sync(unsigned, T v, int) { return v; }
-static inline int __reduce_min_sync(unsigned, int v) { return v; }
-static inline int __reduce_max_sync(unsigned, int v) { return v; }
-static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-static inline int atomicCAS(int* p, int cmp, int v) { const int old = *p; if (old == cmp) *p = v; return old; }
-static inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v)
-{ const unsigned long long old = *p; if (v > old) *p = v; return old; }
-"""
 
 
 def host_kernel(problem: Problem, tmp_path):
     src, defines = kernel_source(problem)
     assert defines["FUSED_STEPS"] == 1 and defines["NCELLS"] == 1
-    # the PTX loads of reload() (used by the Runge-Kutta stages only) as plain loads
-    src = re.sub(r'asm volatile\("ld\.global\.f(32|64) %0, \[%1\];" : "=[fd]"\(v\) : "l"\(p\)\);', "v = *p;", src)
-    assert "asm" not in src
     wrapper = """
 extern "C" void set_constants(const double* params, int n_params, const double* stim, const double* solver)
 {
@@ -77,12 +43,7 @@ extern "C" void launch(double* YA, double* YB, double* K, double* V0, double* V1
                     h_hist, h_cap, cd, ci, n_steps);
 }
 """
-    cpp, lib = tmp_path / "kernel.cpp", tmp_path / "kernel.so"
-    cpp.write_text(PRELUDE + src + wrapper)
-    flags = [f"-D{k}={v}" for k, v in defines.items()]
-    subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-w", f"-I{COMMON_DIR}",
-                    *flags, "-o", str(lib), str(cpp)], check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(lib))
+    return compile_for_host(src, defines, wrapper, tmp_path)
 
 
 def _ptr(array: np.ndarray):

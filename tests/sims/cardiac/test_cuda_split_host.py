@@ -1,0 +1,217 @@
+"""The CUDA engine's split step (``solver.split_dt``) without a GPU: ``CudaTissue`` itself, its
+device arrays and launches served by stand-ins for pycuda (host memory; ``kernels/cardiac.cu``
+as the engine fills it, compiled with g++ over :mod:`.host_cuda`'s stand-in for CUDA's
+intrinsics, each launch's threads run in turn), against the NumPy engine on a small sheet:
+the same probe times and V, activation times and end states, Godunov and Strang."""
+
+import ctypes
+import shutil
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from app.sims.cardiac import cuda as cuda_engine
+from app.sims.cardiac.engine import CpuTissue, Problem
+
+from .helpers import config
+from .host_cuda import compile_for_host
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+
+# Each kernel a launch runs, thread by thread (its threads do not wait on each other), and the
+# constants' addresses.
+WRAPPER = """
+#define THREADS(call) for (unsigned b_ = 0; b_ < (unsigned)blocks; ++b_) for (unsigned t_ = 0; t_ < (unsigned)threads; ++t_) \\
+    { blockIdx.x = b_; threadIdx.x = t_; blockDim.x = threads; call; }
+extern "C" void host_cell_substeps(int blocks, int threads, real* YA, const unsigned* mask, real* maps, double* cd,
+    int* ci, const real* pfield, int first, int n_sub, int observe_step, double t, double t_prev)
+{ THREADS(cell_substeps(YA, mask, maps, cd, ci, pfield, first, n_sub, observe_step, t, t_prev)) }
+extern "C" void host_rkc_stage(int blocks, int threads, const real* u1, const real* u2, real* out, const int* nbr,
+    const real* w, real* maps, double* cd, int* ci, double mu, double nu, double mu_t_h, int observe_step,
+    double t, double t_prev)
+{ THREADS(rkc_stage(u1, u2, out, nbr, w, maps, cd, ci, mu, nu, mu_t_h, observe_step, t, t_prev)) }
+extern "C" void host_record(int blocks, int threads, const real* Y, const int* probes, double* rec_t, double* rec_v,
+    const int* ci, double t, int slot)
+{ THREADS(record(Y, probes, rec_t, rec_v, ci, t, slot)) }
+extern "C" void host_observe_final(int blocks, int threads, const real* YA, const real* YB, real* maps,
+    const double* cd, const int* ci)
+{ THREADS(observe_final(YA, YB, maps, cd, ci)) }
+extern "C" void* global_ptr(int which)
+{
+    if (which == 0) return (void*)c_params;
+    if (which == 1) return (void*)c_stim;
+    if (which == 2) return (void*)c_solver;
+#if MODEL_TABLES
+    return (void*)&c_lut;
+#else
+    return nullptr;
+#endif
+}
+extern "C" unsigned long global_size(int which)
+{
+    if (which == 0) return sizeof(c_params);
+    if (which == 1) return sizeof(c_stim);
+    if (which == 2) return sizeof(c_solver);
+    return sizeof(void*);
+}
+"""
+GLOBALS = ("c_params", "c_stim", "c_solver", "c_lut")
+
+
+class Pointer(int):
+    def free(self) -> None:
+        pass
+
+
+class HostArray:
+    """A pycuda GPUArray in host memory: ``gpudata`` is its address."""
+
+    def __init__(self, values: np.ndarray):
+        self.a = values
+        self.gpudata = Pointer(values.ctypes.data)
+        self.dtype = values.dtype
+
+    def get(self) -> np.ndarray:
+        return self.a.copy()
+
+    def set(self, values) -> None:
+        self.a[...] = np.asarray(values, self.dtype).reshape(self.a.shape)
+
+    def __getitem__(self, index) -> "HostArray":
+        return HostArray(self.a[index])
+
+
+class HostKernel:
+    def __init__(self, dll: ctypes.CDLL, name: str):
+        self.dll, self.name, self.fmt = dll, name, ""
+
+    def prepare(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def prepared_async_call(self, grid, block, stream, *args) -> None:
+        kinds = {"P": lambda a: ctypes.c_void_p(int(a)), "i": ctypes.c_int, "d": ctypes.c_double}
+        assert len(args) == len(self.fmt), self.name
+        converted = [kinds[f](a) for f, a in zip(self.fmt, args)]
+        getattr(self.dll, f"host_{self.name}")(ctypes.c_int(grid[0]), ctypes.c_int(block[0]), *converted)
+
+
+class HostModule:
+    def __init__(self, dll: ctypes.CDLL):
+        self.dll = dll
+        dll.global_ptr.restype, dll.global_size.restype = ctypes.c_void_p, ctypes.c_ulong
+
+    def get_function(self, name: str) -> HostKernel:
+        return HostKernel(self.dll, name)
+
+    def get_global(self, name: str):
+        which = GLOBALS.index(name)
+        return Pointer(self.dll.global_ptr(which)), int(self.dll.global_size(which))
+
+
+def _copy(dst, src, size, *_stream) -> None:
+    ctypes.memmove(int(dst), int(src), int(size))
+
+
+@pytest.fixture
+def host_pycuda(monkeypatch, tmp_path):
+    """pycuda's driver and gpuarray as host stand-ins, and ``load_module`` compiling with g++."""
+    driver = SimpleNamespace(Stream=lambda: SimpleNamespace(synchronize=lambda: None),
+                             memcpy_htod=lambda dst, src: _copy(dst, np.ascontiguousarray(src).ctypes.data,
+                                                                np.ascontiguousarray(src).nbytes),
+                             memcpy_dtod=_copy, memcpy_dtod_async=_copy)
+    gpuarray = SimpleNamespace(to_gpu=lambda a: HostArray(np.array(a)),
+                               zeros=lambda n, dtype: HostArray(np.zeros(n, dtype)))
+    package = SimpleNamespace(driver=driver, gpuarray=gpuarray)
+    for name, module in (("pycuda", package), ("pycuda.driver", driver), ("pycuda.gpuarray", gpuarray)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(cuda_engine, "load_module",
+                        lambda src, name, defines: HostModule(compile_for_host(src, defines, WRAPPER, tmp_path)))
+
+
+def sheet(split: str, precision: str, lookup: bool = False) -> str:
+    """A 7 × 3 sheet, Beeler–Reuter, stimulated at one end: the wave crosses it in the run."""
+    return ("model: {file: beeler_reuter_model_1977}\n"
+            "mesh: {kind: sheet, nx: 7, ny: 3, dx_mm: 0.1}\n"
+            "protocol: {t_end: 6.0, stimuli: [{start: 0.5, duration: 2.0, amplitude: -100, "
+            "region: {kind: rect, x1: 0.15}}]}\n"
+            f"solver: {{method: rlfe, dt: 0.02, split_dt: 0.1, split: {split}, precision: {precision}, "
+            f"lookup_tables: {str(lookup).lower()}}}\n"
+            "output: {random_probes: 0, probe_cells: [0, 3, 20], dt_save: 0.2}\n")
+
+
+def cpu_run(problem: Problem) -> CpuTissue:
+    cpu = CpuTissue(problem)
+    while not cpu.finished:
+        cpu.advance(1000)
+    return cpu
+
+
+@pytest.mark.parametrize("split", ["godunov", "strang"])
+def test_cuda_split_steps_match_the_numpy_engine_in_float64(host_pycuda, split):
+    text = sheet(split, "float64")
+    cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+    assert cuda.split and len(cuda._rkc_plan[0.5 if split == "strang" else 1.0]) >= 2
+    while not cuda.finished:            # slices of steps and of simulated time: whole split steps
+        cuda.advance(7)
+        cuda.advance_time(0.35)
+        assert cuda.t == pytest.approx(0.1 * cuda.steps_accepted) and cuda.steps_accepted in (*range(0, 61, 11), 60)
+    cpu = cpu_run(Problem.from_config(config(text)))
+    assert cuda.steps_accepted == cpu.steps_accepted == 60
+    (ct, cv), (nt, nv) = cuda.recordings(), cpu.recordings()
+    np.testing.assert_allclose(ct, nt, rtol=0, atol=1e-12)
+    # the same arithmetic, a few roundings apart (measured: V 2e-14 mV, states 2e-14)
+    np.testing.assert_allclose(cv, nv, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(cuda.states(), cpu.states(), rtol=0, atol=1e-11)
+    got, ref = cuda.activation(), cpu.activation()
+    assert np.isfinite(ref["activation_time"]).all()      # the wave crossed the sheet
+    np.testing.assert_allclose(got["activation_time"], ref["activation_time"], rtol=0, atol=1e-11)
+    np.testing.assert_allclose(got["activation_last"], ref["activation_last"], rtol=0, atol=1e-11)
+
+
+def test_cuda_split_steps_in_float32_round_each_stage(host_pycuda):
+    """float32: the NumPy engine diffuses in float64 and rounds V once per super-step, the
+    kernels round each RKC stage to float32 (the floor counts 4 B per stage value); with the
+    tables (the fused model's tabulated gate updates, the NumPy engine's the model's own). V
+    agrees to float32's rounding, a dozen ulp of 100 mV over the 60 split steps (measured:
+    2.3e-5 mV, 3 ulp), the activation times to 1e-5 ms (measured: 2e-7 ms)."""
+    text = sheet("strang", "float32", lookup=True)
+    cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+    while not cuda.finished:
+        cuda.advance(1000)
+    cpu = cpu_run(Problem.from_config(config(text)))
+    (ct, cv), (nt, nv) = cuda.recordings(), cpu.recordings()
+    np.testing.assert_allclose(ct, nt, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(cv, nv, rtol=0, atol=1e-4)
+    got, ref = cuda.activation()["activation_time"], cpu.activation()["activation_time"]
+    assert np.isfinite(ref).all()
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5)
+
+
+def test_cuda_split_checkpoint_steering_and_readouts_as_the_numpy_engine(host_pycuda):
+    """GRL1, Strang: a checkpoint after 20 split steps resumed in a new engine, new diffusion
+    weights from step 30 on (the super-step's stages planned again), V kept every 0.5 ms: the
+    same as the NumPy engine doing the same."""
+    text = sheet("strang", "float64").replace("method: rlfe", "method: grl1")
+    cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+    cpu = CpuTissue(Problem.from_config(config(text)))
+    cuda.advance(20)
+    resumed = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+    resumed.restore(cuda.state())
+    cpu.advance(20)
+    grids = [engine.keep_voltage(0.5) for engine in (resumed, cpu)]
+    for engine in (resumed, cpu):
+        engine.advance(10)
+        engine.set_tissue(4 * engine.p.mesh.inv_d2, None)
+    assert len(resumed._rkc_plan[0.5]) > len(cuda._rkc_plan[0.5])
+    for engine in (resumed, cpu):
+        while not engine.finished:
+            engine.advance(1000)
+    np.testing.assert_allclose(resumed.states(), cpu.states(), rtol=0, atol=1e-11)
+    np.testing.assert_allclose(resumed.recordings()[1], cpu.recordings()[1], rtol=0, atol=1e-11)
+    kept, expected = grids[0].take(), grids[1].take()
+    assert [t for t, _ in kept] == [t for t, _ in expected] and len(kept) == 8
+    np.testing.assert_allclose(np.array([v for _, v in kept]), np.array([v for _, v in expected]), atol=1e-11)
+    np.testing.assert_allclose(resumed.activation()["activation_time"], cpu.activation()["activation_time"],
+                               rtol=0, atol=1e-11)
