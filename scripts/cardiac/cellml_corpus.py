@@ -32,6 +32,9 @@ Metrics: ``app.sims.cardiac.metrics.beat_metrics`` (APD90 from the time of max d
   table shows the largest step and the method within the bound; where none is, the pair of
   states GRL1 steps apart with the fastest exchange at rest (``stability.split_coupling``), the
   diagnosis. ``--runs explicit-cuda``: the same on CUDA (``DIR/explicit-cuda/``, a column of its own).
+* ``--runs rodas4`` / ``rodas4-cuda``: the Rosenbrock method (``solver.method: rodas4`` at its
+  defaults) on the CPU / CUDA, the same protocol; a run stops itself before ``--timeout``
+  (``DIR/rodas4/``, ``DIR/rodas4-cuda/``, a column each).
 
 Usage (SUNDIALS: ``apt-get install libsundials-dev``; check with ``python -m myokit system``)::
 
@@ -64,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 from app.sims.cardiac.singlecell import BEATS, ours, protocol, reference  # noqa: E402
 
 SINGLE_CELL = "{}"                                             # the single-cell defaults: CVODE
+ROSENBROCK = "{method: rodas4}"                                # RODAS4 at its defaults (CPU and CUDA alike)
 TISSUE = "{method: cvode, precision: float64}"                 # implicit, a 2x2 sheet
 TABLE = ROOT / "docs" / "user-guide" / "cellml-corpus.md"
 EXPLICIT_STEPS = (0.05, 0.01, 0.005)                           # ms: the tissue default, then finer
@@ -181,8 +185,21 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None, bac
     return row
 
 
+def one_rosenbrock(path: Path, backend: str = "cpu", budget_s: float | None = None) -> dict:
+    """The Rosenbrock method (:data:`ROSENBROCK`: rodas4 at its default tolerances) on one cell,
+    the corpus protocol; a run past ``budget_s`` stops itself (a row saying how far it got)."""
+    from app.sims.cardiac.model import load_model
+
+    stim = protocol(load_model(str(path)))
+    run = _guarded(path, stim, ROSENBROCK, backend=backend, budget_s=budget_s)
+    if "out_of_time_s" in run:
+        return {"model": path.stem, "timeout_s": run["out_of_time_s"], "reached": run}
+    return {"model": path.stem, "rodas4": run}
+
+
 KINDS: dict[str, Callable[..., dict]] = {"cpu": one, "cuda": one_cuda, "explicit": one_explicit,
-                                         "explicit-cuda": one_explicit}
+                                         "explicit-cuda": one_explicit, "rodas4": one_rosenbrock,
+                                         "rodas4-cuda": one_rosenbrock}
 
 
 def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[float, ...],
@@ -194,6 +211,8 @@ def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[f
         row = one(Path(path), previous)
     elif kind == "cuda":
         row = one_cuda(Path(path), tolerances, ref, budget_s)
+    elif kind.startswith("rodas4"):
+        row = one_rosenbrock(Path(path), "cuda" if kind.endswith("cuda") else "cpu", budget_s)
     else:
         previous = json.loads(Path(out).read_text()) if Path(out).exists() else None
         row = one_explicit(Path(path), ref, previous, "cuda" if kind == "explicit-cuda" else "cpu")
@@ -223,7 +242,7 @@ def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: b
     while tasks or running:
         while tasks and len(running) < jobs:
             k, f = tasks.pop(0)
-            budget = max(timeout - CLEAN_STOP_S, 1.0) if k == "cuda" else None
+            budget = max(timeout - CLEAN_STOP_S, 1.0) if k in ("cuda", "rodas4", "rodas4-cuda") else None
             proc = ctx.Process(target=_worker, args=(k, str(f), str(_target(out, k, f.stem)), redo_ours,
                                                      tolerances, budget))
             proc.start()
@@ -281,6 +300,23 @@ def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
     return text, err
 
 
+def _rosenbrock_cell(run: dict | None, last: dict) -> tuple[str, float]:
+    """A rodas4 column: the APD90 error, engine seconds and steps (accepted; rejected), and that
+    error (nan: not run, failed or not finished)."""
+    if not run:
+        return "not run", math.nan
+    if "timeout_s" in run:
+        got = run.get("reached")
+        return (f"not finished within {run['timeout_s']:.0f} s" + (
+            f" (at {got['t_ms'] / 1e3:.1f} of {got['t_end_ms'] / 1e3:.1f} s)" if got else "")), math.nan
+    res = run["rodas4"]
+    if "error" in res or res.get("stopped"):
+        return f"failed: {_short(res.get('error') or res['stopped'])}", math.nan
+    err = _err(res.get("apd90_ms"), last.get("apd90_ms"))
+    return (f"{_f(err, '+.3f')} % ({_f(res.get('engine_seconds'), '.1f')} s, "
+            f"{res.get('steps_accepted', 0):,} steps)"), err
+
+
 def _explicit_cell(run: dict | None, target: dict) -> tuple[str, str | float | None]:
     """The tissue-solver column: the error of each method at each step tried, and the first
     (largest step) within :data:`EXPLICIT_BOUND` as "method dt" (None: none; nan: not run)."""
@@ -327,10 +363,12 @@ def _explicit_cell(run: dict | None, target: dict) -> tuple[str, str | float | N
 def table(out: Path) -> str:
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     extra = {k: {p.stem: json.loads(p.read_text()) for p in (out / k).glob("*.json")}
-             for k in ("cuda", "explicit", "explicit-cuda")}
+             for k in ("cuda", "explicit", "explicit-cuda", "rodas4", "rodas4-cuda")}
     with_cuda, with_explicit_cuda = bool(extra["cuda"]), bool(extra["explicit-cuda"])   # columns where a GPU ran them
     head = ["model", "imported", "APD90 ours (ms)", "APD90 CVODES (ms)", "error"]
     head += ["CUDA default: error (time, steps)"] if with_cuda else []
+    rosenbrock = [k for k in ("rodas4", "rodas4-cuda") if extra[k]]
+    head += [f"rodas4{' on CUDA' if k.endswith('cuda') else ''}: error (time, steps)" for k in rosenbrock]
     head += [f"tissue solvers (float32): error, bound {EXPLICIT_BOUND:g} %"]
     head += ["tissue solvers on CUDA"] if with_explicit_cuda else []
     head += ["sheet APD90 error (beat 1)",
@@ -339,6 +377,7 @@ def table(out: Path) -> str:
     blank = " |" * (len(head) - 2)
     worst, n_ok, ours_total, ref_total = 0.0, 0, 0.0, 0.0
     cuda_errs: list[float] = []
+    rosenbrock_errs: dict[str, list[float]] = {}
     steps: dict[str, int] = {}
     for r in rows:
         name = r["model"]
@@ -369,6 +408,12 @@ def table(out: Path) -> str:
             ours_total += s.get("engine_seconds") or 0.0
             ref_total += r["reference"]["seconds"]
         cuda_text, cuda_err = _cuda_cell(extra["cuda"].get(name), ref)
+        solver_cells = [cuda_text] if with_cuda else []
+        for k in rosenbrock:
+            text, rerr = _rosenbrock_cell(extra[k].get(name), ref)
+            solver_cells.append(text)
+            if np.isfinite(rerr):
+                rosenbrock_errs.setdefault(k, []).append(abs(rerr))
         if ref and np.isfinite(cuda_err):
             cuda_errs.append(abs(cuda_err))
         explicit_text, within = _explicit_cell(extra["explicit"].get(name),
@@ -382,7 +427,7 @@ def table(out: Path) -> str:
             steps[label] = steps.get(label, 0) + 1
         lines.append(f"| {name} | yes ({r['states']} states){note} | {_f(s.get('apd90_ms'), '.2f')} | "
                      f"{_f(ref.get('apd90_ms'), '.2f')} | {_f(err, '+.3f')} % | "
-                     f"{cuda_text + ' | ' if with_cuda else ''}{explicit_text} | "
+                     f"{''.join(c + ' | ' for c in solver_cells)}{explicit_text} | "
                      f"{_f(sheet_err, '+.2f')} % | "
                      f"{_f(s.get('engine_seconds'), '.2f')} | {_f((r.get('reference') or {}).get('seconds'), '.2f')} |")
     summary = (f"{len(rows)} models; {sum('refused' in r for r in rows)} refused; {n_ok} compared: largest "
@@ -390,6 +435,10 @@ def table(out: Path) -> str:
     if cuda_errs:
         summary += (f" CUDA default: {len(cuda_errs)} compared, largest |APD90 error| {max(cuda_errs):.3f} %, "
                     f"{sum(e <= SINGLE_CELL_BOUND for e in cuda_errs)} within {SINGLE_CELL_BOUND:g} %.")
+    for k, errs in rosenbrock_errs.items():
+        summary += (f" rodas4{' on CUDA' if k.endswith('cuda') else ''}: {len(errs)} compared, largest "
+                    f"|APD90 error| {max(errs):.3f} %, {sum(e <= SINGLE_CELL_BOUND for e in errs)} within "
+                    f"{SINGLE_CELL_BOUND:g} %.")
     if steps:
         summary += (f" Tissue solvers, the largest step within {EXPLICIT_BOUND:g} % (RLFE tried before GRL1; "
                     "missed: not for tissue at these steps): "
@@ -408,7 +457,8 @@ def main() -> None:
     ap.add_argument("--reverse", action="store_true", help="models in reverse order (a second runner)")
     ap.add_argument("--runs", default="cpu", help="kinds of run, comma-separated: cpu (references, the CPU "
                     "default, the sheet), cuda (the default on CUDA), explicit (the tissue solvers on the "
-                    "CPU), explicit-cuda (the same on CUDA)")
+                    "CPU), explicit-cuda (the same on CUDA), rodas4 (the Rosenbrock method on the CPU), "
+                    "rodas4-cuda (the same on CUDA)")
     ap.add_argument("--jobs", type=int, default=1, help="models run at once (child processes)")
     ap.add_argument("--cuda-tolerances", default="", help="--runs cuda: also bs32 at these abs = rel tolerances")
     args = ap.parse_args()

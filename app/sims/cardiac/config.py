@@ -30,7 +30,7 @@ AUTO_SOLVERS = {"cpu": {"method": "cvode", **CVODE_DEFAULTS},
                          "dt_max": 1.0, "precision": "float64"}}
 # a Rosenbrock method where the config does not say (float64 only: its tolerances are far below
 # float32's). At 1e-6 its steps are long enough in diastole that dt_max bounds them: on CiPA, Shannon,
-# Grandi, Iyer 2004 and ToRORd (20 beats, scripts/cardiac/rosenbrock_corpus.py) dt_max 10 ms took
+# Grandi, Iyer 2004 and ToRORd (20 beats, the corpus protocol) dt_max 10 ms took
 # half the steps of 1 ms (10,466-13,622 against 24,888-27,710), APD90 within 0.002 % of CVODES with both.
 ROSENBROCK_DEFAULTS = {"at": 1e-6, "rt": 1e-6, "precision": "float64", "dt_max": 10.0, "dt_min": 1e-12}
 AUTO_FIXED = ("at", "rt", "dt", "dt_min", "dt_max", "precision", "rush_larsen", "lookup_tables")
