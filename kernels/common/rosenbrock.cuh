@@ -13,7 +13,8 @@
 #include "small_solve.cuh"
 
 // field_and_jacobian(f0, jac): dy/dt at y0 and the dense Jacobian (row-major N*N) there;
-// rhs(y, f): dy/dt at y. A singular matrix or a NaN gives NaN in y_high and y_low (rejected).
+// rhs(y, f): dy/dt at y. A Jacobian column holding NaN or inf is replaced by forward differences
+// (ROS_DIFF_STEP); a singular matrix or a NaN gives NaN in y_high and y_low (rejected).
 template <int N, class FieldJacobian, class Rhs>
 __device__ void rosenbrock_step(const double* y0, const double h, double* y_high, double* y_low,
                                 double* __restrict__ m, double (* __restrict__ u)[N],
@@ -22,6 +23,16 @@ __device__ void rosenbrock_step(const double* y0, const double h, double* y_high
     double ys[N], fs[N];
     int piv[N];
     field_and_jacobian(fs, m);
+    for (int j = 0; j < N; ++j) {      // a column with NaN or inf: forward differences (mend_jacobian)
+        bool finite = true;
+        for (int i = 0; i < N; ++i) finite = finite && isfinite(m[i * N + j]);
+        if (!finite) {
+            for (int q = 0; q < N; ++q) ys[q] = y0[q];
+            ys[j] = y0[j] + ROS_DIFF_STEP * fmax(1.0, fabs(y0[j]));
+            rhs(ys, u[0]);
+            for (int i = 0; i < N; ++i) m[i * N + j] = (u[0][i] - fs[i]) / (ys[j] - y0[j]);
+        }
+    }
     const double diag = 1.0 / (h * ROS_GAMMA);
     for (int i = 0; i < N * N; ++i) m[i] = -m[i];
     for (int i = 0; i < N; ++i) m[i * N + i] += diag;

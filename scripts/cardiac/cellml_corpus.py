@@ -188,9 +188,13 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None, bac
 def one_rosenbrock(path: Path, backend: str = "cpu", budget_s: float | None = None) -> dict:
     """The Rosenbrock method (:data:`ROSENBROCK`: rodas4 at its default tolerances) on one cell,
     the corpus protocol; a run past ``budget_s`` stops itself (a row saying how far it got)."""
+    from app.sims.cardiac.cellml import CellMLImportError
     from app.sims.cardiac.model import load_model
 
-    stim = protocol(load_model(str(path)))
+    try:
+        stim = protocol(load_model(str(path)))
+    except CellMLImportError as exc:                  # the cpu row says why
+        return {"model": path.stem, "refused": str(exc).replace(str(path), path.name)}
     run = _guarded(path, stim, ROSENBROCK, backend=backend, budget_s=budget_s)
     if "out_of_time_s" in run:
         return {"model": path.stem, "timeout_s": run["out_of_time_s"], "reached": run}
@@ -309,6 +313,8 @@ def _rosenbrock_cell(run: dict | None, last: dict) -> tuple[str, float]:
         got = run.get("reached")
         return (f"not finished within {run['timeout_s']:.0f} s" + (
             f" (at {got['t_ms'] / 1e3:.1f} of {got['t_end_ms'] / 1e3:.1f} s)" if got else "")), math.nan
+    if "refused" in run:
+        return "refused at import", math.nan
     res = run["rodas4"]
     if "error" in res or res.get("stopped"):
         return f"failed: {_short(res.get('error') or res['stopped'])}", math.nan

@@ -23,7 +23,7 @@ from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI
 from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
-from app.sims.cardiac.rosenbrock import Rosenbrock
+from app.sims.cardiac.rosenbrock import DIFF_STEP, Rosenbrock
 from app.sims.cardiac.solvers import METHODS, Tableau
 from app.sims.cardiac.splitting import rkc1_coefficients, super_step_stages
 from app.sims.common.engine import EngineBase
@@ -68,6 +68,7 @@ def rosenbrock_source(tab: Rosenbrock) -> Code:
     s = tab.stages
     return Code("\n".join([
         "#define ROSENBROCK 1", f"#define ROS_STAGES {s}", f"#define ROS_GAMMA {tab.gamma!r}",
+        f"#define ROS_DIFF_STEP {DIFF_STEP!r}",
         f"__device__ constexpr double ROS_A[{s}][{s}] = {{{', '.join(_arr(r) for r in tab.a)}}};",
         f"__device__ constexpr double ROS_C[{s}][{s}] = {{{', '.join(_arr(r) for r in tab.c)}}};",
         f"__device__ constexpr double ROS_M[{s}] = {_arr(tab.m)};",

@@ -32,6 +32,9 @@ import numpy as np
 from app.compute.small_solve import solve_batch
 
 
+
+DIFF_STEP = float(np.sqrt(np.finfo(np.float64).eps))   # relative forward-difference step (mend_jacobian)
+
 @dataclass(frozen=True)
 class Rosenbrock:
     """A Rosenbrock method in Hairer–Wanner's transformed form (see the module's head): the
@@ -98,12 +101,34 @@ def classical_form(tab: Rosenbrock) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return np.array(tab.a) @ gamma, gamma, np.array(tab.m) @ gamma, np.array(tab.m_low) @ gamma
 
 
+def mend_jacobian(rhs: Callable[[np.ndarray], np.ndarray], y0: np.ndarray, f0: np.ndarray,
+                  jac: np.ndarray) -> np.ndarray:
+    """``jac`` (N, S, S) with every column that holds a NaN or an infinity replaced by the forward
+    difference of ``rhs`` over :data:`DIFF_STEP` · max(1, |y_j|). The symbolic entries can be
+    0·∞ where the derivative is finite (a power or an exponential at its limit inside a chain
+    rule: Lindblad 1996's transient outward gates, the release channel of Hund–Rudy 2004);
+    without this every step there is rejected until the step size falls below its floor."""
+    bad = ~np.isfinite(jac).all(axis=1)                   # (N, S): cell c's column j
+    if not bad.any():
+        return jac
+    jac = jac.copy()
+    for j in np.flatnonzero(bad.any(axis=0)):
+        y = y0.copy()
+        y[j] = y0[j] + DIFF_STEP * np.maximum(1.0, np.abs(y0[j]))
+        column = (rhs(y) - f0) / (y[j] - y0[j])           # (S, N)
+        cells = bad[:, j]
+        jac[cells, :, j] = column[:, cells].T
+    return jac
+
+
 def rosenbrock_step(rhs: Callable[[np.ndarray], np.ndarray], y0: np.ndarray, f0: np.ndarray,
                     jac: np.ndarray, h: float, tab: Rosenbrock) -> tuple[np.ndarray, np.ndarray]:
     """One step from ``y0`` (S, N) with ``f0`` = rhs(y0) and the Jacobian ``jac`` (N, S, S):
-    ``(y_high, y_low)``. A singular matrix gives NaN (the step is rejected)."""
+    ``(y_high, y_low)``. A non-finite Jacobian column is mended (:func:`mend_jacobian`); a
+    singular matrix gives NaN (the step is rejected)."""
     eye = np.eye(y0.shape[0])
     with np.errstate(all="ignore"):
+        jac = mend_jacobian(rhs, y0, f0, jac)
         matrix = eye / (h * tab.gamma) - jac
         us: list[np.ndarray] = []
         for i in range(tab.stages):

@@ -1,6 +1,7 @@
 """The Rosenbrock step (:mod:`.rosenbrock`) of one cell compiled by numba, for the compiled CPU
 engine: the algorithm of :func:`.rosenbrock.rosenbrock_step` and ``kernels/common/rosenbrock.cuh``
 on the model's scalar programs (:meth:`CellModel.python_source`: the model ``with_full_jacobian``
+(a non-finite column mended as :func:`.rosenbrock.mend_jacobian` does)
 for the first stage, the model alone for the others). Each stage's system is solved by
 :func:`app.compute.small_solve.solve_in_place` on a copy of the matrix (the compiled engines' one
 small solver; a factorisation per stage, where CUDA and LAPACK keep one for the step).
@@ -15,7 +16,7 @@ import numpy as np
 
 from app.compute.jit import generated_module
 from app.sims.cardiac.model import CellModel
-from app.sims.cardiac.rosenbrock import Rosenbrock
+from app.sims.cardiac.rosenbrock import DIFF_STEP, Rosenbrock
 
 _JIT = "@njit(nogil=True, cache=True, error_model='numpy', fastmath={'contract'}, no_cpython_wrapper=True)"
 
@@ -24,6 +25,17 @@ _STEP = '''
 def step(y0, i_st, p, h, gamma, a, c, m_high, m_low, y_high, y_low, mat, work, u, ys, fs):
     n = y0.shape[0]
     field_and_jacobian(y0, i_st, p, fs, mat)
+    for j in range(n):                      # a column with NaN or inf: forward differences
+        finite = True
+        for i in range(n):
+            finite = finite and math.isfinite(mat[i, j])
+        if not finite:
+            for q in range(n):
+                ys[q] = y0[q]
+            ys[j] = y0[j] + DIFF_STEP * max(1.0, abs(y0[j]))
+            field(ys, i_st, p, u[0])
+            for i in range(n):
+                mat[i, j] = (u[0, i] - fs[i]) / (ys[j] - y0[j])
     for i in range(n):
         for j in range(n):
             mat[i, j] = -mat[i, j]
@@ -71,7 +83,7 @@ def rosenbrock_source(model: CellModel, solver_import: str) -> str:
              "def field_and_jacobian(y, i_st, p, f, jac):", "    r = cell_outputs(y, i_st, p)", *field,
              "    jac[:, :] = 0.0"]
     lines += [f"    jac[{i}, {j}] = r[{ng + 2 * nga + e}]" for e, (i, j) in enumerate(model.jacobian_pattern)]
-    return "\n".join(lines) + "\n" + _STEP
+    return "\n".join(lines) + f"\n\nDIFF_STEP = {DIFF_STEP!r}\n" + _STEP
 
 
 class CompiledRosenbrock:

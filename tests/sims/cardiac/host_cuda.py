@@ -15,7 +15,7 @@ PRELUDE = """
 #include <cstdint>
 #include <cfloat>
 using std::exp; using std::log; using std::sqrt; using std::pow; using std::fabs; using std::expm1;
-using std::fmin; using std::fmax; using std::isnan; using std::floor; using std::fmaxf;
+using std::fmin; using std::fmax; using std::isnan; using std::isfinite; using std::floor; using std::fmaxf;
 #define __device__
 #define __global__
 #define __forceinline__ inline

@@ -134,3 +134,36 @@ def test_compiled_rodas4_matches_the_numpy_engine(tmp_path):
     scale = np.abs(b["cell_states"]).max(axis=0)      # each state's size (V: tens of mV)
     assert np.max(np.abs(a["cell_states"] - b["cell_states"]) / scale) < 1e-9
     assert s["apd90_ms"] == pytest.approx(r["apd90_ms"], rel=1e-9)
+
+
+def test_compiled_rodas4_mends_a_non_finite_jacobian_column_as_numpy_does():
+    """A Jacobian column holding NaN (a symbolic 0·∞ where the derivative is finite, as in
+    Lindblad 1996 and Hund-Rudy 2004) is replaced by forward differences in the compiled step as
+    in the NumPy one: the two steps agree, and both are the exact Jacobian's step to the
+    difference's error. The NaN is planted in the generated module's Jacobian."""
+    from app.compute.jit import generated_module
+    from app.sims.cardiac.compiled import _block_import
+    from app.sims.cardiac.model import CellModel, load_model
+    from app.sims.cardiac.rosenbrock import ROSENBROCK, dense_jacobian, rosenbrock_step
+    from app.sims.cardiac.rosenbrock_jit import rosenbrock_source
+    m = load_model("ten_tusscher_model_2006_epi").with_full_jacobian()
+    plain, tab, n = CellModel(m.imported), ROSENBROCK["rodas4"], m.n_states
+    source = rosenbrock_source(m, _block_import("solve")[0]).replace(
+        "\n\nDIFF_STEP", "\n    jac[1, 0] = math.nan\n\nDIFF_STEP", 1)
+    module = generated_module("cardiac_rosenbrock_nan_test", source)
+    y, p, h = m.initial_state().astype(float), m.parameter_vector(), 0.05
+    y[0] = -20.0                                                  # mid-upstroke
+    high, low = np.empty(n), np.empty(n)
+    module.step(y, -30.0, p, h, float(tab.gamma), np.array(tab.a), np.array(tab.c), np.array(tab.m),
+                np.array(tab.m_low), high, low, np.empty((n, n)), np.empty((n, n)), np.empty((tab.stages, n)),
+                np.empty(n), np.empty(n))
+    dng, a, b, entries = m.rates(y[:, None], -30.0, p)
+    f0 = np.concatenate([dng, a * y[m.n_nongating:, None] + b])
+    jac = dense_jacobian(m.jacobian_pattern, entries, n)
+    rhs = lambda u: plain.derivative(u, -30.0, p)   # noqa: E731
+    exact = rosenbrock_step(rhs, y[:, None], f0, jac, h, tab)[0][:, 0]
+    jac[:, 1, 0] = np.nan
+    mended = rosenbrock_step(rhs, y[:, None], f0, jac, h, tab)[0][:, 0]
+    scale = np.maximum(np.abs(exact), 1e-3)
+    assert np.isfinite(high).all() and np.max(np.abs(high - mended) / scale) < 1e-9
+    assert np.max(np.abs(mended - exact) / scale) < 1e-5 and not np.allclose(mended, y)

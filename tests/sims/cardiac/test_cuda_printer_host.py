@@ -24,7 +24,7 @@ PRELUDE = """
 #include <cmath>
 #include <cstddef>
 using std::exp; using std::log; using std::sqrt; using std::pow; using std::fabs; using std::expm1;
-using std::fmin; using std::fmax; using std::isnan;
+using std::fmin; using std::fmax; using std::isnan; using std::isfinite;
 #define __device__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
@@ -156,15 +156,17 @@ def test_printed_block_update_matches_numpy(tmp_path, which):
         assert not np.allclose(want, y)                           # the blocks moved
 
 
-@pytest.mark.parametrize("name", ["ten_tusscher_model_2006_epi", "markov"])
-def test_cuda_rosenbrock_step_matches_numpy(tmp_path, name):
+@pytest.mark.parametrize("name,nan_column", [("ten_tusscher_model_2006_epi", False), ("markov", False),
+                                             ("ten_tusscher_model_2006_epi", True)])
+def test_cuda_rosenbrock_step_matches_numpy(tmp_path, name, nan_column):
     """One RODAS4 step as the CUDA kernel takes it (the printed ``model_field_and_jacobian`` and
     ``model_derivative``, kernels/common/rosenbrock.cuh with its LU, the tableau as
     ``cuda.rosenbrock_source`` prints it; compiled for the host) against the NumPy engine's
     :func:`~app.sims.cardiac.rosenbrock.rosenbrock_step` (LAPACK) from states along a beat, with
     and without a stimulus, at a short and a long step: y_high and y_low within 1e-9 of the
     NumPy values (the two LU's rounding, amplified by the matrix's conditioning), NaN in the
-    same cells."""
+    same cells. ``nan_column``: the Jacobian's column of V holds a NaN (a symbolic 0·∞) in both,
+    and both mend it by the same forward differences."""
     from app.sims.cardiac.cuda import rosenbrock_source
     from app.sims.cardiac.model import CellModel
     from app.sims.cardiac.rosenbrock import ROSENBROCK, dense_jacobian, rosenbrock_step
@@ -179,7 +181,8 @@ def test_cuda_rosenbrock_step_matches_numpy(tmp_path, name):
             "extern \"C\" void step(const double* y0, double ist, double h, double* hi, double* lo) {\n"
             f"  static double m[{ns * ns}], u[6][{ns}];\n"
             f"  rosenbrock_step<{ns}>(y0, h, hi, lo, m, u,\n"
-            "    [&](double* f, double* jac) { model_field_and_jacobian(y0, ist, nullptr, 0, f, jac); },\n"
+            "    [&](double* f, double* jac) { model_field_and_jacobian(y0, ist, nullptr, 0, f, jac);"
+            + (f" jac[{ns}] = NAN;" if nan_column else "") + " },\n"
             "    [&](const double* y, double* f) { model_derivative(y, ist, nullptr, 0, f); });\n}\n")
     dll = compile_host(code, tmp_path)
     dll.step.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p]
@@ -194,6 +197,10 @@ def test_cuda_rosenbrock_step_matches_numpy(tmp_path, name):
             dng, a, b, entries = m.rates(y, ist, p)
             f0 = np.concatenate([dng, a * y[m.n_nongating:] + b])
             jac = dense_jacobian(m.jacobian_pattern, entries, ns)
+            if nan_column:
+                exact = rosenbrock_step(lambda u, ist=ist: plain.derivative(u, ist, p), y, f0, jac, h,
+                                        ROSENBROCK["rodas4"])
+                jac[:, 1, 0] = np.nan
             want = rosenbrock_step(lambda u, ist=ist: plain.derivative(u, ist, p), y, f0, jac, h, ROSENBROCK["rodas4"])
             got = np.zeros((2, ns, y.shape[1]))
             for c in range(y.shape[1]):
@@ -203,3 +210,6 @@ def test_cuda_rosenbrock_step_matches_numpy(tmp_path, name):
             for g, w in zip(got, want):      # a random state may leave the model's domain in a stage
                 assert np.array_equal(np.isfinite(g), np.isfinite(w)) and np.isfinite(w).all(axis=0).mean() > 0.9
                 assert_outputs_close(g, w, 1e-9)
+            if nan_column:                   # the mended column's step is the exact one's, to the difference's error
+                assert np.isfinite(want[0]).all(axis=0).mean() > 0.9
+                assert_outputs_close(want[0], exact[0], 1e-5)

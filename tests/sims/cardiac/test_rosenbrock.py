@@ -158,3 +158,20 @@ def test_rodas4_is_for_single_cells_in_float64_without_tables():
         config("mesh: {kind: single}\nsolver: {method: rodas4, precision: float32}\n")
     with pytest.raises(ConfigError, match="lookup_tables must be false"):
         config("mesh: {kind: single}\nsolver: {method: rodas4, lookup_tables: true}\n")
+
+
+def test_a_non_finite_jacobian_column_is_mended_by_forward_differences():
+    """Columns holding NaN or inf, of some cells, are replaced by forward differences of the
+    right-hand side; finite columns and other cells are left as they are."""
+    from app.sims.cardiac.rosenbrock import mend_jacobian
+    a = np.array([[-2.0, 1.0, 0.0], [0.5, -3.0, 0.2], [0.0, 4.0, -1.0]])
+    rhs = lambda y: a @ y + 0.1 * y ** 2             # noqa: E731 (S, N) -> (S, N)
+    y0 = np.array([[1.0, -2.0], [0.5, 3.0], [2.0, 0.1]])
+    exact = np.stack([a + np.diag(0.2 * y0[:, c]) for c in range(2)])
+    jac = exact.copy()
+    jac[0, 2, 1] = np.nan                            # cell 0, column 1
+    jac[1, 0, 2] = np.inf                            # cell 1, column 2
+    mended = mend_jacobian(rhs, y0, rhs(y0), jac)
+    assert np.allclose(mended, exact, rtol=0, atol=1e-6) and np.isfinite(mended).all()
+    assert mended[0, 0, 2] == exact[0, 0, 2] and mended[1, 2, 1] == exact[1, 2, 1]    # untouched
+    assert mend_jacobian(rhs, y0, rhs(y0), exact) is exact
