@@ -453,3 +453,20 @@ def test_the_split_step_is_a_solver_setting_of_fixed_step_methods(cardiac):
     assert cardiac.split_dt.isEnabled()
     cardiac.method.setCurrentText("bs32")
     assert not cardiac.split_dt.isEnabled() and not cardiac.split.isEnabled()
+
+
+def test_a_rosenbrock_method_sets_float64_without_tables_and_greys_them(cardiac):
+    """rodas4 runs in float64 on the model itself: picking it sets the precision and clears the
+    lookup tables (the config would refuse float32 or tables), and greys both; another method
+    gives them back."""
+    cardiac.mesh_kind.setCurrentText("single")
+    cardiac.probe_cells.setText("0")
+    cardiac.precision.setCurrentText("float32")
+    cardiac.lookup_tables.setChecked(True)
+    cardiac.method.setCurrentText("rodas4")
+    solver = cardiac.current_config().solver
+    assert (solver.method, solver.precision, solver.lookup_tables) == ("rodas4", "float64", False)
+    assert not cardiac.precision.isEnabled() and not cardiac.lookup_tables.isEnabled()
+    cardiac.method.setCurrentText("rlfe")
+    assert cardiac.precision.isEnabled() and cardiac.lookup_tables.isEnabled()
+

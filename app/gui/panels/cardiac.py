@@ -29,6 +29,7 @@ from app.gui.panels.cardiac_model import ModelGroup
 from app.gui.steering import EventMarks
 from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
 from app.sims.cardiac.config import CardiacConfig, Region
+from app.sims.cardiac.rosenbrock import ROSENBROCK
 from app.sims.cardiac.solvers import ADAPTIVE, FIXED
 from app.sims.common.config import ConfigError
 from app.sims.common.output import save_npz
@@ -178,6 +179,12 @@ class CardiacPanel(Panel):
             w.setEnabled(adaptive)
         for w in (self.split_dt, self.split):        # cell substeps of a fixed-step method
             w.setEnabled(self.method.currentText() in FIXED)
+        rosenbrock = self.method.currentText() in ROSENBROCK
+        if rosenbrock:                   # what a Rosenbrock method runs in (the config refuses the rest)
+            self.precision.setCurrentText("float64")
+            self.lookup_tables.setChecked(False)
+        for w in (self.precision, self.lookup_tables):
+            w.setEnabled(not rosenbrock)
         self._show_applicable_views()
 
     def _show_applicable_views(self, *_: Any) -> None:
