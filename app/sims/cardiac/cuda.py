@@ -91,7 +91,7 @@ def model_kernel_source(model: CellModel, tab: Tableau | Rosenbrock, real: str, 
     if rosenbrock != model.full_jacobian or (rosenbrock and not one_double_cell):
         raise ValueError(f"method {tab.name}: a Rosenbrock method steps one cell in double with the model's full "
                          "Jacobian; other methods take no full Jacobian")
-    tableau = rosenbrock_source(tab) if isinstance(tab, Rosenbrock) else tableau_source(tab)
+    tableau = rosenbrock_source(tab) if rosenbrock else tableau_source(tab)
     src = fill_template(read_kernel("cardiac.cu"), {"MODEL": model.cuda_source(real, varying, compute),
                                                     "TABLEAU": tableau})
     defines = {"REAL": real, "NPAD": padded(n_cells), "NCELLS": n_cells, "KNB": width,
@@ -397,7 +397,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         v = self.YA.gpudata
         before, last = v, v
         for j, (mu, nu, mu_t_h) in enumerate(plan, 1):
-            out = v if j == len(plan) > 1 else self.U[j % 2].gpudata
+            in_place = j == len(plan) and len(plan) > 1        # the last of several stages writes V
+            out = v if in_place else self.U[j % 2].gpudata
             self._rkc.prepared_async_call(
                 self._grid, (BLOCK, 1, 1), self.stream, last, before, out, self.nbr.gpudata, self.w.gpudata,
                 self.maps.gpudata, self.cd.gpudata, self.ci.gpudata, np.float64(mu), np.float64(nu),
