@@ -3,6 +3,8 @@ traces, click-to-probe on the sphere, a non-blank vispy render, exports (VTK, PL
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -457,8 +459,9 @@ def test_the_split_step_is_a_solver_setting_of_fixed_step_methods(cardiac):
 
 def test_a_rosenbrock_method_sets_float64_without_tables_and_greys_them(cardiac):
     """rodas4 runs in float64 on the model itself: picking it sets the precision and clears the
-    lookup tables (the config would refuse float32 or tables), and greys both; another method
-    gives them back."""
+    lookup tables (the config would refuse float32 or tables), and greys both, and sets its own
+    tolerances in place of a fixed-step preset's at = 1, rt = 0; a loaded rodas4 config keeps
+    its own; another method gives them back."""
     cardiac.mesh_kind.setCurrentText("single")
     cardiac.probe_cells.setText("0")
     cardiac.precision.setCurrentText("float32")
@@ -466,7 +469,11 @@ def test_a_rosenbrock_method_sets_float64_without_tables_and_greys_them(cardiac)
     cardiac.method.setCurrentText("rodas4")
     solver = cardiac.current_config().solver
     assert (solver.method, solver.precision, solver.lookup_tables) == ("rodas4", "float64", False)
+    assert (solver.at, solver.rt, solver.dt_max) == (1e-6, 1e-6, 10.0)    # not the fixed step's at 1, rt 0
     assert not cardiac.precision.isEnabled() and not cardiac.lookup_tables.isEnabled()
+    cardiac.at.setValue(1e-4)
+    cardiac.apply_config(replace(cardiac.current_config(), solver=replace(solver, at=1e-8, rt=1e-7)))
+    assert (cardiac.current_config().solver.at, cardiac.current_config().solver.rt) == (1e-8, 1e-7)  # a loaded one's own
     cardiac.method.setCurrentText("rlfe")
     assert cardiac.precision.isEnabled() and cardiac.lookup_tables.isEnabled()
 

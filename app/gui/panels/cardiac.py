@@ -20,7 +20,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QLineEdit, QSpinBox, QSplitter
 
-from app.gui.forms import ConfigForm
+from app.gui.forms import ConfigForm, set_value
 
 from app.gui.labels import short_path
 from app.gui.panels.base import DeviceProvider, Panel, cpu_device
@@ -28,7 +28,7 @@ from app.gui.panels.cardiac_export import write_ply, write_traces_csv, write_vtk
 from app.gui.panels.cardiac_model import ModelGroup
 from app.gui.steering import EventMarks
 from app.gui.views.cardiac import ProbeTraceView, RestitutionView, StepSizeView, TissueView
-from app.sims.cardiac.config import CardiacConfig, Region
+from app.sims.cardiac.config import ROSENBROCK_DEFAULTS, CardiacConfig, Region
 from app.sims.cardiac.rosenbrock import ROSENBROCK
 from app.sims.cardiac.solvers import ADAPTIVE, FIXED
 from app.sims.common.config import ConfigError
@@ -75,6 +75,7 @@ class CardiacPanel(Panel):
         self.arrays: dict | None = None
         self.mesh = None
         self.extra_probes: list[int] = []
+        self._method_shown = ""             # the solver method the form showed last (_update_solver)
         self.form = ConfigForm(CardiacConfig)
         self.controls_layout.addWidget(self.preset_picker("Preset")[0])
         self.model_group = ModelGroup()
@@ -183,6 +184,10 @@ class CardiacPanel(Panel):
         if rosenbrock:                   # what a Rosenbrock method runs in (the config refuses the rest)
             self.precision.setCurrentText("float64")
             self.lookup_tables.setChecked(False)
+            if self._method_shown not in ROSENBROCK:     # a fixed step's at = 1, rt = 0 would be no control
+                for key in ("at", "rt", "dt_max"):       # (a loaded config's own values follow: form order)
+                    set_value(self.form[f"solver.{key}"], ROSENBROCK_DEFAULTS[key])
+        self._method_shown = self.method.currentText()
         for w in (self.precision, self.lookup_tables):
             w.setEnabled(not rosenbrock)
         self._show_applicable_views()
