@@ -21,9 +21,9 @@ Per model:
 
 Metrics: ``app.sims.cardiac.metrics.beat_metrics`` (APD90 from the time of max dV/dt).
 
-* ``--runs cuda``: the single-cell default on CUDA (``auto``: bs32 in float64 at the tolerance
-  of :data:`app.sims.cardiac.config.AUTO_SOLVERS`) and bs32 at each ``--cuda-tolerances``
-  (abs = rel), the same protocol; results in ``DIR/cuda/``.
+* ``--runs cuda``: the single-cell default on CUDA (``auto``: RODAS4 in float64 at the tolerance
+  of :data:`app.sims.cardiac.config.AUTO_SOLVERS`) and the same method at each ``--cuda-tolerances``
+  (abs = rel) where it misses the bound, the same protocol; results in ``DIR/cuda/``.
 * ``--runs explicit``: the tissue solvers (:data:`EXPLICIT_METHODS`: Rush–Larsen forward Euler
   and the generalized Rush–Larsen GRL1, float32, the tissue default precision) as a single
   cell on the compiled CPU engine (the CUDA stage kernel's method), at each of
@@ -32,9 +32,9 @@ Metrics: ``app.sims.cardiac.metrics.beat_metrics`` (APD90 from the time of max d
   table shows the largest step and the method within the bound; where none is, the pair of
   states GRL1 steps apart with the fastest exchange at rest (``stability.split_coupling``), the
   diagnosis. ``--runs explicit-cuda``: the same on CUDA (``DIR/explicit-cuda/``, a column of its own).
-* ``--runs rodas4`` / ``rodas4-cuda``: the Rosenbrock method (``solver.method: rodas4`` at its
-  defaults) on the CPU / CUDA, the same protocol; a run stops itself before ``--timeout``
-  (``DIR/rodas4/``, ``DIR/rodas4-cuda/``, a column each).
+* ``--runs rodas4``: the Rosenbrock method (``solver.method: rodas4`` at its defaults, the
+  CUDA default) on the CPU, the same protocol; a run stops itself before ``--timeout``
+  (``DIR/rodas4/``, a column).
 
 Usage (SUNDIALS: ``apt-get install libsundials-dev``; check with ``python -m myokit system``)::
 
@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 from app.sims.cardiac.singlecell import BEATS, ours, protocol, reference  # noqa: E402
 
 SINGLE_CELL = "{}"                                             # the single-cell defaults: CVODE
-ROSENBROCK = "{method: rodas4}"                                # RODAS4 at its defaults (CPU and CUDA alike)
+ROSENBROCK = "{method: rodas4}"                                # RODAS4 at its defaults (on the CPU engines)
 TISSUE = "{method: cvode, precision: float64}"                 # implicit, a 2x2 sheet
 TABLE = ROOT / "docs" / "user-guide" / "cellml-corpus.md"
 EXPLICIT_STEPS = (0.05, 0.01, 0.005)                           # ms: the tissue default, then finer
@@ -125,8 +125,9 @@ def _error_pct(result: dict, ref: dict | None) -> float:
 
 def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None, budget_s: float | None = None) -> dict:
     """The single-cell default on CUDA (``auto``); where it misses :data:`SINGLE_CELL_BOUND`
-    of the reference's last beat (``ref``: the row of the ``cpu`` run, if any), bs32 at each
+    of the reference's last beat (``ref``: the row of the ``cpu`` run, if any), its method at each
     abs = rel tolerance. A run past ``budget_s`` stops itself: a row saying how far it got."""
+    from app.sims.cardiac.config import AUTO_SOLVERS
     from app.sims.cardiac.model import load_model
 
     stim = protocol(load_model(str(path)))
@@ -138,7 +139,7 @@ def one_cuda(path: Path, tolerances: tuple[float, ...], ref: dict | None, budget
     if last is None or _error_pct(auto, last) <= SINGLE_CELL_BOUND:    # no reference yet: the default alone
         return row
     for tol in tolerances:
-        row[f"bs32 {tol:g}"] = _guarded(path, stim, cuda_solver(tol), backend="cuda")
+        row[f"{AUTO_SOLVERS['cuda']['method']} {tol:g}"] = _guarded(path, stim, cuda_solver(tol), backend="cuda")
     return row
 
 
@@ -146,9 +147,8 @@ def cuda_solver(tol: float) -> str:
     """The solver block of the CUDA single-cell default (:data:`AUTO_SOLVERS`) at abs = rel
     tolerance ``tol`` (numbers as YAML reads them: ``1e-06`` would be text)."""
     from app.sims.cardiac.config import AUTO_SOLVERS
-    c = AUTO_SOLVERS["cuda"]
-    numbers = ", ".join(f"{k}: {v:.15e}" for k, v in (("dt", c["dt"]), ("at", tol), ("rt", tol),
-                                                       ("dt_min", c["dt_min"]), ("dt_max", c["dt_max"])))
+    c = {**AUTO_SOLVERS["cuda"], "at": tol, "rt": tol}
+    numbers = ", ".join(f"{k}: {v:.15e}" for k, v in c.items() if isinstance(v, float))
     return f"{{method: {c['method']}, {numbers}, precision: {c['precision']}}}"
 
 
@@ -202,8 +202,7 @@ def one_rosenbrock(path: Path, backend: str = "cpu", budget_s: float | None = No
 
 
 KINDS: dict[str, Callable[..., dict]] = {"cpu": one, "cuda": one_cuda, "explicit": one_explicit,
-                                         "explicit-cuda": one_explicit, "rodas4": one_rosenbrock,
-                                         "rodas4-cuda": one_rosenbrock}
+                                         "explicit-cuda": one_explicit, "rodas4": one_rosenbrock}
 
 
 def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[float, ...],
@@ -215,8 +214,8 @@ def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[f
         row = one(Path(path), previous)
     elif kind == "cuda":
         row = one_cuda(Path(path), tolerances, ref, budget_s)
-    elif kind.startswith("rodas4"):
-        row = one_rosenbrock(Path(path), "cuda" if kind.endswith("cuda") else "cpu", budget_s)
+    elif kind == "rodas4":
+        row = one_rosenbrock(Path(path), "cpu", budget_s)
     else:
         previous = json.loads(Path(out).read_text()) if Path(out).exists() else None
         row = one_explicit(Path(path), ref, previous, "cuda" if kind == "explicit-cuda" else "cpu")
@@ -246,7 +245,7 @@ def run(corpus: Path, out: Path, models: list[str], timeout: float, redo_ours: b
     while tasks or running:
         while tasks and len(running) < jobs:
             k, f = tasks.pop(0)
-            budget = max(timeout - CLEAN_STOP_S, 1.0) if k in ("cuda", "rodas4", "rodas4-cuda") else None
+            budget = max(timeout - CLEAN_STOP_S, 1.0) if k in ("cuda", "rodas4") else None
             proc = ctx.Process(target=_worker, args=(k, str(f), str(_target(out, k, f.stem)), redo_ours,
                                                      tolerances, budget))
             proc.start()
@@ -299,7 +298,7 @@ def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
     err = _err(auto.get("apd90_ms"), last.get("apd90_ms"))
     text = f"{_f(err, '+.3f')} % ({_f(auto.get('engine_seconds'), '.1f')} s, {auto.get('steps_accepted', 0):,} steps)"
     for key, res in run.items():
-        if key.startswith("bs32 "):
+        if key not in ("model", "auto"):                 # the tighter tolerances tried
             text += f" ({key}: {_f(_err(res.get('apd90_ms'), last.get('apd90_ms')), '+.3f')} %)"
     return text, err
 
@@ -369,12 +368,12 @@ def _explicit_cell(run: dict | None, target: dict) -> tuple[str, str | float | N
 def table(out: Path) -> str:
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     extra = {k: {p.stem: json.loads(p.read_text()) for p in (out / k).glob("*.json")}
-             for k in ("cuda", "explicit", "explicit-cuda", "rodas4", "rodas4-cuda")}
+             for k in ("cuda", "explicit", "explicit-cuda", "rodas4")}
     with_cuda, with_explicit_cuda = bool(extra["cuda"]), bool(extra["explicit-cuda"])   # columns where a GPU ran them
     head = ["model", "imported", "APD90 ours (ms)", "APD90 CVODES (ms)", "error"]
     head += ["CUDA default: error (time, steps)"] if with_cuda else []
-    rosenbrock = [k for k in ("rodas4", "rodas4-cuda") if extra[k]]
-    head += [f"rodas4{' on CUDA' if k.endswith('cuda') else ''}: error (time, steps)" for k in rosenbrock]
+    rosenbrock = [k for k in ("rodas4",) if extra[k]]
+    head += ["rodas4: error (time, steps)" for k in rosenbrock]
     head += [f"tissue solvers (float32): error, bound {EXPLICIT_BOUND:g} %"]
     head += ["tissue solvers on CUDA"] if with_explicit_cuda else []
     head += ["sheet APD90 error (beat 1)",
@@ -442,7 +441,7 @@ def table(out: Path) -> str:
         summary += (f" CUDA default: {len(cuda_errs)} compared, largest |APD90 error| {max(cuda_errs):.3f} %, "
                     f"{sum(e <= SINGLE_CELL_BOUND for e in cuda_errs)} within {SINGLE_CELL_BOUND:g} %.")
     for k, errs in rosenbrock_errs.items():
-        summary += (f" rodas4{' on CUDA' if k.endswith('cuda') else ''}: {len(errs)} compared, largest "
+        summary += (f" {k}: {len(errs)} compared, largest "
                     f"|APD90 error| {max(errs):.3f} %, {sum(e <= SINGLE_CELL_BOUND for e in errs)} within "
                     f"{SINGLE_CELL_BOUND:g} %.")
     if steps:
@@ -463,10 +462,9 @@ def main() -> None:
     ap.add_argument("--reverse", action="store_true", help="models in reverse order (a second runner)")
     ap.add_argument("--runs", default="cpu", help="kinds of run, comma-separated: cpu (references, the CPU "
                     "default, the sheet), cuda (the default on CUDA), explicit (the tissue solvers on the "
-                    "CPU), explicit-cuda (the same on CUDA), rodas4 (the Rosenbrock method on the CPU), "
-                    "rodas4-cuda (the same on CUDA)")
+                    "CPU), explicit-cuda (the same on CUDA), rodas4 (the Rosenbrock method on the CPU)")
     ap.add_argument("--jobs", type=int, default=1, help="models run at once (child processes)")
-    ap.add_argument("--cuda-tolerances", default="", help="--runs cuda: also bs32 at these abs = rel tolerances")
+    ap.add_argument("--cuda-tolerances", default="", help="--runs cuda: also the default's method at these abs = rel tolerances")
     args = ap.parse_args()
     if args.table:
         print(table(args.out))

@@ -19,20 +19,18 @@ MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 # CVODE where the config does not say: APD90 within 0.1 % of CVODES at 1e-8 on the Chaste
 # corpus (docs/user-guide/cellml-corpus.md)
 CVODE_DEFAULTS = {"at": 1e-7, "rt": 1e-7, "precision": "float64", "dt_max": 1.0, "dt_min": 1e-12}
-# solver.method auto, per engine: CVODE on the CPU; CUDA has no implicit solver, so Bogacki-Shampine
-# 3(2) with Rush-Larsen (coupled gates stepped by the tableau: CellModel.with_coupled_stepped) in
-# float64 at 1e-6. The same method on the CPU (scripts/cardiac/cuda_method_cpu.py, 20 beats): every
-# Chaste corpus model within 0.07 % of CVODES's APD90; at 1e-5 faber_rudy_2000 is -0.85 %, and the
-# stiff Markov models (CiPA, Grandi, Iyer, Pasek) take as many steps at 1e-5 (their step is the
-# stability limit). scripts/cardiac/cellml_corpus.py --runs cuda checks the corpus on a GPU.
-AUTO_SOLVERS = {"cpu": {"method": "cvode", **CVODE_DEFAULTS},
-                "cuda": {"method": "bs32", "at": 1e-6, "rt": 1e-6, "dt": 0.01, "dt_min": 1e-12,
-                         "dt_max": 1.0, "precision": "float64"}}
 # a Rosenbrock method where the config does not say (float64 only: its tolerances are far below
 # float32's). At 1e-6 its steps are long enough in diastole that dt_max bounds them: on CiPA, Shannon,
 # Grandi, Iyer 2004 and ToRORd (20 beats, the corpus protocol) dt_max 10 ms took
 # half the steps of 1 ms (10,466-13,622 against 24,888-27,710), APD90 within 0.002 % of CVODES with both.
 ROSENBROCK_DEFAULTS = {"at": 1e-6, "rt": 1e-6, "precision": "float64", "dt_max": 10.0, "dt_min": 1e-12}
+# solver.method auto, per engine: CVODE on the CPU, RODAS4 on CUDA (one GPU thread has no CVODE).
+# On an H100 (scripts/cardiac/cellml_corpus.py --runs cuda, 20 beats of the Chaste
+# corpus) RODAS4 brought all 75 compared models within 0.12 % of CVODES's APD90 in 2,400-25,000
+# steps; the explicit bs32 at 1e-6 it replaces reached 63 (12 stiff Markov models did not finish in
+# 270 s) and took 758 s on those 63 against RODAS4's 447 s.
+AUTO_SOLVERS = {"cpu": {"method": "cvode", **CVODE_DEFAULTS},
+                "cuda": {"method": "rodas4", **ROSENBROCK_DEFAULTS}}
 AUTO_FIXED = ("at", "rt", "dt", "dt_min", "dt_max", "precision", "rush_larsen", "lookup_tables")
 
 
@@ -113,7 +111,7 @@ class Protocol:
 class SolverSettings:
     method: str = field(default="rlfe", metadata=spec(
         choices=tuple(METHODS) + tuple(ROSENBROCK) + tuple(IMPLICIT) + (AUTO,),
-        doc="auto (a single cell's default): CVODE on the CPU, bs32 at 1e-6 in float64 on CUDA"))
+        doc="auto (a single cell's default): CVODE on the CPU, RODAS4 at 1e-6 in float64 on CUDA"))
     dt: float = field(default=0.05, metadata=spec(range=(1e-7, 10.0),
                       doc="fixed step (ms); the first step of adaptive methods"))
     at: float = field(default=1.0, metadata=spec(range=(0.0, 1e6)))
@@ -515,12 +513,12 @@ def _check_auto(doc: Document, cfg: CardiacConfig, given) -> None:
     for key in AUTO_FIXED:       # a written-out default (a saved form) is no choice
         if isinstance(given, dict) and key in given and getattr(cfg.solver, key) != getattr(defaults, key):
             raise doc.error(f"method auto sets its own ({', '.join(AUTO_FIXED)}); name a method "
-                            "(cvode on the CPU, bs32 on CUDA) to choose them", ("solver", key))
+                            "(cvode on the CPU, rodas4 on CUDA) to choose them", ("solver", key))
 
 
 def for_backend(cfg: CardiacConfig, backend: str) -> CardiacConfig:
     """The config an engine runs: ``solver.method auto`` replaced by the backend's solver
-    (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, bs32 on CUDA); other methods unchanged.
+    (:data:`AUTO_SOLVERS`: CVODE on the CPU engines, RODAS4 on CUDA); other methods unchanged.
     ``solver.split_dt`` on CUDA needs a one-stage method (its substeps run in registers):
     others are refused (ValueError)."""
     from dataclasses import replace
@@ -557,8 +555,8 @@ def model_stimuli(model, t_end: float) -> list[Stimulus]:
 
 def prefers_cpu(cfg: CardiacConfig) -> str | None:
     """Why ``cfg`` runs faster on the CPU engines than on a GPU, or None: a single cell is one
-    GPU thread, hundreds of times slower than the CPU's CVODE (ToRORd's 20 beats: 61 s on an
-    H100 against 0.18 s), so the backend ``auto`` runs it on the CPU."""
+    GPU thread, a hundred times slower than the CPU's CVODE (ToRORd's 20 beats: 24 s with RODAS4
+    on an H100 against 0.18 s), so the backend ``auto`` runs it on the CPU."""
     if cfg.mesh.kind == "single":
         return "a single cell runs faster on the CPU than on one GPU thread"
     return None

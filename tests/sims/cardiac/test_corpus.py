@@ -40,7 +40,7 @@ def test_corpus_model_imports_and_beats(path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_corpus_model_on_cuda(cuda_context, path):
-    """The single-cell default on CUDA (``auto``: bs32 in float64) within 0.5 % in APD90 of the
+    """The single-cell default on CUDA (``auto``: RODAS4 in float64) within 0.5 % in APD90 of the
     CPU's (CVODE, itself within 0.1 % of CVODES), two beats."""
     from app.sims.cardiac.model import load_model
     from app.sims.cardiac.singlecell import ours, protocol
@@ -53,7 +53,7 @@ def test_corpus_model_on_cuda(cuda_context, path):
         pytest.skip("no annotated stimulus")
     ref = ours(path, stim, beats=2)
     out = ours(path, stim, beats=2, backend="cuda")
-    assert out["method"] == "bs32" and out["finished"] and not out["stopped"], out
+    assert out["method"] == "rodas4" and out["finished"] and not out["stopped"], out
     assert abs(out["apd90_ms"] - ref["apd90_ms"]) < 0.005 * ref["apd90_ms"], (out, ref)
 
 
@@ -72,7 +72,7 @@ def test_cipa_single_cell_default_on_cuda_within_half_a_percent_of_cvode(cuda_co
     stim = protocol(load_model(str(path)), beats=3)
     ref = ours(path, stim, beats=3)
     out = ours(path, stim, beats=3, backend="cuda")
-    assert out["method"] == "bs32" and out["finished"] and not out["stopped"], out
+    assert out["method"] == "rodas4" and out["finished"] and not out["stopped"], out
     assert abs(out["apd90_ms"] - ref["apd90_ms"]) < 0.005 * ref["apd90_ms"], (out, ref)
 
 

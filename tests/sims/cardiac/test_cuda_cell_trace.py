@@ -23,7 +23,7 @@ def results(backend, cfg):
 @pytest.mark.parametrize("name", ["courtemanche_ramirez_nattel_1998", "ohara_rudy_2011_endo"])
 def test_cuda_single_cell_writes_every_state_and_the_beat(cuda_context, name):
     from app.sims.cardiac.config import for_backend
-    cfg = for_backend(first_beat(preset(name)), "cuda")   # auto on CUDA: bs32 + RL, float64, on both engines
+    cfg = for_backend(first_beat(preset(name)), "cuda")   # auto on CUDA: RODAS4 in float64, on both engines
     arrays, s = results("cuda", cfg)
     t, ys = arrays["cell_t"], arrays["cell_states"]
     from app.sims.cardiac.model import load_model

@@ -76,16 +76,16 @@ def test_a_single_cell_without_a_method_runs_cvode_and_tissue_is_refused():
         config("mesh: {kind: single}\nsolver: {method: cvode, lookup_tables: true}\n")
 
 
-def test_auto_is_cvode_on_the_cpu_and_bs32_on_cuda_and_refuses_its_own_settings():
-    """One default for single cells on both engines: ``auto`` resolves per backend (CUDA has no
-    implicit solver); a tolerance given with it is refused rather than ignored."""
+def test_auto_is_cvode_on_the_cpu_and_rodas4_on_cuda_and_refuses_its_own_settings():
+    """One default for single cells on both engines: ``auto`` resolves per backend (RODAS4 on CUDA,
+    where one GPU thread has no CVODE); a tolerance given with it is refused rather than ignored."""
     from app.sims.cardiac.config import AUTO_SOLVERS, for_backend
     from app.sims.common.config import ConfigError
     cfg = config("mesh: {kind: single}\nsolver: {method: auto}\n")
     for backend, engine in (("cpu", "cpu"), ("cpu-reference", "cpu"), ("cuda", "cuda")):
         s = for_backend(cfg, backend).solver
         assert {k: getattr(s, k) for k in AUTO_SOLVERS[engine]} == AUTO_SOLVERS[engine]
-    assert for_backend(cfg, "cuda").solver.method == "bs32"
+    assert for_backend(cfg, "cuda").solver.method == "rodas4"
     rl = config("mesh: {kind: single}\nsolver: {method: rlfe, dt: 0.01}\n")
     assert for_backend(rl, "cuda") is rl
     assert config("mesh: {kind: single}\nsolver: {method: auto, at: 1.0}\n").solver.method == "auto"  # the default
