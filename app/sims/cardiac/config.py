@@ -13,6 +13,8 @@ from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_ste
 
 MESH_KINDS = ("sphere", "sheet", "single", "file")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
+# V copies a CUDA run of fixed steps keeps in flight between two syncs (readout grids)
+VOLTAGE_SNAPSHOTS = 8
 REGION_KINDS = ("all", "cap", "rect", "cells")
 PRECISIONS = ("float32", "float64", "mixed")
 MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
@@ -600,7 +602,9 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
         host[f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies"] = n * states * 8
         gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
                n * states * stages * width,
-               "mesh and activation maps": n * (row + 6 * 8)}
+               "mesh and activation maps": n * (row + 6 * 8),
+               f"V copies in flight: {VOLTAGE_SNAPSHOTS}": n * VOLTAGE_SNAPSHOTS * width}
+        host[f"V copies in flight: {VOLTAGE_SNAPSHOTS}"] = n * VOLTAGE_SNAPSHOTS * width
     key = {"sphere": ("mesh", "level"), "file": ("mesh", "path")}.get(cfg.mesh.kind, ("mesh", "nx"))
     recordings = f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B"
     single = "single-cell history: every step's states"

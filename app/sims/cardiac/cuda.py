@@ -20,7 +20,7 @@ import numpy as np
 from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
 from app.compute.launch import PackedLaunch
-from app.sims.cardiac.config import MAX_STIMULI
+from app.sims.cardiac.config import MAX_STIMULI, VOLTAGE_SNAPSHOTS
 from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.rosenbrock import DIFF_STEP, Rosenbrock
@@ -164,6 +164,46 @@ def padded(n: int) -> int:
     return (n + 31) // 32 * 32
 
 
+class VoltageSnapshots:
+    """V of the tissue at readout times of a fixed-step run, copied off the device while it
+    steps on: a device-to-device copy on the compute stream (microseconds), then a copy to
+    page-locked host memory on a stream of its own that overlaps the steps after it. The host
+    reads them at its next sync; ``capacity`` of them can be in flight."""
+
+    def __init__(self, cuda, gpuarray, n: int, dtype, capacity: int = VOLTAGE_SNAPSHOTS):
+        self.cuda = cuda
+        self.device = [gpuarray.empty(n, dtype) for _ in range(capacity)]
+        self.host = [cuda.pagelocked_empty(n, dtype) for _ in range(capacity)]
+        self.copied = [cuda.Event() for _ in range(capacity)]
+        self.copies = cuda.Stream()
+        self.times: list[float] = []
+
+    @property
+    def full(self) -> bool:
+        return len(self.times) == len(self.device)
+
+    def take(self, v, stream, t: float) -> None:
+        """Copy ``v`` (a device pointer to n values) as the state at ``t``, after what ``stream`` has queued."""
+        k = len(self.times)
+        self.cuda.memcpy_dtod_async(self.device[k].gpudata, v, self.device[k].nbytes, stream)
+        self.copied[k].record(stream)
+        self.copies.wait_for_event(self.copied[k])
+        self.cuda.memcpy_dtoh_async(self.host[k], self.device[k].gpudata, self.copies)
+        self.times.append(t)
+
+    def drain(self, before: float = np.inf) -> list[tuple[float, np.ndarray]]:
+        """Each snapshot since the last drain taken before ``before`` (a step that stopped the
+        run), as (t, V): views of buffers the next snapshots reuse."""
+        self.copies.synchronize()
+        kept = [(t, self.host[k]) for k, t in enumerate(self.times) if t < before]
+        self.times = []
+        return kept
+
+    def free(self) -> None:
+        for buf in self.device:
+            buf.gpudata.free()
+
+
 class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
     name = "cuda"
 
@@ -274,6 +314,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
         self._observed_final = False
         self.grids: list[VoltageGrid] = []
+        self._dues: list[float] = []        # fixed steps: each grid's next due, as the host steps on
+        self._snapshots: VoltageSnapshots | None = None
         self._pause = np.inf                # the device's CD_PAUSE
         self._reset_recording()
         self._seed_voltage()
@@ -290,6 +332,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def keep_voltage(self, every: float) -> VoltageGrid:
         """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""
         self.grids.append(VoltageGrid(every, self.t))
+        self._dues.append(self.grids[-1].due)
+        if self._snapshots is None and not self.p.tableau.adaptive:
+            self._snapshots = VoltageSnapshots(self.cuda, self.gpuarray, self.n, self.real)
         return self.grids[-1]
 
     def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
@@ -452,12 +497,11 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         while not self.done:
             n = self.chunk
             due = min((g.due for g in self.grids), default=np.inf)
-            if not tab.adaptive:        # the chunk ends at the target and at the next readout
+            if not tab.adaptive:        # the chunk ends at the target (readouts: _snapshot_if_due)
                 remaining = self.p.fixed_steps - self.steps_accepted
-                for target in (np.inf if t_target is None else t_target, due):
-                    if np.isfinite(target):
-                        steps = np.ceil((target - self.t) / self.p.step_dt - 1e-9)
-                        remaining = min(remaining, max(1, int(steps)))
+                if t_target is not None:
+                    steps = np.ceil((t_target - self.t) / self.p.step_dt - 1e-9)
+                    remaining = min(remaining, max(1, int(steps)))
                 n = max(1, min(n, remaining))
             else:
                 self._pause_at(due)
@@ -468,15 +512,25 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             else:
                 for _ in range(n):
                     self._launch_step()
-                    if self.done:        # fixed steps: the host counts them and knows the last one
+                    if self._snapshot_if_due() or self.done:  # fixed steps: the host knows their times
                         break
             self._sync()
-            self._keep_due_voltage()
+            if tab.adaptive:
+                self._keep_due_voltage()
             launched = self.steps_accepted + self.steps_rejected - first     # a paused chunk's rest: none
             if max_steps is not None and launched >= max_steps:
                 break
             if t_target is not None and self.t >= t_target - 1e-9:
                 break
+
+    def _snapshot_if_due(self) -> bool:
+        """Fixed steps: after a step at which a readout grid is due, a snapshot of V (handed to
+        the grids at the next sync); whether the snapshots in flight fill their buffers."""
+        if self._snapshots is None or not any(is_due(self.t, d) for d in self._dues):
+            return False
+        self._snapshots.take(self.YA.gpudata, self.stream, self.t)
+        self._dues = [g.due_after(self.t) if is_due(self.t, d) else d for g, d in zip(self.grids, self._dues)]
+        return self._snapshots.full
 
     def _pause_at(self, due: float) -> None:
         """Adaptive steps: pause the device at the first accepted step at or past ``due``."""
@@ -500,6 +554,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             # after a stop, the launches that followed it exited without recording
             stopped_at = cd[CD_BADT] if ci[CI_STATUS] == ST_BLOWUP else np.inf
             nrec = sum(t <= stopped_at for t in self._rec_due)
+            for t, v in self._snapshots.drain(stopped_at) if self._snapshots else ():
+                for grid in self.grids:
+                    grid.offer(t, v)
             self._reset_recording()
             self._settle_fixed(cd, ci)
         else:
@@ -620,6 +677,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._pause = float(cd[CD_PAUSE])
         for grid in self.grids:
             grid.restart(self.t)
+        self._dues = [g.due for g in self.grids]
         self._reset_recording()
         self._seed_voltage()
 
@@ -628,6 +686,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                    self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist, self.lut)
         for buf in {id(b): b for b in buffers if b is not None}.values():     # YB is YA for fixed steps
             buf.gpudata.free()
+        if self._snapshots is not None:
+            self._snapshots.free()
 
 
 def upload_table(module, model: CellModel, params: np.ndarray, dtype):

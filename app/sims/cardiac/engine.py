@@ -384,7 +384,11 @@ class VoltageGrid:
 
     def restart(self, t: float) -> None:
         """Continue from time ``t`` (a restored checkpoint): every multiple served by then is past."""
-        self.due = (np.floor(t / (self.every * (1 - 1e-9))) + 1) * self.every
+        self.due = self.due_after(t)
+
+    def due_after(self, t: float) -> float:
+        """The multiple due once a step at ``t`` served the ones before it."""
+        return float((np.floor(t / (self.every * (1 - 1e-9))) + 1) * self.every)
 
     def offer(self, t: float, v: np.ndarray) -> None:
         """An accepted step's time and V: kept (a float64 copy) if a multiple is due."""

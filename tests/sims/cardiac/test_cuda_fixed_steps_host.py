@@ -58,6 +58,24 @@ class DeviceArray:
         self.values = np.array(values, self.values.dtype)
 
 
+class Snapshots:
+    """The V snapshots of a fixed-step run on the stand-in device: V is the step's time."""
+
+    def __init__(self, n: int):
+        self.n, self.times = n, []
+
+    @property
+    def full(self) -> bool:
+        return len(self.times) == cuda_engine.VOLTAGE_SNAPSHOTS
+
+    def take(self, v, stream, t: float) -> None:
+        self.times.append(t)
+
+    def drain(self, before: float = np.inf) -> list:
+        kept, self.times = [(t, np.full(self.n, t)) for t in self.times if t < before], []
+        return kept
+
+
 def host_only_engine(problem: Problem) -> CudaTissue:
     eng = object.__new__(CudaTissue)
     buffer = SimpleNamespace(gpudata=0)
@@ -74,7 +92,8 @@ def host_only_engine(problem: Problem) -> CudaTissue:
     eng.h_history, eng._n_hist, eng._probe_t, eng._probe_v = [], 0, [0.0], []
     eng.t, eng.steps_accepted, eng.steps_rejected, eng.done = 0.0, 0, 0, False
     eng._observed_final = False
-    eng.grids, eng._pause = [], np.inf
+    eng.grids, eng._dues, eng._pause = [], [], np.inf
+    eng._snapshots = Snapshots(problem.n_cells)
     eng.fused = eng.split = False       # fixed steps: a launch per stage
     eng._reset_recording()
     return eng
@@ -163,8 +182,10 @@ def test_recordings_after_a_stop_are_dropped():
 
 
 def test_fixed_steps_keep_voltage_on_the_cpu_engines_grid():
-    """A chunk ends at the next readout, whatever the slices (steps or simulated time): the
-    kept times are the CPU engine's, 0.5 ms apart (dt 0.02 ms; the stand-in V is the time)."""
+    """V is copied off the device at each readout while the steps go on, and handed over at the
+    next sync, whatever the slices (steps or simulated time): the kept times are the CPU
+    engine's, 0.5 ms apart (dt 0.02 ms; the stand-in V is the time), and a chunk ends only
+    where the snapshots in flight fill their buffers."""
     from app.sims.cardiac.engine import CpuTissue
 
     problem = Problem.from_config(config(TEXT % (12.0, "rlfe", 0.02)))
@@ -175,9 +196,15 @@ def test_fixed_steps_keep_voltage_on_the_cpu_engines_grid():
     np.testing.assert_allclose(cpu_times, np.arange(1, 25) * 0.5, rtol=0, atol=1e-12)
     for advance in (lambda e: e.advance(7), lambda e: e.advance(333), lambda e: e.advance_time(0.3)):
         eng = host_only_engine(problem)
-        eng.voltage = functools.partial(lambda e: np.full(3, e.t), eng)
         grid = eng.keep_voltage(0.5)
         while not eng.finished:
             advance(eng)
         kept = grid.take()
         assert [t for t, _ in kept] == cpu_times and all(v[0] == t for t, v in kept)
+    eng = host_only_engine(problem)
+    grid = eng.keep_voltage(0.5)
+    syncs = []
+    eng._sync = functools.partial(lambda sync: syncs.append(eng.t) or sync(), eng._sync)
+    eng.advance(10 ** 6)                   # one call: a sync per VOLTAGE_SNAPSHOTS readouts, and the end
+    np.testing.assert_allclose(syncs, [4.0, 8.0, 12.0], rtol=0, atol=1e-9)
+    assert len(grid.take()) == 24

@@ -71,7 +71,7 @@ class HostArray:
     def __init__(self, values: np.ndarray):
         self.a = values
         self.gpudata = Pointer(values.ctypes.data)
-        self.dtype = values.dtype
+        self.dtype, self.nbytes = values.dtype, values.nbytes
 
     def get(self) -> np.ndarray:
         return self.a.copy()
@@ -117,12 +117,15 @@ def _copy(dst, src, size, *_stream) -> None:
 @pytest.fixture
 def host_pycuda(monkeypatch, tmp_path):
     """pycuda's driver and gpuarray as host stand-ins, and ``load_module`` compiling with g++."""
-    driver = SimpleNamespace(Stream=lambda: SimpleNamespace(synchronize=lambda: None),
+    driver = SimpleNamespace(Stream=lambda: SimpleNamespace(synchronize=lambda: None, wait_for_event=lambda e: None),
+                             Event=lambda: SimpleNamespace(record=lambda stream: None),
                              memcpy_htod=lambda dst, src: _copy(dst, np.ascontiguousarray(src).ctypes.data,
                                                                 np.ascontiguousarray(src).nbytes),
-                             memcpy_dtod=_copy, memcpy_dtod_async=_copy)
+                             memcpy_dtoh_async=lambda dst, src, stream: _copy(dst.ctypes.data, src, dst.nbytes),
+                             memcpy_dtod=_copy, memcpy_dtod_async=_copy, pagelocked_empty=np.empty)
     gpuarray = SimpleNamespace(to_gpu=lambda a: HostArray(np.array(a)),
-                               zeros=lambda n, dtype: HostArray(np.zeros(n, dtype)))
+                               zeros=lambda n, dtype: HostArray(np.zeros(n, dtype)),
+                               empty=lambda n, dtype: HostArray(np.empty(n, dtype)))
     package = SimpleNamespace(driver=driver, gpuarray=gpuarray)
     for name, module in (("pycuda", package), ("pycuda.driver", driver), ("pycuda.gpuarray", gpuarray)):
         monkeypatch.setitem(sys.modules, name, module)
