@@ -221,8 +221,29 @@ def cardiac_split_table(results: dict) -> list[str]:
     return lines
 
 
+def cardiac_mesh_table(results: dict) -> list[str]:
+    """``bench cardiac --mesh`` (unsplit or split): the run, its time against real time and the
+    bandwidth floor."""
+    split = (f"{results['split']} split every {results['split_dt_ms']:g} ms (RKC1 stages "
+             f"{'+'.join(map(str, results['diffusion_stages']))}), " if results.get("split_dt_ms") else "")
+    rows = [["mesh", f"{results['nodes']:,} nodes, {results['elements']:,} tetrahedra, width {results['neighbour_width']}"],
+            ["run", f"{results['states']} states, {split}cell step {results['dt_ms']:g} ms, {results['t_end_ms']:g} ms, "
+                    f"{results['steps']:,} steps"],
+            ["wall", f"{results['wall_seconds']:.3f} s: {results['real_time_factor']:.3f}x real time"],
+            ["floor", f"{results['floor_bytes_per_node_step']} B per node and step: {results['floor_seconds']:.3f} s "
+                      f"at {results['nominal_bandwidth_GBps']:g} GB/s, {results['floor_seconds'] / results['wall_seconds']:.0%} "
+                      f"of the wall time ({results['effective_bandwidth_GBps']:.0f} GB/s moved)"],
+            ["activated", f"{results['activated_fraction']:.1%} of the nodes"]]
+    return _table(["quantity", "value"], rows)
+
+
 TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table,
           "cardiac-paper": cardiac_paper_table, "cardiac-split": cardiac_split_table}
+
+
+def table_of(name: str):
+    """The table function of a benchmark's records (``cardiac-mesh`` and its split variants share one)."""
+    return cardiac_mesh_table if name.startswith("cardiac-mesh") else TABLES.get(name, generic_table)
 
 
 def _environment(env: dict) -> str:
@@ -251,7 +272,7 @@ def page(records: dict[str, list[dict]]) -> str:
         for doc in sorted(docs, key=lambda d: (d["benchmark"] != "compare", d["benchmark"])):
             lines += [f"### {doc['benchmark']}", "", f"Measured at {_environment(doc['environment'])}"
                       f" (`benchmarks/{doc['file']}`).", ""]
-            body = TABLES.get(doc["benchmark"], generic_table)(doc["results"])
+            body = table_of(doc["benchmark"])(doc["results"])
             lines += (body or ["(no tabular figures)"]) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -325,7 +346,7 @@ def domain_block(records: dict[str, list[dict]], page: str) -> str:
     for device, doc in own:
         lines += [f"`{doc['benchmark']}` on the {device}, {_environment(doc['environment'])}"
                   f" (`benchmarks/{doc['file']}`):", "",
-                  *(TABLES.get(doc["benchmark"], generic_table)(doc["results"]) or ["(no tabular figures)"]),
+                  *(table_of(doc["benchmark"])(doc["results"]) or ["(no tabular figures)"]),
                   ""]
     return "\n".join([*lines, END])
 
@@ -357,7 +378,7 @@ def record_block(records: dict[str, list[dict]], name: str) -> str:
         device = doc["environment"].get("device") or folder
         lines += [f"**{'CPU' if device == 'cpu' else device}**, {_environment(doc['environment'])} "
                   f"(`benchmarks/{doc['file']}`):", "",
-                  *(TABLES.get(name, generic_table)(doc["results"]) or ["(no tabular figures)"]), ""]
+                  *(table_of(name)(doc["results"]) or ["(no tabular figures)"]), ""]
         found = True
     if not found:
         lines += [f"No `{name}` result is committed yet (see [Benchmarks](../benchmarks.md)).", ""]

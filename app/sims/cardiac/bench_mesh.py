@@ -70,6 +70,11 @@ def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
     return path, raw.points
 
 
+def record_name(split_dt: float, split: str) -> str:
+    """The record's benchmark name: ``cardiac-mesh``, or with the split, e.g. ``cardiac-mesh-strang-0.1ms``."""
+    return f"cardiac-mesh-{split}-{split_dt:g}ms" if split_dt > 0 else "cardiac-mesh"
+
+
 def config_for(path: Path, points: np.ndarray, t_end: float, split_dt: float = 0.0, split: str = "strang"):
     from app.sims.cardiac.config import load_config
     from app.sims.common.config import parse_yaml
@@ -129,6 +134,6 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
           + (f" ({moved / nominal:.3f} s at {nominal / 1e9:.0f} GB/s)" if nominal else "")
           + f"; {result['activated_fraction']:.1%} of nodes activated; mesh {made:.1f} s, setup {setup:.1f} s",
           flush=True)
-    out = save_bench("cardiac-mesh", result, out_dir)
+    out = save_bench(record_name(split_dt, split), result, out_dir)
     print(f"\nwrote {out}")
     return 0

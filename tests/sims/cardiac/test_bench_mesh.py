@@ -37,7 +37,7 @@ def test_the_split_floor_counts_the_states_once_and_each_diffusion_stage():
 @pytest.mark.slow
 def test_a_quick_split_run_records_its_stages_and_floor(tmp_path):
     assert bench_mesh.main(backend="cpu", out_dir=tmp_path, quick=True, split_dt=0.1) == 0
-    result = json.loads((tmp_path / "cardiac-mesh.json").read_text())["results"]
+    result = json.loads((tmp_path / "cardiac-mesh-strang-0.1ms.json").read_text())["results"]
     assert result["finished"] and result["steps"] == round(bench_mesh.QUICK_T_END / 0.1)
     rho = 2 / result["mesh_quality"]["stable_dt_ms"]
     from app.sims.cardiac.splitting import rkc1_parameters
@@ -51,7 +51,7 @@ def test_a_quick_strang_split_run_on_cuda(tmp_path):
     """``bench cardiac --mesh --split-dt 0.1 --split strang`` on CUDA: the split kernels run the
     shell to its end, the wave spreads, the record names both half super-steps."""
     assert bench_mesh.main(backend="cuda", out_dir=tmp_path, quick=True, split_dt=0.1, split="strang") == 0
-    result = json.loads((tmp_path / "cardiac-mesh.json").read_text())["results"]
+    result = json.loads((tmp_path / "cardiac-mesh-strang-0.1ms.json").read_text())["results"]
     assert result["backend"] == "cuda" and result["finished"] and result["split"] == "strang"
     assert result["steps"] == round(bench_mesh.QUICK_T_END / 0.1) and len(result["diffusion_stages"]) == 2
     assert result["activated_fraction"] > 0
