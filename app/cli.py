@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="cardiac --mesh: operator splitting every MS ms (solver.split_dt)")
     bench.add_argument("--split", default="strang", choices=("strang", "godunov"),
                        help="cardiac --mesh with --split-dt: the splitting (solver.split)")
+    bench.add_argument("--dt", type=float, default=None, metavar="MS",
+                       help="cardiac --mesh: the cell model's step (solver.dt; default 0.02 ms)")
     bench.add_argument("--paper", action="store_true",
                        help="cardiac: the paper's sphere table alone (every solver's time and errors)")
     sub.add_parser("devices", help="what can run here")
@@ -351,7 +353,8 @@ def _bench(args: argparse.Namespace) -> int:
             raise ConfigError("--mesh belongs to the cardiac benchmark")
         from app.sims.cardiac import bench_mesh
         return bench_mesh.main(backend=args.backend, out_dir=Path(args.out), quick=args.quick,
-                               split_dt=args.split_dt, split=args.split)
+                               split_dt=args.split_dt, split=args.split,
+                               **({"dt": args.dt} if args.dt is not None else {}))
     if args.paper:
         if args.name != "cardiac":
             raise ConfigError("--paper belongs to the cardiac benchmark")

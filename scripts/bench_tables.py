@@ -226,13 +226,14 @@ def cardiac_mesh_table(results: dict) -> list[str]:
     bandwidth floor."""
     split = (f"{results['split']} split every {results['split_dt_ms']:g} ms (RKC1 stages "
              f"{'+'.join(map(str, results['diffusion_stages']))}), " if results.get("split_dt_ms") else "")
-    rows = [["mesh", f"{results['nodes']:,} nodes, {results['elements']:,} tetrahedra, width {results['neighbour_width']}"],
-            ["run", f"{results['states']} states, {split}cell step {results['dt_ms']:g} ms, {results['t_end_ms']:g} ms, "
-                    f"{results['steps']:,} steps"],
-            ["wall", f"{results['wall_seconds']:.3f} s: {results['real_time_factor']:.3f}x real time"],
-            ["floor", f"{results['floor_bytes_per_node_step']} B per node and step: {results['floor_seconds']:.3f} s "
-                      f"at {results['nominal_bandwidth_GBps']:g} GB/s, {results['floor_seconds'] / results['wall_seconds']:.0%} "
-                      f"of the wall time ({results['effective_bandwidth_GBps']:.0f} GB/s moved)"],
+    r = results
+    rows = [["mesh", f"{r['nodes']:,} nodes, {r['elements']:,} tetrahedra, width {r['neighbour_width']}"],
+            ["run", f"{r['states']} states, {split}cell step {r['dt_ms']:g} ms, {r['t_end_ms']:g} ms, "
+                    f"{r['steps']:,} steps"],
+            ["wall", f"{r['wall_seconds']:.3f} s: {r['real_time_factor']:.3f}x real time"],
+            ["floor", f"{r['floor_bytes_per_node_step']} B per node and step: {r['floor_seconds']:.3f} s at "
+                      f"{r['nominal_bandwidth_GBps']:g} GB/s, {r['floor_seconds'] / r['wall_seconds']:.0%} of the wall "
+                      f"time ({r['effective_bandwidth_GBps']:.0f} GB/s moved)"],
             ["activated", f"{results['activated_fraction']:.1%} of the nodes"]]
     return _table(["quantity", "value"], rows)
 

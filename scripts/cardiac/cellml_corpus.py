@@ -464,7 +464,8 @@ def main() -> None:
                     "default, the sheet), cuda (the default on CUDA), explicit (the tissue solvers on the "
                     "CPU), explicit-cuda (the same on CUDA), rodas4 (the Rosenbrock method on the CPU)")
     ap.add_argument("--jobs", type=int, default=1, help="models run at once (child processes)")
-    ap.add_argument("--cuda-tolerances", default="", help="--runs cuda: also the default's method at these abs = rel tolerances")
+    ap.add_argument("--cuda-tolerances", default="",
+                    help="--runs cuda: also the default's method at these abs = rel tolerances")
     args = ap.parse_args()
     if args.table:
         print(table(args.out))

@@ -70,23 +70,26 @@ def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
     return path, raw.points
 
 
-def record_name(split_dt: float, split: str) -> str:
-    """The record's benchmark name: ``cardiac-mesh``, or with the split, e.g. ``cardiac-mesh-strang-0.1ms``."""
-    return f"cardiac-mesh-{split}-{split_dt:g}ms" if split_dt > 0 else "cardiac-mesh"
+def record_name(split_dt: float, split: str, dt: float = DT) -> str:
+    """The record's benchmark name: ``cardiac-mesh``, with the split, e.g. ``cardiac-mesh-strang-0.1ms``,
+    and a cell step other than :data:`DT`, e.g. ``cardiac-mesh-godunov-0.2ms-dt0.04``."""
+    name = f"cardiac-mesh-{split}-{split_dt:g}ms" if split_dt > 0 else "cardiac-mesh"
+    return name + (f"-dt{dt:g}" if dt != DT else "")
 
 
-def config_for(path: Path, points: np.ndarray, t_end: float, split_dt: float = 0.0, split: str = "strang"):
+def config_for(path: Path, points: np.ndarray, t_end: float, split_dt: float = 0.0, split: str = "strang",
+               dt: float = DT):
     from app.sims.cardiac.config import load_config
     from app.sims.common.config import parse_yaml
     apex = points[np.argmin(points[:, 2])]
     cells = np.flatnonzero(np.linalg.norm(points - apex, axis=1) <= STIM_RADIUS_MM).tolist()
     splitting = f", split_dt: {split_dt:g}, split: {split}" if split_dt > 0 else ""
-    text = CONFIG.format(nodes=len(points), path=path, t_end=t_end, dt=DT, cells=cells, splitting=splitting)
+    text = CONFIG.format(nodes=len(points), path=path, t_end=t_end, dt=dt, cells=cells, splitting=splitting)
     return load_config(parse_yaml(text, str(path.with_suffix(".yaml"))))
 
 
 def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bool = False,
-         nodes: int | None = None, split_dt: float = 0.0, split: str = "strang") -> int:
+         nodes: int | None = None, split_dt: float = 0.0, split: str = "strang", dt: float = DT) -> int:
     from dataclasses import replace
 
     from app.sims.cardiac.fem import settings_report
@@ -95,14 +98,14 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     nodes = nodes or (QUICK_NODES if quick else NODES)
     t_end = QUICK_T_END if quick else T_END
     how = f", {split} split every {split_dt:g} ms" if split_dt > 0 else ""
-    print(f"# cardiac mesh benchmark: ventricle-like shell, about {nodes:,} nodes, CRN, RLFE dt {DT:g} ms{how}, "
+    print(f"# cardiac mesh benchmark: ventricle-like shell, about {nodes:,} nodes, CRN, RLFE dt {dt:g} ms{how}, "
           f"{t_end:g} ms\n# {reason}", flush=True)
     with tempfile.TemporaryDirectory() as tmp, backend_context(resolved):
         t0 = time.perf_counter()
         path, points = write_shell(Path(tmp), nodes)
-        cfg = config_for(path, points, t_end, split_dt, split)
+        cfg = config_for(path, points, t_end, split_dt, split, dt)
         made = time.perf_counter() - t0
-        warm = replace(cfg, protocol=replace(cfg.protocol, t_end=2 * (split_dt or DT)))
+        warm = replace(cfg, protocol=replace(cfg.protocol, t_end=2 * (split_dt or dt)))
         t1 = time.perf_counter()
         _, warm_summary = run_once(warm, resolved)          # reads and assembles the mesh, compiles
         setup = time.perf_counter() - t1
@@ -110,7 +113,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         mesh, quality = settings_report(cfg.mesh)
     n_states = config_model(cfg.model).n_states
     steps, wall = summary["steps_accepted"], summary["wall_seconds"]
-    step = split_dt or DT
+    step = split_dt or dt
     stages = diffusion_stages(mesh, split_dt, split)
     per_node = split_floor_bytes(n_states, mesh.width, stages) if split_dt > 0 else floor_bytes(n_states, mesh.width)
     moved = per_node * mesh.n_cells * steps
@@ -119,7 +122,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     act = arrays["activation_time"]
     result = {
         "device": device, "backend": resolved, "nodes": mesh.n_cells, "elements": int(quality["elements"]),
-        "neighbour_width": mesh.width, "states": n_states, "dt_ms": DT, "t_end_ms": t_end, "steps": steps,
+        "neighbour_width": mesh.width, "states": n_states, "dt_ms": dt, "t_end_ms": t_end, "steps": steps,
         "split_dt_ms": split_dt, "split": split if split_dt > 0 else "", "diffusion_stages": stages,
         "floor_bytes_per_node_ms": per_node / step,
         "wall_seconds": wall, "real_time_factor": t_end / (wall * 1e3),
@@ -134,6 +137,6 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
           + (f" ({moved / nominal:.3f} s at {nominal / 1e9:.0f} GB/s)" if nominal else "")
           + f"; {result['activated_fraction']:.1%} of nodes activated; mesh {made:.1f} s, setup {setup:.1f} s",
           flush=True)
-    out = save_bench(record_name(split_dt, split), result, out_dir)
+    out = save_bench(record_name(split_dt, split, dt), result, out_dir)
     print(f"\nwrote {out}")
     return 0

@@ -55,3 +55,9 @@ def test_a_quick_strang_split_run_on_cuda(tmp_path):
     assert result["backend"] == "cuda" and result["finished"] and result["split"] == "strang"
     assert result["steps"] == round(bench_mesh.QUICK_T_END / 0.1) and len(result["diffusion_stages"]) == 2
     assert result["activated_fraction"] > 0
+
+
+def test_a_record_names_its_split_and_a_cell_step_other_than_the_default():
+    assert bench_mesh.record_name(0.0, "strang") == "cardiac-mesh"
+    assert bench_mesh.record_name(0.1, "strang") == "cardiac-mesh-strang-0.1ms"
+    assert bench_mesh.record_name(0.2, "godunov", 0.04) == "cardiac-mesh-godunov-0.2ms-dt0.04"

@@ -1,0 +1,89 @@
+"""Where a split step's time goes on the 10^6-node shell of ``bench cardiac --mesh`` (CUDA): the
+cell-substep kernel and each diffusion super-step timed alone with CUDA events after a warm-up,
+their registers and local memory, and the whole step; at rest and after ``--advance-ms`` of the
+run (a wave crossing the tissue). Writes ``cardiac-mesh-kernels.json`` (a bench record).
+
+    python scripts/cardiac/split_breakdown.py --split godunov --split-dt 0.2 --dt 0.04 --advance-ms 30
+"""
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def timed(engine, launch, n: int = 40) -> float:
+    """Microseconds per call of ``launch`` on the engine's stream (after one untimed call)."""
+    import pycuda.driver as cuda
+    launch()
+    engine.stream.synchronize()
+    start, end = cuda.Event(), cuda.Event()
+    start.record(engine.stream)
+    for _ in range(n):
+        launch()
+    end.record(engine.stream)
+    end.synchronize()
+    return start.time_till(end) / n * 1e3
+
+
+def kernel_row(f) -> dict:
+    return {"registers": f.num_regs, "local_bytes": f.local_size_bytes}
+
+
+def breakdown(engine, nodes: int) -> dict:
+    """The split step's kernels on the engine's present state (repeating them changes it: this
+    is a timing, not a run)."""
+    from app.sims.cardiac.cuda import BLOCK
+    e, out = engine, {}
+    for k in sorted({1, e.p.substeps}):
+        us = timed(e, lambda k=k: e._cells.prepared_async_call(
+            e._grid, (BLOCK, 1, 1), e.stream, e.YA.gpudata, e.mask.gpudata, e.maps.gpudata, e.cd.gpudata,
+            e.ci.gpudata, e.pfield.gpudata, np.int32(e.steps_accepted * e.p.substeps), np.int32(k),
+            np.int32(-1), np.float64(0), np.float64(0)))
+        out[f"cell_substeps_{k}_us"] = us
+    for fraction, plan in sorted(e._rkc_plan.items()):
+        out[f"diffusion_{fraction:g}_us"] = timed(e, lambda f=fraction: e._diffuse(f, (-1, 0.0, 0.0)))
+        out[f"diffusion_{fraction:g}_stages"] = len(plan)
+    out["split_step_us"] = timed(e, e._launch_split_step, 20)
+    out["state_GBps_one_substep"] = nodes * e.ns * 2 * e.YA.dtype.itemsize / out["cell_substeps_1_us"] / 1e3
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--split", default="godunov", choices=("strang", "godunov"))
+    ap.add_argument("--split-dt", type=float, default=0.2)
+    ap.add_argument("--dt", type=float, default=0.02)
+    ap.add_argument("--advance-ms", type=float, default=30.0)
+    ap.add_argument("--nodes", type=int, default=None)
+    ap.add_argument("--out", default="bench-results")
+    args = ap.parse_args()
+    from app.compute.device import backend_context
+    from app.sims.cardiac import bench_mesh
+    from app.sims.cardiac.simulation import CardiacSimulation
+    from app.sims.common.bench_record import save_bench
+    with tempfile.TemporaryDirectory() as tmp, backend_context("cuda"):
+        path, points = bench_mesh.write_shell(Path(tmp), args.nodes or bench_mesh.NODES)
+        cfg = bench_mesh.config_for(path, points, args.advance_ms + 10.0, args.split_dt, args.split, args.dt)
+        result = {"nodes": len(points), "split": args.split, "split_dt_ms": args.split_dt, "dt_ms": args.dt,
+                  "advance_ms": args.advance_ms}
+        for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
+            sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
+            engine = sim.engine
+            if advance:
+                engine.advance_time(advance)
+            result.update(substeps=engine.p.substeps, cell_substeps=kernel_row(engine._cells),
+                          rkc_stage=kernel_row(engine._rkc))
+            result[label] = breakdown(engine, len(points))
+            print(label, result[label], flush=True)
+            sim.close()
+    print(result)
+    print(f"wrote {save_bench('cardiac-mesh-kernels', result, Path(args.out))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
