@@ -1,9 +1,10 @@
 """Where a split step's time goes on the 10^6-node shell of ``bench cardiac --mesh`` (CUDA): the
 cell-substep kernel and each diffusion super-step timed alone with CUDA events after a warm-up,
 their registers and local memory, and the whole step; at rest and after ``--advance-ms`` of the
-run (a wave crossing the tissue). Writes ``cardiac-mesh-kernels.json`` (a bench record).
+run (a wave crossing the tissue), for each ``--min-blocks`` (the kernels' launch bound,
+``cuda.STAGE_MIN_BLOCKS``; None: the engine's choice). Writes ``cardiac-mesh-kernels.json``.
 
-    python scripts/cardiac/split_breakdown.py --split godunov --split-dt 0.2 --dt 0.04 --advance-ms 30
+    python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --min-blocks none 6 8
 """
 import argparse
 import sys
@@ -59,27 +60,33 @@ def main() -> int:
     ap.add_argument("--dt", type=float, default=0.02)
     ap.add_argument("--advance-ms", type=float, default=30.0)
     ap.add_argument("--nodes", type=int, default=None)
+    ap.add_argument("--min-blocks", nargs="+", default=["none"], help="launch bounds to try (none: the engine's)")
     ap.add_argument("--out", default="bench-results")
     args = ap.parse_args()
     from app.compute.device import backend_context
-    from app.sims.cardiac import bench_mesh
+    from app.sims.cardiac import bench_mesh, cuda
     from app.sims.cardiac.simulation import CardiacSimulation
     from app.sims.common.bench_record import save_bench
     with tempfile.TemporaryDirectory() as tmp, backend_context("cuda"):
         path, points = bench_mesh.write_shell(Path(tmp), args.nodes or bench_mesh.NODES)
         cfg = bench_mesh.config_for(path, points, args.advance_ms + 10.0, args.split_dt, args.split, args.dt)
         result = {"nodes": len(points), "split": args.split, "split_dt_ms": args.split_dt, "dt_ms": args.dt,
-                  "advance_ms": args.advance_ms}
-        for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
-            sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
-            engine = sim.engine
-            if advance:
-                engine.advance_time(advance)
-            result.update(substeps=engine.p.substeps, cell_substeps=kernel_row(engine._cells),
-                          rkc_stage=kernel_row(engine._rkc))
-            result[label] = breakdown(engine, len(points))
-            print(label, result[label], flush=True)
-            sim.close()
+                  "advance_ms": args.advance_ms, "variants": []}
+        for bound in args.min_blocks:
+            cuda.STAGE_MIN_BLOCKS = None if bound == "none" else int(bound)
+            variant: dict = {"min_blocks": bound}
+            for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
+                sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
+                engine = sim.engine
+                if advance:
+                    engine.advance_time(advance)
+                variant.update(substeps=engine.p.substeps, cell_substeps=kernel_row(engine._cells),
+                               rkc_stage=kernel_row(engine._rkc))
+                variant[label] = breakdown(engine, len(points))
+                print(bound, label, variant, flush=True)
+                sim.close()
+            result["variants"].append(variant)
+        cuda.STAGE_MIN_BLOCKS = None
     print(result)
     print(f"wrote {save_bench('cardiac-mesh-kernels', result, Path(args.out))}")
     return 0
