@@ -18,7 +18,9 @@
 // Defines (-D): REAL (float|double), NPAD (cells padded to 32), NCELLS, KNB (neighbour width),
 //   STAGE_BLOCK (threads per block), STAGE_MIN_BLOCKS (0: no launch bounds),
 //   NPROBE, NSTIM, RECORD_STATES (1: a single cell records its every state; the probes are the
-//   state rows), SPLIT (1: solver.split_dt, the split step's kernels cell_substeps and rkc_stage), the model's NS (states), NNG (non-gating states, V first), NG (gates),
+//   state rows), SPLIT (1: solver.split_dt, the split step's kernels cell_substeps and rkc_stage),
+//   ROW16 (1: the operator row's slots hold int16 offsets from the node, in the engine's node
+//   order, not int32 indices), the model's NS (states), NNG (non-gating states, V first), NG (gates),
 //   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
 //
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
@@ -47,7 +49,22 @@
 #ifndef SPLIT
 #define SPLIT 0
 #endif
+#ifndef ROW16
+#define ROW16 0
+#endif
 typedef REAL real;
+// The operator row's neighbour slots: ROW16, int16 offsets from the node (the nodes in the
+// engine's bandwidth-reducing order, app/sims/cardiac/node_order.py); else int32 indices.
+#if ROW16
+typedef short nbr_t;
+#else
+typedef int nbr_t;
+#endif
+
+__device__ __forceinline__ int neighbour(const nbr_t* __restrict__ nbr, int q, int k)
+{
+    return ROW16 ? k + (int)nbr[q * NPAD + k] : (int)nbr[q * NPAD + k];
+}
 
 #define NK (NNG + 2 * NG)               // the stored outputs of a stage
 #define NOUT (NK + MODEL_NJAC)          // the model's outputs (GRL1: and the diagonal Jacobian, the blocks' entries)
@@ -109,12 +126,12 @@ __device__ __forceinline__ real stim_current(unsigned mask, double t)
 }
 
 __device__ __forceinline__ real diffusion(const real* __restrict__ v, int k, real vk,
-                                          const int* __restrict__ nbr, const real* __restrict__ w)
+                                          const nbr_t* __restrict__ nbr, const real* __restrict__ w)
 {
     real acc = 0;
 #pragma unroll
     for (int q = 0; q < KNB; ++q) {
-        const int j = nbr[q * NPAD + k];
+        const int j = neighbour(nbr, q, k);
         acc += w[q * NPAD + k] * (v[j] - vk);
     }
     return (real)c_solver[CS_D] * acc;
@@ -221,7 +238,7 @@ __device__ __forceinline__ void reduce_error(float err, int k, double* __restric
 template <int I>
 __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_RESTRICT YB,
     real* __restrict__ K, const real* VIN_RESTRICT Vin, real* __restrict__ Vout,
-    const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
+    const nbr_t* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
     const real* __restrict__ pfield, const int* __restrict__ probes, double* __restrict__ rec_t,
     double* __restrict__ rec_v, int step, int rec_slot)
@@ -398,7 +415,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
 }
 
 #define STAGE_ARGS Y_CONST real* Y_RESTRICT YA, real* Y_RESTRICT YB, real* __restrict__ K, \
-    const real* __restrict__ Vin, real* __restrict__ Vout, const int* __restrict__ nbr,        \
+    const real* __restrict__ Vin, real* __restrict__ Vout, const nbr_t* __restrict__ nbr,        \
     const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
     double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,               \
     const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v,     \
@@ -530,7 +547,7 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
 // stage I reads the neighbours' V from Vst[I % 2] and writes the other slot, as the host's slots.
 template <int I>
 __device__ __forceinline__ void block_stages(real* YA, real* YB, real* __restrict__ K, real* V0, real* V1,
-    const int* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
+    const nbr_t* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,
     const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v)
 {
@@ -585,7 +602,7 @@ __device__ __forceinline__ void rosenbrock_body(real* YA, real* YB, double* __re
 // Every cell in this one block: up to n_steps steps (accepted or rejected) in one launch, the
 // stages and the control as the separate kernels do them, without a launch per stage and step.
 extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* YA, real* YB,
-    real* __restrict__ K, real* V0, real* V1, const int* __restrict__ nbr, const real* __restrict__ w,
+    real* __restrict__ K, real* V0, real* V1, const nbr_t* __restrict__ nbr, const real* __restrict__ w,
     const unsigned* __restrict__ mask, real* __restrict__ maps, const real* __restrict__ pfield,
     CONTROL_ARGS, int n_steps)
 {
@@ -708,7 +725,7 @@ extern "C" __global__ void STAGE_BOUNDS cell_substeps(real* YA, const unsigned* 
 // The combination in double, stored in the run's precision; out may be u2 (each cell reads its
 // own u2 only), never u1 (the neighbours' values).
 extern "C" __global__ void rkc_stage(const real* u1, const real* u2, real* out,
-    const int* __restrict__ nbr, const real* __restrict__ w, real* __restrict__ maps,
+    const nbr_t* __restrict__ nbr, const real* __restrict__ w, real* __restrict__ maps,
     double* __restrict__ cd, int* __restrict__ ci, double mu, double nu, double mu_t_h,
     int observe_step, double t, double t_prev)
 {
@@ -718,7 +735,7 @@ extern "C" __global__ void rkc_stage(const real* u1, const real* u2, real* out,
     if (observe_step >= 0) split_observe(k, vk, observe_step, t, t_prev, maps, cd, ci);
     double acc = 0;
 #pragma unroll
-    for (int q = 0; q < KNB; ++q) acc += (double)w[q * NPAD + k] * ((double)u1[nbr[q * NPAD + k]] - (double)vk);
+    for (int q = 0; q < KNB; ++q) acc += (double)w[q * NPAD + k] * ((double)u1[neighbour(nbr, q, k)] - (double)vk);
     out[k] = (real)(mu * (double)vk + nu * (double)u2[k] + mu_t_h * (c_solver[CS_D] * acc));
 }
 #endif
@@ -732,6 +749,15 @@ extern "C" __global__ void observe_final(const real* __restrict__ YA, const real
     if (k >= NCELLS) return;
     const real* Y = ci[CI_PARITY] ? YB : YA;
     observe(k, cd[CD_T], cd[CD_TPREV], Y[k], load_marks(maps, k), maps);
+}
+
+// V of every node in the file's order from V in the engine's (position[i]: node i's place), into
+// a readout's buffer (so the host does no gather per readout).
+extern "C" __global__ void to_file_order(const real* __restrict__ v, const int* __restrict__ position,
+                                         real* __restrict__ out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < NCELLS) out[i] = v[position[i]];
 }
 
 // The model alone on arbitrary states (tests: CUDA vs NumPy on random states).

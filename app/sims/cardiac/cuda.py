@@ -23,6 +23,7 @@ from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI, VOLTAGE_SNAPSHOTS
 from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
+from app.sims.cardiac.node_order import NodeOrder, device_order
 from app.sims.cardiac.rosenbrock import DIFF_STEP, Rosenbrock
 from app.sims.cardiac.solvers import METHODS, Tableau
 from app.sims.cardiac.splitting import rkc1_coefficients, super_step_stages
@@ -125,8 +126,10 @@ def fused_steps(problem: Problem) -> bool:
     return problem.tableau is not None and problem.tableau.adaptive and problem.n_cells <= FUSED_MAX_CELLS
 
 
-def kernel_source(problem: Problem) -> tuple[str, dict]:
-    """The kernel text for this problem's model, method and precision, and its -D defines."""
+def kernel_source(problem: Problem, order: NodeOrder | None = None) -> tuple[str, dict]:
+    """The kernel text for this problem's model, method and precision, and its -D defines; the
+    operator rows as ``order`` stores them (by default the engine's :func:`device_order`)."""
+    order = order or device_order(problem.mesh.neighbours)
     real = "double" if problem.dtype == np.float64 else "float"
     src, defines = model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
                                        problem.mesh.width, len(recorded_rows(problem)),
@@ -138,6 +141,8 @@ def kernel_source(problem: Problem) -> tuple[str, dict]:
         defines["FUSED_STEPS"] = 1
     if problem.cfg.solver.split_dt > 0:
         defines["SPLIT"] = 1
+    if order.row16:
+        defines["ROW16"] = 1
     return src, defines
 
 
@@ -166,12 +171,13 @@ def padded(n: int) -> int:
 
 class VoltageSnapshots:
     """V of the tissue at readout times of a fixed-step run, copied off the device while it
-    steps on: a device-to-device copy on the compute stream (microseconds), then a copy to
-    page-locked host memory on a stream of its own that overlaps the steps after it. The host
-    reads them at its next sync; ``capacity`` of them can be in flight."""
+    steps on: ``copy`` (dst, src, stream) puts V in the file's order into a buffer on the
+    compute stream (microseconds), then a copy to page-locked host memory on a stream of its
+    own overlaps the steps after it. The host reads them at its next sync; ``capacity`` of them
+    can be in flight."""
 
-    def __init__(self, cuda, gpuarray, n: int, dtype, capacity: int = VOLTAGE_SNAPSHOTS):
-        self.cuda = cuda
+    def __init__(self, cuda, gpuarray, n: int, dtype, copy, capacity: int = VOLTAGE_SNAPSHOTS):
+        self.cuda, self.copy = cuda, copy
         self.device = [gpuarray.empty(n, dtype) for _ in range(capacity)]
         self.host = [cuda.pagelocked_empty(n, dtype) for _ in range(capacity)]
         self.copied = [cuda.Event() for _ in range(capacity)]
@@ -185,7 +191,7 @@ class VoltageSnapshots:
     def take(self, v, stream, t: float) -> None:
         """Copy ``v`` (a device pointer to n values) as the state at ``t``, after what ``stream`` has queued."""
         k = len(self.times)
-        self.cuda.memcpy_dtod_async(self.device[k].gpudata, v, self.device[k].nbytes, stream)
+        self.copy(self.device[k].gpudata, v, stream)
         self.copied[k].record(stream)
         self.copies.wait_for_event(self.copied[k])
         self.cuda.memcpy_dtoh_async(self.host[k], self.device[k].gpudata, self.copies)
@@ -220,7 +226,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.real = problem.dtype
         n, npad = problem.n_cells, padded(problem.n_cells)
         self.n, self.npad = n, npad
-        src, defines = kernel_source(problem)
+        self.order = device_order(problem.mesh.neighbours)     # per-node arrays: to_device / to_file
+        self.row_bytes_per_slot = self.order.row_bytes_per_slot
+        src, defines = kernel_source(problem, self.order)
         self.module = load_module(src, "cardiac.cu", defines)
         self.fused = fused_steps(problem)
         self.split = problem.cfg.solver.split_dt > 0       # a split step: its own kernels, no stages
@@ -242,6 +250,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._rkc.prepare("PPPPPPPPdddidd")
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
+        self._to_file_order = self.module.get_function("to_file_order")
+        self._to_file_order.prepare("PPP")
+        self.positions = gpuarray.to_gpu(self.order.position.astype(np.int32))
         # constants
         model = problem.model
         self.ns, self.nk = model.n_states, model.n_nongating + 2 * model.n_gates
@@ -249,7 +260,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._set_const("c_params", np.asarray(problem.params, self.real))
         pfield = np.zeros((max(len(problem.varying), 1), npad), self.real)
         if problem.varying:
-            pfield[:, :n] = problem.param_field[list(problem.varying)]
+            pfield[:, :n] = self.order.to_device(problem.param_field[list(problem.varying)])
         self.pfield = gpuarray.to_gpu(pfield.ravel())
         self.lut = upload_table(self.module, fused_model(problem), problem.cell_params,
                                 np.float64 if compute_type(problem.cfg.solver.precision) == "double" else np.float32)
@@ -261,10 +272,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                   problem.D, out.dt_save, out.activation_threshold, s.dt]
         self._set_const("c_solver", np.array(solver, np.float64))
         # state
-        y = np.zeros((self.ns, npad), self.real)
-        y[:, :n] = problem.y0
-        y[:, n:] = problem.y0[:, :1]
-        self.YA = gpuarray.to_gpu(y.ravel())
+        self.YA = gpuarray.to_gpu(self._device_states(problem.y0).ravel())
         # fixed steps update YA in place; adaptive ones keep the step's start in one buffer
         self.YB = gpuarray.zeros(self.ns * npad, self.real) if tab.adaptive else self.YA
         if isinstance(tab, Rosenbrock):       # the one cell's matrix and stages (rosenbrock_body)
@@ -274,18 +282,19 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.Vst = [gpuarray.zeros(npad, self.real), gpuarray.zeros(npad, self.real)]
         # the diffusion super-step's stages (splitting): two V buffers besides the state's row 0
         self.U = [gpuarray.zeros(npad, self.real) for _ in range(2 if self.split else 0)]
-        nbr = np.zeros((problem.mesh.width, npad), np.int32)
-        nbr[:, :n] = problem.mesh.neighbours.T
+        rows, w_rows = self.order.rows(problem.mesh.neighbours, problem.mesh.inv_d2)
+        nbr = np.zeros((problem.mesh.width, npad), rows.dtype)     # padding cells: offset 0 or index 0
+        nbr[:, :n] = rows
         w = np.zeros((problem.mesh.width, npad), self.real)
-        w[:, :n] = problem.mesh.inv_d2.T
+        w[:, :n] = w_rows
         self.nbr, self.w = gpuarray.to_gpu(nbr.ravel()), gpuarray.to_gpu(w.ravel())
         mask = np.zeros(npad, np.uint32)
-        mask[:n] = problem.stim_mask
+        mask[:n] = self.order.to_device(problem.stim_mask)
         self.mask = gpuarray.to_gpu(mask)
         maps = np.full((6, npad), np.nan, self.real)
-        maps[0, :n] = problem.y0[0]
+        maps[0, :n] = self.order.to_device(problem.y0[0])
         maps[3] = -np.inf
-        maps[5, :n] = problem.y0[0]
+        maps[5, :n] = maps[0, :n]
         self.maps = gpuarray.to_gpu(maps.ravel())
         cd = np.zeros(CD_N)
         cd[CD_H] = s.dt if not tab.adaptive else min(s.dt, s.dt_max, problem.next_breakpoint(0.0))
@@ -295,8 +304,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.ci = gpuarray.zeros(CI_N, np.int32)
         self.bp = gpuarray.to_gpu(np.concatenate([problem.breakpoints, [np.inf]]).astype(np.float64))
         self.record_states = records_states(problem)
-        rows = recorded_rows(problem)
-        self.probes = gpuarray.to_gpu(rows.astype(np.int32))
+        rows = recorded_rows(problem)      # a tissue's probes: at their nodes' device positions
+        self.probes = gpuarray.to_gpu((rows if self.record_states else self.order.position[rows]).astype(np.int32))
         self.chunk = CHUNK_FIXED if not tab.adaptive else CHUNK_FUSED if self.fused else CHUNK_ADAPTIVE
         self.rec_cap = self.chunk + 2
         self.rec_t = gpuarray.zeros(self.rec_cap, np.float64)
@@ -334,7 +343,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.grids.append(VoltageGrid(every, self.t))
         self._dues.append(self.grids[-1].due)
         if self._snapshots is None and not self.p.tableau.adaptive:
-            self._snapshots = VoltageSnapshots(self.cuda, self.gpuarray, self.n, self.real)
+            self._snapshots = VoltageSnapshots(self.cuda, self.gpuarray, self.n, self.real, self._voltage_to_file_order)
         return self.grids[-1]
 
     def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
@@ -343,11 +352,11 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.stream.synchronize()
         n = self.p.n_cells
         w = self.w.get().reshape(self.p.mesh.width, -1)
-        w[:, :n] = inv_d2.T
+        w[:, :n] = self.order.to_device(inv_d2.T)
         self.w.set(np.ascontiguousarray(w.ravel()))
         if param_field is not None and self.p.varying:
             pfield = self.pfield.get().reshape(len(self.p.varying), -1)
-            pfield[:, :n] = param_field[list(self.p.varying)]
+            pfield[:, :n] = self.order.to_device(param_field[list(self.p.varying)])
             self.pfield.set(np.ascontiguousarray(pfield.ravel()))
         if self.split:
             self._plan_diffusion(inv_d2)
@@ -588,12 +597,13 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                                                   self.ci.gpudata)
                 self.stream.synchronize()
                 self._observed_final = True
+        cell = int(self.order.node[int(ci[CI_BADCELL])])      # the file's index of the device's cell
         if status == ST_BLOWUP:
-            v = self._current()[0, int(ci[CI_BADCELL])]
+            v = self._current()[0, cell]
             reason = "V is NaN" if np.isnan(v) else f"|V| = {abs(v):.4g} mV exceeds 200 mV"
-            raise RunStopped(cd[CD_BADT], int(ci[CI_BADCELL]), reason)
+            raise RunStopped(cd[CD_BADT], cell, reason)
         if status == ST_FLOOR:
-            raise RunStopped(cd[CD_BADT], int(ci[CI_BADCELL]),
+            raise RunStopped(cd[CD_BADT], cell,
                              f"step size {cd[CD_HPROP]:.3g} ms fell below the floor dt_min = "
                              f"{self.p.cfg.solver.dt_min:g} ms")
 
@@ -613,15 +623,37 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.done = bool(ci[CI_DONE])
 
     # ---- read-back -----------------------------------------------------------------------
+    def _device_states(self, y: np.ndarray) -> np.ndarray:
+        """States (S, N) in file order as the device holds them: (S, NPAD) in device order, the
+        padding cells after n a copy of the first."""
+        out = np.zeros((self.ns, self.npad), self.real)
+        out[:, :self.n] = self.order.to_device(y)
+        out[:, self.n:] = out[:, :1]
+        return out
+
     def _current(self) -> np.ndarray:
+        """The states (S, N) in file order."""
         parity = int(self.ci.get()[CI_PARITY])
         buf = self.YB if parity else self.YA
-        return buf.get().reshape(self.ns, self.npad)[:, :self.n]
+        return self.order.to_file(buf.get().reshape(self.ns, self.npad)[:, :self.n])
+
+    def _maps(self) -> np.ndarray:
+        """The activation maps (6, N) in file order."""
+        return self.order.to_file(self.maps.get().reshape(6, self.npad)[:, :self.n])
+
+    def _voltage_to_file_order(self, dst, v, stream) -> None:
+        """Queue V of the n nodes (device pointer ``v``) into ``dst`` in file order on ``stream``:
+        a gather on the device (``to_file_order``), or a copy where the orders agree."""
+        if self.order.is_identity:
+            self.cuda.memcpy_dtod_async(dst, v, self.n * self.YA.dtype.itemsize, stream)
+        else:
+            self._to_file_order.prepared_async_call(self._grid, (BLOCK, 1, 1), stream, v,
+                                                    self.positions.gpudata, dst)
 
     def voltage(self) -> np.ndarray:
         parity = int(self.ci.get()[CI_PARITY])
         buf = self.YB if parity else self.YA
-        return buf[:self.n].get().astype(np.float64)
+        return self.order.to_file(buf[:self.n].get()).astype(np.float64)
 
     def states(self) -> np.ndarray:
         return self._current().astype(np.float64)
@@ -637,15 +669,16 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         return np.array(self._probe_t), np.array(self._probe_v).T
 
     def activation(self) -> dict[str, np.ndarray]:
-        m = self.maps.get().reshape(6, self.npad)[:, :self.n].astype(np.float64)
+        m = self._maps().astype(np.float64)
         return {"activation_time": m[1], "activation_last": m[2], "apd90": m[4] - m[1]}
 
     def state(self) -> dict[str, np.ndarray]:
-        """The device state between steps: states, control scalars, maps and recordings."""
+        """The device state between steps: states, control scalars, maps and recordings, per
+        node in the file's order (a checkpoint does not depend on the engine's order)."""
         self.stream.synchronize()
         pt, pv = np.array(self._probe_t), np.array(self._probe_v)     # a single cell's every state
         return {"cuda_y": self._current(), "cuda_cd": self.cd.get(), "cuda_ci": self.ci.get(),
-                "cuda_maps": self.maps.get().reshape(6, self.npad)[:, :self.n],
+                "cuda_maps": self._maps(),
                 "probe_t": pt, "probe_v": pv,
                 "h_history": np.array(self.h_history, np.float64).reshape(-1, 2),
                 "observed_final": np.bool_(self._observed_final)}
@@ -653,17 +686,14 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def restore(self, st: dict[str, np.ndarray]) -> None:
         if "cuda_cd" not in st:
             raise ValueError("this checkpoint was written by the CPU engine; resume it with the CPU engine")
-        y = np.zeros((self.ns, self.npad), self.real)
-        y[:, :self.n] = st["cuda_y"]
-        y[:, self.n:] = y[:, :1]
-        self.YA.set(y.ravel())
+        self.YA.set(self._device_states(np.asarray(st["cuda_y"])).ravel())
         ci = np.array(st["cuda_ci"], np.int32)
         ci[CI_PARITY] = 0            # the state now sits in YA
         ci[CI_NREC] = 0              # recordings up to the checkpoint are on the host
         self.ci.set(ci)
         self.cd.set(np.array(st["cuda_cd"], np.float64))
         maps = self.maps.get().reshape(6, self.npad)
-        maps[:, :self.n] = st["cuda_maps"]
+        maps[:, :self.n] = self.order.to_device(np.asarray(st["cuda_maps"]))
         self.maps.set(maps.ravel())
         self._probe_t = list(np.asarray(st["probe_t"], np.float64))
         self._probe_v = list(np.asarray(st["probe_v"], np.float64))
@@ -683,7 +713,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
 
     def close(self) -> None:
         buffers = (self.YA, self.YB, self.K, *self.Vst, *self.U, self.nbr, self.w, self.mask, self.maps, self.pfield,
-                   self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist, self.lut)
+                   self.positions, self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist,
+                   self.lut)
         for buf in {id(b): b for b in buffers if b is not None}.values():     # YB is YA for fixed steps
             buf.gpudata.free()
         if self._snapshots is not None:

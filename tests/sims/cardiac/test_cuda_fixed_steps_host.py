@@ -11,6 +11,7 @@ import numpy as np
 from app.sims.cardiac import cuda as cuda_engine
 from app.sims.cardiac.cuda import CD_N, CD_T, CD_TPREV, CI_ACC, CI_DONE, CI_N, CI_PARITY, CI_STATUS, CudaTissue
 from app.sims.cardiac.engine import Problem
+from app.sims.cardiac.node_order import NodeOrder
 
 from .helpers import config, run
 
@@ -80,6 +81,7 @@ def host_only_engine(problem: Problem) -> CudaTissue:
     eng = object.__new__(CudaTissue)
     buffer = SimpleNamespace(gpudata=0)
     eng.p, eng._record, eng._observe = problem, Launches(), Launches()
+    eng.order = NodeOrder.identity(problem.n_cells)
     eng.log, eng._stage_launches = stage_launches(problem.tableau.stages)
     eng.stages = eng._stage_launches
     eng.stream, eng._grid = SimpleNamespace(synchronize=lambda: None), (1, 1)

@@ -28,13 +28,15 @@ WRAPPER = """
 extern "C" void host_cell_substeps(int blocks, int threads, real* YA, const unsigned* mask, real* maps, double* cd,
     int* ci, const real* pfield, int first, int n_sub, int observe_step, double t, double t_prev)
 { THREADS(cell_substeps(YA, mask, maps, cd, ci, pfield, first, n_sub, observe_step, t, t_prev)) }
-extern "C" void host_rkc_stage(int blocks, int threads, const real* u1, const real* u2, real* out, const int* nbr,
+extern "C" void host_rkc_stage(int blocks, int threads, const real* u1, const real* u2, real* out, const nbr_t* nbr,
     const real* w, real* maps, double* cd, int* ci, double mu, double nu, double mu_t_h, int observe_step,
     double t, double t_prev)
 { THREADS(rkc_stage(u1, u2, out, nbr, w, maps, cd, ci, mu, nu, mu_t_h, observe_step, t, t_prev)) }
 extern "C" void host_record(int blocks, int threads, const real* Y, const int* probes, double* rec_t, double* rec_v,
     const int* ci, double t, int slot)
 { THREADS(record(Y, probes, rec_t, rec_v, ci, t, slot)) }
+extern "C" void host_to_file_order(int blocks, int threads, const real* v, const int* position, real* out)
+{ THREADS(to_file_order(v, position, out)) }
 extern "C" void host_observe_final(int blocks, int threads, const real* YA, const real* YB, real* maps,
     const double* cd, const int* ci)
 { THREADS(observe_final(YA, YB, maps, cd, ci)) }
