@@ -2,7 +2,10 @@
 device arrays and launches served by stand-ins for pycuda (host memory; ``kernels/cardiac.cu``
 as the engine fills it, compiled with g++ over :mod:`.host_cuda`'s stand-in for CUDA's
 intrinsics, each launch's threads run in turn), against the NumPy engine on a small sheet:
-the same probe times and V, activation times and end states, Godunov and Strang."""
+the same probe times and V, activation times and end states, Godunov and Strang. The engine
+stores the nodes in its own order (:mod:`app.sims.cardiac.node_order`) with 16-bit row offsets:
+a sheet's and a tetrahedral mesh's order is not the file's, so what is compared has gone
+through the engine's permutation and back."""
 
 import ctypes
 import shutil
@@ -146,6 +149,12 @@ def sheet(split: str, precision: str, lookup: bool = False) -> str:
             "output: {random_probes: 0, probe_cells: [0, 3, 20], dt_save: 0.2}\n")
 
 
+def assert_permuted(engine: cuda_engine.CudaTissue) -> None:
+    """The engine runs in an order other than the file's, with int16 offsets in its rows."""
+    assert engine.order.row16 and not engine.order.is_identity
+    assert engine.nbr.a.dtype == np.int16 and engine.row_bytes_per_slot == 6
+
+
 def cpu_run(problem: Problem) -> CpuTissue:
     cpu = CpuTissue(problem)
     while not cpu.finished:
@@ -158,6 +167,7 @@ def test_cuda_split_steps_match_the_numpy_engine_in_float64(host_pycuda, split):
     text = sheet(split, "float64")
     cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
     assert cuda.split and len(cuda._rkc_plan[0.5 if split == "strang" else 1.0]) >= 2
+    assert_permuted(cuda)
     while not cuda.finished:            # slices of steps and of simulated time: whole split steps
         cuda.advance(7)
         cuda.advance_time(0.35)
@@ -202,9 +212,19 @@ def test_cuda_split_checkpoint_steering_and_readouts_as_the_numpy_engine(host_py
     cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
     cpu = CpuTissue(Problem.from_config(config(text)))
     cuda.advance(20)
+    assert_permuted(cuda)
     resumed = cuda_engine.CudaTissue(Problem.from_config(config(text)))
-    resumed.restore(cuda.state())
+    checkpoint = cuda.state()
+    resumed.restore(checkpoint)
     cpu.advance(20)
+    # the checkpoint holds each node in the file's order, as the NumPy engine's states; its
+    # activation times too (the device observes a state at the next split step's start: the
+    # nodes the 20th state activated are not in them yet)
+    np.testing.assert_allclose(checkpoint["cuda_y"], cpu.states(), rtol=0, atol=1e-11)
+    activated, ref = checkpoint["cuda_maps"][1], cpu.activation()["activation_time"]
+    seen = np.isfinite(activated)
+    assert seen.sum() >= 9 and (np.isfinite(ref) >= seen).all()
+    np.testing.assert_allclose(activated[seen], ref[seen], rtol=0, atol=1e-11)
     grids = [engine.keep_voltage(0.5) for engine in (resumed, cpu)]
     for engine in (resumed, cpu):
         engine.advance(10)
@@ -220,3 +240,61 @@ def test_cuda_split_checkpoint_steering_and_readouts_as_the_numpy_engine(host_py
     np.testing.assert_allclose(np.array([v for _, v in kept]), np.array([v for _, v in expected]), atol=1e-11)
     np.testing.assert_allclose(resumed.activation()["activation_time"], cpu.activation()["activation_time"],
                                rtol=0, atol=1e-11)
+
+
+def slab_config(folder) -> str:
+    """A 2 × 1 × 0.5 mm slab of tetrahedra every 0.25 mm (135 nodes, a mesh file with fibres)
+    turned against its fibres (so every edge of a node carries a weight), Beeler–Reuter,
+    stimulated in the corner x, y <= 0.5 mm; Strang at 0.1 ms."""
+    from dataclasses import replace
+
+    from app.sims.cardiac.mesh_io import write_opencarp
+    from app.sims.cardiac.shapes import structured_slab
+    raw = structured_slab(2.0, 1.0, 0.5, 0.25)
+    cells = np.flatnonzero((raw.points[:, :2] <= 0.5 + 1e-9).all(axis=1)).tolist()
+    c, s = np.cos(0.5), np.sin(0.5)
+    turn = np.array([[c, -s, 0.0], [s * c, c * c, -s], [s * s, s * c, c]])
+    path = write_opencarp(folder / "slab", replace(raw, points=raw.points @ turn.T))
+    return ("model: {file: beeler_reuter_model_1977}\n"
+            f"mesh: {{kind: file, path: {path}, conductivity: {{along: 0.17, across: 0.04, sheet: 0.04}}}}\n"
+            "protocol: {t_end: 6.0, stimuli: [{start: 0.5, duration: 2.0, amplitude: -100, "
+            f"region: {{kind: cells, cells: {cells}}}}}]}}\n"
+            "solver: {method: rlfe, dt: 0.02, split_dt: 0.1, split: strang, precision: float64}\n"
+            f"output: {{random_probes: 0, probe_cells: [0, 60, {len(raw.points) - 1}], dt_save: 0.2}}\n")
+
+
+def test_cuda_split_steps_on_a_tetrahedral_file_mesh_match_the_numpy_engine(host_pycuda, tmp_path):
+    """A mesh file's anisotropic P1 operator (rows of up to 14 slots, unused ones padded) in the
+    engine's order: the same probes, end states and activation times as the NumPy engine in the
+    file's order, to the float64 roundings of the sheet's case."""
+    text = slab_config(tmp_path)
+    cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+    assert_permuted(cuda)
+    assert cuda.p.mesh.width > 6 and (cuda.p.mesh.inv_d2 == 0).any()       # padded rows
+    while not cuda.finished:
+        cuda.advance(1000)
+    cpu = cpu_run(Problem.from_config(config(text)))
+    (ct, cv), (nt, nv) = cuda.recordings(), cpu.recordings()
+    np.testing.assert_allclose(ct, nt, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cv, nv, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(cuda.states(), cpu.states(), rtol=0, atol=1e-11)
+    got, ref = cuda.activation()["activation_time"], cpu.activation()["activation_time"]
+    assert np.isfinite(ref).mean() > 0.5                                   # the wave crossed most of it
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-11)
+
+
+def test_cuda_blow_up_names_the_file_cell(host_pycuda):
+    """A stimulus far too strong at one cell of the sheet (1 mm apart, weakly coupled): the run
+    stops naming that cell's index in the file, as the NumPy engine does, though the device
+    holds it elsewhere."""
+    from app.sims.cardiac.engine import RunStopped
+    text = (sheet("godunov", "float64").replace("dx_mm: 0.1", "dx_mm: 1.0")
+            .replace("amplitude: -100, region: {kind: rect, x1: 0.15}", "amplitude: -10000, region: {kind: cells, cells: [9]}"))
+    stops = []
+    for engine in (cuda_engine.CudaTissue(Problem.from_config(config(text))), CpuTissue(Problem.from_config(config(text)))):
+        with pytest.raises(RunStopped) as stop:
+            while not engine.finished:
+                engine.advance(1000)
+        stops.append(stop.value)
+    assert stops[0].cell == stops[1].cell == 9 and stops[0].t == pytest.approx(stops[1].t, abs=1e-12)
+    assert cuda_engine.CudaTissue(Problem.from_config(config(text))).order.position[9] != 9
