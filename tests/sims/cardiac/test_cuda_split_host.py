@@ -17,6 +17,7 @@ import pytest
 
 from app.sims.cardiac import cuda as cuda_engine
 from app.sims.cardiac.engine import CpuTissue, Problem
+from app.sims.cardiac.node_order import NodeOrder
 
 from .helpers import config
 from .host_cuda import compile_for_host
@@ -162,12 +163,19 @@ def cpu_run(problem: Problem) -> CpuTissue:
     return cpu
 
 
-@pytest.mark.parametrize("split", ["godunov", "strang"])
-def test_cuda_split_steps_match_the_numpy_engine_in_float64(host_pycuda, split):
+@pytest.mark.parametrize("split,row16", [("godunov", True), ("strang", True), ("strang", False)])
+def test_cuda_split_steps_match_the_numpy_engine_in_float64(host_pycuda, monkeypatch, split, row16):
+    """row16 False: the fallback of a mesh whose offsets do not fit int16 (the file's order,
+    int32 indices), forced on the sheet."""
+    if not row16:
+        monkeypatch.setattr(cuda_engine, "device_order", lambda neighbours: NodeOrder.identity(len(neighbours)))
     text = sheet(split, "float64")
     cuda = cuda_engine.CudaTissue(Problem.from_config(config(text)))
     assert cuda.split and len(cuda._rkc_plan[0.5 if split == "strang" else 1.0]) >= 2
-    assert_permuted(cuda)
+    if row16:
+        assert_permuted(cuda)
+    else:
+        assert cuda.nbr.a.dtype == np.int32 and cuda.order.is_identity and cuda.row_bytes_per_slot == 8
     while not cuda.finished:            # slices of steps and of simulated time: whole split steps
         cuda.advance(7)
         cuda.advance_time(0.35)
