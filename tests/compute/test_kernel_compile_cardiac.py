@@ -172,3 +172,26 @@ def test_split_step_kernels_compile(method, lookup, precision):
                           and b".text.stage0\0" not in im for im in images.values())
     unsplit = Problem.from_config(load_config(parse_yaml(text.replace(", split_dt: 0.1", ""))))
     assert "SPLIT" not in kernel_source(unsplit)[1]
+
+
+@pytest.mark.parametrize("split_dt", [0.0, 0.1])
+@pytest.mark.parametrize("row16", [True, False])
+def test_operator_row_formats_compile(split_dt, row16):
+    """The operator rows as the CUDA engine stores them (app/sims/cardiac/node_order.py): int16
+    offsets in its node order (ROW16, a sheet's) and the fallback's int32 indices, in the
+    unsplit stage kernels and the split step's, float32 RLFE with tables as the mesh bench
+    runs, with NVRTC and nvcc; and the readouts' gather ``to_file_order``. (Every method's
+    variant above, on a sheet, compiles with ROW16: the fused one-block steps too.)"""
+    from app.sims.cardiac.node_order import NodeOrder, device_order
+    splitting = f", split_dt: {split_dt:g}" if split_dt else ""
+    text = ("domain: cardiac\nmodel: {file: beeler_reuter_model_1977}\nmesh: {kind: sheet, nx: 20, ny: 10}\n"
+            f"solver: {{method: rlfe, dt: 0.02, precision: float32, lookup_tables: true{splitting}}}\n")
+    problem = Problem.from_config(load_config(parse_yaml(text)))
+    order = device_order(problem.mesh.neighbours) if row16 else NodeOrder.identity(problem.n_cells)
+    assert order.row16 == row16
+    src, defines = kernel_source(problem, order)
+    assert defines.get("ROW16", 0) == int(row16)
+    images = compile_with_every_compiler(src, "cardiac.cu", defines)
+    kernels = ("cell_substeps", "rkc_stage") if split_dt else ("stage0",)
+    assert images and all(f".text.{k}\0".encode() in im for im in images.values()
+                          for k in (*kernels, "to_file_order"))
