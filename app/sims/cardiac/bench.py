@@ -36,21 +36,28 @@ TOLERANCES = [(1e-2, 1e-4), (1e-1, 1e-2), (1e-1, 1e-1), (1.0, 0.0)]
 TARGETS = {("rlfe", 0.05): 0.3, ("bs32", 1.0, 0.0): 1.0}   # seconds, the level-7 sphere on one GPU
 
 
-def floor_bytes(n_states: int, width: int) -> int:
+def floor_bytes(n_states: int, width: int, slot_bytes: int) -> int:
     """Bytes per node per step the fused float32 RLFE step must move at least: the states read
-    and written (2 × S × 4 B), the padded operator row (K neighbour indices and K weights,
-    8·K B), the neighbours' V (mostly cache hits: counted once, 4 B) and the activation
-    bookkeeping (~32 B)."""
-    return 2 * n_states * 4 + 8 * width + 4 + 32
+    and written (2 × S × 4 B), the padded operator row (K slots of ``slot_bytes``: a neighbour's
+    int16 offset or int32 index and its weight, as the CUDA engine stores them,
+    :attr:`~app.sims.cardiac.node_order.NodeOrder.row_bytes_per_slot`), the neighbours' V
+    (mostly cache hits: counted once, 4 B) and the activation bookkeeping (~32 B)."""
+    return 2 * n_states * 4 + slot_bytes * width + 4 + 32
 
 
-def split_floor_bytes(n_states: int, width: int, stages: list[int]) -> int:
+def split_floor_bytes(n_states: int, width: int, stages: list[int], slot_bytes: int) -> int:
     """Bytes per node per split step (``solver.split_dt``) at least: the states read and written
     once, the cell substeps in registers (2 × S × 4 B), the activation bookkeeping once (~32 B),
     and per diffusion stage (``stages``: each super-step's count; Godunov one super-step, Strang
-    two) the operator row (8·K B), the neighbours' V of the previous stage (mostly cache hits,
-    4 B), the stage before that read and the new one written (8 B)."""
-    return 2 * n_states * 4 + 32 + sum(stages) * (8 * width + 4 + 8)
+    two) the operator row (K slots of ``slot_bytes``), the neighbours' V of the previous stage
+    (mostly cache hits, 4 B), the stage before that read and the new one written (8 B)."""
+    return 2 * n_states * 4 + 32 + sum(stages) * (slot_bytes * width + 4 + 8)
+
+
+def row_slot_bytes(mesh) -> int:
+    """Bytes of an operator-row slot as the CUDA engine stores ``mesh``'s rows (float32)."""
+    from app.sims.cardiac.node_order import device_order
+    return device_order(mesh.neighbours).row_bytes_per_slot
 
 
 def cases(every: bool):
@@ -220,10 +227,10 @@ def paper_rows(base, level: int, t_end: float, resolved: str, every: bool) -> di
     out: dict = {"level": level, "n_cells": n_cells, "t_end": t_end, "s2_ms": s2, "backend": resolved,
                  "rows": []}
     if resolved == "cuda":
-        width = build_mesh(make_cfg(base, level, t_end)).width
-        n_states = config_model(base.model).n_states
-        out.update(bandwidth_bytes_per_s=hbm_bandwidth(), neighbour_width=width, states=n_states,
-                   floor_bytes_per_cell_step=floor_bytes(n_states, width))
+        mesh = build_mesh(make_cfg(base, level, t_end))
+        n_states, slot = config_model(base.model).n_states, row_slot_bytes(mesh)
+        out.update(bandwidth_bytes_per_s=hbm_bandwidth(), neighbour_width=mesh.width, states=n_states,
+                   row_bytes_per_slot=slot, floor_bytes_per_cell_step=floor_bytes(n_states, mesh.width, slot))
     t0 = time.perf_counter()
     ref_cfg = make_cfg(base, level, t_end, method="bs32", at=1e-3, rt=1e-6, dt=0.005,
                        precision="float64", dt_max=0.5)

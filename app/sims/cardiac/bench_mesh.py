@@ -6,17 +6,20 @@ a warm-up that compiles; the real-time factor (simulated ms per wall ms) and the
 floor of one step.
 
 Floor, per node per step (the fused RLFE kernel): the states read and written (2 × S × 4 B),
-the padded operator row (K neighbour indices and K weights, 8·K B), the neighbours' V (mostly
-cache hits: counted once, 4 B) and the activation bookkeeping (~32 B).
+the padded operator row as the CUDA engine stores it (K slots of a neighbour's int16 offset or
+int32 index and its float32 weight: 6·K or 8·K B, the record's ``row_bytes_per_slot``;
+:mod:`~app.sims.cardiac.node_order`), the neighbours' V (mostly cache hits: counted once, 4 B)
+and the activation bookkeeping (~32 B).
 
 With ``split_dt`` (``--split-dt``, :mod:`~app.sims.cardiac.splitting`) the cell model runs
 ``split_dt / dt`` substeps of dt = 0.02 ms and the diffusion one RKC1 super-step (Godunov) or two
 half ones (Strang) per split step; the floor per split step
 (:func:`~app.sims.cardiac.bench.split_floor_bytes`) is the states read and written once, the
 bookkeeping once and, per diffusion stage, the operator row, V of the previous two stages and
-the new stage written. On the CRN shell (21 states, width 14, stable step 0.03 ms) at split_dt
-0.1 ms Godunov takes 2 stages: 168 + 32 + 2 × 124 = 448 B per node per 0.1 ms, against
-5 × 316 = 1,580 B unsplit. The record states both per simulated ms (``floor_bytes_per_node_ms``).
+the new stage written. On the CRN shell (21 states, width 14, stable step 0.03 ms) with int16
+offsets at split_dt 0.1 ms Godunov takes 2 stages: 168 + 32 + 2 × 96 = 392 B per node per
+0.1 ms, against 5 × 288 = 1,440 B unsplit. The record states both per simulated ms
+(``floor_bytes_per_node_ms``).
 The CUDA engine's split kernels are written to that floor: ``cell_substeps`` reads and writes
 each node's states once (the substeps in registers), each ``rkc_stage`` launch is one pass over
 the operator row and V (kernels/cardiac.cu)."""
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from app.compute.device import backend_context, cuda_status, resolve_backend
-from app.sims.cardiac.bench import floor_bytes, run_once, split_floor_bytes
+from app.sims.cardiac.bench import floor_bytes, row_slot_bytes, run_once, split_floor_bytes
 from app.sims.common.bench_record import save_bench
 
 NODES, QUICK_NODES = 1_000_000, 20_000
@@ -115,7 +118,9 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
     steps, wall = summary["steps_accepted"], summary["wall_seconds"]
     step = split_dt or dt
     stages = diffusion_stages(mesh, split_dt, split)
-    per_node = split_floor_bytes(n_states, mesh.width, stages) if split_dt > 0 else floor_bytes(n_states, mesh.width)
+    slot = row_slot_bytes(mesh) if resolved == "cuda" else 8     # the CPU engines: int32 indices
+    per_node = (split_floor_bytes(n_states, mesh.width, stages, slot) if split_dt > 0
+                else floor_bytes(n_states, mesh.width, slot))
     moved = per_node * mesh.n_cells * steps
     device = cuda_status().devices[0].name if resolved == "cuda" else "cpu"
     nominal = next((bw for name, bw in BANDWIDTH.items() if name in device), None)
@@ -124,7 +129,7 @@ def main(backend: str = "auto", out_dir: Path = Path("bench-results"), quick: bo
         "device": device, "backend": resolved, "nodes": mesh.n_cells, "elements": int(quality["elements"]),
         "neighbour_width": mesh.width, "states": n_states, "dt_ms": dt, "t_end_ms": t_end, "steps": steps,
         "split_dt_ms": split_dt, "split": split if split_dt > 0 else "", "diffusion_stages": stages,
-        "floor_bytes_per_node_ms": per_node / step,
+        "row_bytes_per_slot": slot, "floor_bytes_per_node_ms": per_node / step,
         "wall_seconds": wall, "real_time_factor": t_end / (wall * 1e3),
         "floor_bytes_per_node_step": per_node, "effective_bandwidth_GBps": moved / wall / 1e9,
         "floor_seconds": moved / nominal if nominal else None, "nominal_bandwidth_GBps": nominal and nominal / 1e9,
