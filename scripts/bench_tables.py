@@ -184,7 +184,9 @@ def cardiac_paper_table(results: dict) -> list[str]:
     if floor:
         lines += ["", f"Floor of the fixed-step methods: {results['floor_bytes_per_cell_step']} B per cell per step "
                       f"(the {results['states']} float32 states read and written, the operator row of "
-                      f"{results['neighbour_width']} neighbour indices and weights, the neighbours' V, the activation "
+                      f"{results['neighbour_width']} neighbour indices and weights"
+                      + (f" at {results['row_bytes_per_slot']} B a slot" if "row_bytes_per_slot" in results else "")
+                      + ", the neighbours' V, the activation "
                       f"bookkeeping) at the card's {results['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s."]
     targets = [r for r in results["rows"] if "target_seconds" in r and "wall_seconds" in r]
     if targets and papers:
@@ -231,7 +233,9 @@ def cardiac_mesh_table(results: dict) -> list[str]:
             ["run", f"{r['states']} states, {split}cell step {r['dt_ms']:g} ms, {r['t_end_ms']:g} ms, "
                     f"{r['steps']:,} steps"],
             ["wall", f"{r['wall_seconds']:.3f} s: {r['real_time_factor']:.3f}x real time"],
-            ["floor", f"{r['floor_bytes_per_node_step']} B per node and step: {r['floor_seconds']:.3f} s at "
+            ["floor", f"{r['floor_bytes_per_node_step']} B per node and step"
+                      + (f" (rows at {r['row_bytes_per_slot']} B a slot)" if "row_bytes_per_slot" in r else "")
+                      + f": {r['floor_seconds']:.3f} s at "
                       f"{r['nominal_bandwidth_GBps']:g} GB/s, {r['floor_seconds'] / r['wall_seconds']:.0%} of the wall "
                       f"time ({r['effective_bandwidth_GBps']:.0f} GB/s moved)"],
             ["activated", f"{results['activated_fraction']:.1%} of the nodes"]]

@@ -164,3 +164,14 @@ def test_the_split_study_table_shows_each_run_against_reference_and_consensus():
     assert "| strang Δt_s 0.1, dt 0.02 | +1.72 % |" in text and "dx 0.2: dt 0.0025 ms, 0.5547 mm/ms" in text
     assert "| strang Δt_s 0.1, dt 0.02 | 35.00 | 40.00 | 55.00 | 24.00 | 0.46 | 0.41 |" in text
     assert "dx 0.2 mm (58,176 nodes, 80 ms)" in text and "P8 53.81 ± 8.17" in text
+
+
+def test_the_mesh_table_names_the_row_format_where_the_record_has_it():
+    record = {"nodes": 1_023_672, "elements": 5_750_784, "neighbour_width": 14, "states": 21, "dt_ms": 0.02,
+              "t_end_ms": 100.0, "steps": 5000, "wall_seconds": 0.5, "real_time_factor": 0.2,
+              "floor_bytes_per_node_step": 288, "floor_seconds": 0.44, "nominal_bandwidth_GBps": 3350.0,
+              "effective_bandwidth_GBps": 2900.0, "activated_fraction": 0.5, "split_dt_ms": 0.0}
+    floor = next(line for line in tables.cardiac_mesh_table({**record, "row_bytes_per_slot": 6}) if "floor" in line)
+    assert "288 B per node and step (rows at 6 B a slot): 0.440 s" in floor
+    older = next(line for line in tables.cardiac_mesh_table(record) if "floor" in line)
+    assert "288 B per node and step: 0.440 s" in older
