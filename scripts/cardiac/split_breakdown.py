@@ -2,9 +2,13 @@
 cell-substep kernel and each diffusion super-step timed alone with CUDA events after a warm-up,
 their registers and local memory, and the whole step; at rest and after ``--advance-ms`` of the
 run (a wave crossing the tissue), for each ``--min-blocks`` (the kernels' launch bound,
-``cuda.STAGE_MIN_BLOCKS``; None: the engine's choice). Writes ``cardiac-mesh-kernels.json``.
+``cuda.STAGE_MIN_BLOCKS``; None: the engine's choice) and each ``--rows`` (``engine``: the
+engine's node order and row format, int16 offsets where they fit; ``int32``: the file's order
+with int32 indices, the engine's fallback, forced for comparison). Writes
+``cardiac-mesh-kernels.json``.
 
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --min-blocks none 6 8
+    python scripts/cardiac/split_breakdown.py --split godunov --split-dt 0.2 --rows engine int32
 """
 import argparse
 import sys
@@ -61,10 +65,13 @@ def main() -> int:
     ap.add_argument("--advance-ms", type=float, default=30.0)
     ap.add_argument("--nodes", type=int, default=None)
     ap.add_argument("--min-blocks", nargs="+", default=["none"], help="launch bounds to try (none: the engine's)")
+    ap.add_argument("--rows", nargs="+", default=["engine"], choices=("engine", "int32"),
+                    help="operator-row formats to compare (int32: the fallback, forced)")
     ap.add_argument("--out", default="bench-results")
     args = ap.parse_args()
     from app.compute.device import backend_context
     from app.sims.cardiac import bench_mesh, cuda
+    from app.sims.cardiac.node_order import NodeOrder, device_order
     from app.sims.cardiac.simulation import CardiacSimulation
     from app.sims.common.bench_record import save_bench
     with tempfile.TemporaryDirectory() as tmp, backend_context("cuda"):
@@ -72,21 +79,22 @@ def main() -> int:
         cfg = bench_mesh.config_for(path, points, args.advance_ms + 10.0, args.split_dt, args.split, args.dt)
         result = {"nodes": len(points), "split": args.split, "split_dt_ms": args.split_dt, "dt_ms": args.dt,
                   "advance_ms": args.advance_ms, "variants": []}
-        for bound in args.min_blocks:
+        for bound, rows in ((b, r) for b in args.min_blocks for r in args.rows):
             cuda.STAGE_MIN_BLOCKS = None if bound == "none" else int(bound)
-            variant: dict = {"min_blocks": bound}
+            cuda.device_order = device_order if rows == "engine" else lambda nbr: NodeOrder.identity(len(nbr))
+            variant: dict = {"min_blocks": bound, "rows": rows}
             for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
                 sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
                 engine = sim.engine
                 if advance:
                     engine.advance_time(advance)
                 variant.update(substeps=engine.p.substeps, cell_substeps=kernel_row(engine._cells),
-                               rkc_stage=kernel_row(engine._rkc))
+                               rkc_stage=kernel_row(engine._rkc), row_bytes_per_slot=engine.row_bytes_per_slot)
                 variant[label] = breakdown(engine, len(points))
                 print(bound, label, variant, flush=True)
                 sim.close()
             result["variants"].append(variant)
-        cuda.STAGE_MIN_BLOCKS = None
+        cuda.STAGE_MIN_BLOCKS, cuda.device_order = None, device_order
     print(result)
     print(f"wrote {save_bench('cardiac-mesh-kernels', result, Path(args.out))}")
     return 0
