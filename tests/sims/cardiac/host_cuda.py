@@ -197,3 +197,15 @@ def install_host_pycuda(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(cuda_engine, "load_module",
                         lambda src, name, defines: HostModule(compile_for_host(src, defines, ENGINE_WRAPPER, tmp_path)))
     monkeypatch.setattr(cuda_engine, "PackedLaunch", HostPackedLaunch)
+
+
+def assert_same_run(cuda, cpu, atol: float = 1e-11) -> None:
+    """The CUDA engine's run against the NumPy engine's, to float64 roundings: probe times and V,
+    end states, first and last activation times (never-activated nodes in both)."""
+    (ct, cv), (nt, nv) = cuda.recordings(), cpu.recordings()
+    np.testing.assert_allclose(ct, nt, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cv, nv, rtol=0, atol=atol)
+    np.testing.assert_allclose(cuda.states(), cpu.states(), rtol=0, atol=atol)
+    got, ref = cuda.activation(), cpu.activation()
+    for key in ("activation_time", "activation_last"):
+        np.testing.assert_allclose(got[key], ref[key], rtol=0, atol=atol)
