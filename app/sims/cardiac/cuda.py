@@ -129,7 +129,7 @@ def fused_steps(problem: Problem) -> bool:
 def kernel_source(problem: Problem, order: NodeOrder | None = None) -> tuple[str, dict]:
     """The kernel text for this problem's model, method and precision, and its -D defines; the
     operator rows as ``order`` stores them (by default the engine's :func:`device_order`)."""
-    order = order or device_order(problem.mesh.neighbours)
+    order = order if order is not None else device_order(problem.mesh.neighbours)
     real = "double" if problem.dtype == np.float64 else "float"
     src, defines = model_kernel_source(fused_model(problem), problem.tableau, real, problem.n_cells,
                                        problem.mesh.width, len(recorded_rows(problem)),

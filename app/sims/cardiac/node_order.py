@@ -45,11 +45,17 @@ class NodeOrder:
 
     def to_device(self, values: np.ndarray) -> np.ndarray:
         """Per-node ``values`` (..., N) in file order, in device order."""
-        return np.asarray(values)[..., self.node]
+        return self._per_node(values)[..., self.node]
 
     def to_file(self, values: np.ndarray) -> np.ndarray:
         """Per-node ``values`` (..., N) in device order, in file order."""
-        return np.asarray(values)[..., self.position]
+        return self._per_node(values)[..., self.position]
+
+    def _per_node(self, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values)
+        if values.shape[-1:] != (len(self.node),):
+            raise ValueError(f"per-node values of shape {values.shape} for a tissue of {len(self.node)} nodes")
+        return values
 
     def rows(self, neighbours: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The operator's padded rows (N, K) in device order, transposed to (K, N) as the

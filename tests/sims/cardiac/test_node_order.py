@@ -34,6 +34,8 @@ def test_a_sheet_takes_a_permuted_order_with_int16_offsets():
     check_rows(order, mesh.neighbours, mesh.inv_d2)
     v = np.random.default_rng(1).normal(size=(2, 21))
     np.testing.assert_array_equal(order.to_file(order.to_device(v)), v)
+    with pytest.raises(ValueError, match="for a tissue of 21 nodes"):        # a checkpoint of another mesh
+        order.to_device(np.zeros((2, 22)))
     # the operator applied in the device's order is the file's, permuted (the same sums)
     d = order.to_device(v[0])
     idx = rows.T.astype(np.int64) + np.arange(21)[:, None]
