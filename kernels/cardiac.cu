@@ -25,7 +25,9 @@
 //
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
 // K[(i*NK + q)*NPAD + k] (q < NNG: non-gating dy/dt, then NG a's, then NG b's, with
-// dx/dt = a*x + b for a gate x); a varying parameter j of cell k at pfield[j*NPAD + k].
+// dx/dt = a*x + b for a gate x); a varying parameter j of cell k at pfield[j*NPAD + k]. A cell k
+// is a node's position in the engine's order (the host maps the mesh file's order to it and back);
+// slot q of its operator row at nbr[q*NPAD + k] and w[q*NPAD + k] (neighbour(): ROW16 or not).
 //
 // A stage kernel is latency-bound (a cell-step's arithmetic is below its memory traffic), so
 // it issues every load a cell-step needs before the model, in as few dependent steps as it
