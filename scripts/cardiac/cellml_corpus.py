@@ -185,7 +185,7 @@ def one_explicit(path: Path, ref: dict | None, previous: dict | None = None, bac
     return row
 
 
-def one_rosenbrock(path: Path, backend: str = "cpu", budget_s: float | None = None) -> dict:
+def one_rosenbrock(path: Path, budget_s: float | None = None) -> dict:
     """The Rosenbrock method (:data:`ROSENBROCK`: rodas4 at its default tolerances) on one cell,
     the corpus protocol; a run past ``budget_s`` stops itself (a row saying how far it got)."""
     from app.sims.cardiac.cellml import CellMLImportError
@@ -195,7 +195,7 @@ def one_rosenbrock(path: Path, backend: str = "cpu", budget_s: float | None = No
         stim = protocol(load_model(str(path)))
     except CellMLImportError as exc:                  # the cpu row says why
         return {"model": path.stem, "refused": str(exc).replace(str(path), path.name)}
-    run = _guarded(path, stim, ROSENBROCK, backend=backend, budget_s=budget_s)
+    run = _guarded(path, stim, ROSENBROCK, budget_s=budget_s)
     if "out_of_time_s" in run:
         return {"model": path.stem, "timeout_s": run["out_of_time_s"], "reached": run}
     return {"model": path.stem, "rodas4": run}
@@ -215,7 +215,7 @@ def _worker(kind: str, path: str, out: str, redo_ours: bool, tolerances: tuple[f
     elif kind == "cuda":
         row = one_cuda(Path(path), tolerances, ref, budget_s)
     elif kind == "rodas4":
-        row = one_rosenbrock(Path(path), "cpu", budget_s)
+        row = one_rosenbrock(Path(path), budget_s)
     else:
         previous = json.loads(Path(out).read_text()) if Path(out).exists() else None
         row = one_explicit(Path(path), ref, previous, "cuda" if kind == "explicit-cuda" else "cpu")
@@ -282,21 +282,34 @@ def _short(text: str) -> str:
     return " ".join(text.strip().splitlines()[-1:]).replace("|", "/")[:160]
 
 
+def _not_finished(run: dict, steps: bool = True) -> str:
+    """A row that stopped itself at its time budget: how far it got (and in how many steps)."""
+    got = run.get("reached")
+    if not got:
+        return f"not finished within {run['timeout_s']:.0f} s"
+    taken = f", {got['steps_accepted']:,} steps" if steps else ""
+    return (f"not finished within {run['timeout_s']:.0f} s "
+            f"(at {got['t_ms'] / 1e3:.1f} of {got['t_end_ms'] / 1e3:.1f} s{taken})")
+
+
+def _run_cell(res: dict, last: dict) -> tuple[str, float]:
+    """One run's APD90 error against ``last``, engine seconds and accepted steps, and that error
+    (nan: failed)."""
+    if "error" in res or res.get("stopped"):
+        return f"failed: {_short(res.get('error') or res['stopped'])}", math.nan
+    err = _err(res.get("apd90_ms"), last.get("apd90_ms"))
+    return (f"{_f(err, '+.3f')} % ({_f(res.get('engine_seconds'), '.1f')} s, "
+            f"{res.get('steps_accepted', 0):,} steps)"), err
+
+
 def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
-    """The CUDA column: the default's APD90 error, engine seconds and steps (and the tighter
-    tolerances tried where it missed), and that error (nan: not run)."""
+    """The CUDA column: the default's cell (and the tighter tolerances tried where it missed),
+    and its error (nan: not run)."""
     if not run:
         return "not run", math.nan
     if "timeout_s" in run:
-        got = run.get("reached")
-        return (f"not finished within {run['timeout_s']:.0f} s" + (
-            f" (at {got['t_ms'] / 1e3:.1f} of {got['t_end_ms'] / 1e3:.1f} s, {got['steps_accepted']:,} steps)"
-            if got else "")), math.nan
-    auto = run["auto"]
-    if "error" in auto or auto.get("stopped"):
-        return f"failed: {_short(auto.get('error') or auto['stopped'])}", math.nan
-    err = _err(auto.get("apd90_ms"), last.get("apd90_ms"))
-    text = f"{_f(err, '+.3f')} % ({_f(auto.get('engine_seconds'), '.1f')} s, {auto.get('steps_accepted', 0):,} steps)"
+        return _not_finished(run), math.nan
+    text, err = _run_cell(run["auto"], last)
     for key, res in run.items():
         if key not in ("model", "auto"):                 # the tighter tolerances tried
             text += f" ({key}: {_f(_err(res.get('apd90_ms'), last.get('apd90_ms')), '+.3f')} %)"
@@ -304,22 +317,14 @@ def _cuda_cell(run: dict | None, last: dict) -> tuple[str, float]:
 
 
 def _rosenbrock_cell(run: dict | None, last: dict) -> tuple[str, float]:
-    """A rodas4 column: the APD90 error, engine seconds and steps (accepted; rejected), and that
-    error (nan: not run, failed or not finished)."""
+    """The rodas4 column: the run's cell and its error (nan: not run, refused or not finished)."""
     if not run:
         return "not run", math.nan
     if "timeout_s" in run:
-        got = run.get("reached")
-        return (f"not finished within {run['timeout_s']:.0f} s" + (
-            f" (at {got['t_ms'] / 1e3:.1f} of {got['t_end_ms'] / 1e3:.1f} s)" if got else "")), math.nan
+        return _not_finished(run, steps=False), math.nan
     if "refused" in run:
         return "refused at import", math.nan
-    res = run["rodas4"]
-    if "error" in res or res.get("stopped"):
-        return f"failed: {_short(res.get('error') or res['stopped'])}", math.nan
-    err = _err(res.get("apd90_ms"), last.get("apd90_ms"))
-    return (f"{_f(err, '+.3f')} % ({_f(res.get('engine_seconds'), '.1f')} s, "
-            f"{res.get('steps_accepted', 0):,} steps)"), err
+    return _run_cell(run["rodas4"], last)
 
 
 def _explicit_cell(run: dict | None, target: dict) -> tuple[str, str | float | None]:
@@ -372,8 +377,8 @@ def table(out: Path) -> str:
     with_cuda, with_explicit_cuda = bool(extra["cuda"]), bool(extra["explicit-cuda"])   # columns where a GPU ran them
     head = ["model", "imported", "APD90 ours (ms)", "APD90 CVODES (ms)", "error"]
     head += ["CUDA default: error (time, steps)"] if with_cuda else []
-    rosenbrock = [k for k in ("rodas4",) if extra[k]]
-    head += ["rodas4: error (time, steps)" for k in rosenbrock]
+    with_rosenbrock = bool(extra["rodas4"])
+    head += ["rodas4: error (time, steps)"] if with_rosenbrock else []
     head += [f"tissue solvers (float32): error, bound {EXPLICIT_BOUND:g} %"]
     head += ["tissue solvers on CUDA"] if with_explicit_cuda else []
     head += ["sheet APD90 error (beat 1)",
@@ -382,7 +387,7 @@ def table(out: Path) -> str:
     blank = " |" * (len(head) - 2)
     worst, n_ok, ours_total, ref_total = 0.0, 0, 0.0, 0.0
     cuda_errs: list[float] = []
-    rosenbrock_errs: dict[str, list[float]] = {}
+    rosenbrock_errs: list[float] = []
     steps: dict[str, int] = {}
     for r in rows:
         name = r["model"]
@@ -414,11 +419,11 @@ def table(out: Path) -> str:
             ref_total += r["reference"]["seconds"]
         cuda_text, cuda_err = _cuda_cell(extra["cuda"].get(name), ref)
         solver_cells = [cuda_text] if with_cuda else []
-        for k in rosenbrock:
-            text, rerr = _rosenbrock_cell(extra[k].get(name), ref)
+        if with_rosenbrock:
+            text, rerr = _rosenbrock_cell(extra["rodas4"].get(name), ref)
             solver_cells.append(text)
             if np.isfinite(rerr):
-                rosenbrock_errs.setdefault(k, []).append(abs(rerr))
+                rosenbrock_errs.append(abs(rerr))
         if ref and np.isfinite(cuda_err):
             cuda_errs.append(abs(cuda_err))
         explicit_text, within = _explicit_cell(extra["explicit"].get(name),
@@ -440,10 +445,9 @@ def table(out: Path) -> str:
     if cuda_errs:
         summary += (f" CUDA default: {len(cuda_errs)} compared, largest |APD90 error| {max(cuda_errs):.3f} %, "
                     f"{sum(e <= SINGLE_CELL_BOUND for e in cuda_errs)} within {SINGLE_CELL_BOUND:g} %.")
-    for k, errs in rosenbrock_errs.items():
-        summary += (f" {k}: {len(errs)} compared, largest "
-                    f"|APD90 error| {max(errs):.3f} %, {sum(e <= SINGLE_CELL_BOUND for e in errs)} within "
-                    f"{SINGLE_CELL_BOUND:g} %.")
+    if rosenbrock_errs:
+        summary += (f" rodas4: {len(rosenbrock_errs)} compared, largest |APD90 error| {max(rosenbrock_errs):.3f} %, "
+                    f"{sum(e <= SINGLE_CELL_BOUND for e in rosenbrock_errs)} within {SINGLE_CELL_BOUND:g} %.")
     if steps:
         summary += (f" Tissue solvers, the largest step within {EXPLICIT_BOUND:g} % (RLFE tried before GRL1; "
                     "missed: not for tissue at these steps): "

@@ -581,7 +581,8 @@ class StepSizeView(PlotView):
     """Accepted step sizes of an adaptive solver over simulated time."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__("Step size (adaptive solvers)", "time (ms)", "h (ms)", parent)
+        super().__init__("Step size", "time (ms)", "h (ms)", parent)     # shown for adaptive solvers only
+        self.setMinimumWidth(230)                # room for its time ticks beside the traces at 1280 px
         self.curve = self.plot.plot(pen=pg.mkPen(colour(3), width=1))
         self.plot.setLogMode(y=True)
         sparse_log_labels(self.plot)

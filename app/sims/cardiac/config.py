@@ -602,9 +602,9 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
         host[f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies"] = n * states * 8
         gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
                n * states * stages * width,
-               "mesh and activation maps": n * (row + 6 * 8),
-               f"V copies in flight: {VOLTAGE_SNAPSHOTS}": n * VOLTAGE_SNAPSHOTS * width}
-        host[f"V copies in flight: {VOLTAGE_SNAPSHOTS}"] = n * VOLTAGE_SNAPSHOTS * width
+               "mesh and activation maps": n * (row + 6 * 8)}
+        for side in (host, gpu):                  # readouts in flight (cuda.VoltageSnapshots)
+            side[f"V copies in flight: {VOLTAGE_SNAPSHOTS}"] = n * VOLTAGE_SNAPSHOTS * width
     key = {"sphere": ("mesh", "level"), "file": ("mesh", "path")}.get(cfg.mesh.kind, ("mesh", "nx"))
     recordings = f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B"
     single = "single-cell history: every step's states"

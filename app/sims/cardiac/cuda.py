@@ -505,7 +505,6 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         launched = 0
         while not self.done:
             n = self.chunk
-            due = min((g.due for g in self.grids), default=np.inf)
             if not tab.adaptive:        # the chunk ends at the target (readouts: _snapshot_if_due)
                 remaining = self.p.fixed_steps - self.steps_accepted
                 if t_target is not None:
@@ -513,7 +512,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                     remaining = min(remaining, max(1, int(steps)))
                 n = max(1, min(n, remaining))
             else:
-                self._pause_at(due)
+                self._pause_at(min((g.due for g in self.grids), default=np.inf))
             if max_steps is not None:
                 n = max(1, min(n, max_steps - launched))
             if self.fused:

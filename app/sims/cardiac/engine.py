@@ -391,14 +391,16 @@ class VoltageGrid:
         return float((np.floor(t / (self.every * (1 - 1e-9))) + 1) * self.every)
 
     def offer(self, t: float, v: np.ndarray) -> None:
-        """An accepted step's time and V: kept (a float64 copy) if a multiple is due."""
+        """An accepted step's time and V: kept (a copy, in V's own precision: the engine's loop
+        pays for a copy only) if a multiple is due."""
         if is_due(t, self.due):
-            self._kept.append((t, np.array(v, np.float64)))
+            self._kept.append((t, np.array(v)))
             self.restart(t)
 
     def take(self) -> list[tuple[float, np.ndarray]]:
+        """What was kept since the last take, V in float64."""
         kept, self._kept = self._kept, []
-        return kept
+        return [(t, v.astype(np.float64, copy=False)) for t, v in kept]
 
 
 class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):

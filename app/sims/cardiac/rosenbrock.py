@@ -31,9 +31,8 @@ import numpy as np
 
 from app.compute.small_solve import solve_batch
 
-
-
 DIFF_STEP = float(np.sqrt(np.finfo(np.float64).eps))   # relative forward-difference step (mend_jacobian)
+
 
 @dataclass(frozen=True)
 class Rosenbrock:

@@ -243,8 +243,8 @@ class Session:
                         frame = sim.frame() or frame
                     if self.events:
                         frame = replace(frame, events=self.events)
-                    preparing = self.preparing
-                    if preparing:
+                    preparing = self.preparing          # a finished run waits for nothing
+                    if preparing and not frame.done:
                         frame = replace(frame, status=f"{frame.status} · {preparing}" if frame.status else preparing)
                     self.last_frame = frame
                     self.on_frame(frame)

@@ -88,3 +88,17 @@ def test_a_resumed_run_keeps_the_readouts_of_the_whole_run():
     for key in ("ecg_t", "series_t"):
         with pytest.raises(CheckpointError, match=f"{key}, .* have different lengths"):
             CardiacSimulation.restore({**state, key: state[key][:-1]}, "cpu")
+
+
+def test_a_kept_voltage_is_a_copy_handed_over_in_float64():
+    """The engine offers V from a buffer it reuses (the CUDA snapshots' page-locked memory): the
+    grid keeps a copy in V's precision, and hands it over in float64."""
+    from app.sims.cardiac.engine import VoltageGrid
+    grid = VoltageGrid(0.5)
+    buffer = np.array([-80.25, 10.5], np.float32)
+    grid.offer(0.48, buffer)                   # not due
+    grid.offer(0.5, buffer)
+    buffer[:] = 7.0
+    (t, v), = grid.take()
+    assert t == 0.5 and v.dtype == np.float64 and v.tolist() == [-80.25, 10.5]
+    assert grid.take() == []

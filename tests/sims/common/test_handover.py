@@ -73,3 +73,17 @@ def test_a_failed_preparation_leaves_the_run_on_the_reference_engine(monkeypatch
     session.run()
     assert session.summary["finished"]
     assert session.summary["engines"] == {"started_on": "cpu-reference", "finished_on": "cpu-reference"}
+
+
+def test_a_run_that_ends_before_its_compiled_engine_is_ready_does_not_say_it_waits(monkeypatch):
+    """Frames while the compile runs say so in their status; the last frame of a run that
+    finished on the reference engine meanwhile waits for nothing and does not."""
+    domain, cfg = load_run_config(PRESETS / "ssa" / "birth-death.yaml",
+                                  overrides=["ensemble.realizations=16", "ensemble.samples=21"])
+    monkeypatch.setattr(session_module, "service", lambda: ReadyAfter(10 ** 9))
+    statuses = []
+    session = Session(domain, cfg, "cpu", on_frame=lambda frame: statuses.append(frame.status))
+    session.run()
+    assert session.summary["engines"]["finished_on"] == "cpu-reference"
+    assert len(statuses) > 1 and all("preparing" in s for s in statuses[:-1])
+    assert "preparing" not in statuses[-1]
