@@ -242,12 +242,33 @@ def cardiac_mesh_table(results: dict) -> list[str]:
     return _table(["quantity", "value"], rows)
 
 
+def cardiac_mesh_kernels_table(results: dict) -> list[str]:
+    """``scripts/cardiac/split_breakdown.py``: each split kernel alone (µs, CUDA events after a
+    warm-up) at rest and mid-wave, per launch bound and row format."""
+    rows = []
+    for v in results["variants"]:
+        for when in ("at_rest", "mid_wave"):
+            t = v[when]
+            diffusion = ", ".join(f"{k.split('_')[1]}: {t[k]:.1f} ({t[k.replace('_us', '_stages')]} stages)"
+                                  for k in sorted(t) if k.startswith("diffusion_") and k.endswith("_us"))
+            cells = ", ".join(f"k={k.split('_')[2]}: {t[k]:.1f}" for k in sorted(t)
+                              if k.startswith("cell_substeps_"))
+            rows.append([v["min_blocks"], f"{v['rows']} ({v['row_bytes_per_slot']} B a slot)", when.replace("_", " "),
+                         cells, diffusion, f"{t['split_step_us']:.1f}"])
+    head = [f"{results['split']} split every {results['split_dt_ms']:g} ms, cell step {results['dt_ms']:g} ms, "
+            f"{results['nodes']:,} nodes; mid wave: after {results['advance_ms']:g} ms", ""]
+    return head + _table(["launch bound", "rows", "state", "cell substeps µs", "diffusion super-step µs (by "
+                          "fraction of the split step)", "split step µs"], rows)
+
+
 TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table,
           "cardiac-paper": cardiac_paper_table, "cardiac-split": cardiac_split_table}
 
 
 def table_of(name: str):
     """The table function of a benchmark's records (``cardiac-mesh`` and its split variants share one)."""
+    if name == "cardiac-mesh-kernels":
+        return cardiac_mesh_kernels_table
     return cardiac_mesh_table if name.startswith("cardiac-mesh") else TABLES.get(name, generic_table)
 
 
