@@ -253,12 +253,15 @@ def cardiac_mesh_kernels_table(results: dict) -> list[str]:
                                   for k in sorted(t) if k.startswith("diffusion_") and k.endswith("_us"))
             cells = ", ".join(f"k={k.split('_')[2]}: {t[k]:.1f}" for k in sorted(t)
                               if k.startswith("cell_substeps_"))
-            rows.append([v["min_blocks"], f"{v['rows']} ({v['row_bytes_per_slot']} B a slot)", when.replace("_", " "),
-                         cells, diffusion, f"{t['split_step_us']:.1f}"])
+            run = v.get("run")
+            rows.append([v["min_blocks"], f"{v['rows']} ({v['row_bytes_per_slot']} B a slot)",
+                         f"{v['lookup_step_mV']:g}" if "lookup_step_mV" in v else "0.02", when.replace("_", " "),
+                         cells, diffusion, f"{t['split_step_us']:.1f}",
+                         f"{run['real_time_factor']:.3f}x" if run and when == "at_rest" else ""])
     head = [f"{results['split']} split every {results['split_dt_ms']:g} ms, cell step {results['dt_ms']:g} ms, "
             f"{results['nodes']:,} nodes; mid wave: after {results['advance_ms']:g} ms", ""]
-    return head + _table(["launch bound", "rows", "state", "cell substeps µs", "diffusion super-step µs (by "
-                          "fraction of the split step)", "split step µs"], rows)
+    return head + _table(["launch bound", "rows", "table step mV", "state", "cell substeps µs", "diffusion "
+                          "super-step µs (by fraction of the split step)", "split step µs", "whole run"], rows)
 
 
 TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table,

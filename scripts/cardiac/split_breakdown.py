@@ -4,11 +4,14 @@ their registers and local memory, and the whole step; at rest and after ``--adva
 run (a wave crossing the tissue), for each ``--min-blocks`` (the kernels' launch bound,
 ``cuda.STAGE_MIN_BLOCKS``; None: the engine's choice) and each ``--rows`` (``engine``: the
 engine's node order and row format, int16 offsets where they fit; ``int32``: the file's order
-with int32 indices, the engine's fallback, forced for comparison). Writes
-``cardiac-mesh-kernels.json``.
+with int32 indices, the engine's fallback, forced for comparison) and each ``--lookup-steps`` (the table's spacing in
+mV, ``solver.lookup_step``); with ``--run-ms``, each variant's whole run from rest over that
+many ms as the bench times it (one mesh for all). Writes ``cardiac-mesh-kernels.json``.
 
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --min-blocks none 6 8
     python scripts/cardiac/split_breakdown.py --split godunov --split-dt 0.2 --rows engine int32
+    python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --lookup-steps 0.02 0.1 \
+        --run-ms 100
 """
 import argparse
 import sys
@@ -67,10 +70,16 @@ def main() -> int:
     ap.add_argument("--min-blocks", nargs="+", default=["none"], help="launch bounds to try (none: the engine's)")
     ap.add_argument("--rows", nargs="+", default=["engine"], choices=("engine", "int32"),
                     help="operator-row formats to compare (int32: the fallback, forced)")
+    ap.add_argument("--lookup-steps", nargs="+", type=float, default=[None],
+                    help="lookup-table spacings (mV) to compare (default: the solver's)")
+    ap.add_argument("--run-ms", type=float, default=0.0, help="also time each variant's whole run over this many ms")
     ap.add_argument("--out", default="bench-results")
     args = ap.parse_args()
     from app.compute.device import backend_context
+    from dataclasses import replace
+
     from app.sims.cardiac import bench_mesh, cuda
+    from app.sims.cardiac.bench import run_once
     from app.sims.cardiac.node_order import NodeOrder, device_order
     from app.sims.cardiac.simulation import CardiacSimulation
     from app.sims.common.bench_record import save_bench
@@ -79,10 +88,12 @@ def main() -> int:
         cfg = bench_mesh.config_for(path, points, args.advance_ms + 10.0, args.split_dt, args.split, args.dt)
         result = {"nodes": len(points), "split": args.split, "split_dt_ms": args.split_dt, "dt_ms": args.dt,
                   "advance_ms": args.advance_ms, "variants": []}
-        for bound, rows in ((b, r) for b in args.min_blocks for r in args.rows):
+        base = cfg
+        for bound, rows, step in ((b, r, s) for b in args.min_blocks for r in args.rows for s in args.lookup_steps):
             cuda.STAGE_MIN_BLOCKS = None if bound == "none" else int(bound)
             cuda.device_order = device_order if rows == "engine" else lambda nbr: NodeOrder.identity(len(nbr))
-            variant: dict = {"min_blocks": bound, "rows": rows}
+            cfg = base if step is None else replace(base, solver=replace(base.solver, lookup_step=step))
+            variant: dict = {"min_blocks": bound, "rows": rows, "lookup_step_mV": cfg.solver.lookup_step}
             for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
                 sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
                 engine = sim.engine
@@ -93,6 +104,12 @@ def main() -> int:
                 variant[label] = breakdown(engine, len(points))
                 print(bound, label, variant, flush=True)
                 sim.close()
+            if args.run_ms:
+                whole = replace(cfg, protocol=replace(cfg.protocol, t_end=args.run_ms))
+                summary = run_once(whole, "cuda")[1]
+                variant["run"] = {"t_end_ms": args.run_ms, "wall_seconds": summary["wall_seconds"],
+                                  "real_time_factor": args.run_ms / (summary["wall_seconds"] * 1e3)}
+                print(bound, "run", variant["run"], flush=True)
             result["variants"].append(variant)
         cuda.STAGE_MIN_BLOCKS, cuda.device_order = None, device_order
     print(result)
