@@ -69,7 +69,8 @@ def write_shell(folder: Path, nodes: int) -> tuple[Path, np.ndarray]:
     raw = ventricle_shell(nodes)
     path = folder / "ventricle.vtu"
     meshio.write(path, meshio.Mesh(raw.points, [("tetra", raw.elements)],
-                                   cell_data={"fibres": [raw.fibres], "sheets": [raw.sheets]}), binary=True)
+                                   cell_data={"fibres": [raw.fibres], "sheets": [raw.sheets]}),
+                binary=True, compression=None)      # a scratch file: zlib would take longer than the run
     return path, raw.points
 
 

@@ -93,6 +93,12 @@ def shape_gradients(points: np.ndarray, elements: np.ndarray) -> tuple[np.ndarra
     """Gradients of the P1 basis functions (E, d+1, 3) and element measures (E,). On lines and
     triangles in 3-D the gradients lie along the element (the pseudo-inverse of its edge matrix)."""
     x = points[elements]
+    if elements.shape[1] == 4:          # tetrahedra: ∇λ_a = (e_b × e_c) / det, (a, b, c) cyclic
+        e = x[:, 1:] - x[:, :1]
+        cof = np.stack([np.cross(e[:, 1], e[:, 2]), np.cross(e[:, 2], e[:, 0]), np.cross(e[:, 0], e[:, 1])], 1)
+        det = np.einsum("ei,ei->e", e[:, 0], cof[:, 0])
+        g = cof / det[:, None, None]
+        return np.concatenate([-g.sum(axis=1, keepdims=True), g], axis=1), np.abs(det) / 6.0
     edges = np.transpose(x[:, 1:] - x[:, :1], (0, 2, 1))          # (E, 3, d)
     gram = np.einsum("eki,ekj->eij", edges, edges)                # (E, d, d)
     g = np.linalg.solve(gram, np.transpose(edges, (0, 2, 1)))     # (E, d, 3): grads of λ1..λd
@@ -103,25 +109,31 @@ def shape_gradients(points: np.ndarray, elements: np.ndarray) -> tuple[np.ndarra
 
 def assemble(raw: RawMesh, tissue: Tissue) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Off-diagonal stiffness entries summed per node pair: rows, columns, values K_kj (mS·mm),
-    sorted by row then column; and the lumped mass (N,) (mm² or mm³)."""
+    sorted by row then column, K_jk = K_kj exactly (each edge summed once and mirrored); and the
+    lumped mass (N,) (mm² or mm³)."""
     grads, measure = shape_gradients(raw.points, raw.elements)
     sig = conductivity(raw, tissue)
-    ke = measure[:, None, None] * np.einsum("eai,eij,ebj->eab", grads, sig, grads)
+    flux = np.matmul(sig, np.transpose(grads, (0, 2, 1)))         # (E, 3, k): σ ∇φ_b
     el = raw.elements
-    k = el.shape[1]
-    off = ~np.eye(k, dtype=bool)
-    rows = np.repeat(el[:, :, None], k, axis=2)[:, off].ravel()
-    cols = np.repeat(el[:, None, :], k, axis=1)[:, off].ravel()
-    vals = ke[:, off].ravel()
-    n = len(raw.points)
-    key = rows * n + cols
-    order = np.argsort(key, kind="stable")
-    key, vals = key[order], vals[order]
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    summed = np.add.reduceat(vals, first)
-    r, c = np.divmod(key[first], n)
+    k, n = el.shape[1], len(raw.points)
+    pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
+    lo = np.concatenate([np.minimum(el[:, a], el[:, b]) for a, b in pairs])
+    hi = np.concatenate([np.maximum(el[:, a], el[:, b]) for a, b in pairs])
+    vals = np.concatenate([measure * np.einsum("ei,ei->e", grads[:, a], flux[:, :, b]) for a, b in pairs])
+    key = lo.astype(np.int64) * n + hi
+    by_key = np.argsort(key)
+    sorted_key = key[by_key]
+    first = np.r_[True, sorted_key[1:] != sorted_key[:-1]]
+    index = np.empty(len(key), np.int64)
+    index[by_key] = np.cumsum(first) - 1                # each entry's edge; summed in element order
+    edge = sorted_key[first]
+    summed = np.bincount(index, weights=vals, minlength=len(edge))
+    i, j = np.divmod(edge, n)
+    key = np.concatenate([i * n + j, j * n + i])
+    order = np.argsort(key)
+    r, c = np.divmod(key[order], n)
     mass = np.bincount(el.ravel(), weights=np.repeat(measure / k, k), minlength=n)
-    return r, c, summed, mass
+    return r, c, np.concatenate([summed, summed])[order], mass
 
 
 def operator_arrays(raw: RawMesh, tissue: Tissue) -> tuple[np.ndarray, np.ndarray]:

@@ -220,6 +220,13 @@ def edges_of(elements: np.ndarray) -> np.ndarray:
     return e
 
 
+def edge_lengths(points: np.ndarray, elements: np.ndarray) -> np.ndarray:
+    """Each element's edge lengths (E, k(k−1)/2), edges in :func:`edges_of`'s order."""
+    k = elements.shape[1]
+    return np.stack([np.linalg.norm(points[elements[:, j]] - points[elements[:, i]], axis=1)
+                     for i in range(k) for j in range(i + 1, k)], 1)
+
+
 def check_mesh(raw: RawMesh) -> RawMesh:
     """Refuse what cannot be simulated; tetrahedra are reoriented if all are inverted, fibres and
     sheets normalised (on surfaces projected onto the element's plane)."""
@@ -244,8 +251,7 @@ def check_mesh(raw: RawMesh) -> RawMesh:
     if not used.all():
         k = int(np.flatnonzero(~used)[0])
         raise MeshFileError(f"{path}: node {k} belongs to no element ({int((~used).sum())} such nodes)")
-    e = edges_of(el)
-    mean_edge = float(np.linalg.norm(pts[e[:, 0]] - pts[e[:, 1]], axis=1).mean())
+    mean_edge = float(edge_lengths(pts, el).mean())
     meas = signed_measure(pts, el)
     dim = raw.dim
     tiny = np.abs(meas) <= DEGENERATE * mean_edge ** dim
@@ -262,7 +268,7 @@ def check_mesh(raw: RawMesh) -> RawMesh:
             raise MeshFileError(f"{path}: element {k} ({el[k].tolist()}) is inverted: its volume has "
                                 f"the opposite sign to {max(neg.sum(), (~neg).sum()):,} others")
     else:
-        uniq, counts = np.unique(e, axis=0, return_counts=True)
+        uniq, counts = np.unique(edges_of(el), axis=0, return_counts=True)
         if (counts > 2).any():
             a, b = uniq[np.flatnonzero(counts > 2)[0]]
             owner = int(np.flatnonzero(((el == a) | (el == b)).sum(axis=1) == 2)[0])
@@ -296,8 +302,7 @@ def quality(raw: RawMesh) -> dict[str, float]:
     for the regular element) and the smallest angle (triangles) or dihedral angle (tetrahedra),
     in degrees."""
     pts, el = raw.points, raw.elements
-    e = edges_of(el)
-    lengths = np.linalg.norm(pts[e[:, 0]] - pts[e[:, 1]], axis=1).reshape(-1, len(el)).T
+    lengths = edge_lengths(pts, el)
     meas = np.abs(signed_measure(pts, el))
     x = pts[el]
     if raw.dim == 3:
