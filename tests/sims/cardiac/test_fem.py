@@ -47,6 +47,28 @@ def test_slab_operator_is_exact_on_quadratics_along_and_across_fibres():
     np.testing.assert_allclose(m.laplacian(np.ones(len(raw.points)), 1.0), 0.0, atol=1e-12)
 
 
+def test_stiffness_on_an_unstructured_shell_is_symmetric_and_integrates_gradients():
+    """The ventricle shell's K (random-ish tetrahedra, rotating fibres): K_kj = K_jk exactly,
+    and xᵀ K x = ∫ ∇x·σ∇x = Σ_e |e| σ_e[0, 0] for the linear field x (P1 is exact on it),
+    against an element sum computed here from the element volumes alone."""
+    raw = check_mesh(shapes.ventricle_shell(3000))
+    t = fem.Tissue(0.34, 0.06, 0.03, 140.0, 0.01)
+    r, c, k_off, _ = fem.assemble(raw, t)
+    n = len(raw.points)
+    key = r * n + c
+    assert np.all(np.diff(key) > 0)                               # sorted, one entry per pair
+    mirror = np.searchsorted(key, c * n + r)
+    assert np.array_equal(k_off[mirror], k_off)
+    x = raw.points[:, 0]
+    diag = -np.bincount(r, weights=k_off, minlength=n)            # rows of K sum to zero
+    energy = x @ (diag * x) + np.sum(k_off * x[r] * x[c])
+    x4 = raw.points[raw.elements]
+    volume = np.abs(np.einsum("ij,ij->i", np.cross(x4[:, 1] - x4[:, 0], x4[:, 2] - x4[:, 0]),
+                              x4[:, 3] - x4[:, 0])) / 6
+    sigma_xx = fem.conductivity(raw, t)[:, 0, 0]
+    np.testing.assert_allclose(energy, np.sum(volume * sigma_xx), rtol=1e-11)
+
+
 def test_rotated_fibres_on_a_surface():
     """A fibre at 30° in the plane: on a linear field V = a·x every row is 0 inside; on
     V = (f·x)² the operator gives 2 D_l and on (f⊥·x)² 2 D_t, to the mesh's O(h) error on the
