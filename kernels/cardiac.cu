@@ -20,14 +20,15 @@
 //   NPROBE, NSTIM, RECORD_STATES (1: a single cell records its every state; the probes are the
 //   state rows), SPLIT (1: solver.split_dt, the split step's kernels cell_substeps and rkc_stage),
 //   ROW16 (1: the operator row's slots hold int16 offsets from the node, in the engine's node
-//   order, not int32 indices), the model's NS (states), NNG (non-gating states, V first), NG (gates),
+//   order, not int32 indices), W16 (1: its weights in half precision), the model's NS (states), NNG (non-gating states, V first), NG (gates),
 //   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
 //
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
 // K[(i*NK + q)*NPAD + k] (q < NNG: non-gating dy/dt, then NG a's, then NG b's, with
 // dx/dt = a*x + b for a gate x); a varying parameter j of cell k at pfield[j*NPAD + k]. A cell k
 // is a node's position in the engine's order (the host maps the mesh file's order to it and back);
-// slot q of its operator row at nbr[q*NPAD + k] and w[q*NPAD + k] (neighbour(): ROW16 or not).
+// slot q of its operator row at nbr[q*NPAD + k] and w[q*NPAD + k] (neighbour(): ROW16 or not;
+// row_weight(): W16 or not).
 //
 // A stage kernel is latency-bound (a cell-step's arithmetic is below its memory traffic), so
 // it issues every load a cell-step needs before the model, in as few dependent steps as it
@@ -54,6 +55,9 @@
 #ifndef ROW16
 #define ROW16 0
 #endif
+#ifndef W16
+#define W16 0
+#endif
 typedef REAL real;
 // The operator row's neighbour slots: ROW16, int16 offsets from the node (the nodes in the
 // engine's bandwidth-reducing order, app/sims/cardiac/node_order.py); else int32 indices.
@@ -67,6 +71,24 @@ __device__ __forceinline__ int neighbour(const nbr_t* __restrict__ nbr, int q, i
 {
     return ROW16 ? k + (int)nbr[q * NPAD + k] : (int)nbr[q * NPAD + k];
 }
+
+// The operator row's weights: W16, IEEE half-precision bits (a float32 run whose weights all lie
+// in half's normal range); else the run's precision.
+#if W16
+typedef unsigned short weight_t;
+#ifndef half_bits_to_float
+__device__ __forceinline__ float half_bits_to_float(const unsigned short h)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+#endif
+__device__ __forceinline__ real row_weight(const weight_t* __restrict__ w, int i) { return half_bits_to_float(w[i]); }
+#else
+typedef real weight_t;
+__device__ __forceinline__ real row_weight(const weight_t* __restrict__ w, int i) { return w[i]; }
+#endif
 
 #define NK (NNG + 2 * NG)               // the stored outputs of a stage
 #define NOUT (NK + MODEL_NJAC)          // the model's outputs (GRL1: and the diagonal Jacobian, the blocks' entries)
@@ -128,13 +150,13 @@ __device__ __forceinline__ real stim_current(unsigned mask, double t)
 }
 
 __device__ __forceinline__ real diffusion(const real* __restrict__ v, int k, real vk,
-                                          const nbr_t* __restrict__ nbr, const real* __restrict__ w)
+                                          const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w)
 {
     real acc = 0;
 #pragma unroll
     for (int q = 0; q < KNB; ++q) {
         const int j = neighbour(nbr, q, k);
-        acc += w[q * NPAD + k] * (v[j] - vk);
+        acc += row_weight(w, q * NPAD + k) * (v[j] - vk);
     }
     return (real)c_solver[CS_D] * acc;
 }
@@ -240,7 +262,7 @@ __device__ __forceinline__ void reduce_error(float err, int k, double* __restric
 template <int I>
 __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_RESTRICT YB,
     real* __restrict__ K, const real* VIN_RESTRICT Vin, real* __restrict__ Vout,
-    const nbr_t* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
+    const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w, const unsigned* __restrict__ mask,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci,
     const real* __restrict__ pfield, const int* __restrict__ probes, double* __restrict__ rec_t,
     double* __restrict__ rec_v, int step, int rec_slot)
@@ -418,7 +440,7 @@ __device__ __forceinline__ void stage_body(Y_CONST real* Y_RESTRICT YA, real* Y_
 
 #define STAGE_ARGS Y_CONST real* Y_RESTRICT YA, real* Y_RESTRICT YB, real* __restrict__ K, \
     const real* __restrict__ Vin, real* __restrict__ Vout, const nbr_t* __restrict__ nbr,        \
-    const real* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
+    const weight_t* __restrict__ w, const unsigned* __restrict__ mask, real* __restrict__ maps,     \
     double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,               \
     const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v,     \
     int step, int rec_slot
@@ -549,7 +571,7 @@ extern "C" __global__ void control(const real* __restrict__ YA, const real* __re
 // stage I reads the neighbours' V from Vst[I % 2] and writes the other slot, as the host's slots.
 template <int I>
 __device__ __forceinline__ void block_stages(real* YA, real* YB, real* __restrict__ K, real* V0, real* V1,
-    const nbr_t* __restrict__ nbr, const real* __restrict__ w, const unsigned* __restrict__ mask,
+    const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w, const unsigned* __restrict__ mask,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,
     const int* __restrict__ probes, double* __restrict__ rec_t, double* __restrict__ rec_v)
 {
@@ -604,7 +626,7 @@ __device__ __forceinline__ void rosenbrock_body(real* YA, real* YB, double* __re
 // Every cell in this one block: up to n_steps steps (accepted or rejected) in one launch, the
 // stages and the control as the separate kernels do them, without a launch per stage and step.
 extern "C" __global__ void __launch_bounds__(STAGE_BLOCK) steps_one_block(real* YA, real* YB,
-    real* __restrict__ K, real* V0, real* V1, const nbr_t* __restrict__ nbr, const real* __restrict__ w,
+    real* __restrict__ K, real* V0, real* V1, const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w,
     const unsigned* __restrict__ mask, real* __restrict__ maps, const real* __restrict__ pfield,
     CONTROL_ARGS, int n_steps)
 {
@@ -727,7 +749,7 @@ extern "C" __global__ void STAGE_BOUNDS cell_substeps(real* YA, const unsigned* 
 // The combination in double, stored in the run's precision; out may be u2 (each cell reads its
 // own u2 only), never u1 (the neighbours' values).
 extern "C" __global__ void rkc_stage(const real* u1, const real* u2, real* out,
-    const nbr_t* __restrict__ nbr, const real* __restrict__ w, real* __restrict__ maps,
+    const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w, real* __restrict__ maps,
     double* __restrict__ cd, int* __restrict__ ci, double mu, double nu, double mu_t_h,
     int observe_step, double t, double t_prev)
 {
@@ -737,7 +759,7 @@ extern "C" __global__ void rkc_stage(const real* u1, const real* u2, real* out,
     if (observe_step >= 0) split_observe(k, vk, observe_step, t, t_prev, maps, cd, ci);
     double acc = 0;
 #pragma unroll
-    for (int q = 0; q < KNB; ++q) acc += (double)w[q * NPAD + k] * ((double)u1[neighbour(nbr, q, k)] - (double)vk);
+    for (int q = 0; q < KNB; ++q) acc += (double)row_weight(w, q * NPAD + k) * ((double)u1[neighbour(nbr, q, k)] - (double)vk);
     out[k] = (real)(mu * (double)vk + nu * (double)u2[k] + mu_t_h * (c_solver[CS_D] * acc));
 }
 #endif

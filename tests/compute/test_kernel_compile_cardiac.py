@@ -178,8 +178,8 @@ def test_split_step_kernels_compile(method, lookup, precision):
 @pytest.mark.parametrize("row16", [True, False])
 def test_operator_row_formats_compile(split_dt, row16):
     """The operator rows as the CUDA engine stores them (app/sims/cardiac/node_order.py): int16
-    offsets in its node order (ROW16, a sheet's) and the fallback's int32 indices, in the
-    unsplit stage kernels and the split step's, float32 RLFE with tables as the mesh bench
+    offsets in its node order (ROW16, a sheet's) and the fallback's int32 indices, the weights in
+    half precision (W16, a float32 run's), in the unsplit stage kernels and the split step's, float32 RLFE with tables as the mesh bench
     runs, with NVRTC and nvcc; and the readouts' gather ``to_file_order``. (Every method's
     variant above, on a sheet, compiles with ROW16: the fused one-block steps too.)"""
     from app.sims.cardiac.node_order import NodeOrder, device_order
@@ -190,7 +190,7 @@ def test_operator_row_formats_compile(split_dt, row16):
     order = device_order(problem.mesh.neighbours) if row16 else NodeOrder.identity(problem.n_cells)
     assert order.row16 == row16
     src, defines = kernel_source(problem, order)
-    assert defines.get("ROW16", 0) == int(row16)
+    assert defines.get("ROW16", 0) == int(row16) and defines.get("W16") == 1    # a float32 run: half weights
     images = compile_with_every_compiler(src, "cardiac.cu", defines)
     kernels = ("cell_substeps", "rkc_stage") if split_dt else ("stage0",)
     assert images and all(f".text.{k}\0".encode() in im for im in images.values()

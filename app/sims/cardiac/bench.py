@@ -40,7 +40,7 @@ def floor_bytes(n_states: int, width: int, slot_bytes: int) -> int:
     """Bytes per node per step the fused float32 RLFE step must move at least: the states read
     and written (2 × S × 4 B), the padded operator row (K slots of ``slot_bytes``: a neighbour's
     int16 offset or int32 index and its weight, as the CUDA engine stores them,
-    :attr:`~app.sims.cardiac.node_order.NodeOrder.row_bytes_per_slot`), the neighbours' V
+    :meth:`~app.sims.cardiac.node_order.NodeOrder.row_bytes_per_slot`), the neighbours' V
     (mostly cache hits: counted once, 4 B) and the activation bookkeeping (~32 B)."""
     return 2 * n_states * 4 + slot_bytes * width + 4 + 32
 
@@ -54,10 +54,11 @@ def split_floor_bytes(n_states: int, width: int, stages: list[int], slot_bytes: 
     return 2 * n_states * 4 + 32 + sum(stages) * (slot_bytes * width + 4 + 8)
 
 
-def row_slot_bytes(mesh) -> int:
-    """Bytes of an operator-row slot as the CUDA engine stores ``mesh``'s rows (float32)."""
-    from app.sims.cardiac.node_order import device_order
-    return device_order(mesh.neighbours).row_bytes_per_slot
+def row_slot_bytes(mesh, precision: str = "float32") -> int:
+    """Bytes of an operator-row slot as the CUDA engine stores ``mesh``'s rows in a run of ``precision``."""
+    from app.sims.cardiac.node_order import device_order, row_weight_dtype
+    real = np.float32 if precision == "float32" else np.float64
+    return device_order(mesh.neighbours).row_bytes_per_slot(row_weight_dtype(mesh.inv_d2, real))
 
 
 def cases(every: bool):

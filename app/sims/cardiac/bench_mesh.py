@@ -7,9 +7,9 @@ floor of one step.
 
 Floor, per node per step (the fused RLFE kernel): the states read and written (2 × S × 4 B),
 the padded operator row as the CUDA engine stores it (K slots of a neighbour's int16 offset or
-int32 index and its float32 weight: 6·K or 8·K B, the record's ``row_bytes_per_slot``;
-:mod:`~app.sims.cardiac.node_order`), the neighbours' V (mostly cache hits: counted once, 4 B)
-and the activation bookkeeping (~32 B).
+int32 index and its weight, half precision in a float32 run where the rows allow: 4·K to 8·K B,
+the record's ``row_bytes_per_slot``; :mod:`~app.sims.cardiac.node_order`), the neighbours' V
+(mostly cache hits: counted once, 4 B) and the activation bookkeeping (~32 B).
 
 With ``split_dt`` (``--split-dt``, :mod:`~app.sims.cardiac.splitting`) the cell model runs
 ``split_dt / dt`` substeps of dt = 0.02 ms and the diffusion one RKC1 super-step (Godunov) or two
@@ -17,8 +17,8 @@ half ones (Strang) per split step; the floor per split step
 (:func:`~app.sims.cardiac.bench.split_floor_bytes`) is the states read and written once, the
 bookkeeping once and, per diffusion stage, the operator row, V of the previous two stages and
 the new stage written. On the CRN shell (21 states, width 14, stable step 0.03 ms) with int16
-offsets at split_dt 0.1 ms Godunov takes 2 stages: 168 + 32 + 2 × 96 = 392 B per node per
-0.1 ms, against 5 × 288 = 1,440 B unsplit. The record states both per simulated ms
+offsets and half weights at split_dt 0.1 ms Godunov takes 2 stages: 168 + 32 + 2 × 68 = 336 B
+per node per 0.1 ms, against 5 × 260 = 1,300 B unsplit. The record states both per simulated ms
 (``floor_bytes_per_node_ms``).
 The CUDA engine's split kernels are written to that floor: ``cell_substeps`` reads and writes
 each node's states once (the substeps in registers), each ``rkc_stage`` launch is one pass over

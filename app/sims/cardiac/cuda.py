@@ -23,7 +23,7 @@ from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI, VOLTAGE_SNAPSHOTS
 from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
-from app.sims.cardiac.node_order import NodeOrder, device_order
+from app.sims.cardiac.node_order import NodeOrder, device_order, row_weight_dtype
 from app.sims.cardiac.rosenbrock import DIFF_STEP, Rosenbrock
 from app.sims.cardiac.solvers import METHODS, Tableau
 from app.sims.cardiac.splitting import rkc1_coefficients, super_step_stages
@@ -143,6 +143,8 @@ def kernel_source(problem: Problem, order: NodeOrder | None = None) -> tuple[str
         defines["SPLIT"] = 1
     if order.row16:
         defines["ROW16"] = 1
+    if row_weight_dtype(problem.mesh.inv_d2, problem.dtype) == np.float16:
+        defines["W16"] = 1
     return src, defines
 
 
@@ -227,7 +229,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         n, npad = problem.n_cells, padded(problem.n_cells)
         self.n, self.npad = n, npad
         self.order = device_order(problem.mesh.neighbours)     # per-node arrays: to_device / to_file
-        self.row_bytes_per_slot = self.order.row_bytes_per_slot
+        self.weight_dtype = row_weight_dtype(problem.mesh.inv_d2, self.real)
+        self.row_bytes_per_slot = self.order.row_bytes_per_slot(self.weight_dtype)
         src, defines = kernel_source(problem, self.order)
         self.module = load_module(src, "cardiac.cu", defines)
         self.fused = fused_steps(problem)
@@ -285,7 +288,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         rows, w_rows = self.order.rows(problem.mesh.neighbours, problem.mesh.inv_d2)
         nbr = np.zeros((problem.mesh.width, npad), rows.dtype)     # padding cells: offset 0 or index 0
         nbr[:, :n] = rows
-        w = np.zeros((problem.mesh.width, npad), self.real)
+        w = np.zeros((problem.mesh.width, npad), self.weight_dtype)
         w[:, :n] = w_rows
         self.nbr, self.w = gpuarray.to_gpu(nbr.ravel()), gpuarray.to_gpu(w.ravel())
         mask = np.zeros(npad, np.uint32)
@@ -351,6 +354,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         arrays the kernels read (between launches: no recompile)."""
         self.stream.synchronize()
         n = self.p.n_cells
+        if row_weight_dtype(inv_d2, self.real) != self.weight_dtype:
+            raise ValueError("the steered coupling takes the operator's weights out of the precision this run "
+                             f"stores them in ({self.weight_dtype}): start the run again with it")
         w = self.w.get().reshape(self.p.mesh.width, -1)
         w[:, :n] = self.order.to_device(inv_d2.T)
         self.w.set(np.ascontiguousarray(w.ravel()))

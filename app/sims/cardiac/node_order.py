@@ -18,6 +18,21 @@ from functools import cached_property
 import numpy as np
 
 OFFSET_MIN, OFFSET_MAX = np.iinfo(np.int16).min, np.iinfo(np.int16).max
+HALF_NORMAL_MIN, HALF_MAX = 2.0 ** -14, 65504.0        # IEEE half precision's normal range
+
+
+def row_weight_dtype(weights: np.ndarray, real) -> np.dtype:
+    """How the device stores a run's operator weights (N, K): half precision for a float32 run
+    whose rows each round to within 2^-11 of their largest weight (the largest below half's
+    maximum, each row's largest in its normal range: a smaller weight may be subnormal); the
+    N-version slab moves by 0.04 ms at most (scripts/cardiac/weights16_study.py). Otherwise the
+    run's precision."""
+    if np.dtype(real) != np.float32:
+        return np.dtype(real)
+    largest = np.abs(np.asarray(weights, float)).max(axis=-1)
+    largest = largest[largest != 0]
+    fits = largest.size == 0 or (largest.min() >= HALF_NORMAL_MIN and largest.max() < HALF_MAX / 2)
+    return np.dtype(np.float16 if fits else np.float32)
 
 
 @dataclass(frozen=True)
@@ -38,10 +53,9 @@ class NodeOrder:
     def is_identity(self) -> bool:
         return bool((self.node == np.arange(len(self.node))).all())
 
-    @property
-    def row_bytes_per_slot(self) -> int:
-        """Bytes of one operator-row slot on the device in float32 (offset or index, weight)."""
-        return 2 + 4 if self.row16 else 4 + 4
+    def row_bytes_per_slot(self, weight_dtype=np.float32) -> int:
+        """Bytes of one operator-row slot on the device (offset or index, weight)."""
+        return (2 if self.row16 else 4) + np.dtype(weight_dtype).itemsize
 
     def to_device(self, values: np.ndarray) -> np.ndarray:
         """Per-node ``values`` (..., N) in file order, in device order."""

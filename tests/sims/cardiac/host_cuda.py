@@ -36,6 +36,14 @@ static Dim threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {32, 1, 1};  
 struct float2 { float x, y; };
 struct double2 { double x, y; };
 template <class T> static inline T __ldg(const T* p) { return *p; }
+static inline float host_half_bits_to_float(unsigned short h)     // IEEE half bits to float, exactly
+{
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const float mag = e == 0 ? std::ldexp((float)m, -24) : e == 31 ? (m ? NAN : INFINITY)
+                                                                   : std::ldexp((float)(m | 1024), e - 25);
+    return (h & 0x8000) ? -mag : mag;
+}
+#define half_bits_to_float host_half_bits_to_float
 #define __expf(x) std::exp((float)(x))
 static inline void __syncthreads() {}
 template <class T> static inline T __shfl_down_sync(unsigned, T v, int) { return v; }
@@ -53,6 +61,7 @@ def compile_for_host(src: str, defines: dict, wrapper: str, tmp_path) -> ctypes.
     """The filled kernel text, the PTX loads of reload() as plain loads, with ``wrapper`` (the
     host's entry points) appended, as a shared library."""
     src = re.sub(r'asm volatile\("ld\.global\.f(32|64) %0, \[%1\];" : "=[fd]"\(v\) : "l"\(p\)\);', "v = *p;", src)
+    src = src.replace('asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));', "f = host_half_bits_to_float(h);")
     assert "asm" not in src
     flags = [f"-D{k}={v}" for k, v in defines.items()]
     text = PRELUDE + src + wrapper
@@ -75,7 +84,7 @@ extern "C" void host_cell_substeps(int blocks, int threads, real* YA, const unsi
     int* ci, const real* pfield, int first, int n_sub, int observe_step, double t, double t_prev)
 { THREADS(cell_substeps(YA, mask, maps, cd, ci, pfield, first, n_sub, observe_step, t, t_prev)) }
 extern "C" void host_rkc_stage(int blocks, int threads, const real* u1, const real* u2, real* out, const nbr_t* nbr,
-    const real* w, real* maps, double* cd, int* ci, double mu, double nu, double mu_t_h, int observe_step,
+    const weight_t* w, real* maps, double* cd, int* ci, double mu, double nu, double mu_t_h, int observe_step,
     double t, double t_prev)
 { THREADS(rkc_stage(u1, u2, out, nbr, w, maps, cd, ci, mu, nu, mu_t_h, observe_step, t, t_prev)) }
 #else

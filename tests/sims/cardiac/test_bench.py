@@ -42,8 +42,8 @@ def test_rows_carry_the_paper_targets_and_on_a_gpu_the_floor(monkeypatch):
     assert len(calls) == 1 + 2 * 23                                          # each case warmed up on CUDA
     rlfe = next(r for r in out["rows"] if r["method"] == "rlfe" and r["dt"] == 0.05)
     assert rlfe["paper"]["seconds"] == 11.2 and rlfe["target_seconds"] == 0.3
-    assert out["row_bytes_per_slot"] == 6             # the sphere's rows in int16 offsets (node_order.py)
-    assert out["floor_bytes_per_cell_step"] == 2 * 21 * 4 + 6 * out["neighbour_width"] + 4 + 32
+    assert out["row_bytes_per_slot"] == 4             # int16 offsets and half weights (node_order.py)
+    assert out["floor_bytes_per_cell_step"] == 2 * 21 * 4 + 4 * out["neighbour_width"] + 4 + 32
     assert rlfe["floor_seconds"] == pytest.approx(out["floor_bytes_per_cell_step"] * 162 * 6000 / 3.35e12)
     te21 = next(r for r in out["rows"] if r["method"] == "te21" and r["at"] == 1e-2)
     assert te21["paper"] is None and "floor_seconds" not in te21       # the paper's 'fail'; adaptive: no floor

@@ -16,15 +16,17 @@ def test_the_floor_counts_states_operator_row_and_bookkeeping():
 
 
 def test_the_floor_counts_the_row_as_the_cuda_engine_stores_it():
-    """The bench shell's rows fit int16 offsets (6 B a slot); rows that don't, 8 B."""
+    """The bench shell's rows fit int16 offsets and its weights half precision (4 B a slot);
+    rows whose offsets don't fit take int32 indices (6 B), and a float64 run keeps float64 weights."""
     from app.sims.cardiac.bench import row_slot_bytes
     from app.sims.cardiac.fem import UNIT_TISSUE, operator_arrays
     from app.sims.cardiac.mesh import Mesh
     from app.sims.cardiac.shapes import ventricle_shell
     raw = ventricle_shell(20_000)
     nbr, w = operator_arrays(raw, UNIT_TISSUE)
-    assert row_slot_bytes(Mesh("file", raw.points, nbr, w)) == 6
-    assert row_slot_bytes(Mesh("file", raw.points[:1], np.zeros((1, 1), np.int32), np.zeros((1, 1)))) == 8
+    assert row_slot_bytes(Mesh("file", raw.points, nbr, w)) == 4
+    assert row_slot_bytes(Mesh("file", raw.points, nbr, w), "float64") == 10
+    assert row_slot_bytes(Mesh("file", raw.points[:1], np.zeros((1, 1), np.int32), np.zeros((1, 1)))) == 6
 
 
 @pytest.mark.slow
@@ -71,7 +73,7 @@ def test_a_quick_strang_split_run_on_cuda(tmp_path):
     result = json.loads((tmp_path / "cardiac-mesh-strang-0.1ms.json").read_text())["results"]
     assert result["backend"] == "cuda" and result["finished"] and result["split"] == "strang"
     assert result["steps"] == round(bench_mesh.QUICK_T_END / 0.1) and len(result["diffusion_stages"]) == 2
-    assert result["activated_fraction"] > 0 and result["row_bytes_per_slot"] == 6
+    assert result["activated_fraction"] > 0 and result["row_bytes_per_slot"] == 4
 
 
 def test_a_record_names_its_split_and_a_cell_step_other_than_the_default():

@@ -34,9 +34,12 @@ def sheet(split: str, precision: str, lookup: bool = False) -> str:
 
 
 def assert_permuted(engine: cuda_engine.CudaTissue) -> None:
-    """The engine runs in an order other than the file's, with int16 offsets in its rows."""
+    """The engine runs in an order other than the file's, with int16 offsets in its rows (and the
+    weights in half precision in a float32 run, else in the run's precision)."""
     assert engine.order.row16 and not engine.order.is_identity
-    assert engine.nbr.a.dtype == np.int16 and engine.row_bytes_per_slot == 6
+    weights = np.float16 if engine.real == np.float32 else engine.real
+    assert engine.w.a.dtype == weights and engine.row_bytes_per_slot == 2 + np.dtype(weights).itemsize
+    assert engine.nbr.a.dtype == np.int16
 
 
 def cpu_run(problem: Problem) -> CpuTissue:
@@ -58,7 +61,7 @@ def test_cuda_split_steps_match_the_numpy_engine_in_float64(host_pycuda, monkeyp
     if row16:
         assert_permuted(cuda)
     else:
-        assert cuda.nbr.a.dtype == np.int32 and cuda.order.is_identity and cuda.row_bytes_per_slot == 8
+        assert cuda.nbr.a.dtype == np.int32 and cuda.order.is_identity and cuda.row_bytes_per_slot == 4 + 8
     while not cuda.finished:            # slices of steps and of simulated time: whole split steps
         cuda.advance(7)
         cuda.advance_time(0.35)

@@ -24,7 +24,7 @@ def check_rows(order: NodeOrder, neighbours: np.ndarray, weights: np.ndarray) ->
 def test_a_sheet_takes_a_permuted_order_with_int16_offsets():
     mesh = sheet(7, 3, 0.1)
     order = device_order(mesh.neighbours)
-    assert order.row16 and not order.is_identity and order.row_bytes_per_slot == 6
+    assert order.row16 and not order.is_identity and order.row_bytes_per_slot() == 6
     np.testing.assert_array_equal(np.sort(order.node), np.arange(21))
     np.testing.assert_array_equal(order.position[order.node], np.arange(21))
     rows, _ = order.rows(mesh.neighbours, mesh.inv_d2)
@@ -66,7 +66,7 @@ def test_long_edges_keep_the_file_order_and_int32_indices():
     neighbours = np.stack([(k + 1) % n, (k - 1) % n, partner], 1).astype(np.int32)
     weights = np.ones(neighbours.shape)
     order = device_order(neighbours)
-    assert not order.row16 and order.is_identity and order.row_bytes_per_slot == 8
+    assert not order.row16 and order.is_identity and order.row_bytes_per_slot() == 8
     rows, w = order.rows(neighbours, weights)
     assert rows.dtype == np.int32
     np.testing.assert_array_equal(rows, neighbours.T)
@@ -77,3 +77,17 @@ def test_long_edges_keep_the_file_order_and_int32_indices():
 def test_no_order_without_a_tissue(n):
     order = device_order(np.zeros((n, 1), np.int32))
     assert order.is_identity and not order.row16
+
+
+def test_a_float32_runs_weights_go_to_the_device_in_half_precision_where_each_row_keeps_2_11():
+    """float32: half precision when every row's largest weight is in half's normal range (its
+    smaller weights may be subnormal: their error stays under 2^-11 of the row's largest) and
+    below half its maximum; float32 otherwise; other precisions keep theirs."""
+    from app.sims.cardiac.node_order import row_weight_dtype
+    w = np.array([[25.0, 25.0, 1e-6, 0.0], [0.0, 0.0, 0.0, 0.0], [3e-4, 1e-7, 0.0, 0.0]])
+    assert row_weight_dtype(w, np.float32) == np.float16
+    assert row_weight_dtype(w, np.float64) == np.float64
+    assert row_weight_dtype(np.array([[1e-5, 1e-6]]), np.float32) == np.float32       # a row all below 2^-14
+    assert row_weight_dtype(np.array([[4e4, 1.0]]), np.float32) == np.float32         # too close to 65504
+    rounded = w.astype(np.float16).astype(float)
+    assert np.all(np.abs(rounded - w) <= 2.0 ** -11 * np.abs(w).max(axis=1, keepdims=True))
