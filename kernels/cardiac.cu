@@ -20,8 +20,9 @@
 //   NPROBE, NSTIM, RECORD_STATES (1: a single cell records its every state; the probes are the
 //   state rows), SPLIT (1: solver.split_dt, the split step's kernels cell_substeps and rkc_stage),
 //   ROW16 (1: the operator row's slots hold int16 offsets from the node, in the engine's node
-//   order, not int32 indices), W16 (1: its weights in half precision), the model's NS (states), NNG (non-gating states, V first), NG (gates),
-//   NPARAM (parameters, in c_params), NVARY (parameters that differ between cells, in pfield).
+//   order, not int32 indices), W16 (1: its weights in half precision), the model's NS (states),
+//   NNG (non-gating states, V first), NG (gates), NPARAM (parameters, in c_params), NVARY
+//   (parameters that differ between cells, in pfield).
 //
 // Layout (structure of arrays): state v of cell k at Y[v*NPAD + k]; stage i's derivatives at
 // K[(i*NK + q)*NPAD + k] (q < NNG: non-gating dy/dt, then NG a's, then NG b's, with
@@ -72,8 +73,8 @@ __device__ __forceinline__ int neighbour(const nbr_t* __restrict__ nbr, int q, i
     return ROW16 ? k + (int)nbr[q * NPAD + k] : (int)nbr[q * NPAD + k];
 }
 
-// The operator row's weights: W16, IEEE half-precision bits (a float32 run whose weights all lie
-// in half's normal range); else the run's precision.
+// The operator row's weights: W16, IEEE half-precision bits (a float32 run whose rows each round
+// within 2^-11 of their largest weight, node_order.row_weight_dtype); else the run's precision.
 #if W16
 typedef unsigned short weight_t;
 #ifndef half_bits_to_float

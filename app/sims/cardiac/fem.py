@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from app.sims.cardiac.mesh import Mesh
-from app.sims.cardiac.mesh_io import MeshFileError, RawMesh, quality, read_mesh
+from app.sims.cardiac.mesh_io import MeshFileError, RawMesh, element_edges, quality, read_mesh
 
 ZERO_WEIGHT = 1e-12        # |w| below this times the row's largest is structural zero (dropped)
 
@@ -116,7 +116,7 @@ def assemble(raw: RawMesh, tissue: Tissue) -> tuple[np.ndarray, np.ndarray, np.n
     flux = np.matmul(sig, np.transpose(grads, (0, 2, 1)))         # (E, 3, k): σ ∇φ_b
     el = raw.elements
     k, n = el.shape[1], len(raw.points)
-    pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
+    pairs = element_edges(k)
     lo = np.concatenate([np.minimum(el[:, a], el[:, b]) for a, b in pairs])
     hi = np.concatenate([np.maximum(el[:, a], el[:, b]) for a, b in pairs])
     vals = np.concatenate([measure * np.einsum("ei,ei->e", grads[:, a], flux[:, :, b]) for a, b in pairs])

@@ -211,20 +211,22 @@ def signed_measure(points: np.ndarray, elements: np.ndarray) -> np.ndarray:
     return 0.5 * np.linalg.norm(np.cross(a, b), axis=1)
 
 
+def element_edges(k: int) -> list[tuple[int, int]]:
+    """The local node pairs (a, b), a < b, of an element of ``k`` nodes: its edges, in one order."""
+    return [(a, b) for a in range(k) for b in range(a + 1, k)]
+
+
 def edges_of(elements: np.ndarray) -> np.ndarray:
     """Every element's edges (E·k, 2), sorted within each edge, repeats kept."""
-    k = elements.shape[1]
-    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    e = np.concatenate([elements[:, [i, j]] for i, j in pairs])
+    e = np.concatenate([elements[:, [i, j]] for i, j in element_edges(elements.shape[1])])
     e.sort(axis=1)
     return e
 
 
 def edge_lengths(points: np.ndarray, elements: np.ndarray) -> np.ndarray:
     """Each element's edge lengths (E, k(k−1)/2), edges in :func:`edges_of`'s order."""
-    k = elements.shape[1]
     return np.stack([np.linalg.norm(points[elements[:, j]] - points[elements[:, i]], axis=1)
-                     for i in range(k) for j in range(i + 1, k)], 1)
+                     for i, j in element_edges(elements.shape[1])], 1)
 
 
 def check_mesh(raw: RawMesh) -> RawMesh:
