@@ -262,12 +262,14 @@ def test_split_step_cuda_matches_cpu_in_float64(cuda_context, method, split):
     np.testing.assert_allclose(a_gpu["activation_time"], a_cpu["activation_time"], atol=1e-4)
 
 
-@pytest.mark.parametrize("precision,atol_ms", [("float64", 1e-4), ("float32", 0.02)])
+@pytest.mark.parametrize("precision,atol_ms", [("float64", 1e-4), ("float32", 0.05)])
 def test_split_step_on_a_file_mesh_cuda_matches_cpu(cuda_context, tmp_path, precision, atol_ms):
     """The N-version slab at dx 0.5 mm (a tetrahedral mesh file with fibres), Strang at 0.1 ms:
     the activation time of every node the wave reached by 50 ms on CUDA as on the CPU (float32:
-    the kernels round each RKC stage, the CPU each super-step; a fifth of the split step allowed,
-    not yet measured on a GPU)."""
+    the device keeps the operator weights in half precision, which alone moves the slab's
+    activation times by up to 0.039 ms at this dx (``benchmarks/cpu-2core/cardiac-weights16.json``),
+    and the kernels round each RKC stage, the CPU each super-step: 0.05 ms; on the H100 the
+    largest difference was 0.021 ms)."""
     from app.sims.cardiac import nversion
     path, points = nversion.write_slab(tmp_path, 0.5)
     text = nversion.config_text(path, points, 0.02, 60.0, precision=precision, split_dt=0.1, split="strang")
