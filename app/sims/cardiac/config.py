@@ -13,11 +13,20 @@ from app.sims.common.steering import Steerable, SteeringEvent, by_key, check_ste
 
 MESH_KINDS = ("sphere", "sheet", "single", "file")
 MAX_STIMULI = 32          # stimulus entries of one run (a bit each in the cells' masks)
-# V copies a CUDA run of fixed steps keeps in flight between two syncs (readout grids)
-VOLTAGE_SNAPSHOTS = 8
+# V copies a CUDA run of fixed steps keeps on the device until they are read (readout grids):
+# as many as VOLTAGE_SNAPSHOT_BYTES hold, within these bounds (see voltage_snapshots)
+VOLTAGE_SNAPSHOTS = (8, 512)
+VOLTAGE_SNAPSHOT_BYTES = 256 << 20
 REGION_KINDS = ("all", "cap", "rect", "cells")
 PRECISIONS = ("float32", "float64", "mixed")
 MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
+
+
+def voltage_snapshots(n: int, itemsize: int) -> int:
+    """How many copies of V (``n`` values of ``itemsize`` bytes) a CUDA run keeps on the device
+    until they are read (:data:`VOLTAGE_SNAPSHOT_BYTES`, within :data:`VOLTAGE_SNAPSHOTS`)."""
+    low, high = VOLTAGE_SNAPSHOTS
+    return int(np.clip(VOLTAGE_SNAPSHOT_BYTES // max(1, n * itemsize), low, high))
 # CVODE where the config does not say: APD90 within 0.1 % of CVODES at 1e-8 on the Chaste
 # corpus (docs/user-guide/cellml-corpus.md)
 CVODE_DEFAULTS = {"at": 1e-7, "rt": 1e-7, "precision": "float64", "dt_max": 1.0, "dt_min": 1e-12}
@@ -603,8 +612,9 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
         gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
                n * states * stages * width,
                "mesh and activation maps": n * (row + 6 * 8)}
-        for side in (host, gpu):                  # readouts in flight (cuda.VoltageSnapshots)
-            side[f"V copies in flight: {VOLTAGE_SNAPSHOTS}"] = n * VOLTAGE_SNAPSHOTS * width
+        kept = voltage_snapshots(int(n), int(width))
+        for side in (host, gpu):                  # readouts kept until read (cuda.VoltageSnapshots)
+            side[f"V copies kept until read: {kept}"] = n * kept * width
     key = {"sphere": ("mesh", "level"), "file": ("mesh", "path")}.get(cfg.mesh.kind, ("mesh", "nx"))
     recordings = f"probe recordings: {probes:,.0f} probes x {saves:,.0f} saved times x 8 B"
     single = "single-cell history: every step's states"

@@ -20,7 +20,7 @@ import numpy as np
 from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
 from app.compute.launch import PackedLaunch
-from app.sims.cardiac.config import MAX_STIMULI, VOLTAGE_SNAPSHOTS
+from app.sims.cardiac.config import MAX_STIMULI, voltage_snapshots
 from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.node_order import NodeOrder, device_order, row_weight_dtype
@@ -172,44 +172,44 @@ def padded(n: int) -> int:
 
 
 class VoltageSnapshots:
-    """V of the tissue at readout times of a fixed-step run, copied off the device while it
-    steps on: ``copy`` (dst, src, stream) puts V in the file's order into a buffer on the
-    compute stream (microseconds), then a copy to page-locked host memory on a stream of its
-    own overlaps the steps after it. The host reads them at its next sync; ``capacity`` of them
-    can be in flight."""
+    """V of the tissue at readout times of a fixed-step run, kept on the device until the host
+    reads them: ``copy`` (dst, src, stream) puts V in the file's order into a slot of one device
+    block on the compute stream (microseconds, no sync); :meth:`drain` copies the kept ones to
+    the host. ``capacity`` slots (:func:`~app.sims.cardiac.config.voltage_snapshots`); a full
+    block is drained at the engine's next sync."""
 
-    def __init__(self, cuda, gpuarray, n: int, dtype, copy, capacity: int = VOLTAGE_SNAPSHOTS):
-        self.cuda, self.copy = cuda, copy
-        self.device = [gpuarray.empty(n, dtype) for _ in range(capacity)]
-        self.host = [cuda.pagelocked_empty(n, dtype) for _ in range(capacity)]
-        self.copied = [cuda.Event() for _ in range(capacity)]
-        self.copies = cuda.Stream()
+    def __init__(self, gpuarray, n: int, dtype, copy, capacity: int):
+        self.gpuarray, self.n, self.dtype, self.copy, self.capacity = gpuarray, n, dtype, copy, capacity
+        self.block = None                # allocated at the first snapshot
         self.times: list[float] = []
 
     @property
     def full(self) -> bool:
-        return len(self.times) == len(self.device)
+        return len(self.times) == self.capacity
+
+    def _slot(self, k: int):
+        return self.block[k * self.n:(k + 1) * self.n]
 
     def take(self, v, stream, t: float) -> None:
         """Copy ``v`` (a device pointer to n values) as the state at ``t``, after what ``stream`` has queued."""
-        k = len(self.times)
-        self.copy(self.device[k].gpudata, v, stream)
-        self.copied[k].record(stream)
-        self.copies.wait_for_event(self.copied[k])
-        self.cuda.memcpy_dtoh_async(self.host[k], self.device[k].gpudata, self.copies)
+        if self.block is None:
+            self.block = self.gpuarray.empty(self.capacity * self.n, self.dtype)
+        self.copy(self._slot(len(self.times)).gpudata, v, stream)
         self.times.append(t)
 
-    def drain(self, before: float = np.inf) -> list[tuple[float, np.ndarray]]:
-        """Each snapshot since the last drain taken before ``before`` (a step that stopped the
-        run), as (t, V): views of buffers the next snapshots reuse."""
-        self.copies.synchronize()
-        kept = [(t, self.host[k]) for k, t in enumerate(self.times) if t < before]
+    def drain(self, stream, before: float = np.inf) -> list[tuple[float, np.ndarray]]:
+        """Each snapshot kept taken before ``before`` (a step that stopped the run), as (t, V):
+        host arrays of their own, once what ``stream`` has queued is done."""
+        if not self.times:
+            return []
+        stream.synchronize()
+        kept = [(t, self._slot(k).get()) for k, t in enumerate(self.times) if t < before]
         self.times = []
         return kept
 
     def free(self) -> None:
-        for buf in self.device:
-            buf.gpudata.free()
+        if self.block is not None:
+            self.block.gpudata.free()
 
 
 class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
@@ -328,6 +328,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.grids: list[VoltageGrid] = []
         self._dues: list[float] = []        # fixed steps: each grid's next due, as the host steps on
         self._snapshots: VoltageSnapshots | None = None
+        self._snapshot_stop = np.inf        # a blow-up's time: snapshots from then on are void
         self._pause = np.inf                # the device's CD_PAUSE
         self._reset_recording()
         self._seed_voltage()
@@ -343,11 +344,19 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
 
     def keep_voltage(self, every: float) -> VoltageGrid:
         """V of the whole tissue every ``every`` simulated ms from now on (see :class:`VoltageGrid`)."""
-        self.grids.append(VoltageGrid(every, self.t))
+        self.grids.append(VoltageGrid(every, self.t, pending=self._drain_snapshots))
         self._dues.append(self.grids[-1].due)
         if self._snapshots is None and not self.p.tableau.adaptive:
-            self._snapshots = VoltageSnapshots(self.cuda, self.gpuarray, self.n, self.real, self._voltage_to_file_order)
+            self._snapshots = VoltageSnapshots(self.gpuarray, self.n, self.real, self._voltage_to_file_order,
+                                               voltage_snapshots(self.n, np.dtype(self.real).itemsize))
         return self.grids[-1]
+
+    def _drain_snapshots(self) -> None:
+        """Hand the V snapshots kept on the device to the grids (before they are read, or when
+        their block is full)."""
+        for t, v in self._snapshots.drain(self.stream, self._snapshot_stop) if self._snapshots else ():
+            for grid in self.grids:
+                grid.offer(t, v, copy=False)
 
     def set_tissue(self, inv_d2: np.ndarray, param_field: np.ndarray | None) -> None:
         """Steering: new diffusion weights and per-cell parameters, copied into the device
@@ -536,8 +545,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
                 break
 
     def _snapshot_if_due(self) -> bool:
-        """Fixed steps: after a step at which a readout grid is due, a snapshot of V (handed to
-        the grids at the next sync); whether the snapshots in flight fill their buffers."""
+        """Fixed steps: after a step at which a readout grid is due, a snapshot of V (kept on the
+        device until the grids are read); whether the snapshots kept fill their block."""
         if self._snapshots is None or not any(is_due(self.t, d) for d in self._dues):
             return False
         self._snapshots.take(self.YA.gpudata, self.stream, self.t)
@@ -565,10 +574,10 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         if fixed:
             # after a stop, the launches that followed it exited without recording
             stopped_at = cd[CD_BADT] if ci[CI_STATUS] == ST_BLOWUP else np.inf
+            self._snapshot_stop = min(self._snapshot_stop, stopped_at)
             nrec = sum(t <= stopped_at for t in self._rec_due)
-            for t, v in self._snapshots.drain(stopped_at) if self._snapshots else ():
-                for grid in self.grids:
-                    grid.offer(t, v)
+            if self._snapshots is not None and self._snapshots.full:
+                self._drain_snapshots()
             self._reset_recording()
             self._settle_fixed(cd, ci)
         else:
@@ -689,6 +698,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def restore(self, st: dict[str, np.ndarray]) -> None:
         if "cuda_cd" not in st:
             raise ValueError("this checkpoint was written by the CPU engine; resume it with the CPU engine")
+        self._drain_snapshots()          # the readouts before the jump are the grids'
+        self._snapshot_stop = np.inf
         self.YA.set(self._device_states(np.asarray(st["cuda_y"])).ravel())
         ci = np.array(st["cuda_ci"], np.int32)
         ci[CI_PARITY] = 0            # the state now sits in YA

@@ -20,6 +20,7 @@ Bookkeeping on accepted steps only (both engines):
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -377,9 +378,10 @@ class VoltageGrid:
     """V of the whole tissue at the first accepted step at or past each multiple of ``every``
     simulated ms (after ``t``, where it starts); :meth:`take` hands over what was kept since."""
 
-    def __init__(self, every: float, t: float = 0.0):
+    def __init__(self, every: float, t: float = 0.0, pending: Callable[[], None] | None = None):
         self.every = float(every)
         self._kept: list[tuple[float, np.ndarray]] = []
+        self._pending = pending          # hands over what the engine still holds (CUDA: on the device)
         self.restart(t)
 
     def restart(self, t: float) -> None:
@@ -390,15 +392,18 @@ class VoltageGrid:
         """The multiple due once a step at ``t`` served the ones before it."""
         return float((np.floor(t / (self.every * (1 - 1e-9))) + 1) * self.every)
 
-    def offer(self, t: float, v: np.ndarray) -> None:
-        """An accepted step's time and V: kept (a copy, in V's own precision: the engine's loop
-        pays for a copy only) if a multiple is due."""
+    def offer(self, t: float, v: np.ndarray, copy: bool = True) -> None:
+        """An accepted step's time and V: kept if a multiple is due (a copy, in V's own
+        precision: the engine's loop pays for a copy only; ``copy=False``: ``v`` is the
+        engine's to give, never written again)."""
         if is_due(t, self.due):
-            self._kept.append((t, np.array(v)))
+            self._kept.append((t, np.array(v) if copy else v))
             self.restart(t)
 
     def take(self) -> list[tuple[float, np.ndarray]]:
         """What was kept since the last take, V in float64."""
+        if self._pending is not None:
+            self._pending()
         kept, self._kept = self._kept, []
         return [(t, v.astype(np.float64, copy=False)) for t, v in kept]
 

@@ -32,24 +32,32 @@ def wrap(a: np.ndarray) -> np.ndarray:
 
 def loops(mesh: Mesh) -> np.ndarray:
     """The triangles whose phase winding is counted: a surface's elements, a volume's faces
-    (each once), none for cables and single cells."""
+    (each once), none for cables and single cells; ordered by their lowest node (a pass over
+    them reads the nodes' values nearly in order)."""
     el = mesh.elements
     if el is None or el.shape[1] < 3:
         return np.zeros((0, 3), np.int64)
     if el.shape[1] == 3:
-        return el
-    faces = np.concatenate([el[:, [1, 2, 3]], el[:, [0, 2, 3]], el[:, [0, 1, 3]], el[:, [0, 1, 2]]])
-    return faces[np.unique(face_keys(faces, mesh.n_cells), return_index=True)[1]]
+        tri = el
+    else:
+        faces = np.concatenate([el[:, [1, 2, 3]], el[:, [0, 2, 3]], el[:, [0, 1, 3]], el[:, [0, 1, 2]]])
+        tri = faces[np.unique(face_keys(faces, mesh.n_cells), return_index=True)[1]]
+    return tri[np.argsort(tri.min(axis=1), kind="stable")]
 
 
 def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
-    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta`` in [−π, π]:
-    the wrapped differences around it sum to 2π·charge, and as the raw differences sum to 0,
-    the charge counts the differences wrapping adds 2π to (below −π) less those it takes 2π
-    from (π and above), without a division or a rounding."""
-    t = theta[triangles]
+    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta`` in [−π, π]
+    (see :func:`corner_winding`)."""
+    return corner_winding(theta[triangles])
+
+
+def corner_winding(t: np.ndarray) -> np.ndarray:
+    """Charges of triangles given their corners' phases ``t`` (T, 3): the wrapped differences
+    around each sum to 2π·charge, and as the raw differences sum to 0, the charge counts the
+    differences wrapping adds 2π to (below −π) less those it takes 2π from (π and above),
+    without a division or a rounding."""
     a, b, c = t[:, 0], t[:, 1], t[:, 2]
-    q = np.zeros(len(triangles), np.int8)
+    q = np.zeros(len(t), np.int8)
     for d in (b - a, c - b, a - c):
         q += d < -np.pi
         q -= d >= np.pi
@@ -59,9 +67,13 @@ def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
 def singularities(mesh: Mesh, v_now: np.ndarray, v_before: np.ndarray, triangles: np.ndarray | None = None,
                   v_mid: float = V_MID) -> tuple[np.ndarray, np.ndarray]:
     """Positions (K, 3) (centroids of the charged triangles) and charges (K,) of the phase
-    singularities; ``triangles`` from :func:`loops` (computed once per mesh)."""
+    singularities; ``triangles`` from :func:`loops` (computed once per mesh). The winding is
+    counted on the triangles a compiled pass finds can wind (:mod:`.winding_jit`)."""
+    from app.sims.cardiac.winding_jit import candidates
+
     tri = loops(mesh) if triangles is None else triangles
-    q = winding(phase(v_now, v_before, v_mid), tri)
+    tri = tri[candidates(v_now, v_before, v_mid, tri)]
+    q = corner_winding(phase(np.asarray(v_now)[tri], np.asarray(v_before)[tri], v_mid))
     hit = np.flatnonzero(q)
     return mesh.positions[tri[hit]].mean(axis=1), q[hit]
 

@@ -60,19 +60,20 @@ class DeviceArray:
 
 
 class Snapshots:
-    """The V snapshots of a fixed-step run on the stand-in device: V is the step's time."""
+    """The V snapshots of a fixed-step run on the stand-in device: V is the step's time; a
+    block of 8."""
 
     def __init__(self, n: int):
         self.n, self.times = n, []
 
     @property
     def full(self) -> bool:
-        return len(self.times) == cuda_engine.VOLTAGE_SNAPSHOTS
+        return len(self.times) == 8
 
     def take(self, v, stream, t: float) -> None:
         self.times.append(t)
 
-    def drain(self, before: float = np.inf) -> list:
+    def drain(self, stream, before: float = np.inf) -> list:
         kept, self.times = [(t, np.full(self.n, t)) for t in self.times if t < before], []
         return kept
 
@@ -94,7 +95,7 @@ def host_only_engine(problem: Problem) -> CudaTissue:
     eng.h_history, eng._n_hist, eng._probe_t, eng._probe_v = [], 0, [0.0], []
     eng.t, eng.steps_accepted, eng.steps_rejected, eng.done = 0.0, 0, 0, False
     eng._observed_final = False
-    eng.grids, eng._dues, eng._pause = [], [], np.inf
+    eng.grids, eng._dues, eng._pause, eng._snapshot_stop = [], [], np.inf, np.inf
     eng._snapshots = Snapshots(problem.n_cells)
     eng.fused = eng.split = False       # fixed steps: a launch per stage
     eng._reset_recording()
@@ -184,10 +185,11 @@ def test_recordings_after_a_stop_are_dropped():
 
 
 def test_fixed_steps_keep_voltage_on_the_cpu_engines_grid():
-    """V is copied off the device at each readout while the steps go on, and handed over at the
-    next sync, whatever the slices (steps or simulated time): the kept times are the CPU
-    engine's, 0.5 ms apart (dt 0.02 ms; the stand-in V is the time), and a chunk ends only
-    where the snapshots in flight fill their buffers."""
+    """V is copied into a device block at each readout while the steps go on, and handed over
+    when the grid is read, whatever the slices (steps or simulated time): the kept times are the
+    CPU engine's, 0.5 ms apart (dt 0.02 ms; the stand-in V is the time), and a chunk ends only
+    where the kept snapshots fill their block; a stopped run's snapshots from the blow-up on
+    are dropped."""
     from app.sims.cardiac.engine import CpuTissue
 
     problem = Problem.from_config(config(TEXT % (12.0, "rlfe", 0.02)))
@@ -207,6 +209,11 @@ def test_fixed_steps_keep_voltage_on_the_cpu_engines_grid():
     grid = eng.keep_voltage(0.5)
     syncs = []
     eng._sync = functools.partial(lambda sync: syncs.append(eng.t) or sync(), eng._sync)
-    eng.advance(10 ** 6)                   # one call: a sync per VOLTAGE_SNAPSHOTS readouts, and the end
+    eng.advance(10 ** 6)                   # one call: a sync per block of readouts, and the end
     np.testing.assert_allclose(syncs, [4.0, 8.0, 12.0], rtol=0, atol=1e-9)
     assert len(grid.take()) == 24
+    eng = host_only_engine(problem)
+    grid = eng.keep_voltage(0.5)
+    eng.advance_time(3.0)                  # six snapshots, still on the device
+    eng._snapshot_stop = 1.9               # as a sync sets it after a blow-up at 1.9 ms
+    assert [t for t, _ in grid.take()] == cpu_times[:3]
