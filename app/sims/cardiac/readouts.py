@@ -64,15 +64,33 @@ def corner_winding(t: np.ndarray) -> np.ndarray:
     return q
 
 
+ON_AN_AXIS = 4          # a quadrant code bit: a point on a quadrant's edge
+
+
+def quadrants(v_now: np.ndarray, v_before: np.ndarray, v_mid: float = V_MID) -> np.ndarray:
+    """Each node's quadrant of the phase plane (V(t) − v_mid, V(t−τ) − v_mid) as a code 0–3,
+    with :data:`ON_AN_AXIS` added where a coordinate is exactly 0."""
+    a = np.asarray(v_now, np.float64) - v_mid
+    b = np.asarray(v_before, np.float64) - v_mid
+    return ((a > 0).view(np.uint8) | ((b > 0).view(np.uint8) << 1)
+            | (((a == 0) | (b == 0)).view(np.uint8) << 2))
+
+
+def may_wind(code: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Indices of the triangles whose points do not all lie inside one open quadrant (codes from
+    :func:`quadrants`): around the others the phase differences stay below π/2, so their
+    winding is 0 whatever the rounding."""
+    c0, c1, c2 = code[triangles[:, 0]], code[triangles[:, 1]], code[triangles[:, 2]]
+    return np.flatnonzero((c0 != c1) | (c0 != c2) | (c0 >= ON_AN_AXIS))
+
+
 def singularities(mesh: Mesh, v_now: np.ndarray, v_before: np.ndarray, triangles: np.ndarray | None = None,
                   v_mid: float = V_MID) -> tuple[np.ndarray, np.ndarray]:
     """Positions (K, 3) (centroids of the charged triangles) and charges (K,) of the phase
     singularities; ``triangles`` from :func:`loops` (computed once per mesh). The winding is
-    counted on the triangles a compiled pass finds can wind (:mod:`.winding_jit`)."""
-    from app.sims.cardiac.winding_jit import candidates
-
+    counted on the triangles :func:`may_wind` keeps (few: along the isolines V = v_mid)."""
     tri = loops(mesh) if triangles is None else triangles
-    tri = tri[candidates(v_now, v_before, v_mid, tri)]
+    tri = tri[may_wind(quadrants(v_now, v_before, v_mid), tri)]
     q = corner_winding(phase(np.asarray(v_now)[tri], np.asarray(v_before)[tri], v_mid))
     hit = np.flatnonzero(q)
     return mesh.positions[tri[hit]].mean(axis=1), q[hit]
