@@ -21,12 +21,6 @@ REGION_KINDS = ("all", "cap", "rect", "cells")
 PRECISIONS = ("float32", "float64", "mixed")
 MAX_LOOKUP_ROWS = 200_000   # voltage lookup table rows (0.001 mV over 200 mV)
 
-
-def voltage_snapshots(n: int, itemsize: int) -> int:
-    """How many copies of V (``n`` values of ``itemsize`` bytes) a CUDA run keeps on the device
-    until they are read (:data:`VOLTAGE_SNAPSHOT_BYTES`, within :data:`VOLTAGE_SNAPSHOTS`)."""
-    low, high = VOLTAGE_SNAPSHOTS
-    return int(np.clip(VOLTAGE_SNAPSHOT_BYTES // max(1, n * itemsize), low, high))
 # CVODE where the config does not say: APD90 within 0.1 % of CVODES at 1e-8 on the Chaste
 # corpus (docs/user-guide/cellml-corpus.md)
 CVODE_DEFAULTS = {"at": 1e-7, "rt": 1e-7, "precision": "float64", "dt_max": 1.0, "dt_min": 1e-12}
@@ -581,6 +575,13 @@ def n_cells(mesh: MeshSettings) -> int:
         from app.sims.cardiac.fem import settings_mesh
         return settings_mesh(mesh).n_cells
     return mesh.nx * mesh.ny if mesh.kind == "sheet" else 1
+
+
+def voltage_snapshots(n: int, itemsize: int) -> int:
+    """How many copies of V (``n`` values of ``itemsize`` bytes) a CUDA run keeps on the device
+    until they are read (:data:`VOLTAGE_SNAPSHOT_BYTES`, within :data:`VOLTAGE_SNAPSHOTS`)."""
+    low, high = VOLTAGE_SNAPSHOTS
+    return int(np.clip(VOLTAGE_SNAPSHOT_BYTES // max(1, n * itemsize), low, high))
 
 
 def estimate_memory(cfg: CardiacConfig, backend: str):

@@ -45,13 +45,7 @@ def loops(mesh: Mesh) -> np.ndarray:
     return tri[np.argsort(tri.min(axis=1), kind="stable")]
 
 
-def winding(theta: np.ndarray, triangles: np.ndarray) -> np.ndarray:
-    """Topological charge (−1, 0 or +1) of each triangle for node phases ``theta`` in [−π, π]
-    (see :func:`corner_winding`)."""
-    return corner_winding(theta[triangles])
-
-
-def corner_winding(t: np.ndarray) -> np.ndarray:
+def winding(t: np.ndarray) -> np.ndarray:
     """Charges of triangles given their corners' phases ``t`` (T, 3): the wrapped differences
     around each sum to 2π·charge, and as the raw differences sum to 0, the charge counts the
     differences wrapping adds 2π to (below −π) less those it takes 2π from (π and above),
@@ -91,7 +85,7 @@ def singularities(mesh: Mesh, v_now: np.ndarray, v_before: np.ndarray, triangles
     counted on the triangles :func:`may_wind` keeps (few: along the isolines V = v_mid)."""
     tri = loops(mesh) if triangles is None else triangles
     tri = tri[may_wind(quadrants(v_now, v_before, v_mid), tri)]
-    q = corner_winding(phase(np.asarray(v_now)[tri], np.asarray(v_before)[tri], v_mid))
+    q = winding(phase(np.asarray(v_now)[tri], np.asarray(v_before)[tri], v_mid))
     hit = np.flatnonzero(q)
     return mesh.positions[tri[hit]].mean(axis=1), q[hit]
 

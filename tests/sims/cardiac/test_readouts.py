@@ -132,7 +132,7 @@ def test_frames_carry_the_activation_so_far_for_live_cv_arrows():
 
 def _every_triangle(mesh, v_now, v_before):
     tri = readouts.loops(mesh)
-    q = readouts.winding(readouts.phase(v_now, v_before), tri)
+    q = readouts.winding(readouts.phase(v_now, v_before)[tri])
     hit = np.flatnonzero(q)
     return mesh.positions[tri[hit]].mean(axis=1), q[hit]
 
