@@ -21,7 +21,7 @@ from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
 from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI, voltage_snapshots
-from app.sims.cardiac.engine import Problem, RunStopped, VoltageGrid, fused_model, is_due
+from app.sims.cardiac.engine import Problem, Rows, RunStopped, VoltageGrid, fused_model, is_due
 from app.sims.cardiac.model import CellModel
 from app.sims.cardiac.node_order import NodeOrder, device_order, row_weight_dtype
 from app.sims.cardiac.rosenbrock import DIFF_STEP, Rosenbrock
@@ -318,9 +318,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.stream = cuda.Stream()
         self._grid = ((npad + BLOCK - 1) // BLOCK, 1)
         self._stage_launches = [[self._stage_launch(f, slot) for slot in (0, 1)] for f in self.stages]
-        self._probe_t = [0.0]
-        self._probe_v = [(problem.y0[:, 0] if self.record_states else problem.y0[0, problem.probes])
-                         .astype(np.float64)]
+        self._probe_t = Rows(0.0)
+        self._probe_v = Rows(problem.y0[:, 0] if self.record_states else problem.y0[0, problem.probes])
         self.h_history: list[tuple[float, float]] = []
         self._n_hist = 0
         self.t, self.steps_accepted, self.steps_rejected, self.done = 0.0, 0, 0, False
@@ -591,8 +590,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         if nrec:
             tt = self.rec_t.get()[:nrec]
             vv = self.rec_v.get().reshape(self.rec_cap, -1)[:nrec]
-            self._probe_t.extend(tt.astype(np.float64).tolist())
-            self._probe_v.extend(vv.astype(np.float64))
+            self._probe_t.extend(tt)
+            self._probe_v.extend(vv)
             if not fixed:
                 self.cuda.memcpy_htod(int(self.ci.gpudata) + 4 * CI_NREC, np.zeros(1, np.int32))
         nh = min(int(ci[CI_NH]), self.h_cap)
@@ -671,14 +670,14 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         return self._current().astype(np.float64)
 
     def recordings(self) -> tuple[np.ndarray, np.ndarray]:
-        v = np.array(self._probe_v)
-        return np.array(self._probe_t), (v[:, :1] if self.record_states else v)
+        v = self._probe_v.array()
+        return self._probe_t.array(), (v[:, :1] if self.record_states else v)
 
     def cell_history(self) -> tuple[np.ndarray, np.ndarray] | None:
         """A single cell's every state at each recorded step (S, T) (:func:`records_states`)."""
         if not self.record_states:
             return None
-        return np.array(self._probe_t), np.array(self._probe_v).T
+        return self._probe_t.array(), self._probe_v.array().T
 
     def activation(self) -> dict[str, np.ndarray]:
         m = self._maps().astype(np.float64)
@@ -688,7 +687,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         """The device state between steps: states, control scalars, maps and recordings, per
         node in the file's order (a checkpoint does not depend on the engine's order)."""
         self.stream.synchronize()
-        pt, pv = np.array(self._probe_t), np.array(self._probe_v)     # a single cell's every state
+        pt, pv = self._probe_t.array(), self._probe_v.array()     # a single cell's every state
         return {"cuda_y": self._current(), "cuda_cd": self.cd.get(), "cuda_ci": self.ci.get(),
                 "cuda_maps": self._maps(),
                 "probe_t": pt, "probe_v": pv,
@@ -709,8 +708,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         maps = self.maps.get().reshape(6, self.npad)
         maps[:, :self.n] = self.order.to_device(np.asarray(st["cuda_maps"]))
         self.maps.set(maps.ravel())
-        self._probe_t = list(np.asarray(st["probe_t"], np.float64))
-        self._probe_v = list(np.asarray(st["probe_v"], np.float64))
+        self._probe_t, self._probe_v = Rows.of(st["probe_t"]), Rows.of(st["probe_v"])
         self.h_history = [tuple(map(float, row)) for row in np.asarray(st["h_history"])]
         self._n_hist = min(int(ci[CI_NH]), self.h_cap)
         self._observed_final = bool(st["observed_final"])

@@ -349,6 +349,14 @@ class Rows:
         self._n = 0
         self.append(first)
 
+    @classmethod
+    def of(cls, rows) -> "Rows":
+        """Rows holding ``rows`` (at least one), as a checkpoint stored them."""
+        rows = np.asarray(rows, np.float64)
+        out = cls(rows[0])
+        out.extend(rows[1:])
+        return out
+
     def __len__(self) -> int:
         return self._n
 
@@ -670,10 +678,7 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         self.y = np.asarray(st["y"]).astype(self.p.dtype)
         self.t, self.step_index, self.h = float(st["t"]), int(st["step_index"]), float(st["h"])
         self.steps_accepted, self.steps_rejected = int(st["accepted"]), int(st["rejected"])
-        pt, pv = np.asarray(st["probe_t"], np.float64), np.asarray(st["probe_v"], np.float64)
-        self._probe_t, self._probe_v = Rows(pt[0]), Rows(pv[0])
-        self._probe_t.extend(pt[1:])
-        self._probe_v.extend(pv[1:])
+        self._probe_t, self._probe_v = Rows.of(st["probe_t"]), Rows.of(st["probe_v"])
         self._next_save = float(st["next_save"])
         m = self.maps
         m.act_first, m.act_last = np.array(st["act_first"]), np.array(st["act_last"])

@@ -10,7 +10,7 @@ import numpy as np
 
 from app.sims.cardiac import cuda as cuda_engine
 from app.sims.cardiac.cuda import CD_N, CD_T, CD_TPREV, CI_ACC, CI_DONE, CI_N, CI_PARITY, CI_STATUS, CudaTissue
-from app.sims.cardiac.engine import Problem
+from app.sims.cardiac.engine import Problem, Rows
 from app.sims.cardiac.node_order import NodeOrder
 
 from .helpers import config, run
@@ -92,7 +92,7 @@ def host_only_engine(problem: Problem) -> CudaTissue:
     eng.cd, eng.ci = DeviceArray(np.zeros(CD_N)), DeviceArray(np.zeros(CI_N, np.int32))
     eng.chunk, eng.rec_cap, eng.h_cap = cuda_engine.CHUNK_FIXED, cuda_engine.CHUNK_FIXED + 2, 1
     eng.rec_t, eng.rec_v = DeviceArray(np.zeros(eng.rec_cap)), DeviceArray(np.zeros(eng.rec_cap))   # one probe
-    eng.h_history, eng._n_hist, eng._probe_t, eng._probe_v = [], 0, [0.0], []
+    eng.h_history, eng._n_hist, eng._probe_t, eng._probe_v = [], 0, Rows(0.0), Rows(np.zeros(1))   # one probe
     eng.t, eng.steps_accepted, eng.steps_rejected, eng.done = 0.0, 0, 0, False
     eng._observed_final = False
     eng.grids, eng._dues, eng._pause, eng._snapshot_stop = [], [], np.inf, np.inf
@@ -181,7 +181,7 @@ def test_recordings_after_a_stop_are_dropped():
     eng._current = lambda: np.full((1, 3), np.nan)
     with pytest.raises(RunStopped):
         eng._sync()
-    assert eng._probe_t == [0.0, 0.38, 0.40]
+    assert eng._probe_t.array().tolist() == [0.0, 0.38, 0.40]
 
 
 def test_fixed_steps_keep_voltage_on_the_cpu_engines_grid():
