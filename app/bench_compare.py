@@ -70,6 +70,28 @@ def measure(reps):
         cfg = bench.make_cfg(base, 7, 300.0, method="rlfe", dt=0.05)
         return [bench.run_once(cfg, "cuda")[1]["wall_seconds"] for _ in range(reps)]
 """),
+    Case("cardiac-crn-sphere-frames", "cardiac", "cuda",
+         "s per run through advance() (level-7 sphere, 100 ms, a frame a ms)", CUDA_CTX + """
+import time
+from app.sims.cardiac import bench
+from app.sims.cardiac.simulation import CardiacSimulation
+from app.sims.common.simulation import load_run_config
+def loop(cfg):          # the loop the CLI's and the GUI's worker run: a frame per advance()
+    sim = CardiacSimulation(cfg, "cuda")
+    try:
+        start = time.perf_counter()
+        while not sim.finished:
+            sim.advance()
+        return time.perf_counter() - start
+    finally:
+        sim.close()
+def measure(reps):
+    _, base = load_run_config(bench.PRESET)
+    with backend_context("cuda"):
+        loop(bench.make_cfg(base, 7, 2.0, method="rlfe", dt=0.05))
+        cfg = bench.make_cfg(base, 7, 100.0, method="rlfe", dt=0.05)
+        return [loop(cfg) for _ in range(reps)]
+"""),
     Case("cardiac-ord-float32-sphere", "cardiac", "cuda", "s per run (level-7 sphere, 100 ms, dt 0.01, tables)",
          CUDA_CTX + """
 import dataclasses

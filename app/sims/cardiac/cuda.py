@@ -256,6 +256,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._to_file_order = self.module.get_function("to_file_order")
         self._to_file_order.prepare("PPP")
         self.positions = gpuarray.to_gpu(self.order.position.astype(np.int32))
+        self._read_back = None           # n values in file order on the device, for a frame (_in_file_order)
         # constants
         model = problem.model
         self.ns, self.nk = model.n_states, model.n_nongating + 2 * model.n_gates
@@ -661,10 +662,25 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._to_file_order.prepared_async_call(self._grid, (BLOCK, 1, 1), stream, v,
                                                     self.positions.gpudata, dst)
 
+    def _in_file_order(self, src) -> np.ndarray:
+        """The n values at device pointer ``src`` (device order) as a host array in file order:
+        gathered on the device (a frame reads V and a map at every advance; a host gather of a
+        large mesh takes milliseconds) and copied once."""
+        if self._read_back is None:
+            self._read_back = self.gpuarray.empty(self.n, self.real)
+            self._read_back_host = self.cuda.pagelocked_empty(self.n, self.real)
+        self._voltage_to_file_order(self._read_back.gpudata, src, self.stream)
+        self.cuda.memcpy_dtoh_async(self._read_back_host, self._read_back.gpudata, self.stream)
+        self.stream.synchronize()
+        return self._read_back_host.astype(np.float64)
+
+    def _map(self, row: int) -> np.ndarray:
+        """Row ``row`` of the activation maps (first crossing 1, last 2, repolarised 4) in file order."""
+        return self._in_file_order(int(self.maps.gpudata) + row * self.npad * self.maps.dtype.itemsize)
+
     def voltage(self) -> np.ndarray:
         parity = int(self.ci.get()[CI_PARITY])
-        buf = self.YB if parity else self.YA
-        return self.order.to_file(buf[:self.n].get()).astype(np.float64)
+        return self._in_file_order((self.YB if parity else self.YA).gpudata)
 
     def states(self) -> np.ndarray:
         return self._current().astype(np.float64)
@@ -680,8 +696,11 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         return self._probe_t.array(), self._probe_v.array().T
 
     def activation(self) -> dict[str, np.ndarray]:
-        m = self._maps().astype(np.float64)
-        return {"activation_time": m[1], "activation_last": m[2], "apd90": m[4] - m[1]}
+        first = self.activation_time()
+        return {"activation_time": first, "activation_last": self._map(2), "apd90": self._map(4) - first}
+
+    def activation_time(self) -> np.ndarray:
+        return self._map(1)
 
     def state(self) -> dict[str, np.ndarray]:
         """The device state between steps: states, control scalars, maps and recordings, per
@@ -726,7 +745,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
     def close(self) -> None:
         buffers = (self.YA, self.YB, self.K, *self.Vst, *self.U, self.nbr, self.w, self.mask, self.maps, self.pfield,
                    self.positions, self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist,
-                   self.lut)
+                   self.lut, self._read_back)
         for buf in {id(b): b for b in buffers if b is not None}.values():     # YB is YA for fixed steps
             buf.gpudata.free()
         if self._snapshots is not None:

@@ -663,6 +663,10 @@ class CpuTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"}):
         return {"activation_time": self.maps.act_first, "activation_last": self.maps.act_last,
                 "apd90": self.maps.apd90}
 
+    def activation_time(self) -> np.ndarray:
+        """The first activation time per node (NaN: not yet), the map a running frame shows."""
+        return self.maps.act_first
+
     def state(self) -> dict[str, np.ndarray]:
         pt, pv = self.recordings()
         m = self.maps

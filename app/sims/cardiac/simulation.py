@@ -149,7 +149,8 @@ class CardiacSimulation(Simulation):
         pt, pv = e.recordings()
         hist = getattr(e, "h_history", None)
         done = self.finished
-        acts = e.activation() if done or self.problem.n_cells > 1 else None   # live: CV arrows
+        acts = e.activation() if done else None
+        first = acts["activation_time"] if acts else e.activation_time() if self.problem.n_cells > 1 else None
         rate = e.t / self.wall if self.wall > 0 else 0.0
         status = f"t = {e.t:.2f} of {self.problem.t_end:g} ms, {e.steps_accepted} steps"
         if e.steps_rejected:
@@ -168,7 +169,7 @@ class CardiacSimulation(Simulation):
             h_t=freeze(np.array([x[0] for x in hist])) if hist else None,
             h=freeze(np.array([x[1] for x in hist])) if hist else None,
             steps_accepted=e.steps_accepted, steps_rejected=e.steps_rejected, mesh=self.frame_mesh,
-            activation_time=freeze(acts["activation_time"]) if acts else None,
+            activation_time=freeze(first) if first is not None else None,   # live: CV arrows
             apd90=freeze(acts["apd90"]) if acts and done else None,
             singularities=freeze(self._tracker.now), stopped=str(self.stopped or ""))
 

@@ -215,6 +215,9 @@ def assert_same_run(cuda, cpu, atol: float = 1e-11) -> None:
     np.testing.assert_allclose(ct, nt, rtol=0, atol=1e-12)
     np.testing.assert_allclose(cv, nv, rtol=0, atol=atol)
     np.testing.assert_allclose(cuda.states(), cpu.states(), rtol=0, atol=atol)
+    np.testing.assert_allclose(cuda.voltage(), cpu.voltage(), rtol=0, atol=atol)
     got, ref = cuda.activation(), cpu.activation()
     for key in ("activation_time", "activation_last"):
         np.testing.assert_allclose(got[key], ref[key], rtol=0, atol=atol)
+    np.testing.assert_array_equal(cuda.activation_time(), got["activation_time"])
+    np.testing.assert_allclose(got["apd90"], ref["apd90"], rtol=0, atol=2 * atol)
