@@ -10,8 +10,11 @@ For one configuration this times, in one process after a warm-up that compiles:
 
 and prints the top functions of a cProfile of the loop. Usage::
 
-    python scripts/cardiac/frame_loop.py sphere [--t-end 300] [--out results.json]
+    python scripts/cardiac/frame_loop.py sphere [--t-end 300] [--out FOLDER]
     python scripts/cardiac/frame_loop.py shell --nodes 1000000 --t-end 30 --split-dt 0.2 --dt 0.04
+
+With ``--out`` the figures go to ``FOLDER/cardiac-frames-<case>.json`` (``save_bench``: with the
+commit, device, driver and compiler).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from app.compute.device import backend_context  # noqa: E402
 from app.sims.cardiac import bench  # noqa: E402
 from app.sims.cardiac.simulation import CardiacSimulation  # noqa: E402
+from app.sims.common.bench_record import save_bench  # noqa: E402
 from app.sims.common.simulation import load_run_config  # noqa: E402
 
 
@@ -95,7 +99,12 @@ def main() -> int:
         warm = dataclasses.replace(cfg, protocol=dataclasses.replace(cfg.protocol, t_end=2.0))
         timed_loop(warm, args.backend)                         # compiles, reads the mesh
         result = {"case": args.case, "t_end_ms": args.t_end, "snapshot_interval_ms": args.snapshot,
+                  "readout_every_ms": cfg.output.readout_every, "singularity_delay_ms": cfg.output.singularity_delay,
+                  "solver": {"method": cfg.solver.method, "dt": cfg.solver.dt, "split_dt": cfg.solver.split_dt,
+                             "split": cfg.solver.split, "precision": cfg.solver.precision},
                   "engine_seconds": engine_only(cfg, args.backend)}
+        if args.case == "shell":
+            result["nodes_asked"] = args.nodes
         result["loop"] = timed_loop(cfg, args.backend)
         result["loop_no_readouts"] = timed_loop(with_output(cfg, singularity_delay=0.0), args.backend)
         profile = cProfile.Profile()
@@ -105,8 +114,11 @@ def main() -> int:
     print(json.dumps(result, indent=1))
     print(text.getvalue())
     if args.out:
-        result["profile_top"] = text.getvalue()
-        args.out.write_text(json.dumps(result, indent=1))
+        result["method"] = ("scripts/cardiac/frame_loop.py: after a 2-ms warm-up run, the engine alone "
+                            "(run_to_end) and Simulation.advance() until finished (a frame per snapshot_interval), "
+                            "with the preset's readouts and with the rotor tracker off, in one process")
+        result["profile_top"] = text.getvalue().splitlines()[:12 + args.top]
+        save_bench(f"cardiac-frames-{args.case}", result, args.out, cuda=args.backend == "cuda")
     return 0
 
 

@@ -166,3 +166,24 @@ def test_triangles_inside_one_quadrant_are_left_out_and_ties_kept():
     assert readouts.quadrants(v_now, v_before, -40.0).tolist() == [3, 3, 3, 2, readouts.ON_AN_AXIS | 2]
     tri = np.array([[0, 1, 2], [0, 1, 3], [0, 1, 4]])
     assert readouts.may_wind(readouts.quadrants(v_now, v_before, -40.0), tri).tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("mesh", [shapes.icosphere(3, radius_mm=5.0),
+                                  fem.fem_mesh(shapes.structured_slab(2.0, 1.0, 1.0, 0.25), fem.Tissue(0.1, 0.1, 0.1))],
+                         ids=["sphere surface", "slab faces"])
+def test_candidates_kept_between_readouts_are_those_of_a_full_pass(mesh):
+    """Codes that change a few nodes at a time, many at once, not at all, and on the axes: the
+    triangles kept are always exactly those a pass over every triangle keeps."""
+    rng = np.random.default_rng(11)
+    tri = readouts.loops(mesh)
+    keep = readouts.WindingCandidates(tri, mesh.n_cells)
+    code = np.zeros(mesh.n_cells, np.uint8)
+    tested = 0
+    for changes in (0, 1, 3, 10, mesh.n_cells // 2, 5, 0, 2, mesh.n_cells, 4):
+        nodes = rng.choice(mesh.n_cells, changes, replace=False)
+        code = code.copy()
+        code[nodes] = rng.choice([0, 1, 2, 3, readouts.ON_AN_AXIS | 1], changes)
+        got = keep(code)
+        np.testing.assert_array_equal(got, readouts.may_wind(code, tri))
+        tested += len(got)
+    assert tested > 0
