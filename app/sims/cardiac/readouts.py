@@ -64,11 +64,12 @@ ON_AN_AXIS = 4          # a quadrant code bit: a point on a quadrant's edge
 
 def quadrants(v_now: np.ndarray, v_before: np.ndarray, v_mid: float = V_MID) -> np.ndarray:
     """Each node's quadrant of the phase plane (V(t) − v_mid, V(t−τ) − v_mid) as a code 0–3,
-    with :data:`ON_AN_AXIS` added where a coordinate is exactly 0."""
-    a = np.asarray(v_now, np.float64) - v_mid
-    b = np.asarray(v_before, np.float64) - v_mid
-    return ((a > 0).view(np.uint8) | ((b > 0).view(np.uint8) << 1)
-            | (((a == 0) | (b == 0)).view(np.uint8) << 2))
+    with :data:`ON_AN_AXIS` added where a coordinate is exactly 0. Compared with v_mid as a
+    float64 (x − v_mid > 0 exactly when x > v_mid), without converting float32 V."""
+    mid = np.float64(v_mid)
+    now, before = np.asarray(v_now), np.asarray(v_before)
+    return ((now > mid).view(np.uint8) | ((before > mid).view(np.uint8) << 1)
+            | (((now == mid) | (before == mid)).view(np.uint8) << 2))
 
 
 def may_wind(code: np.ndarray, triangles: np.ndarray) -> np.ndarray:

@@ -187,3 +187,14 @@ def test_candidates_kept_between_readouts_are_those_of_a_full_pass(mesh):
         np.testing.assert_array_equal(got, readouts.may_wind(code, tri))
         tested += len(got)
     assert tested > 0
+
+
+def test_quadrants_of_float32_voltages_compare_in_float64():
+    """A float32 V next to a v_mid that float32 cannot hold: its quadrant is that of
+    float64(V) − v_mid, not of V against v_mid rounded to float32."""
+    v = np.array([np.float32(-40.1), -40.0, np.nan, np.inf], np.float32)
+    reference = np.asarray(v, np.float64) + 40.1
+    code = readouts.quadrants(v, v, -40.1)
+    np.testing.assert_array_equal(code & 1, reference > 0)
+    np.testing.assert_array_equal(code >> 2, reference == 0)
+    assert code[0] == 3            # float32(-40.1) lies above -40.1
