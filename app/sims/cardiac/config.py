@@ -612,7 +612,7 @@ def estimate_memory(cfg: CardiacConfig, backend: str):
         host[f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies"] = n * states * 8
         gpu = {f"state: {n:,.0f} cells x {states:.0f} states x {stages:.0f} stage copies":
                n * states * stages * width,
-               "mesh and activation maps": n * (row + 6 * 8)}
+               "mesh, activation maps and the frames' read-back buffer": n * (row + 7 * 8)}
         kept = voltage_snapshots(int(n), int(width))
         for side in (host, gpu):                  # readouts kept until read (cuda.VoltageSnapshots)
             side[f"V copies kept until read: {kept}"] = n * kept * width
