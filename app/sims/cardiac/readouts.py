@@ -93,14 +93,18 @@ class WindingCandidates:
     FULL_PASS = 0.25            # above this fraction of changed nodes a full pass is cheaper
 
     def __init__(self, triangles: np.ndarray, n_nodes: int):
-        self.triangles = triangles
-        corners = np.asarray(triangles).ravel(order="F")      # corner k of triangle i at k*T + i
-        index = np.int32 if len(triangles) < 2 ** 31 else np.int64
-        self._around = (np.argsort(corners, kind="stable") % max(len(triangles), 1)).astype(index)
-        self._count = np.bincount(corners, minlength=n_nodes)
-        self._first = np.concatenate([[0], np.cumsum(self._count)[:-1]])
+        self.triangles, self.n_nodes = triangles, n_nodes
+        self._around: np.ndarray | None = None       # the triangles around each node, at the first update
         self._code: np.ndarray | None = None
         self._may = np.zeros(len(triangles), bool)
+
+    def _index(self) -> None:
+        """The triangles around each node: ``_around[_first[v]:_first[v] + _count[v]]``."""
+        corners = np.asarray(self.triangles).ravel(order="F")    # corner k of triangle i at k*T + i
+        index = np.int32 if len(self.triangles) < 2 ** 31 else np.int64
+        self._around = (np.argsort(corners, kind="stable") % max(len(self.triangles), 1)).astype(index)
+        self._count = np.bincount(corners, minlength=self.n_nodes)
+        self._first = np.concatenate([[0], np.cumsum(self._count)[:-1]])
 
     def __call__(self, code: np.ndarray) -> np.ndarray:
         """Indices of the triangles that may wind under ``code``, in order."""
@@ -108,6 +112,8 @@ class WindingCandidates:
         if changed is None or len(changed) > self.FULL_PASS * len(code):
             self._may = _may_wind(code, self.triangles)
         elif len(changed):
+            if self._around is None:
+                self._index()
             starts, counts = self._first[changed], self._count[changed]
             ends = np.cumsum(counts)
             slots = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)
