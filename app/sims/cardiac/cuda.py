@@ -650,8 +650,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         return self.order.to_file(buf.get().reshape(self.ns, self.npad)[:, :self.n])
 
     def _maps(self) -> np.ndarray:
-        """The activation maps (6, N) in file order."""
-        return self.order.to_file(self.maps.get().reshape(6, self.npad)[:, :self.n])
+        """The activation maps (6, N) in file order, in the run's precision."""
+        return np.stack([self._map(row, self.real) for row in range(6)])
 
     def _voltage_to_file_order(self, dst, v, stream) -> None:
         """Queue V of the n nodes (device pointer ``v``) into ``dst`` in file order on ``stream``:
@@ -662,21 +662,21 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._to_file_order.prepared_async_call(self._grid, (BLOCK, 1, 1), stream, v,
                                                     self.positions.gpudata, dst)
 
-    def _in_file_order(self, src) -> np.ndarray:
-        """The n values at device pointer ``src`` (device order) as a host array in file order:
-        gathered on the device (a frame reads V and a map at every advance; a host gather of a
-        large mesh takes milliseconds) and copied once."""
+    def _in_file_order(self, src, dtype=np.float64) -> np.ndarray:
+        """The n values at device pointer ``src`` (device order) as a host array of ``dtype`` in
+        file order: gathered on the device (a frame reads V and a map at every advance; a host
+        gather of a large mesh takes milliseconds) and copied once."""
         if self._read_back is None:
             self._read_back = self.gpuarray.empty(self.n, self.real)
             self._read_back_host = self.cuda.pagelocked_empty(self.n, self.real)
         self._voltage_to_file_order(self._read_back.gpudata, src, self.stream)
         self.cuda.memcpy_dtoh_async(self._read_back_host, self._read_back.gpudata, self.stream)
         self.stream.synchronize()
-        return self._read_back_host.astype(np.float64)
+        return self._read_back_host.astype(dtype)
 
-    def _map(self, row: int) -> np.ndarray:
+    def _map(self, row: int, dtype=np.float64) -> np.ndarray:
         """Row ``row`` of the activation maps (first crossing 1, last 2, repolarised 4) in file order."""
-        return self._in_file_order(int(self.maps.gpudata) + row * self.npad * self.maps.dtype.itemsize)
+        return self._in_file_order(int(self.maps.gpudata) + row * self.npad * self.maps.dtype.itemsize, dtype)
 
     def voltage(self) -> np.ndarray:
         parity = int(self.ci.get()[CI_PARITY])

@@ -116,7 +116,7 @@ class WindingCandidates:
                 self._index()
             starts, counts = self._first[changed], self._count[changed]
             ends = np.cumsum(counts)
-            slots = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1] if len(ends) else 0)
+            slots = np.repeat(starts - ends + counts, counts) + np.arange(ends[-1])
             touched = self._around[slots]
             self._may[touched] = _may_wind(code, self.triangles[touched])
         self._code = code
