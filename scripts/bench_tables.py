@@ -242,9 +242,16 @@ def cardiac_mesh_table(results: dict) -> list[str]:
     return _table(["quantity", "value"], rows)
 
 
+def _l2_window(variant: dict) -> str:
+    if variant.get("l2", "off") == "off":
+        return "no"
+    return f"{variant['l2_rows_bytes'] / 2**20:.1f} of {variant['rows_bytes'] / 2**20:.1f} MiB"
+
+
 def cardiac_mesh_kernels_table(results: dict) -> list[str]:
     """``scripts/cardiac/split_breakdown.py``: each split kernel alone (µs, CUDA events after a
-    warm-up) at rest and mid-wave, per launch bound and row format."""
+    warm-up) at rest and mid-wave, per launch bound, row format, table step and L2 window
+    (records from before the window ran without it)."""
     rows = []
     for v in results["variants"]:
         for when in ("at_rest", "mid_wave"):
@@ -255,13 +262,15 @@ def cardiac_mesh_kernels_table(results: dict) -> list[str]:
                               if k.startswith("cell_substeps_"))
             run = v.get("run")
             rows.append([v["min_blocks"], f"{v['rows']} ({v['row_bytes_per_slot']} B a slot)",
-                         f"{v['lookup_step_mV']:g}" if "lookup_step_mV" in v else "0.02", when.replace("_", " "),
+                         f"{v['lookup_step_mV']:g}" if "lookup_step_mV" in v else "0.02", _l2_window(v),
+                         when.replace("_", " "),
                          cells, diffusion, f"{t['split_step_us']:.1f}",
                          f"{run['real_time_factor']:.3f}x" if run and when == "at_rest" else ""])
     head = [f"{results['split']} split every {results['split_dt_ms']:g} ms, cell step {results['dt_ms']:g} ms, "
             f"{results['nodes']:,} nodes; mid wave: after {results['advance_ms']:g} ms", ""]
-    return head + _table(["launch bound", "rows", "table step mV", "state", "cell substeps µs", "diffusion "
-                          "super-step µs (by fraction of the split step)", "split step µs", "whole run"], rows)
+    return head + _table(["launch bound", "rows", "table step mV", "rows in L2", "state", "cell substeps µs",
+                          "diffusion super-step µs (by fraction of the split step)", "split step µs", "whole run"],
+                         rows)
 
 
 TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table,

@@ -142,6 +142,9 @@ class HostArray:
     def __getitem__(self, index) -> "HostArray":
         return HostArray(self.a[index])
 
+    def view(self, dtype) -> "HostArray":
+        return HostArray(self.a.view(dtype))
+
 
 class HostKernel:
     def __init__(self, dll: ctypes.CDLL, name: str):
