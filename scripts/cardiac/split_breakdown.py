@@ -5,15 +5,13 @@ run (a wave crossing the tissue), for each ``--min-blocks`` (the kernels' launch
 ``cuda.STAGE_MIN_BLOCKS``; None: the engine's choice) and each ``--rows`` (``engine``: the
 engine's node order and row format, int16 offsets where they fit; ``int32``: the file's order
 with int32 indices, the engine's fallback, forced for comparison) and each ``--lookup-steps`` (the table's spacing in
-mV, ``solver.lookup_step``) and each ``--l2`` (``persist``: the rows in an L2 access-policy window,
-``cuda.PERSIST_ROWS_IN_L2``; ``off``: without); with ``--run-ms``, each variant's whole run from rest over that
+mV, ``solver.lookup_step``); with ``--run-ms``, each variant's whole run from rest over that
 many ms as the bench times it (one mesh for all). Writes ``cardiac-mesh-kernels.json``.
 
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --min-blocks none 6 8
     python scripts/cardiac/split_breakdown.py --split godunov --split-dt 0.2 --rows engine int32
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --lookup-steps 0.02 0.1 \
         --run-ms 100
-    python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --l2 persist off --run-ms 60
 """
 import argparse
 import sys
@@ -74,8 +72,6 @@ def main() -> int:
                     help="operator-row formats to compare (int32: the fallback, forced)")
     ap.add_argument("--lookup-steps", nargs="+", type=float, default=[None],
                     help="lookup-table spacings (mV) to compare (default: the solver's)")
-    ap.add_argument("--l2", nargs="+", default=["persist"], choices=("persist", "off"),
-                    help="the operator rows kept in L2 (persist: the engine's choice) or not")
     ap.add_argument("--run-ms", type=float, default=0.0, help="also time each variant's whole run over this many ms")
     ap.add_argument("--out", default="bench-results")
     args = ap.parse_args()
@@ -93,22 +89,18 @@ def main() -> int:
         result = {"nodes": len(points), "split": args.split, "split_dt_ms": args.split_dt, "dt_ms": args.dt,
                   "advance_ms": args.advance_ms, "variants": []}
         base = cfg
-        variants = [(b, r, s, l2) for b in args.min_blocks for r in args.rows for s in args.lookup_steps
-                    for l2 in args.l2]
-        for bound, rows, step, l2 in variants:
+        for bound, rows, step in ((b, r, s) for b in args.min_blocks for r in args.rows for s in args.lookup_steps):
             cuda.STAGE_MIN_BLOCKS = None if bound == "none" else int(bound)
-            cuda.PERSIST_ROWS_IN_L2 = l2 == "persist"
             cuda.device_order = device_order if rows == "engine" else lambda nbr: NodeOrder.identity(len(nbr))
             cfg = base if step is None else replace(base, solver=replace(base.solver, lookup_step=step))
-            variant: dict = {"min_blocks": bound, "rows": rows, "lookup_step_mV": cfg.solver.lookup_step, "l2": l2}
+            variant: dict = {"min_blocks": bound, "rows": rows, "lookup_step_mV": cfg.solver.lookup_step}
             for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
                 sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
                 engine = sim.engine
                 if advance:
                     engine.advance_time(advance)
                 variant.update(substeps=engine.p.substeps, cell_substeps=kernel_row(engine._cells),
-                               rkc_stage=kernel_row(engine._rkc), row_bytes_per_slot=engine.row_bytes_per_slot,
-                               rows_bytes=engine._rows.nbytes, l2_rows_bytes=engine.l2_rows_bytes)
+                               rkc_stage=kernel_row(engine._rkc), row_bytes_per_slot=engine.row_bytes_per_slot)
                 variant[label] = breakdown(engine, len(points))
                 print(bound, label, variant, flush=True)
                 sim.close()
@@ -119,7 +111,7 @@ def main() -> int:
                                   "real_time_factor": args.run_ms / (summary["wall_seconds"] * 1e3)}
                 print(bound, "run", variant["run"], flush=True)
             result["variants"].append(variant)
-        cuda.STAGE_MIN_BLOCKS, cuda.device_order, cuda.PERSIST_ROWS_IN_L2 = None, device_order, True
+        cuda.STAGE_MIN_BLOCKS, cuda.device_order = None, device_order
     print(result)
     print(f"wrote {save_bench('cardiac-mesh-kernels', result, Path(args.out))}")
     return 0

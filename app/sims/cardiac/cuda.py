@@ -19,7 +19,6 @@ import numpy as np
 
 from app.compute.codegen import Code, fill_template
 from app.compute.kernels import load_module, read_kernel
-from app.compute.l2_cache import persist_in_l2, release_l2
 from app.compute.launch import PackedLaunch
 from app.sims.cardiac.config import MAX_STIMULI, voltage_snapshots
 from app.sims.cardiac.engine import Problem, Rows, RunStopped, VoltageGrid, fused_model, is_due
@@ -40,7 +39,6 @@ CHUNK_ADAPTIVE = 100
 CHUNK_FUSED = 4000          # steps per launch of ``steps_one_block`` (its recordings: one slot each)
 FUSED_MAX_CELLS = BLOCK     # adaptive runs of at most this many cells step in one block (0: never)
 H_CAP = 1 << 20
-PERSIST_ROWS_IN_L2 = True   # the operator rows in an L2 access-policy window (scripts compare both)
 STAGE_MIN_BLOCKS: int | None = None   # override of stage_min_blocks() (scripts/cardiac/gpu_tuning.py)
 
 
@@ -293,9 +291,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         nbr[:, :n] = rows
         w = np.zeros((problem.mesh.width, npad), self.weight_dtype)
         w[:, :n] = w_rows
-        # one block, so that one L2 window (below) covers the offsets and the weights
-        self._rows = gpuarray.to_gpu(np.concatenate([nbr.ravel().view(np.uint8), w.ravel().view(np.uint8)]))
-        self.nbr, self.w = self._rows[:nbr.nbytes].view(nbr.dtype), self._rows[nbr.nbytes:].view(w.dtype)
+        self.nbr, self.w = gpuarray.to_gpu(nbr.ravel()), gpuarray.to_gpu(w.ravel())
         mask = np.zeros(npad, np.uint32)
         mask[:n] = self.order.to_device(problem.stim_mask)
         self.mask = gpuarray.to_gpu(mask)
@@ -321,10 +317,6 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self.h_cap = H_CAP if tab.adaptive else 1
         self.h_hist = gpuarray.zeros(2 * self.h_cap, np.float32)
         self.stream = cuda.Stream()
-        # the rows are what every diffusion stage rereads: kept in L2 between the cell kernels'
-        # passes over the states (bytes set aside; 0 where the device has none)
-        self.l2_rows_bytes = persist_in_l2(self.stream, int(self._rows.gpudata), self._rows.nbytes) \
-            if PERSIST_ROWS_IN_L2 else 0
         self._grid = ((npad + BLOCK - 1) // BLOCK, 1)
         self._stage_launches = [[self._stage_launch(f, slot) for slot in (0, 1)] for f in self.stages]
         self._probe_t = Rows(0.0)
@@ -751,9 +743,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._seed_voltage()
 
     def close(self) -> None:
-        if self.l2_rows_bytes:
-            release_l2(self.stream)
-        buffers = (self.YA, self.YB, self.K, *self.Vst, *self.U, self._rows, self.mask, self.maps, self.pfield,
+        buffers = (self.YA, self.YB, self.K, *self.Vst, *self.U, self.nbr, self.w, self.mask, self.maps, self.pfield,
                    self.positions, self.cd, self.ci, self.bp, self.probes, self.rec_t, self.rec_v, self.h_hist,
                    self.lut, self._read_back)
         for buf in {id(b): b for b in buffers if b is not None}.values():     # YB is YA for fixed steps

@@ -142,9 +142,6 @@ class HostArray:
     def __getitem__(self, index) -> "HostArray":
         return HostArray(self.a[index])
 
-    def view(self, dtype) -> "HostArray":
-        return HostArray(self.a.view(dtype))
-
 
 class HostKernel:
     def __init__(self, dll: ctypes.CDLL, name: str):
