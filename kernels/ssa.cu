@@ -285,6 +285,52 @@ __device__ void ssa_time_events(const double due, int* x, unsigned int* bits)
 }
 #endif
 
+// One step of the direct method from two words of a Philox draw (wt for the waiting time, ws for
+// the reaction): true when the realization stops here (a propensity went bad, nothing can fire,
+// the next reaction falls past t1, or a count passed the limit). A draw's four words serve two
+// steps; an interval's last draw is not carried over (the next interval starts with a new one,
+// which leaves the law unchanged: the waiting time is memoryless).
+__device__ __forceinline__ bool ssa_direct_event(const unsigned wt, const unsigned ws, double& t, const double t1,
+                                                 const float* __restrict__ rate, int* x, float* a,
+                                                 unsigned long long& fired, unsigned& bits, int& bad_propensity)
+{
+    const float a0 = ssa_total(a);
+    if ((bad_propensity = ssa_bad(a, a0))) return true;   // the state stays where it went bad
+#if SSA_NE > 0
+    // the clock stops at a due time event (the drawn reaction is discarded)
+    const double t_next = a0 > 0.f ? t + (double)(-__logf(philox_uniform_f32(wt)) / a0) : 1e308;
+    double due = 1e308;
+    for (int e = 0; e < SSA_NE; ++e)
+        if (c_event_time[e] < due && !(bits & (1u << e))) due = c_event_time[e];
+    if (due <= t1 && due < t_next) {
+        ssa_time_events(due, x, &bits);
+        t = due;
+        ssa_init(rate, x, a);
+        return false;
+    }
+    if (t_next > t1) return true;
+    t = t_next;
+#else
+    if (!(a0 > 0.f)) return true;
+    t += (double)(-__logf(philox_uniform_f32(wt)) / a0);
+    if (t > t1) return true;
+#endif
+    ssa_fire(ssa_select(a, philox_uniform_f32(ws) * a0), rate, x, a);
+    ++fired;
+    // every 64 reactions: stop a realization past the limit (64 firings cannot carry a count
+    // from 2^30 past 2^31, so int32 never wraps before this test sees it)
+    if ((fired & 63u) == 0u) {
+        bool over = false;
+#pragma unroll
+        for (int s = 0; s < SSA_NS; ++s) over |= x[s] > SSA_COUNT_LIMIT;
+        if (over) return true;
+    }
+#if SSA_NE > 0
+    if (ssa_species_events(x, &bits)) ssa_init(rate, x, a);
+#endif
+    return false;
+}
+
 // Advance every realization from t0 to t1. State is structure-of-arrays: x_all[s * R + r].
 // By the Markov property the reaction that would cross t1 is discarded and the next interval
 // starts afresh at t1 with the next Philox draw.
@@ -323,43 +369,14 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
 #else
 #if SSA_NE > 0
         unsigned int bits = event_bits[r];
-#endif
-        for (;;) {
-            const float a0 = ssa_total(a);
-            if ((bad_propensity = ssa_bad(a, a0))) break;   // the state stays where it went bad
-            const philox_u4 w = philox_draw(seed, (unsigned long long)r_local, n++);
-#if SSA_NE > 0
-            // the clock stops at a due time event (the drawn reaction is discarded)
-            const double t_next = a0 > 0.f ? t + (double)(-__logf(philox_uniform_f32(w.x)) / a0) : 1e308;
-            double due = 1e308;
-            for (int e = 0; e < SSA_NE; ++e)
-                if (c_event_time[e] < due && !(bits & (1u << e))) due = c_event_time[e];
-            if (due <= t1 && due < t_next) {
-                ssa_time_events(due, x, &bits);
-                t = due;
-                ssa_init(rate, x, a);
-                continue;
-            }
-            if (t_next > t1) break;
-            t = t_next;
 #else
-            if (!(a0 > 0.f)) break;
-            t += (double)(-__logf(philox_uniform_f32(w.x)) / a0);
-            if (t > t1) break;
+        unsigned int bits = 0;
 #endif
-            ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0), rate, x, a);
-            ++fired;
-            // every 64 reactions: stop a realization past the limit (64 firings cannot carry a
-            // count from 2^30 past 2^31, so int32 never wraps before this test sees it)
-            if ((fired & 63u) == 0u) {
-                bool over = false;
-#pragma unroll
-                for (int s = 0; s < SSA_NS; ++s) over |= x[s] > SSA_COUNT_LIMIT;
-                if (over) break;
-            }
-#if SSA_NE > 0
-            if (ssa_species_events(x, &bits)) ssa_init(rate, x, a);
-#endif
+        // one Philox draw, four words, two reactions (a time event takes a pair of its own)
+        for (;;) {
+            const philox_u4 w = philox_draw(seed, (unsigned long long)r_local, n++);
+            if (ssa_direct_event(w.x, w.y, t, t1, rate, x, a, fired, bits, bad_propensity)) break;
+            if (ssa_direct_event(w.z, w.w, t, t1, rate, x, a, fired, bits, bad_propensity)) break;
         }
 #if SSA_NE > 0
         event_bits[r] = bits;

@@ -19,6 +19,7 @@ from app.sims.ssa.model import Network
 NEVER = 1e308     # the instant of a species event (no time event is due then)
 
 UNROLL_LIMIT = 64
+STRAIGHT_FIRE_LIMIT = 8   # reactions up to which ssa_fire is straight-line code, not a switch
 RECIPROCALS = 192   # 1/k up to the Poisson inversion's longest search (mean below 80)
 
 
@@ -136,10 +137,12 @@ def _tau_block(net: Network) -> list[str]:
 
 
 def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
-    return [f"    float acc = 0.f;\n    int j = -1, last = 0;\n{pragma}\n"
-            "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n"
-            "        if (a[k] > 0.f) last = k;\n        if (j < 0 && target < acc) j = k;\n"
-            "    }\n    return j < 0 ? last : j;\n}\n"]
+    # the first k with target < cumulative sum is the number of sums <= target (they never
+    # decrease): a count, with no branch per reaction
+    return [f"    float acc = 0.f;\n    int j = 0;\n{pragma}\n"
+            "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n        j += acc <= target;\n    }\n"
+            f"    if (j < SSA_NR) return j;\n    int last = 0;\n{pragma}\n"
+            "    for (int k = 0; k < SSA_NR; ++k) if (a[k] > 0.f) last = k;\n    return last;\n}\n"]
 
 
 def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
@@ -196,15 +199,32 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     # back to the last reaction with a positive propensity.
     out.append("__device__ __forceinline__ int ssa_select(const float* a, const float target)\n{")
     out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
+    out += _fire(net, reactants)
+    return "\n".join(out)
+
+
+def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
+    """``ssa_fire``: a switch over the reactions, each case updating its species and refreshing
+    the propensities that depend on them; for a small mass-action network, straight-line code
+    instead (each count moved by its change under the fired reaction, then every propensity
+    that any reaction can change recomputed: the same values, and the lanes of a warp, which
+    fire different reactions, no longer take the cases one after another)."""
     deps = net.dependents()
-    out.append("__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, "
-               "int* x, float* a)\n{\n    switch (j) {")
-    for j in range(nr):
+    head = "__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, int* x, float* a)\n{"
+    if net.n_reactions <= STRAIGHT_FIRE_LIMIT and not (net.laws and any(law is not None for law in net.laws)):
+        out = [head]
+        for s in range(net.n_species):
+            moves = [f"(j == {j} ? {int(net.change[j, s])} : 0)" for j in range(net.n_reactions) if net.change[j, s]]
+            if moves:
+                out.append(f"    x[{s}] += {' + '.join(moves)};")
+        out += [f"    a[{k}] = {_propensity(k, reactants[k], net)};" for k in sorted(set().union(*deps))]
+        return out + ["}", ""]
+    out = [head + "\n    switch (j) {"]
+    for j in range(net.n_reactions):
         body = [f"x[{s}] += {int(d)};" for s, d in enumerate(net.change[j]) if d]
         body += [f"a[{k}] = {_propensity(k, reactants[k], net)};" for k in deps[j]]
         out.append(f"    case {j}: {' '.join(body)} break;")
-    out += ["    }\n}", ""]
-    return "\n".join(out)
+    return out + ["    }\n}", ""]
 
 
 def kernel_source(net: Network, hist_idx: list[int], algorithm: str) -> str:
