@@ -32,9 +32,11 @@ __device__ __forceinline__ philox_u4 philox_draw(uint64_t seed, uint64_t stream,
 
 // uint32 -> float in (0, 1) from the top 23 bits; exact in float32 and identical to NumPy's twin
 // (with 24 bits the top value (2^24 - 1) + 0.5 would round to 2^24 and give exactly 1).
+// Computed as the bits of 1 + m 2^-23 (m = x >> 9) read as a float, minus 1 - 2^-24: exactly
+// (m + 0.5) 2^-23 (Sterbenz), in two instructions where the integer conversion took four.
 __device__ __forceinline__ float philox_uniform_f32(uint32_t x)
 {
-    return ((float)(x >> 9) + 0.5f) * 1.1920928955078125e-07f;
+    return __uint_as_float((x >> 9) + 0x3f800000u) - 0.99999994039535522f;
 }
 
 __device__ __forceinline__ double philox_uniform_f64(uint32_t x)

@@ -136,19 +136,22 @@ def _tau_block(net: Network) -> list[str]:
     return out
 
 
+# A target at or above the total (u * a0 can round up to a0) is taken as the float just below it:
+# the first cumulative sum above it then belongs to the last reaction with a positive propensity.
+_BELOW_TOTAL = "    target = fminf(target, __int_as_float(__float_as_int(a0) - 1));   // a0 > 0, normal\n"
+
+
 def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
-    # the first k with target < cumulative sum is the number of sums <= target (they never
-    # decrease): a count, with no branch per reaction
-    return [f"    float acc = 0.f;\n    int j = 0;\n{pragma}\n"
-            "    for (int k = 0; k < SSA_NR; ++k) {\n        acc += a[k];\n        j += acc <= target;\n    }\n"
-            f"    if (j < SSA_NR) return j;\n    int last = 0;\n{pragma}\n"
-            "    for (int k = 0; k < SSA_NR; ++k) if (a[k] > 0.f) last = k;\n    return last;\n}\n"]
+    # the first k with target < cumulative sum is the number of sums <= target before the last
+    # (they never decrease, and the last, a0, is above target): a count, no branch per reaction
+    return [_BELOW_TOTAL + f"    float acc = 0.f;\n    int j = 0;\n{pragma}\n"
+            "    for (int k = 0; k < SSA_NR - 1; ++k) {\n        acc += a[k];\n        j += acc <= target;\n    }\n"
+            "    return j;\n}\n"]
 
 
 def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
-    out = [f"    float cum[SSA_NR];\n    float acc = 0.f;\n    int last = 0;\n{pragma}\n"
-           "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; if (a[k] > 0.f) last = k; }\n"
-           "    if (!(target < cum[SSA_NR - 1])) return last;\n    int j;"]
+    out = [_BELOW_TOTAL + f"    float cum[SSA_NR];\n    float acc = 0.f;\n{pragma}\n"
+           "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; }\n    int j;"]
     if unrolled:
         out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
     else:
@@ -197,7 +200,7 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
                "    return SSA_FINITE(a0) ? 0 : worst + 1;\n}\n")
     # Selection: first k with cumulative propensity > target; rounding at the very top falls
     # back to the last reaction with a positive propensity.
-    out.append("__device__ __forceinline__ int ssa_select(const float* a, const float target)\n{")
+    out.append("__device__ __forceinline__ int ssa_select(const float* a, float target, const float a0)\n{")
     out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     out += _fire(net, reactants)
     return "\n".join(out)
@@ -212,10 +215,19 @@ def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
     deps = net.dependents()
     head = "__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, int* x, float* a)\n{"
     if net.n_reactions <= STRAIGHT_FIRE_LIMIT and not (net.laws and any(law is not None for law in net.laws)):
-        out = [head]
+        # species s moves by byte j of a constant holding its change under each reaction
+        word = "unsigned" if net.n_reactions <= 4 else "unsigned long long"
+        out = [head, "    const int shift = 8 * j;"]
         for s in range(net.n_species):
-            moves = [f"(j == {j} ? {int(net.change[j, s])} : 0)" for j in range(net.n_reactions) if net.change[j, s]]
-            if moves:
+            column = [int(net.change[j, s]) for j in range(net.n_reactions)]
+            if not any(column):
+                continue
+            if all(-128 <= d <= 127 for d in column):
+                packed = sum((d & 0xFF) << (8 * j) for j, d in enumerate(column))
+                suffix = "u" if word == "unsigned" else "ull"
+                out.append(f"    x[{s}] += (int)(signed char)(({word}){packed:#x}{suffix} >> shift);")
+            else:
+                moves = [f"(j == {j} ? {d} : 0)" for j, d in enumerate(column) if d]
                 out.append(f"    x[{s}] += {' + '.join(moves)};")
         out += [f"    a[{k}] = {_propensity(k, reactants[k], net)};" for k in sorted(set().union(*deps))]
         return out + ["}", ""]

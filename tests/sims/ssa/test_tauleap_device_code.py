@@ -26,6 +26,7 @@ SHIM = """
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <algorithm>
 using std::max; using std::min;
 #define __device__
@@ -39,6 +40,9 @@ struct float4 { float x, y, z, w; };
 #define __expf expf
 static inline uint32_t __umulhi(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a * b) >> 32); }
 static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline float __int_as_float(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int32_t __float_as_int(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 struct host_dim3 { unsigned x; };
 static host_dim3 blockIdx = {0}, blockDim = {1}, threadIdx = {0};
 #define SSA_COUNT_LIMIT 1073741824
