@@ -5,7 +5,7 @@
 //   ssa_init(rate, x, a)            all propensities of state x
 //   ssa_total(a)                    a0
 //   ssa_bad(a, a0)                  1 + a reaction whose propensity is not finite and >= 0, else 0
-//   ssa_select(a, target, a0)       first reaction whose cumulative propensity exceeds target
+//   ssa_select(a, target)           first reaction whose cumulative propensity exceeds target
 //                                   (a target >= a0 > 0: the last with a positive propensity)
 //   ssa_fire(j, rate, x, a)         apply reaction j and refresh the propensities that depend on it
 //   ssa_hist(h, x), c_hist_species  the value and index of histogram species h
@@ -183,7 +183,7 @@ __device__ unsigned long long ssa_tau_run(int* x, float* a, const float* __restr
                 const philox_u4 w = philox_draw(seed, stream, (*n)++);
                 const double t_new = t + (double)(-__logf(philox_uniform_f32(w.x)) / a0);
                 if (!(t_new <= t1)) return fired;
-                ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0, a0), rate, x, a);
+                ssa_fire(ssa_select(a, philox_uniform_f32(w.y) * a0), rate, x, a);
                 t = t_new;
                 ++fired;
                 a0 = ssa_total(a);
@@ -296,7 +296,15 @@ __device__ __forceinline__ bool ssa_direct_event(const unsigned wt, const unsign
                                                  unsigned long long& fired, unsigned& bits, int& bad_propensity)
 {
     const float a0 = ssa_total(a);
-    if ((bad_propensity = ssa_bad(a, a0))) return true;   // the state stays where it went bad
+#if SSA_NE == 0 && !SSA_GUARD
+    // mass action (no propensity can be negative): one test of the total screens for both stops
+    if (!(a0 > 0.f && a0 <= 3.4028234663852886e38f)) {
+        bad_propensity = ssa_bad(a, a0);                   // the state stays where it went bad
+        return true;
+    }
+#else
+    if ((bad_propensity = ssa_bad(a, a0))) return true;
+#endif
 #if SSA_NE > 0
     // the clock stops at a due time event (the drawn reaction is discarded)
     const double t_next = a0 > 0.f ? t + (double)(-__logf(philox_uniform_f32(wt)) / a0) : 1e308;
@@ -316,7 +324,7 @@ __device__ __forceinline__ bool ssa_direct_event(const unsigned wt, const unsign
     t += (double)(-__logf(philox_uniform_f32(wt)) / a0);
     if (t > t1) return true;
 #endif
-    ssa_fire(ssa_select(a, philox_uniform_f32(ws) * a0, a0), rate, x, a);
+    ssa_fire(ssa_select(a, philox_uniform_f32(ws) * a0), rate, x, a);
     ++fired;
     // every 64 reactions: stop a realization past the limit (64 firings cannot carry a count
     // from 2^30 past 2^31, so int32 never wraps before this test sees it)

@@ -136,21 +136,25 @@ def _tau_block(net: Network) -> list[str]:
     return out
 
 
-# A target at or above the total (u * a0 can round up to a0) is taken as the float just below it:
-# the first cumulative sum above it then belongs to the last reaction with a positive propensity.
-_BELOW_TOTAL = "    target = fminf(target, __int_as_float(__float_as_int(a0) - 1));   // a0 > 0, normal\n"
+# The total is summed again here, so that the cut below it and the cumulative sums compared
+# with the target are the same floats whatever the compiler fuses (a zero propensity then adds
+# exactly nothing, and a reaction chosen is one whose propensity is positive). A target at or
+# above the total (u * a0 can round up to it) is taken as the float just below: the first sum
+# above it then belongs to the last reaction with a positive propensity.
+_BELOW_TOTAL = (f"    float total = 0.f;\n{{pragma}}\n    for (int k = 0; k < SSA_NR; ++k) total += a[k];\n"
+                "    target = fminf(target, __int_as_float(__float_as_int(total) - 1));   // total > 0\n")
 
 
 def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
     # the first k with target < cumulative sum is the number of sums <= target before the last
-    # (they never decrease, and the last, a0, is above target): a count, no branch per reaction
-    return [_BELOW_TOTAL + f"    float acc = 0.f;\n    int j = 0;\n{pragma}\n"
+    # (they never decrease, and the last is above target): a count, no branch per reaction
+    return [_BELOW_TOTAL.format(pragma=pragma) + f"    float acc = 0.f;\n    int j = 0;\n{pragma}\n"
             "    for (int k = 0; k < SSA_NR - 1; ++k) {\n        acc += a[k];\n        j += acc <= target;\n    }\n"
             "    return j;\n}\n"]
 
 
 def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
-    out = [_BELOW_TOTAL + f"    float cum[SSA_NR];\n    float acc = 0.f;\n{pragma}\n"
+    out = [_BELOW_TOTAL.format(pragma=pragma) + f"    float cum[SSA_NR];\n    float acc = 0.f;\n{pragma}\n"
            "    for (int k = 0; k < SSA_NR; ++k) { acc += a[k]; cum[k] = acc; }\n    int j;"]
     if unrolled:
         out.append(_binary_search(0, nr - 1, "    ").rstrip("\n"))
@@ -200,7 +204,7 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
                "    return SSA_FINITE(a0) ? 0 : worst + 1;\n}\n")
     # Selection: first k with cumulative propensity > target; rounding at the very top falls
     # back to the last reaction with a positive propensity.
-    out.append("__device__ __forceinline__ int ssa_select(const float* a, float target, const float a0)\n{")
+    out.append("__device__ __forceinline__ int ssa_select(const float* a, float target)\n{")
     out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     out += _fire(net, reactants)
     return "\n".join(out)
