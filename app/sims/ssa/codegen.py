@@ -141,7 +141,7 @@ def _tau_block(net: Network) -> list[str]:
 # exactly nothing, and a reaction chosen is one whose propensity is positive). A target at or
 # above the total (u * a0 can round up to it) is taken as the float just below: the first sum
 # above it then belongs to the last reaction with a positive propensity.
-_BELOW_TOTAL = (f"    float total = 0.f;\n{{pragma}}\n    for (int k = 0; k < SSA_NR; ++k) total += a[k];\n"
+_BELOW_TOTAL = ("    float total = 0.f;\n{pragma}\n    for (int k = 0; k < SSA_NR; ++k) total += a[k];\n"
                 "    target = fminf(target, __int_as_float(__float_as_int(total) - 1));   // total > 0\n")
 
 
