@@ -20,8 +20,7 @@
 // point of a batch gives bit for bit the run of that point alone. With P > 1, R_point is a
 // multiple of 32 so that every warp belongs to one point. Rates are data, so parameter edits
 // need no recompile.
-// Compile-time defines: SSA_BINS (histogram bins), SSA_BLOCK (threads per block), SSA_MIN_BLOCKS
-// (ssa_advance's launch bound: blocks per SM). The tau-leaping
+// Compile-time defines: SSA_BINS (histogram bins), SSA_BLOCK (threads per block). The tau-leaping
 // error bound epsilon is a launch argument (one module serves every epsilon).
 #include "portable.cuh"
 #include "philox.cuh"
@@ -32,9 +31,6 @@
 #endif
 #ifndef SSA_BLOCK
 #define SSA_BLOCK 128
-#endif
-#ifndef SSA_MIN_BLOCKS
-#define SSA_MIN_BLOCKS 1     // blocks of ssa_advance an SM should hold (the host asks for a full SM)
 #endif
 #define SSA_COUNT_LIMIT 1073741824   // 2^30: counts above it (or negative) set the overflow flag
 
@@ -349,7 +345,7 @@ __device__ __forceinline__ bool ssa_direct_event(const unsigned wt, const unsign
 // starts afresh at t1 with the next Philox draw.
 // Outputs of point p: sums[p][s] += x - shift[p][s], sums[p][SSA_NS + s] += (x - shift[p][s])^2,
 // minmax[p][2h], minmax[p][2h+1], fired[p] += reactions fired.
-extern "C" __global__ void __launch_bounds__(SSA_BLOCK, SSA_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(SSA_BLOCK)
 ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_counter, const int R,
             const int R_point, const double t0, const double t1,
             const unsigned long long* __restrict__ seeds, const float* __restrict__ rates,

@@ -210,12 +210,6 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     return "\n".join(out)
 
 
-def small_network(net: Network) -> bool:
-    """At most ``STRAIGHT_FIRE_LIMIT`` reactions, all mass action: ``ssa_fire`` is straight-line
-    code (and the CUDA engine asks for a full SM of the direct method's threads)."""
-    return net.n_reactions <= STRAIGHT_FIRE_LIMIT and not (net.laws and any(law is not None for law in net.laws))
-
-
 def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
     """``ssa_fire``: a switch over the reactions, each case updating its species and refreshing
     the propensities that depend on them; for a small mass-action network, straight-line code
@@ -224,7 +218,7 @@ def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
     fire different reactions, no longer take the cases one after another)."""
     deps = net.dependents()
     head = "__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, int* x, float* a)\n{"
-    if small_network(net):
+    if net.n_reactions <= STRAIGHT_FIRE_LIMIT and not (net.laws and any(law is not None for law in net.laws)):
         # species s moves by byte j of a constant holding its change under each reaction
         word = "unsigned" if net.n_reactions <= 4 else "unsigned long long"
         out = [head, "    const int shift = 8 * j;"]

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from app.compute.kernels import load_module
-from app.sims.ssa.codegen import kernel_source, small_network
+from app.sims.ssa.codegen import kernel_source
 from app.sims.ssa.engine import BadPropensity, CountOverflow, EnsembleEngine, IntervalStats
 from app.sims.ssa.events import initial_bits
 from app.sims.ssa.model import Network
@@ -75,7 +75,9 @@ class CudaBatch:
         self.fired_total = np.zeros(points, np.int64)
         source = kernel_source(net, hist_idx, algorithm)
         self.epsilon = np.float32(epsilon)
-        self.module, self._advance = self._load(source, bins, small_network(net) and algorithm != "tau-leap")
+        self.module = load_module(source, "ssa.cu", {"SSA_BINS": bins, "SSA_BLOCK": BLOCK,
+                                                     "SSA_INVERSION_BELOW": f"{INVERSION_BELOW!r}f"})
+        self._advance = self.module.get_function("ssa_advance")
         self._advance.prepare("PPiiddPPPPPPPPf")
         self._reset = self.module.get_function("ssa_reset")
         self._reset.prepare("PiPiPi")
@@ -113,24 +115,6 @@ class CudaBatch:
         self._stats: tuple[np.ndarray, np.ndarray, list] | None = None
         self._outputs_clear = False    # the histogram launch cleared the interval outputs
         self._x_host: np.ndarray | None = None      # (S, P*R) copy, read once per interval
-
-    def _load(self, source: str, bins: int, fill_sm: bool):
-        """The module and its ``ssa_advance``. ``fill_sm``: bounded so that an SM holds as many
-        threads as it can (the direct method of a small network fits in the registers that leaves, and
-        the waves of 2^20 realizations then fill the SMs: 4 of 97 % on an H100 instead of 6 of
-        86 %); compiled again without the bound if it would spill."""
-        import pycuda.driver as cuda
-
-        defines = {"SSA_BINS": bins, "SSA_BLOCK": BLOCK, "SSA_INVERSION_BELOW": f"{INVERSION_BELOW!r}f"}
-        if fill_sm:
-            device = cuda.Context.get_device()
-            full = device.get_attribute(cuda.device_attribute.MAX_THREADS_PER_MULTIPROCESSOR) // BLOCK
-            module = load_module(source, "ssa.cu", {**defines, "SSA_MIN_BLOCKS": full})
-            advance = module.get_function("ssa_advance")
-            if not advance.local_size_bytes:
-                return module, advance
-        module = load_module(source, "ssa.cu", defines)
-        return module, module.get_function("ssa_advance")
 
     def set_rates(self, p: int, rates: np.ndarray) -> None:
         row = np.asarray(rates, np.float32)
