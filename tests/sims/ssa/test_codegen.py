@@ -1,7 +1,8 @@
 """The generated selection and firing of the CUDA direct method (``ssa_select``, ``ssa_fire``),
 built for the host with a C++ compiler, against the rule in plain NumPy: the first reaction whose
 cumulative propensity exceeds the target (the last positive one for a target at or past the
-total), and every count moved by the fired reaction's change with every propensity refreshed.
+total), by the linear count and by the binary search, and every count moved by the fired
+reaction's change with every propensity refreshed.
 Covers the straight-line firing's packed changes in a 32-bit word (up to 4 reactions) and in a
 64-bit one (5 to 8), a change too large for a byte, and the switch of a larger network."""
 
@@ -77,11 +78,13 @@ NETWORKS = {
 }
 
 
-@pytest.fixture(scope="module", params=list(NETWORKS))
+@pytest.fixture(scope="module", params=[(n, a) for n in NETWORKS for a in ("direct", "logdirect")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
 def built(request, tmp_path_factory):
-    net = NETWORKS[request.param]
+    name, algorithm = request.param
+    net = NETWORKS[name]
     folder = tmp_path_factory.mktemp("select-fire")
-    (folder / "main.cpp").write_text(SHIM + model_block(net, [0], "direct") + MAIN)
+    (folder / "main.cpp").write_text(SHIM + model_block(net, [0], algorithm) + MAIN)
     subprocess.run([CXX, "-O2", "-o", str(folder / "main"), str(folder / "main.cpp")], check=True,
                    capture_output=True, text=True)
     return net, folder / "main"
