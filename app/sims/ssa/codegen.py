@@ -3,7 +3,8 @@
 Species and reactions become integer indices and rate constants a device array read through
 ``rate`` (one row per parameter set of a batch), so nothing the user typed reaches the C source. Small networks are fully unrolled so the state
 and propensities stay in registers; above ``UNROLL_LIMIT`` reactions the sums and searches
-are loops over local arrays (the per-reaction update switch stays unrolled).
+are loops over local arrays (the per-reaction update switch stays unrolled). Up to
+``STRAIGHT_FIRE_LIMIT`` mass-action reactions the update is straight-line code instead.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
                f"{pragma}\n    for (int k = 0; k < SSA_NR; ++k) s += a[k];\n    return s;\n}}\n")
     # 1 + the first reaction whose propensity is not a finite number >= 0, else 0. Mass action
     # cannot go negative, so there the total (already summed) screens every step for free.
-    general = bool(net.laws) and any(law is not None for law in net.laws)
+    general = not net.mass_action
     # A total that overflows float32 while every term is finite names the largest term.
     out.append(f"#define SSA_GUARD {int(general)}\n#define SSA_FINITE(v) ((v) >= 0.f && (v) <= 3.4028234663852886e38f)\n"
                "__device__ __forceinline__ int ssa_bad(const float* a, const float a0)\n{\n"
@@ -202,8 +203,8 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
                f"{pragma}\n    for (int k = 0; k < SSA_NR; ++k) {{\n"
                "        if (!SSA_FINITE(a[k])) return k + 1;\n        if (a[k] > a[worst]) worst = k;\n    }\n"
                "    return SSA_FINITE(a0) ? 0 : worst + 1;\n}\n")
-    # Selection: first k with cumulative propensity > target; rounding at the very top falls
-    # back to the last reaction with a positive propensity.
+    # Selection: first k with cumulative propensity > target; a target rounded up to the total is
+    # cut just below it, which picks the last reaction with a positive propensity.
     out.append("__device__ __forceinline__ int ssa_select(const float* a, float target)\n{")
     out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     out += _fire(net, reactants)
@@ -218,7 +219,7 @@ def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
     fire different reactions, no longer take the cases one after another)."""
     deps = net.dependents()
     head = "__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, int* x, float* a)\n{"
-    if net.n_reactions <= STRAIGHT_FIRE_LIMIT and not (net.laws and any(law is not None for law in net.laws)):
+    if net.n_reactions <= STRAIGHT_FIRE_LIMIT and net.mass_action:
         # species s moves by byte j of a constant holding its change under each reaction
         word = "unsigned" if net.n_reactions <= 4 else "unsigned long long"
         out = [head, "    const int shift = 8 * j;"]

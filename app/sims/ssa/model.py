@@ -100,10 +100,14 @@ class Network:
     event_state0: tuple[bool, ...] = ()           # trigger values after t = 0
 
     @property
+    def mass_action(self) -> bool:
+        """Whether every propensity is mass action (no reaction carries a law)."""
+        return not (self.laws and any(law is not None for law in self.laws))
+
+    @property
     def general(self) -> bool:
         """Whether the engines need generated code beyond mass action."""
-        return bool(self.laws and any(l is not None for l in self.laws)) or bool(self.derived) \
-            or bool(self.events)
+        return not self.mass_action or bool(self.derived) or bool(self.events)
 
     def guards(self) -> list[list[tuple[int, int]]]:
         """Per reaction, the (species, count) pairs it consumes when it has a general kinetic
