@@ -5,9 +5,11 @@
 //   ssa_init(rate, x, a)            all propensities of state x
 //   ssa_total(a)                    a0
 //   ssa_bad(a, a0)                  1 + a reaction whose propensity is not finite and >= 0, else 0
-//   ssa_select(a, target)           first reaction whose cumulative propensity exceeds target
-//                                   (a target >= a0 > 0: the last with a positive propensity)
-//   ssa_fire(j, rate, x, a)         apply reaction j and refresh the propensities that depend on it
+//   ssa_select(a, target)           first reaction j whose cumulative propensity exceeds target
+//                                   (a target >= a0 > 0: the last with a positive propensity),
+//                                   as the pick SSA_PICK_BASE + j * SSA_PICK_STEP
+//   ssa_fire(pick, rate, x, a)      apply the picked reaction and refresh the propensities that
+//                                   depend on it
 //   ssa_hist(h, x), c_hist_species  the value and index of histogram species h
 //   SSA_NE, SSA_CASCADE, c_event_time  events (app/sims/ssa/events.py has the rules), the
 //                                   instant of each time event (1e308: a species event)
@@ -382,8 +384,9 @@ ssa_advance(int* __restrict__ x_all, unsigned long long* __restrict__ draw_count
         unsigned int bits = 0;
 #endif
         // one Philox draw, four words, two reactions (a time event takes a pair of its own)
+        const philox_keys keys = philox_schedule(seed);
         for (;;) {
-            const philox_u4 w = philox_draw(seed, (unsigned long long)r_local, n++);
+            const philox_u4 w = philox_draw(keys, (unsigned long long)r_local, n++);
             if (ssa_direct_event(w.x, w.y, t, t1, rate, x, a, fired, bits, bad_propensity)) break;
             if (ssa_direct_event(w.z, w.w, t, t1, rate, x, a, fired, bits, bad_propensity)) break;
         }

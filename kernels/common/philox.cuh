@@ -30,6 +30,39 @@ __device__ __forceinline__ philox_u4 philox_draw(uint64_t seed, uint64_t stream,
     return philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
 }
 
+// The ten round keys of one key, for a loop of many draws under it: the rounds XOR them in
+// directly. Left to itself the compiler recomputes each from the key inside the loop (18 adds a
+// draw, to save registers); the opaque moves keep the 20 values in registers instead.
+struct philox_keys { uint32_t k0[10], k1[10]; };
+
+__device__ __forceinline__ philox_keys philox_schedule(uint64_t seed)
+{
+    philox_keys k;
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        uint32_t a = (uint32_t)seed + (uint32_t)r * PHILOX_W0, b = (uint32_t)(seed >> 32) + (uint32_t)r * PHILOX_W1;
+#ifdef __CUDA_ARCH__
+        asm volatile("mov.b32 %0, %0;" : "+r"(a));
+        asm volatile("mov.b32 %0, %0;" : "+r"(b));
+#endif
+        k.k0[r] = a;
+        k.k1[r] = b;
+    }
+    return k;
+}
+
+__device__ __forceinline__ philox_u4 philox_draw(const philox_keys& k, uint64_t stream, uint64_t n)
+{
+    philox_u4 c = {(uint32_t)n, (uint32_t)(n >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)};
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        const uint32_t lo0 = PHILOX_M0 * c.x, hi0 = __umulhi(PHILOX_M0, c.x);
+        const uint32_t lo1 = PHILOX_M1 * c.z, hi1 = __umulhi(PHILOX_M1, c.z);
+        c = {hi1 ^ c.y ^ k.k0[r], lo1, hi0 ^ c.w ^ k.k1[r], lo0};
+    }
+    return c;
+}
+
 // uint32 -> float in (0, 1) from the top 23 bits; exact in float32 and identical to NumPy's twin
 // (with 24 bits the top value (2^24 - 1) + 0.5 would round to 2^24 and give exactly 1).
 // Computed as the bits of 1 + m 2^-23 (m = x >> 9) read as a float, minus 1 - 2^-24: exactly

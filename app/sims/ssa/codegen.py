@@ -21,6 +21,22 @@ NEVER = 1e308     # the instant of a species event (no time event is due then)
 
 UNROLL_LIMIT = 64
 STRAIGHT_FIRE_LIMIT = 8   # reactions up to which ssa_fire is straight-line code, not a switch
+# With straight-line firing the selection returns reaction j as the byte selector
+# 0x8880 + j * 0x1111 (PTX prmt: nibble 0 picks byte j, the others replicate its sign), so a
+# count moves by a sign-extended byte of its packed changes in one instruction.
+_PICK_BASE, _PICK_STEP = "0x8880", "0x1111"
+# byte j (= nibble 0 of sel) of the 8 bytes (hi:lo), sign-extended
+_SIGNED_BYTE = """__device__ __forceinline__ int ssa_signed_byte(const unsigned lo, const unsigned hi, const unsigned sel)
+{
+#ifdef __CUDA_ARCH__
+    unsigned r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+    return (int)r;
+#else
+    return (int)(signed char)((((unsigned long long)hi << 32) | lo) >> (8 * (sel & 7u)));
+#endif
+}
+"""
 RECIPROCALS = 192   # 1/k up to the Poisson inversion's longest search (mean below 80)
 
 
@@ -149,9 +165,9 @@ _BELOW_TOTAL = ("    float total = 0.f;\n{pragma}\n    for (int k = 0; k < SSA_N
 def _direct_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
     # the first k with target < cumulative sum is the number of sums <= target before the last
     # (they never decrease, and the last is above target): a count, no branch per reaction
-    return [_BELOW_TOTAL.format(pragma=pragma) + f"    float acc = 0.f;\n    int j = 0;\n{pragma}\n"
-            "    for (int k = 0; k < SSA_NR - 1; ++k) {\n        acc += a[k];\n        j += acc <= target;\n    }\n"
-            "    return j;\n}\n"]
+    return [_BELOW_TOTAL.format(pragma=pragma) + f"    float acc = 0.f;\n    int pick = SSA_PICK_BASE;\n{pragma}\n"
+            "    for (int k = 0; k < SSA_NR - 1; ++k) {\n        acc += a[k];\n"
+            "        if (acc <= target) pick += SSA_PICK_STEP;\n    }\n    return pick;\n}\n"]
 
 
 def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
@@ -163,7 +179,7 @@ def _logdirect_selection(nr: int, pragma: str, unrolled: bool) -> list[str]:
         out.append("    int lo = 0, hi = SSA_NR - 1;\n    while (lo < hi) {\n"
                    "        const int mid = (lo + hi) >> 1;\n"
                    "        if (target < cum[mid]) hi = mid; else lo = mid + 1;\n    }\n    j = lo;")
-    out.append("    return j;\n}\n")
+    out.append("    return SSA_PICK_BASE + j * SSA_PICK_STEP;\n}\n")
     return out
 
 
@@ -203,12 +219,18 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
                f"{pragma}\n    for (int k = 0; k < SSA_NR; ++k) {{\n"
                "        if (!SSA_FINITE(a[k])) return k + 1;\n        if (a[k] > a[worst]) worst = k;\n    }\n"
                "    return SSA_FINITE(a0) ? 0 : worst + 1;\n}\n")
+    straight = _straight_fire(net)
     # Selection: first k with cumulative propensity > target; a target rounded up to the total is
     # cut just below it, which picks the last reaction with a positive propensity.
-    out.append("__device__ __forceinline__ int ssa_select(const float* a, float target)\n{")
+    out.append(f"#define SSA_PICK_BASE {_PICK_BASE if straight else 0}\n#define SSA_PICK_STEP {_PICK_STEP if straight else 1}\n"
+               "__device__ __forceinline__ int ssa_select(const float* a, float target)\n{")
     out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     out += _fire(net, reactants)
     return "\n".join(out)
+
+
+def _straight_fire(net: Network) -> bool:
+    return net.n_reactions <= STRAIGHT_FIRE_LIMIT and net.mass_action
 
 
 def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
@@ -218,25 +240,23 @@ def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
     that any reaction can change recomputed: the same values, and the lanes of a warp, which
     fire different reactions, no longer take the cases one after another)."""
     deps = net.dependents()
-    head = "__device__ __forceinline__ void ssa_fire(const int j, const float* __restrict__ rate, int* x, float* a)\n{"
-    if net.n_reactions <= STRAIGHT_FIRE_LIMIT and net.mass_action:
-        # species s moves by byte j of a constant holding its change under each reaction
-        word = "unsigned" if net.n_reactions <= 4 else "unsigned long long"
-        out = [head, "    const int shift = 8 * j;"]
+    head = "__device__ __forceinline__ void ssa_fire(const int pick, const float* __restrict__ rate, int* x, float* a)\n{"
+    if _straight_fire(net):
+        # species s moves by byte j of the (lo, hi) words holding its change under each reaction
+        out = [_SIGNED_BYTE, head, "    const unsigned sel = (unsigned)pick;"]
         for s in range(net.n_species):
             column = [int(net.change[j, s]) for j in range(net.n_reactions)]
             if not any(column):
                 continue
             if all(-128 <= d <= 127 for d in column):
                 packed = sum((d & 0xFF) << (8 * j) for j, d in enumerate(column))
-                suffix = "u" if word == "unsigned" else "ull"
-                out.append(f"    x[{s}] += (int)(signed char)(({word}){packed:#x}{suffix} >> shift);")
+                out.append(f"    x[{s}] += ssa_signed_byte({packed & 0xFFFFFFFF:#x}u, {packed >> 32:#x}u, sel);")
             else:
-                moves = [f"(j == {j} ? {d} : 0)" for j, d in enumerate(column) if d]
+                moves = [f"((sel & 7u) == {j} ? {d} : 0)" for j, d in enumerate(column) if d]
                 out.append(f"    x[{s}] += {' + '.join(moves)};")
         out += [f"    a[{k}] = {_propensity(k, reactants[k], net)};" for k in sorted(set().union(*deps))]
         return out + ["}", ""]
-    out = [head + "\n    switch (j) {"]
+    out = [head + "\n    switch (pick) {"]
     for j in range(net.n_reactions):
         body = [f"x[{s}] += {int(d)};" for s, d in enumerate(net.change[j]) if d]
         body += [f"a[{k}] = {_propensity(k, reactants[k], net)};" for k in deps[j]]

@@ -32,14 +32,15 @@ int main() {
             scanf("%d", &j);
             for (int s = 0; s < SSA_NS; ++s) scanf("%d", &x[s]);
             ssa_init(rate, x, a);
-            ssa_fire(j, rate, x, a);
+            ssa_fire(SSA_PICK_BASE + j * SSA_PICK_STEP, rate, x, a);
             for (int s = 0; s < SSA_NS; ++s) printf("%d ", x[s]);
             for (int k = 0; k < SSA_NR; ++k) printf("%.9g ", a[k]);
         } else {                               // s propensities... target: the chosen reaction
-            float target;
+            float target;                      // and the pick's remainder (0 for a valid pick)
             for (int k = 0; k < SSA_NR; ++k) a[k] = rate[k];
             scanf("%f", &target);
-            printf("%d", ssa_select(a, target));
+            const int pick = ssa_select(a, target) - SSA_PICK_BASE;
+            printf("%d %d", pick / SSA_PICK_STEP, pick % SSA_PICK_STEP);
         }
         printf("\\n");
     }
@@ -102,8 +103,9 @@ def test_the_small_networks_fire_without_a_switch():
         fire = src[src.index("void ssa_fire"):]
         fire = fire[:fire.index("\n}\n")]
         assert ("switch" in fire) == (NETWORKS[name].n_reactions > codegen.STRAIGHT_FIRE_LIMIT), name
-    assert "unsigned long long" in sources["6 reactions (64-bit word)"]
-    assert "(j == 0 ? 200 : 0)" in sources["a burst of 200 (no byte)"]
+    assert "ssa_signed_byte(0x2feffu, 0x0u, sel)" in sources["dimer (4 reactions, 32-bit word)"]
+    assert "ssa_signed_byte(0x1ff03u, 0xff00u, sel)" in sources["6 reactions (64-bit word)"]
+    assert "((sel & 7u) == 0 ? 200 : 0)" in sources["a burst of 200 (no byte)"]
 
 
 def test_firing_moves_the_counts_and_refreshes_every_propensity(built):
@@ -142,6 +144,7 @@ def test_selection_is_the_first_cumulative_sum_above_the_target(built):
         cases.append((a, np.float32(u) * total))
     lines = [" ".join(["s", *(f"{v:.9g}" for v in a), f"{t:.9g}"]) for a, t in cases]
     for (a, target), line in zip(cases, ask(program, lines)):
-        chosen = int(line)
+        chosen, remainder = map(int, line.split())
+        assert remainder == 0, line
         assert a[chosen] > 0, (a, target, chosen)
         assert chosen == first_above(a, target), (a, target, chosen)
