@@ -10,16 +10,19 @@
 
 struct philox_u4 { uint32_t x, y, z, w; };
 
+__device__ __forceinline__ philox_u4 philox_round(const philox_u4 c, const uint32_t k0, const uint32_t k1)
+{
+    const uint32_t lo0 = PHILOX_M0 * c.x, hi0 = __umulhi(PHILOX_M0, c.x);
+    const uint32_t lo1 = PHILOX_M1 * c.z, hi1 = __umulhi(PHILOX_M1, c.z);
+    return {hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0};
+}
+
 __device__ __forceinline__ philox_u4 philox4x32_10(philox_u4 c, uint32_t k0, uint32_t k1)
 {
 #pragma unroll
     for (int r = 0; r < 10; ++r) {
         if (r) { k0 += PHILOX_W0; k1 += PHILOX_W1; }
-        const uint32_t lo0 = PHILOX_M0 * c.x, hi0 = __umulhi(PHILOX_M0, c.x);
-        const uint32_t lo1 = PHILOX_M1 * c.z, hi1 = __umulhi(PHILOX_M1, c.z);
-        philox_u4 n;
-        n.x = hi1 ^ c.y ^ k0; n.y = lo1; n.z = hi0 ^ c.w ^ k1; n.w = lo0;
-        c = n;
+        c = philox_round(c, k0, k1);
     }
     return c;
 }
@@ -30,17 +33,19 @@ __device__ __forceinline__ philox_u4 philox_draw(uint64_t seed, uint64_t stream,
     return philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
 }
 
-// The ten round keys of one key, for a loop of many draws under it: the rounds XOR them in
-// directly. Left to itself the compiler recomputes each from the key inside the loop (18 adds a
-// draw, to save registers); the opaque moves keep the 20 values in registers instead.
+// The ten round keys of one key, held in registers, for a loop of many draws under it. Left to
+// itself the compiler recomputes each round key from the key inside such a loop (18 adds a
+// draw) to save registers; the opaque moves make the 20 values registers it keeps.
 struct philox_keys { uint32_t k0[10], k1[10]; };
 
 __device__ __forceinline__ philox_keys philox_schedule(uint64_t seed)
 {
     philox_keys k;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
 #pragma unroll
     for (int r = 0; r < 10; ++r) {
-        uint32_t a = (uint32_t)seed + (uint32_t)r * PHILOX_W0, b = (uint32_t)(seed >> 32) + (uint32_t)r * PHILOX_W1;
+        if (r) { k0 += PHILOX_W0; k1 += PHILOX_W1; }
+        uint32_t a = k0, b = k1;
 #ifdef __CUDA_ARCH__
         asm volatile("mov.b32 %0, %0;" : "+r"(a));
         asm volatile("mov.b32 %0, %0;" : "+r"(b));
@@ -55,11 +60,7 @@ __device__ __forceinline__ philox_u4 philox_draw(const philox_keys& k, uint64_t 
 {
     philox_u4 c = {(uint32_t)n, (uint32_t)(n >> 32), (uint32_t)stream, (uint32_t)(stream >> 32)};
 #pragma unroll
-    for (int r = 0; r < 10; ++r) {
-        const uint32_t lo0 = PHILOX_M0 * c.x, hi0 = __umulhi(PHILOX_M0, c.x);
-        const uint32_t lo1 = PHILOX_M1 * c.z, hi1 = __umulhi(PHILOX_M1, c.z);
-        c = {hi1 ^ c.y ^ k.k0[r], lo1, hi0 ^ c.w ^ k.k1[r], lo0};
-    }
+    for (int r = 0; r < 10; ++r) c = philox_round(c, k.k0[r], k.k1[r]);
     return c;
 }
 
