@@ -21,22 +21,6 @@ NEVER = 1e308     # the instant of a species event (no time event is due then)
 
 UNROLL_LIMIT = 64
 STRAIGHT_FIRE_LIMIT = 8   # reactions up to which ssa_fire is straight-line code, not a switch
-# With straight-line firing the selection returns reaction j as the byte selector
-# 0x8880 + j * 0x1111 (PTX prmt: nibble 0 picks byte j, the others replicate its sign), so a
-# count moves by a sign-extended byte of its packed changes in one instruction.
-_PICK_BASE, _PICK_STEP = "0x8880", "0x1111"
-# byte j (= nibble 0 of sel) of the 8 bytes (hi:lo), sign-extended
-_SIGNED_BYTE = """__device__ __forceinline__ int ssa_signed_byte(const unsigned lo, const unsigned hi, const unsigned sel)
-{
-#ifdef __CUDA_ARCH__
-    unsigned r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
-    return (int)r;
-#else
-    return (int)(signed char)((((unsigned long long)hi << 32) | lo) >> (8 * (sel & 7u)));
-#endif
-}
-"""
 RECIPROCALS = 192   # 1/k up to the Poisson inversion's longest search (mean below 80)
 
 
@@ -227,6 +211,24 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     out += _fire(net, reactants)
     return "\n".join(out)
+
+
+# With straight-line firing the selection returns reaction j as the byte selector
+# 0x8880 + j * 0x1111 (PTX prmt: nibble 0 picks byte j, the others replicate its sign), so a
+# count moves by a sign-extended byte of its packed changes in one instruction.
+_PICK_BASE, _PICK_STEP = "0x8880", "0x1111"
+# byte j (= nibble 0 of sel) of the 8 bytes (hi:lo), sign-extended
+_SIGNED_BYTE = """__device__ __forceinline__ int ssa_signed_byte(const unsigned lo, const unsigned hi, const unsigned sel)
+{
+#ifdef __CUDA_ARCH__
+    unsigned r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+    return (int)r;
+#else
+    return (int)(signed char)((((unsigned long long)hi << 32) | lo) >> (8 * (sel & 7u)));
+#endif
+}
+"""
 
 
 def _straight_fire(net: Network) -> bool:
