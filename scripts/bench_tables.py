@@ -248,10 +248,16 @@ def _l2_window(variant: dict) -> str:
     return f"{variant['l2_rows_bytes'] / 2**20:.1f} of {variant['rows_bytes'] / 2**20:.1f} MiB"
 
 
+def _table_step(variant: dict) -> str:
+    if variant.get("tables", "on") == "off":
+        return "no tables"
+    return f"{variant['lookup_step_mV']:g}" if "lookup_step_mV" in variant else "0.02"
+
+
 def cardiac_mesh_kernels_table(results: dict) -> list[str]:
     """``scripts/cardiac/split_breakdown.py``: each split kernel alone (µs, CUDA events after a
-    warm-up) at rest and mid-wave, per launch bound, row format, table step and L2 window
-    (records from before the window ran without it)."""
+    warm-up) at rest and mid-wave, per launch bound, row format, table step (or no tables) and
+    L2 window (records from before the window ran without it)."""
     rows = []
     for v in results["variants"]:
         for when in ("at_rest", "mid_wave"):
@@ -262,7 +268,7 @@ def cardiac_mesh_kernels_table(results: dict) -> list[str]:
                               if k.startswith("cell_substeps_"))
             run = v.get("run")
             rows.append([v["min_blocks"], f"{v['rows']} ({v['row_bytes_per_slot']} B a slot)",
-                         f"{v['lookup_step_mV']:g}" if "lookup_step_mV" in v else "0.02", _l2_window(v),
+                         _table_step(v), _l2_window(v),
                          when.replace("_", " "),
                          cells, diffusion, f"{t['split_step_us']:.1f}",
                          f"{run['real_time_factor']:.3f}x" if run and when == "at_rest" else ""])

@@ -5,13 +5,15 @@ run (a wave crossing the tissue), for each ``--min-blocks`` (the kernels' launch
 ``cuda.STAGE_MIN_BLOCKS``; None: the engine's choice) and each ``--rows`` (``engine``: the
 engine's node order and row format, int16 offsets where they fit; ``int32``: the file's order
 with int32 indices, the engine's fallback, forced for comparison) and each ``--lookup-steps`` (the table's spacing in
-mV, ``solver.lookup_step``); with ``--run-ms``, each variant's whole run from rest over that
+mV, ``solver.lookup_step``) and each ``--tables`` (``on``: the bench's lookup tables, ``off``:
+the model evaluated directly); with ``--run-ms``, each variant's whole run from rest over that
 many ms as the bench times it (one mesh for all). Writes ``cardiac-mesh-kernels.json``.
 
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --min-blocks none 6 8
     python scripts/cardiac/split_breakdown.py --split godunov --split-dt 0.2 --rows engine int32
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --lookup-steps 0.02 0.1 \
         --run-ms 100
+    python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --tables on off --run-ms 100
 """
 import argparse
 import sys
@@ -72,6 +74,8 @@ def main() -> int:
                     help="operator-row formats to compare (int32: the fallback, forced)")
     ap.add_argument("--lookup-steps", nargs="+", type=float, default=[None],
                     help="lookup-table spacings (mV) to compare (default: the solver's)")
+    ap.add_argument("--tables", nargs="+", default=["on"], choices=("on", "off"),
+                    help="lookup tables on (the bench's) or off (the model evaluated directly)")
     ap.add_argument("--run-ms", type=float, default=0.0, help="also time each variant's whole run over this many ms")
     ap.add_argument("--out", default="bench-results")
     args = ap.parse_args()
@@ -89,11 +93,14 @@ def main() -> int:
         result = {"nodes": len(points), "split": args.split, "split_dt_ms": args.split_dt, "dt_ms": args.dt,
                   "advance_ms": args.advance_ms, "variants": []}
         base = cfg
-        for bound, rows, step in ((b, r, s) for b in args.min_blocks for r in args.rows for s in args.lookup_steps):
+        for bound, rows, step, tables in ((b, r, s, t) for b in args.min_blocks for r in args.rows
+                                          for s in args.lookup_steps for t in args.tables):
             cuda.STAGE_MIN_BLOCKS = None if bound == "none" else int(bound)
             cuda.device_order = device_order if rows == "engine" else lambda nbr: NodeOrder.identity(len(nbr))
             cfg = base if step is None else replace(base, solver=replace(base.solver, lookup_step=step))
-            variant: dict = {"min_blocks": bound, "rows": rows, "lookup_step_mV": cfg.solver.lookup_step}
+            cfg = replace(cfg, solver=replace(cfg.solver, lookup_tables=tables == "on"))
+            variant: dict = {"min_blocks": bound, "rows": rows, "tables": tables,
+                             "lookup_step_mV": cfg.solver.lookup_step if tables == "on" else None}
             for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
                 sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
                 engine = sim.engine
