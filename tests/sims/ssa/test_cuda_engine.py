@@ -6,6 +6,7 @@ import pytest
 from app.compute import philox
 from app.compute.kernels import load_module
 from app.sims.common.simulation import default_preset, load_run_config
+from app.sims.ssa import codegen
 from app.sims.ssa.simulation import SSASimulation
 from app.sims.ssa.stats import common_histograms, distance, histogram, null_band
 
@@ -17,12 +18,15 @@ pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("cuda_context")]
 PHILOX_PROBE = r'''
 #include "philox.cuh"
 extern "C" __global__ void probe(const unsigned long long* seed, const unsigned long long* stream,
-                                 const unsigned long long* n, unsigned int* out, float* u, int count)
+                                 const unsigned long long* n, unsigned int* out, unsigned int* keyed,
+                                 float* u, int count)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     const philox_u4 w = philox_draw(seed[i], stream[i], n[i]);
+    const philox_u4 v = philox_draw(philox_schedule(seed[i]), stream[i], n[i]);   // held keys
     out[4 * i] = w.x; out[4 * i + 1] = w.y; out[4 * i + 2] = w.z; out[4 * i + 3] = w.w;
+    keyed[4 * i] = v.x; keyed[4 * i + 1] = v.y; keyed[4 * i + 2] = v.z; keyed[4 * i + 3] = v.w;
     u[i] = philox_uniform_f32(w.x);
 }
 '''
@@ -36,15 +40,41 @@ def test_device_philox_is_bit_identical_to_numpy():
     stream = rng.integers(0, 2**64, count, dtype=np.uint64)
     n = rng.integers(0, 2**64, count, dtype=np.uint64)
     out = ga.to_gpu(np.full(4 * count, 0xDEADBEEF, np.uint32))
+    keyed = ga.to_gpu(np.full(4 * count, 0xDEADBEEF, np.uint32))
     u = ga.to_gpu(np.full(count, np.nan, np.float32))
     fn = load_module(PHILOX_PROBE, "probe.cu").get_function("probe")
-    fn(ga.to_gpu(seed), ga.to_gpu(stream), ga.to_gpu(n), out, u, np.int32(count),
+    fn(ga.to_gpu(seed), ga.to_gpu(stream), ga.to_gpu(n), out, keyed, u, np.int32(count),
        block=(128, 1, 1), grid=(count // 128, 1))
     words = out.get().reshape(count, 4).T
     expected = np.stack([philox.draw(int(s), np.array([st]), np.array([k]))[:, 0]
                          for s, st, k in zip(seed, stream, n)], axis=1)
     assert np.array_equal(words, expected)
+    assert np.array_equal(keyed.get().reshape(count, 4).T, expected)
     assert np.array_equal(u.get(), philox.to_unit_float32(expected[0]))
+
+
+def test_device_byte_selector_moves_by_the_signed_byte():
+    """The straight-line firing's prmt (``codegen._SIGNED_BYTE``) on the device: byte j of the
+    eight bytes (hi:lo), sign-extended, for every j and random words."""
+    import pycuda.gpuarray as ga
+    source = codegen._SIGNED_BYTE + r'''
+extern "C" __global__ void probe(const unsigned* lo, const unsigned* hi, const int* j, int* out, int count)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) out[i] = ssa_signed_byte(lo[i], hi[i], SSA_PICK_BASE + j[i] * SSA_PICK_STEP);
+}
+'''
+    rng = np.random.default_rng()
+    count = 8192
+    lo, hi = (rng.integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    j = np.arange(count, dtype=np.int32) % 8
+    out = ga.to_gpu(np.zeros(count, np.int32))
+    fn = load_module(source, "probe.cu", {"SSA_PICK_BASE": codegen._PICK_BASE,
+                                          "SSA_PICK_STEP": codegen._PICK_STEP}).get_function("probe")
+    fn(ga.to_gpu(lo), ga.to_gpu(hi), ga.to_gpu(j), out, np.int32(count), block=(128, 1, 1), grid=(count // 128, 1))
+    words = (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
+    expected = ((words >> (8 * j).astype(np.uint64)) & np.uint64(0xFF)).astype(np.uint8).view(np.int8)
+    assert np.array_equal(out.get(), expected.astype(np.int32))
 
 
 @pytest.mark.parametrize("algorithm", ["direct", "logdirect"])
