@@ -206,7 +206,7 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
     straight = _straight_fire(net)
     # Selection: first k with cumulative propensity > target; a target rounded up to the total is
     # cut just below it, which picks the last reaction with a positive propensity.
-    out.append(f"#define SSA_PICK_BASE {_PICK_BASE if straight else 0}\n#define SSA_PICK_STEP {_PICK_STEP if straight else 1}\n"
+    out.append(f"#define SSA_PICK_BASE {PICK_BASE if straight else 0}\n#define SSA_PICK_STEP {PICK_STEP if straight else 1}\n"
                "__device__ __forceinline__ int ssa_select(const float* a, float target)\n{")
     out += choose(SELECTIONS, algorithm, "SSA algorithm")(nr, pragma, unrolled)
     out += _fire(net, reactants)
@@ -216,9 +216,9 @@ def model_block(net: Network, hist_idx: list[int], algorithm: str) -> str:
 # With straight-line firing the selection returns reaction j as the byte selector
 # 0x8880 + j * 0x1111 (PTX prmt: nibble 0 picks byte j, the others replicate its sign), so a
 # count moves by a sign-extended byte of its packed changes in one instruction.
-_PICK_BASE, _PICK_STEP = "0x8880", "0x1111"
+PICK_BASE, PICK_STEP = "0x8880", "0x1111"
 # byte j (= nibble 0 of sel) of the 8 bytes (hi:lo), sign-extended
-_SIGNED_BYTE = """__device__ __forceinline__ int ssa_signed_byte(const unsigned lo, const unsigned hi, const unsigned sel)
+SIGNED_BYTE = """__device__ __forceinline__ int ssa_signed_byte(const unsigned lo, const unsigned hi, const unsigned sel)
 {
 #ifdef __CUDA_ARCH__
     unsigned r;
@@ -245,7 +245,7 @@ def _fire(net: Network, reactants: list[list[tuple[int, int]]]) -> list[str]:
     head = "__device__ __forceinline__ void ssa_fire(const int pick, const float* __restrict__ rate, int* x, float* a)\n{"
     if _straight_fire(net):
         # species s moves by byte j of the (lo, hi) words holding its change under each reaction
-        out = [_SIGNED_BYTE, head, "    const unsigned sel = (unsigned)pick;"]
+        out = [SIGNED_BYTE, head, "    const unsigned sel = (unsigned)pick;"]
         for s in range(net.n_species):
             column = [int(net.change[j, s]) for j in range(net.n_reactions)]
             if not any(column):

@@ -54,10 +54,10 @@ def test_device_philox_is_bit_identical_to_numpy():
 
 
 def test_device_byte_selector_moves_by_the_signed_byte():
-    """The straight-line firing's prmt (``codegen._SIGNED_BYTE``) on the device: byte j of the
+    """The straight-line firing's prmt (``codegen.SIGNED_BYTE``) on the device: byte j of the
     eight bytes (hi:lo), sign-extended, for every j and random words."""
     import pycuda.gpuarray as ga
-    source = codegen._SIGNED_BYTE + r'''
+    source = codegen.SIGNED_BYTE + r'''
 extern "C" __global__ void probe(const unsigned* lo, const unsigned* hi, const int* j, int* out, int count)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -69,8 +69,8 @@ extern "C" __global__ void probe(const unsigned* lo, const unsigned* hi, const i
     lo, hi = (rng.integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32) for _ in range(2))
     j = np.arange(count, dtype=np.int32) % 8
     out = ga.to_gpu(np.zeros(count, np.int32))
-    fn = load_module(source, "probe.cu", {"SSA_PICK_BASE": codegen._PICK_BASE,
-                                          "SSA_PICK_STEP": codegen._PICK_STEP}).get_function("probe")
+    fn = load_module(source, "probe.cu", {"SSA_PICK_BASE": codegen.PICK_BASE,
+                                          "SSA_PICK_STEP": codegen.PICK_STEP}).get_function("probe")
     fn(ga.to_gpu(lo), ga.to_gpu(hi), ga.to_gpu(j), out, np.int32(count), block=(128, 1, 1), grid=(count // 128, 1))
     words = (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
     expected = ((words >> (8 * j).astype(np.uint64)) & np.uint64(0xFF)).astype(np.uint8).view(np.int8)
