@@ -45,6 +45,28 @@ class Case:
 
 CUDA_CTX = "from app.compute.device import backend_context\n"
 
+def _ord_float32_sphere(tables: bool) -> Case:
+    """O'Hara-Rudy in float32 on the level-7 sphere, with or without its lookup tables."""
+    return Case("cardiac-ord-float32-sphere" + ("" if tables else "-no-tables"), "cardiac", "cuda",
+                f"s per run (level-7 sphere, 100 ms, dt 0.01, {'tables' if tables else 'no tables'})",
+                CUDA_CTX + f"""
+import dataclasses
+from app.sims.cardiac import bench
+from app.sims.cardiac.config import ModelSettings
+from app.sims.common.simulation import load_run_config
+def measure(reps):
+    _, base = load_run_config(bench.PRESET)
+    stimuli = [dataclasses.replace(s, amplitude=-80.0, duration=1.0) for s in base.protocol.stimuli]
+    base = dataclasses.replace(base, model=ModelSettings(file="ohara_rudy_2011_endo"),
+                               protocol=dataclasses.replace(base.protocol, stimuli=stimuli))
+    solver = dict(method="rlfe", dt=0.01, precision="float32", lookup_tables={tables})
+    with backend_context("cuda"):
+        bench.run_once(bench.make_cfg(base, 7, 2.0, **solver), "cuda")
+        cfg = bench.make_cfg(base, 7, 100.0, **solver)
+        return [bench.run_once(cfg, "cuda")[1]["wall_seconds"] for _ in range(reps)]
+""")
+
+
 CASES = [
     Case("ssa-dimer-2^20", "ssa", "cuda", "s per run (2^20 realizations, t = 10)", CUDA_CTX + """
 from app.sims.ssa import bench
@@ -92,23 +114,8 @@ def measure(reps):
         cfg = bench.make_cfg(base, 7, 100.0, method="rlfe", dt=0.05)
         return [loop(cfg) for _ in range(reps)]
 """),
-    *(Case(f"cardiac-ord-float32-sphere{suffix}", "cardiac", "cuda",
-           f"s per run (level-7 sphere, 100 ms, dt 0.01, {'tables' if tables else 'no tables'})", CUDA_CTX + f"""
-import dataclasses
-from app.sims.cardiac import bench
-from app.sims.cardiac.config import ModelSettings
-from app.sims.common.simulation import load_run_config
-def measure(reps):
-    _, base = load_run_config(bench.PRESET)
-    stimuli = [dataclasses.replace(s, amplitude=-80.0, duration=1.0) for s in base.protocol.stimuli]
-    base = dataclasses.replace(base, model=ModelSettings(file="ohara_rudy_2011_endo"),
-                               protocol=dataclasses.replace(base.protocol, stimuli=stimuli))
-    solver = dict(method="rlfe", dt=0.01, precision="float32", lookup_tables={tables})
-    with backend_context("cuda"):
-        bench.run_once(bench.make_cfg(base, 7, 2.0, **solver), "cuda")
-        cfg = bench.make_cfg(base, 7, 100.0, **solver)
-        return [bench.run_once(cfg, "cuda")[1]["wall_seconds"] for _ in range(reps)]
-""") for suffix, tables in (("", True), ("-no-tables", False))),
+    _ord_float32_sphere(tables=True),
+    _ord_float32_sphere(tables=False),
     Case("network-100x100-epoch", "network", "cuda", "s per epoch (100 s of activity + growth)", CUDA_CTX + """
 from app.sims.network import bench
 def measure(reps):
