@@ -5,20 +5,28 @@
 // Storage is the paper's Algorithm 1 layout, structure of arrays with the cell index contiguous:
 // pos[3][EPI_E][cap], etype[EPI_E][cap], count[cap], genes[6][cap]; "slot" = k*cap + c.
 //
-// One force evaluation with the cell list (run.search = 'cell_list'):
+// One force evaluation with the cell list (run.search = 'cell_list'): a Verlet pair list, built
+// from a uniform grid with bins at least inter_cutoff + SKIN wide and kept while no element has
+// moved more than SKIN/2 since (the CPU engines' rule), so it always holds every pair within the
+// cutoff. Whether this evaluation rebuilds is a device word (req) the previous evaluation's
+// update set; the rebuild kernels return at once when it is clear.
 //   epi_intra     intracellular all pairs (one thread per element, the cell's elements in
-//                 shared memory) + basement membrane and wall; and the hash: the bin of every
-//                 live element in a uniform grid (cells >= inter_cutoff wide; x, y periodic,
-//                 clamped otherwise), histogram with atomics (rank in its bin)
-//   epi_scan      exclusive scan of the histogram (4096 bins per block; the last block to
-//                 finish scans the block sums)
-//   epi_scatter   counting-sort scatter: sorted (x, y, z, cell) and slot
-//   epi_binsort   per bin: insertion sort by slot (the atomic ranks are not deterministic; this
-//                 makes the summation order, and so every run, reproducible), bin ranges,
-//                 histogram cleared for the next evaluation
-//   epi_inter_cl  one thread per sorted element: the 27 neighbouring bins (each row of three
-//                 bins is one contiguous range of the sorted arrays), repulsive Morse, contact
-//                 sums; then the RK2 stage update of that element
+//                 shared memory) + basement membrane and wall; on a rebuild also the hash: the
+//                 bin of every live element (x, y periodic, clamped otherwise), histogram with
+//                 atomics (rank in its bin)
+//   epi_scan      (rebuild) exclusive scan of the histogram (4096 bins per block; the last
+//                 block to finish scans the block sums)
+//   epi_scatter   (rebuild) counting-sort scatter: sorted (x, y, z, cell) and slot
+//   epi_binsort   (rebuild) per bin: insertion sort by slot (the atomic ranks are not
+//                 deterministic; this makes the summation order, and so every run,
+//                 reproducible), bin ranges, histogram cleared for the next build
+//   epi_verlet    (rebuild) per sorted element: the reference position and the elements of
+//                 other cells within inter_cutoff + SKIN in the 27 neighbouring bins (in bin
+//                 order, each row of three bins one contiguous range); more than EPI_LIST of
+//                 them: the element scans the bins at every evaluation instead
+//   epi_inter_cl  one thread per sorted element: repulsive Morse and contact sums over its
+//                 list, then the RK2 stage update of that element, its position for the next
+//                 evaluation (the other sorted buffer) and the rebuild test
 // With run.search = 'centre_cutoff' (the paper's Algorithm 2 as a reference): epi_centres,
 // epi_neighbours (cell pairs with centres closer than centre_cutoff, O(N^2) over cells),
 // epi_intra, epi_inter_cc (per element: the elements of the neighbour cells).
@@ -43,9 +51,12 @@
 #define EPI_MAXNB 128         // neighbour cells per cell (centre cutoff search)
 #endif
 #ifndef EPI_ROWS
-#define EPI_ROWS 8            // element rows per block in the per-cell kernels (blockDim.y)
+#define EPI_ROWS 32           // element rows per block in the per-cell kernels (blockDim.y)
 #endif
 #define EPI_R ((EPI_E + 31) / 32)           // slots per lane in epi_divide
+#ifndef EPI_LIST
+#define EPI_LIST 16           // pair-list entries per element (config.DEVICE_LIST_CAP)
+#endif
 #define SCAN_T 1024
 #define SCAN_I 4
 #define SCAN_B (SCAN_T * SCAN_I)            // bins per scan block
@@ -75,6 +86,8 @@ __constant__ float c_f[24];
 #define P_DT       c_f[17]
 #define P_MOVE2    c_f[18]     // MAX_STEP_MOVE^2
 #define P_RMIN     c_f[19]     // R_MIN
+#define P_REACH2   c_f[20]     // (inter_cutoff + SKIN)^2: the pair list's radius
+#define P_DRIFT2   c_f[21]     // (SKIN/2 less rounding)^2: the largest drift the list allows
 
 // gene network (double): rates, then 8 Hill factors (a, b, c, h) in the order of model.HILLS
 __constant__ double c_g[48];
@@ -193,8 +206,9 @@ __device__ __forceinline__ int3 bin3(float x, float y, float z, const GridP& g)
 
 // The end of a force evaluation for one element: total force F at slot; stage 0 stores F
 // (forces()), stage 1 the midpoint X + dt/2 F into out, stage 2 the new X + dt F (in place,
-// wrapped) with the blow-up check. Contact sums (count, N, D, B) at stages 0 and 1.
-__device__ __forceinline__ void finish(const int stage, const int slot, const int EC,
+// wrapped) with the blow-up check. Contact sums (count, N, D, B) at stages 0 and 1. Returns
+// the element's position for the next evaluation (stages 1 and 2).
+__device__ __forceinline__ float3 finish(const int stage, const int slot, const int EC,
                                        float fx, float fy, float fz, const float4 cs,
                                        const float* __restrict__ fi, float* X, float* out,
                                        float* __restrict__ contact, int* __restrict__ status)
@@ -202,13 +216,13 @@ __device__ __forceinline__ void finish(const int stage, const int slot, const in
     fx += fi[slot];
     fy += fi[EC + slot];
     fz += fi[2 * EC + slot];
+    float3 next = make_float3(0.f, 0.f, 0.f);
     if (stage == 0) {
         out[slot] = fx; out[EC + slot] = fy; out[2 * EC + slot] = fz;
     } else if (stage == 1) {
         const float h = 0.5f * P_DT;
-        out[slot] = X[slot] + h * fx;
-        out[EC + slot] = X[EC + slot] + h * fy;
-        out[2 * EC + slot] = X[2 * EC + slot] + h * fz;
+        next = make_float3(X[slot] + h * fx, X[EC + slot] + h * fy, X[2 * EC + slot] + h * fz);
+        out[slot] = next.x; out[EC + slot] = next.y; out[2 * EC + slot] = next.z;
     } else {
         const float dt = P_DT;
         const float dx = dt * fx, dy = dt * fy, dz = dt * fz;
@@ -221,11 +235,13 @@ __device__ __forceinline__ void finish(const int stage, const int slot, const in
         y = wrap_box(y);
 #endif
         X[slot] = x; X[EC + slot] = y; X[2 * EC + slot] = z;
+        next = make_float3(x, y, z);
     }
     if (stage == 0 || (EPI_GENES && stage == 1)) {
         contact[slot] = cs.x; contact[EC + slot] = cs.y;
         contact[2 * EC + slot] = cs.z; contact[3 * EC + slot] = cs.w;
     }
+    return next;
 }
 
 // one intercellular pair: repulsive Morse below the cutoff, contact sums
@@ -283,8 +299,9 @@ __device__ __forceinline__ int float_order(float f)
     return i >= 0 ? i : i ^ 0x7fffffff;
 }
 
-extern "C" __global__ void epi_bbox(const int n_cells, const int cap, const float* __restrict__ P,
-                                    const int* __restrict__ count, int* __restrict__ bb)
+extern "C" __global__ void __launch_bounds__(32 * EPI_ROWS)
+epi_bbox(const int n_cells, const int cap, const float* __restrict__ P,
+         const int* __restrict__ count, int* __restrict__ bb)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     const int k = blockIdx.y * blockDim.y + threadIdx.y;
@@ -307,7 +324,7 @@ extern "C" __global__ void epi_bbox(const int n_cells, const int cap, const floa
     }
 }
 
-// ---- cell list: scan, scatter, per-bin sort (the hash is in epi_intra) ------------------------
+// ---- cell list: scan, scatter, per-bin sort, pair list (the hash is in epi_intra) -------------
 // exclusive scan of v over a block of SCAN_T threads; *total gets the block's sum
 __device__ __forceinline__ int block_exclusive_scan(const int v, int* total)
 {
@@ -342,9 +359,10 @@ __device__ __forceinline__ int block_exclusive_scan(const int v, int* total)
 // exclusive offsets and bsum[nblocks] into the number of live elements.
 extern "C" __global__ void __launch_bounds__(SCAN_T)
 epi_scan(const int nbins, const int* __restrict__ hist, int* __restrict__ start, int* bsum,
-         unsigned int* __restrict__ ticket)
+         unsigned int* __restrict__ ticket, const int* __restrict__ rebuild)
 {
     __shared__ bool last;
+    if (!*rebuild) return;
     const int base = blockIdx.x * SCAN_B + threadIdx.x * SCAN_I;
     int v[SCAN_I], s = 0;
 #pragma unroll
@@ -387,12 +405,14 @@ __device__ __forceinline__ int bin_start(const int b, const int* __restrict__ st
     return start[b] + bsum[b / SCAN_B];
 }
 
-extern "C" __global__ void epi_scatter(const int n_cells, const int cap, const float* __restrict__ P,
-                                       const int* __restrict__ count, const int* __restrict__ bin,
-                                       const int* __restrict__ rank, const int* __restrict__ start,
-                                       const int* __restrict__ bsum, float4* __restrict__ spos,
-                                       int* __restrict__ sidx)
+extern "C" __global__ void __launch_bounds__(32 * EPI_ROWS)
+epi_scatter(const int n_cells, const int cap, const float* __restrict__ P,
+            const int* __restrict__ count, const int* __restrict__ bin,
+            const int* __restrict__ rank, const int* __restrict__ start,
+            const int* __restrict__ bsum, float4* __restrict__ spos,
+            int* __restrict__ sidx, const int* __restrict__ rebuild)
 {
+    if (!*rebuild) return;
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     const int k = blockIdx.y * blockDim.y + threadIdx.y;
     if (c >= n_cells || k >= count[c]) return;
@@ -408,10 +428,10 @@ extern "C" __global__ void epi_scatter(const int n_cells, const int cap, const f
 extern "C" __global__ void epi_binsort(const int nbins, int* __restrict__ hist,
                                        const int* __restrict__ start, const int* __restrict__ bsum,
                                        float4* __restrict__ spos, int* __restrict__ sidx,
-                                       int2* __restrict__ range)
+                                       int2* __restrict__ range, const int* __restrict__ rebuild)
 {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nbins) return;
+    if (b >= nbins || !*rebuild) return;
     const int n = hist[b];
     const int s = bin_start(b, start, bsum);
     range[b] = make_int2(s, s + n);
@@ -433,8 +453,8 @@ extern "C" __global__ void epi_binsort(const int nbins, int* __restrict__ hist,
 // ---- intracellular forces, membrane and wall ------------------------------------------------
 // Block (32 cells) x (EPI_ROWS rows): the block's cells' elements in shared memory; thread
 // (c, row) computes elements k = row, row + EPI_ROWS, ... of cell c over all its elements.
-// With the cell list it also hashes every live element (bin, rank in its bin, histogram); the
-// grid arguments are unused with the centre cutoff.
+// With the cell list, when the pair list is rebuilt, it also hashes every live element (bin, rank
+// in its bin, histogram); the grid arguments are unused with the centre cutoff.
 extern "C" __global__ void __launch_bounds__(32 * EPI_ROWS)
 epi_intra(const int n_cells, const int cap, const float* __restrict__ P,
           const signed char* __restrict__ etype, const int* __restrict__ count,
@@ -442,7 +462,8 @@ epi_intra(const int n_cells, const int cap, const float* __restrict__ P,
           const float ox, const float oy, const float oz,
           const float iwx, const float iwy, const float iwz,
           const int nx, const int ny, const int nz,
-          int* __restrict__ hist, int* __restrict__ bin, int* __restrict__ rank)
+          int* __restrict__ hist, int* __restrict__ bin, int* __restrict__ rank,
+          const int* __restrict__ rebuild)
 {
     __shared__ float s[3][EPI_E][32];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -451,6 +472,7 @@ epi_intra(const int n_cells, const int cap, const float* __restrict__ P,
     const int n = c < n_cells ? count[c] : 0;
 #if EPI_SEARCH == 0
     const GridP g = {ox, oy, oz, iwx, iwy, iwz, nx, ny, nz};
+    const bool hash = *rebuild != 0;
 #endif
     for (int k = ty; k < EPI_E; k += EPI_ROWS) {
         const bool live = k < n;
@@ -459,7 +481,7 @@ epi_intra(const int n_cells, const int cap, const float* __restrict__ P,
         s[1][k][tx] = live ? P[EC + slot] : 0.f;
         s[2][k][tx] = live ? P[2 * EC + slot] : 0.f;
 #if EPI_SEARCH == 0
-        if (live) {
+        if (live && hash) {
             const int3 b = bin3(s[0][k][tx], s[1][k][tx], s[2][k][tx], g);
             const int h = (b.z * ny + b.y) * nx + b.x;
             bin[slot] = h;
@@ -494,43 +516,14 @@ epi_intra(const int n_cells, const int cap, const float* __restrict__ P,
     }
 }
 
-// ---- intercellular forces from the cell list, then the stage update ---------------------------
-// one thread per sorted element (sorted order keeps neighbouring threads on neighbouring bins)
-__device__ __forceinline__ void scan_range(const int lo, const int hi, const int ci,
-                                           const float4* __restrict__ spos,
-                                           const float xi, const float yi, const float zi,
-                                           const bool contacts, const float* __restrict__ genes,
-                                           const int cap, float& fx, float& fy, float& fz,
-                                           float4& cs)
+// ---- the pair list, and the intercellular forces from it, then the stage update ---------------
+// f(lo, hi) for each contiguous range of sorted elements in the 27 bins around bin b (a row of
+// three bins is one range, plus the wrapped bin at a periodic edge), in a fixed order
+template <class F>
+__device__ __forceinline__ void each_near_range(const int3 b, const GridP& g,
+                                                const int2* __restrict__ range, F&& f)
 {
-    for (int e = lo; e < hi; ++e) {
-        const float4 q = spos[e];
-        const int cj = __float_as_int(q.w);
-        if (cj == ci) continue;
-        inter_pair(xi, yi, zi, q.x, q.y, q.z, cj, contacts, genes, cap, fx, fy, fz, cs);
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(128)
-epi_inter_cl(const int stage, const int cap,
-             const float ox, const float oy, const float oz,
-             const float iwx, const float iwy, const float iwz,
-             const int nx, const int ny, const int nz,
-             const float4* __restrict__ spos, const int* __restrict__ sidx,
-             const int2* __restrict__ range, const int* __restrict__ total,
-             const float* __restrict__ fi, const float* __restrict__ genes,
-             float* X, float* out, float* __restrict__ contact, int* __restrict__ status)
-{
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= *total) return;
-    const float4 me = spos[t];
-    const int ci = __float_as_int(me.w);
-    const GridP g = {ox, oy, oz, iwx, iwy, iwz, nx, ny, nz};
-    const int3 b = bin3(me.x, me.y, me.z, g);
-    const bool contacts = stage == 0 || (EPI_GENES && stage == 1);
-    float fx = 0.f, fy = 0.f, fz = 0.f;
-    float4 cs = make_float4(0.f, 0.f, 0.f, 0.f);
-    // x: one contiguous run of bins [x0, x1] (+ one wrapped bin xw when periodic at an edge)
+    const int nx = g.nx, ny = g.ny, nz = g.nz;
     int x0, x1, xw = -1;
 #if EPI_PERIODIC
     if (nx < 3) { x0 = 0; x1 = nx - 1; }
@@ -556,16 +549,105 @@ epi_inter_cl(const int stage, const int cap,
             if (jy < 0 || jy >= ny) continue;
 #endif
             const int row = (jz * ny + jy) * nx;
-            scan_range(range[row + x0].x, range[row + x1].y, ci, spos, me.x, me.y, me.z,
-                       contacts, genes, cap, fx, fy, fz, cs);
+            f(range[row + x0].x, range[row + x1].y);
             if (xw >= 0) {
                 const int2 rw = range[row + xw];
-                scan_range(rw.x, rw.y, ci, spos, me.x, me.y, me.z, contacts, genes, cap,
-                           fx, fy, fz, cs);
+                f(rw.x, rw.y);
             }
         }
     }
-    finish(stage, sidx[t], EPI_E * cap, fx, fy, fz, cs, fi, X, out, contact, status);
+}
+
+// per sorted element t (rebuild only): sref[t] = its position now; nl[i * stride + t], i < nn[t],
+// the sorted elements of other cells within the list radius, in bin order; nn[t] = -1 when
+// there are more than EPI_LIST (the element then scans the bins). verlet[2] counts the builds.
+extern "C" __global__ void __launch_bounds__(128)
+epi_verlet(const int stride,
+           const float ox, const float oy, const float oz,
+           const float iwx, const float iwy, const float iwz,
+           const int nx, const int ny, const int nz,
+           const float4* __restrict__ spos, float4* __restrict__ sref,
+           const int2* __restrict__ range, const int* __restrict__ total,
+           int* __restrict__ nl, int* __restrict__ nn, const int* __restrict__ rebuild,
+           int* __restrict__ builds)
+{
+    if (!*rebuild) return;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t == 0) atomicAdd(builds, 1);
+    if (t >= *total) return;
+    const float4 me = spos[t];
+    sref[t] = me;
+    const int ci = __float_as_int(me.w);
+    const GridP g = {ox, oy, oz, iwx, iwy, iwz, nx, ny, nz};
+    const float reach2 = P_REACH2;
+    int m = 0;
+    each_near_range(bin3(me.x, me.y, me.z, g), g, range, [&](const int lo, const int hi) {
+        for (int e = lo; e < hi; ++e) {
+            const float4 q = spos[e];
+            if (__float_as_int(q.w) == ci) continue;
+            const float dx = min_image(me.x - q.x), dy = min_image(me.y - q.y), dz = me.z - q.z;
+            if (dx * dx + dy * dy + dz * dz < reach2) {
+                if (m < EPI_LIST) nl[m * stride + t] = e;
+                ++m;
+            }
+        }
+    });
+    nn[t] = m <= EPI_LIST ? m : -1;
+}
+
+// one thread per sorted element: the forces at the positions spos (this evaluation's sorted
+// buffer), the stage update, and (stages 1 and 2) the new position into snext, the other
+// buffer, which the next evaluation reads; an element that has drifted more than the list
+// allows since the build sets the next evaluation's rebuild word. The evaluation's own word
+// is cleared (every kernel reading it has run).
+extern "C" __global__ void __launch_bounds__(128)
+epi_inter_cl(const int stage, const int cap, const int stride,
+             const float ox, const float oy, const float oz,
+             const float iwx, const float iwy, const float iwz,
+             const int nx, const int ny, const int nz,
+             const float4* __restrict__ spos, float4* __restrict__ snext,
+             const float4* __restrict__ sref, const int* __restrict__ sidx,
+             const int* __restrict__ nl, const int* __restrict__ nn,
+             const int2* __restrict__ range, const int* __restrict__ total,
+             int* __restrict__ rebuild, int* __restrict__ rebuild_next,
+             const float* __restrict__ fi, const float* __restrict__ genes,
+             float* X, float* out, float* __restrict__ contact, int* __restrict__ status)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t == 0) *rebuild = 0;
+    if (t >= *total) return;
+    const float4 me = spos[t];
+    const int ci = __float_as_int(me.w);
+    const bool contacts = stage == 0 || (EPI_GENES && stage == 1);
+    float fx = 0.f, fy = 0.f, fz = 0.f;
+    float4 cs = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int m = nn[t];
+    for (int i = 0; i < m; ++i) {
+        const float4 q = spos[nl[i * stride + t]];
+        inter_pair(me.x, me.y, me.z, q.x, q.y, q.z, __float_as_int(q.w), contacts, genes, cap,
+                   fx, fy, fz, cs);
+    }
+    const float4 ref = sref[t];
+    if (m < 0) {            // a crowded element: the bins of its place at the build
+        const GridP g = {ox, oy, oz, iwx, iwy, iwz, nx, ny, nz};
+        each_near_range(bin3(ref.x, ref.y, ref.z, g), g, range, [&](const int lo, const int hi) {
+            for (int e = lo; e < hi; ++e) {
+                const float4 q = spos[e];
+                const int cj = __float_as_int(q.w);
+                if (cj == ci) continue;
+                inter_pair(me.x, me.y, me.z, q.x, q.y, q.z, cj, contacts, genes, cap,
+                           fx, fy, fz, cs);
+            }
+        });
+    }
+    const float3 next = finish(stage, sidx[t], EPI_E * cap, fx, fy, fz, cs, fi, X, out, contact,
+                               status);
+    if (stage != 0) {
+        snext[t] = make_float4(next.x, next.y, next.z, me.w);
+        const float dx = min_image(next.x - ref.x), dy = min_image(next.y - ref.y);
+        const float dz = next.z - ref.z;
+        if (!(dx * dx + dy * dy + dz * dz <= P_DRIFT2)) *rebuild_next = 1;
+    }
 }
 
 // ---- centre-cutoff search (the paper's Algorithm 2) -------------------------------------------
@@ -605,12 +687,13 @@ epi_neighbours(const int n_cells, const int cap, const float* __restrict__ cen,
     }
 }
 
-extern "C" __global__ void epi_inter_cc(const int stage, const int n_cells, const int cap,
-                                        const float* __restrict__ P, const int* __restrict__ count,
-                                        const int* __restrict__ nbr, const int* __restrict__ nnb,
-                                        const float* __restrict__ fi,
-                                        const float* __restrict__ genes, float* X, float* out,
-                                        float* __restrict__ contact, int* __restrict__ status)
+extern "C" __global__ void __launch_bounds__(32 * EPI_ROWS)
+epi_inter_cc(const int stage, const int n_cells, const int cap,
+             const float* __restrict__ P, const int* __restrict__ count,
+             const int* __restrict__ nbr, const int* __restrict__ nnb,
+             const float* __restrict__ fi,
+             const float* __restrict__ genes, float* X, float* out,
+             float* __restrict__ contact, int* __restrict__ status)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     const int k = blockIdx.y * blockDim.y + threadIdx.y;

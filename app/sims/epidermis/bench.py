@@ -24,17 +24,20 @@ which includes the one bounding-box read and the status check per ``run``).
 Floor estimate, per live element and step (two force evaluations), printed per case:
 
 - bytes: the design's memory traffic, counted kernel by kernel with every intermediate read
-  and written once and neighbour reads served by the caches: intracellular 25 B + hash 16 B
-  (it reuses the positions the intracellular part reads), scatter 44 B, bin sort 40 B,
-  intercellular + update 56 B (72 B with contact sums), plus
-  about 24 B per grid bin; about 2 x 200 = 400-500 B per element and step. The irreducible
-  floor (read and write the positions once) is 24 B.
+  and written once and neighbour reads served by the caches. Cell list, every evaluation:
+  intracellular 25 B, intercellular + update 92 B (sorted position, slot, reference position,
+  list length, intracellular force, position read and written, next sorted position) + 4 B a
+  list entry; a pair-list build (a fraction of the evaluations, counted on the device): hash
+  16 B, scatter 44 B, bin sort 40 B, list 36 B + 4 B an entry, about 24 B per grid bin.
+  Contact sums add 16 B at stage 1. The irreducible floor (read and write the positions once)
+  is 24 B.
 - flops: intracellular (n - 1) pairs x ~30 flops (two exps, a square root, a division) and
-  intercellular candidates x ~10 flops + pairs within the cutoff x ~30, per evaluation; with
-  n = 20 and ~40 candidates that is ~1,150 per evaluation, ~2,300 per step.
-- launches: 10 (cell list) or 8 (centre cutoff) per step, with the gene network +2 (centres
+  intercellular candidates x ~10 flops + pairs within the cutoff x ~30, per evaluation; the
+  candidates are the list entries (and, per build, the elements of the 27 bins).
+- launches: 12 (cell list) or 8 (centre cutoff) per step, with the gene network +2 (centres
   and A, the network) or +1 (the network; the centre-cutoff search computes the centres
-  anyway). The engine replays runs of steps from a captured CUDA graph, so a launch costs the
+  anyway). A build's kernels return at once when the list is kept, but are graph nodes all
+  the same. The engine replays runs of steps from a captured CUDA graph, so a launch costs the
   device's time per graph node (an empty kernel replayed from a graph, measured), not the
   host's time per launch from Python (also measured, ``launch_s``).
 
@@ -64,7 +67,9 @@ from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig
 from app.sims.epidermis.frame import element_colours
 
-BYTES_PER_EVAL = {"cell_list": 16 + 44 + 40 + 25 + 56, "centre_cutoff": 25 + 56 + 12}
+BYTES_PER_EVAL = {"cell_list": 25 + 92, "centre_cutoff": 25 + 56 + 12}
+BYTES_PER_BUILD = 16 + 44 + 40 + 36     # hash, scatter, bin sort, list (cell list)
+BYTES_PER_ENTRY = 4         # a pair-list entry, written at a build and read at every evaluation
 CONTACT_BYTES = 16          # contact sums written at stage 1 (gene modes)
 BYTES_PER_BIN = 24          # scan (read + write), range write, histogram clear, per bin
 FLOPS_INTRA_PAIR = 30
@@ -114,7 +119,9 @@ def _time_run(eng, steps: int) -> tuple[float, float]:
 
 
 def pair_statistics(eng) -> dict:
-    """Mean candidates examined and pairs within the cutoff per element (from the state)."""
+    """Per element: pairs within the cutoff, intracellular pairs and, with the cell list, the
+    pair-list entries (the candidates of an evaluation) and the candidates of a list build
+    (the elements of its 27 bins), from the state now."""
     st = eng.state()
     cfg = eng.cfg
     p, cell, _, _ = model.live_elements(st)
@@ -152,17 +159,23 @@ def pair_statistics(eng) -> dict:
                         ok &= (jy >= 0) & (jy < ny) & (jx >= 0) & (jx < nx)
                     cand += np.where(ok, occ[np.clip(jz, 0, nz - 1), np.clip(jy, 0, ny - 1),
                                              np.clip(jx, 0, nx - 1)], 0)
-        out["candidates_per_element"] = float(cand.mean())
+        out["build_candidates_per_element"] = float(cand.mean())
         out["bins_per_element"] = g["bins"] / p.shape[0]
+        entries = eng.pair_list()[1]
+        out["list_entries_per_element"] = float(np.where(entries < 0, cand.mean(), entries).mean())
     return out
 
 
 def kernel_breakdown(eng, steps: int = 10) -> dict:
-    """Device time per step of each kernel of the step (CUDA events around every launch)."""
+    """Device time per step of each kernel of the step (CUDA events around every launch), after
+    one untimed step (the pair-list builds every ``advance`` starts with)."""
     import pycuda.driver as cuda
 
     eng._prepare()
     plan = eng.plan
+    for launch in plan:
+        launch()
+    eng.step += 1
     ev = [(cuda.Event(), cuda.Event()) for _ in plan]
     acc: dict[str, float] = {}
     for _ in range(steps):
@@ -181,13 +194,19 @@ def floor_estimate(case: dict, stats: dict, device: dict) -> dict:
     """Bytes, flops and launches per step and the floor time they give (see the docstring)."""
     M = case["elements"]
     search, genes = case["search"], case["mode"] != "movement"
-    per_eval = BYTES_PER_EVAL[search] + (BYTES_PER_BIN * stats.get("bins_per_element", 0.0))
-    bytes_elem = 2 * per_eval + (CONTACT_BYTES if genes else 0)
-    cand = stats.get("candidates_per_element")
-    if cand is None:   # centre cutoff: elements of the neighbour cells
+    bytes_elem = 2 * BYTES_PER_EVAL[search] + (CONTACT_BYTES if genes else 0)
+    flops_build = 0.0
+    if "list_entries_per_element" in stats:     # cell list: the list, and its builds
+        cand = stats["list_entries_per_element"]
+        builds = case.get("pair_list_builds_per_step", 2.0)
+        bytes_elem += 2 * BYTES_PER_ENTRY * cand + builds * (
+            BYTES_PER_BUILD + BYTES_PER_ENTRY * cand + BYTES_PER_BIN * stats["bins_per_element"])
+        flops_build = builds * stats["build_candidates_per_element"] * FLOPS_CANDIDATE
+    else:              # centre cutoff: elements of the neighbour cells
         cand = case.get("max_neighbour_cells", 10) * 20
-    flops_elem = 2 * (stats["intra_pairs_per_element"] * FLOPS_INTRA_PAIR + cand * FLOPS_CANDIDATE
-                      + stats["inter_pairs_per_element"] * FLOPS_PAIR)
+    flops_elem = flops_build + 2 * (stats["intra_pairs_per_element"] * FLOPS_INTRA_PAIR
+                                    + cand * FLOPS_CANDIDATE
+                                    + stats["inter_pairs_per_element"] * FLOPS_PAIR)
     t_bytes = bytes_elem * M / device["bandwidth_Bps"]
     t_flops = flops_elem * M / device["fp32_flops"]
     t_launch = case["launches_per_step"] * device["graph_node_s"]
@@ -270,7 +289,9 @@ def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax:
     eng = CudaEngine(cfg, state)
     try:
         eng.advance(warmup)
+        builds = eng.pair_list()[0]
         gpu_s, wall = _time_run(eng, steps)
+        builds = eng.pair_list()[0] - builds
         st = eng.element_counts()
         s = eng.summary()
         row = {"case": label, "engine": "cuda", "mode": cfg.run.mode, "boundary": cfg.tissue.boundary,
@@ -279,7 +300,8 @@ def cuda_case(label: str, cfg: EpidermisConfig, steps: int, device: dict, relax:
                "steps_per_second": steps / wall, "us_per_step": gpu_s / steps * 1e6,
                "element_steps_per_second": st.sum() * steps / wall, "setup_seconds": setup,
                "launches_per_step": s["launches_per_step"], "grid": s["grid"],
-               "max_neighbour_cells": s["max_neighbour_cells"]}
+               "max_neighbour_cells": s["max_neighbour_cells"],
+               "pair_list_builds_per_step": builds / steps}
         stats = pair_statistics(eng)
         row.update(stats)
         row.update(floor_estimate(row, stats, device))

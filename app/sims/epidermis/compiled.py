@@ -38,8 +38,8 @@ from app.compute.jit import CACHE
 from app.compute.jit_math import exp_nonpositive, exp_nonpositive_f32
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig, Morse
-from app.sims.epidermis.cpu import SKIN, CpuEngine
-from app.sims.epidermis.model import B_, D_, HILLS, MAX_STEP_MOVE, N_, R_MIN
+from app.sims.epidermis.cpu import CpuEngine
+from app.sims.epidermis.model import B_, D_, HILLS, MAX_STEP_MOVE, N_, R_MIN, SKIN
 
 OK, MOVED, GENES_BLEW_UP = 0, 1, 2        # status of _advance
 # Constants a compiled call passes are typed as literals, each value compiled apart; these

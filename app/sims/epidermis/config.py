@@ -253,10 +253,13 @@ def steerables(cfg: EpidermisConfig) -> tuple[Steerable, ...]:
     out += config_steerables(cfg.tissue, "tissue", live=False)
     return tuple(out)
 
+DEVICE_LIST_CAP = 16      # pair-list entries per element on the GPU (more: it scans the bins)
+
 
 def estimate_memory(cfg: EpidermisConfig, backend: str):
     """Host and GPU bytes: the element arrays at twice the initial cells (the first capacity),
-    the engine's forces, contact sums and cell list, and the placement's work arrays."""
+    the engine's forces, contact sums and cell list, and the placement's work arrays (on the
+    GPU also the second sorted buffer, the reference positions and the pair list)."""
     from app.sims.common.memory import estimate
 
     t = cfg.tissue
@@ -268,7 +271,8 @@ def estimate_memory(cfg: EpidermisConfig, backend: str):
             f"placement: {t.cells:,} cells x {t.elements} elements x 5 x 24 B": float(t.cells) * t.elements * 120}
     gpu = {}
     if backend == "cuda":
-        gpu = {"elements, forces and cell list": elements * (13 + 80) + cap * 28}
+        per_slot = 13 + 80 + 36 + 4 * DEVICE_LIST_CAP
+        gpu = {"elements, forces, cell list and pair list": elements * per_slot + cap * 28}
     return estimate(host, gpu, ("tissue", "cells"))
 
 

@@ -23,11 +23,10 @@ import numpy as np
 from app.sims.epidermis import model
 from app.sims.epidermis.config import EpidermisConfig
 from app.sims.epidermis.engine import EpidermisEngine
-from app.sims.epidermis.model import (B_, D_, N_, R_MIN, box_of, inter_force_over_r,
+from app.sims.epidermis.model import (B_, D_, N_, R_MIN, SKIN, box_of, inter_force_over_r,
                                       membrane_force_z, minimum_image, morse_force_over_r)
 
 PAIR_CHUNK = 1 << 21        # element pairs per chunk of the centre-cutoff search
-SKIN = 0.8                  # µm; Verlet skin of the cell-list search's pair list
 
 
 class CpuEngine(EpidermisEngine):

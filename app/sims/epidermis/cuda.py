@@ -11,9 +11,16 @@ One step (engine.py's order), all launches queued on one stream without host syn
   that moved more than ``model.MAX_STEP_MOVE``;
 - modes genes, full: the gene network (midpoint RK2, means and A held), one thread per cell.
 
-A force evaluation with the cell list is five launches (intracellular + membrane + hash and
-histogram, scan, scatter, per-bin sort, intercellular + stage update); with the centre cutoff
-four (centres, neighbour cells, intracellular, intercellular). Runs of ``GRAPH_STEPS`` steps
+A force evaluation with the cell list is six launches (intracellular + membrane + hash and
+histogram, scan, scatter, per-bin sort, pair list, intercellular + stage update). The
+intercellular pairs come from a Verlet list, the CPU engines' rule (``model.SKIN``): built
+from a grid of bins at least ``inter_cutoff + SKIN`` wide, kept while no element has moved
+``SKIN/2`` since. The update of each evaluation tests the drift and sets a device word; the
+next evaluation's hash, scan, scatter, sort and list build return at once when it is clear,
+so the host never waits on the decision and a captured graph holds every launch. Each
+evaluation reads the positions in sorted order from one of two buffers and its update writes
+the other (stage 1 reads buffer 0, stage 2 buffer 1). With the centre cutoff an evaluation is
+four launches (centres, neighbour cells, intracellular, intercellular). Runs of ``GRAPH_STEPS`` steps
 are replayed from a captured CUDA graph (``app.compute.graphs.RepeatedPlan``: one call instead
 of ten launches a step from Python), the rest launched one by one; the kernels and their
 arguments are the same either way. The grid is placed
@@ -38,17 +45,19 @@ import numpy as np
 from app.compute.graphs import RepeatedPlan
 from app.compute.kernels import load_module, read_kernel
 from app.compute.launch import PackedLaunch
-from app.sims.epidermis import model
+from app.sims.epidermis import config, model
 from app.sims.epidermis.config import EpidermisConfig
 from app.sims.epidermis.engine import EpidermisEngine
 
-ROWS = 8                 # element rows per block of the per-cell kernels (block 32 x ROWS)
+ROWS = 32                # element rows per block of the per-cell kernels (block 32 x ROWS):
+                         # one element a thread for cells of up to 32 elements
 BLOCK = 128              # 1-D kernels
 SCAN_T, SCAN_I = 1024, 4
 SCAN_B = SCAN_T * SCAN_I
 MAXNB = 128              # neighbour cells per cell in the centre-cutoff search
 DIV_BLOCK = 128          # epi_divide: four warps (four parents) per block
-GRID_SLACK = 1.0 + 1e-4  # grid cells a little wider than the cutoff (rounding at bin edges)
+GRID_SLACK = 1.0 + 1e-4  # grid cells a little wider than the list radius (rounding at bin edges)
+DRIFT_ROUNDING = 1e-3    # µm the drift test gives up for float32 rounding of the positions
 GRAPH_STEPS = 32         # steps per captured graph
 INT_MAX, INT_MIN = 2**31 - 1, -2**31
 
@@ -56,11 +65,12 @@ INT_MAX, INT_MIN = 2**31 - 1, -2**31
 FORMATS = {
     "epi_centres": "iiPPPPP",
     "epi_bbox": "iiPPP",
-    "epi_scan": "iPPPP",
-    "epi_scatter": "iiPPPPPPPP",
-    "epi_binsort": "iPPPPPP",
-    "epi_intra": "iiPPPP" + "ffffff" + "iii" + "PPP",
-    "epi_inter_cl": "ii" + "ffffff" + "iii" + "P" * 10,
+    "epi_scan": "iPPPPP",
+    "epi_scatter": "ii" + "P" * 9,
+    "epi_binsort": "i" + "P" * 7,
+    "epi_intra": "iiPPPP" + "ffffff" + "iii" + "PPPP",
+    "epi_verlet": "i" + "ffffff" + "iii" + "P" * 8,
+    "epi_inter_cl": "iii" + "ffffff" + "iii" + "P" * 16,
     "epi_neighbours": "iiPPPP",
     "epi_inter_cc": "iii" + "P" * 10,
     "epi_genes": "iiPPPPP",
@@ -83,7 +93,7 @@ def kernel_defines(cfg: EpidermisConfig) -> dict[str, int]:
             "EPI_PERIODIC": int(cfg.tissue.boundary == "periodic"),
             "EPI_GENES": int(cfg.run.mode != "movement"),
             "EPI_SEARCH": int(cfg.run.search == "centre_cutoff"),
-            "EPI_MAXNB": MAXNB, "EPI_ROWS": ROWS}
+            "EPI_MAXNB": MAXNB, "EPI_ROWS": ROWS, "EPI_LIST": config.DEVICE_LIST_CAP}
 
 
 def float_params(cfg: EpidermisConfig) -> np.ndarray:
@@ -96,7 +106,8 @@ def float_params(cfg: EpidermisConfig) -> np.ndarray:
 
     v = [*morse(m.intra), *morse(m.inter), *morse(m.membrane), m.inter_cutoff,
          m.wall_stiffness, box, 1.0 / box if box else 0.0, m.centre_cutoff ** 2, cfg.run.dt,
-         model.MAX_STEP_MOVE ** 2, model.R_MIN]
+         model.MAX_STEP_MOVE ** 2, model.R_MIN, (m.inter_cutoff + model.SKIN) ** 2,
+         (0.5 * model.SKIN - DRIFT_ROUNDING) ** 2]
     out = np.zeros(24, np.float32)
     out[:len(v)] = v
     return out
@@ -124,9 +135,10 @@ def decode_bbox(words: np.ndarray) -> np.ndarray:
 
 
 def grid_layout(cfg: EpidermisConfig, lo: np.ndarray, hi: np.ndarray, max_bins: int) -> dict:
-    """The uniform grid for elements inside [lo, hi] (x, y, z): bins at least inter_cutoff wide,
-    at most ``max_bins`` in all. x and y periodic: L/n wide; otherwise clamped at the edges."""
-    cut = cfg.mechanics.inter_cutoff * GRID_SLACK
+    """The uniform grid for elements inside [lo, hi] (x, y, z): bins at least the pair list's
+    radius (``inter_cutoff + model.SKIN``) wide, at most ``max_bins`` in all. x and y periodic:
+    L/n wide; otherwise clamped at the edges."""
+    cut = (cfg.mechanics.inter_cutoff + model.SKIN) * GRID_SLACK
     box = model.box_of(cfg)
     scale = 1.0
     while True:
@@ -197,7 +209,7 @@ class CudaEngine(EpidermisEngine):
         """Scratch buffers for ``cap`` cells (the state buffers are handled by the callers)."""
         ga, E = self.ga, self.E
         for key in ("xh", "fi", "fout", "contact", "cen", "A", "bin", "rank", "spos", "sidx",
-                    "nbr", "nnb", "parents"):
+                    "sref", "nl", "nn", "nbr", "nnb", "parents"):
             old = self.buf.pop(key, None)
             if old is not None:
                 old.gpudata.free()
@@ -215,11 +227,16 @@ class CudaEngine(EpidermisEngine):
         else:
             b["bin"] = ga.empty(E * cap, np.int32)
             b["rank"] = ga.empty(E * cap, np.int32)
-            b["spos"] = ga.empty(4 * E * cap, np.float32)
-            b["sidx"] = ga.empty(E * cap, np.int32)
+            b["spos"] = ga.zeros(2 * 4 * E * cap, np.float32)      # two sorted buffers
+            b["sref"] = ga.zeros(4 * E * cap, np.float32)
+            b["sidx"] = ga.zeros(E * cap, np.int32)
+            b["nl"] = ga.zeros(config.DEVICE_LIST_CAP * E * cap, np.int32)
+            b["nn"] = ga.zeros(E * cap, np.int32)
         if "status" not in b:
             b["status"] = self.ga.to_gpu(np.array([0, INT_MAX, INT_MAX, 0], np.int32))
             b["bbox"] = self.ga.to_gpu(np.array([INT_MAX] * 3 + [INT_MIN] * 3, np.int32))
+            # rebuild words of the two evaluations of a step, then the count of list builds
+            b["verlet"] = self.ga.to_gpu(np.array([1, 1, 0, 0], np.int32))
         self.cap = cap
 
     def _grid_buffers(self, bins: int) -> None:
@@ -348,7 +365,7 @@ class CudaEngine(EpidermisEngine):
             L.append(self._launch("epi_neighbours", ((n + 255) // 256, 1), (256, 1, 1),
                                   [i32(n), i32(cap), b["cen"].gpudata, b["nbr"].gpudata,
                                    b["nnb"].gpudata, b["status"].gpudata]))
-            no_grid = [np.float32(0)] * 6 + [i32(1)] * 3 + [0, 0, 0]
+            no_grid = [np.float32(0)] * 6 + [i32(1)] * 3 + [0, 0, 0, 0]
             L.append(self._launch("epi_intra", ((n + 31) // 32, 1), blk2, intra + no_grid))
             L.append(self._launch("epi_inter_cc", soa, blk2,
                                   [i32(stage), i32(n), i32(cap), src.gpudata, b["count"].gpudata,
@@ -361,24 +378,44 @@ class CudaEngine(EpidermisEngine):
         bins = g["bins"]
         nblocks = (bins + SCAN_B - 1) // SCAN_B
         total = int(gb["bsum"].gpudata) + 4 * nblocks
+        # stage 1 (and 0) reads sorted buffer 0 and rebuild word 0, stage 2 buffer and word 1;
+        # stages 1 and 2 write the other buffer and word for the next evaluation
+        side = 1 if stage == 2 else 0
+        sorted_bytes = 16 * E * cap
+        spos = int(b["spos"].gpudata) + side * sorted_bytes
+        snext = int(b["spos"].gpudata) + (1 - side) * sorted_bytes
+        word = int(b["verlet"].gpudata)
+        rebuild, rebuild_next = word + 4 * side, word + 4 * (1 - side if stage else side)
+        stride = i32(E * cap)
+        elements = ((E * n + 127) // 128, 1)
         L.append(self._launch("epi_intra", ((n + 31) // 32, 1), blk2,
                               intra + geo + [gb["hist"].gpudata, b["bin"].gpudata,
-                                             b["rank"].gpudata]))
+                                             b["rank"].gpudata, rebuild]))
         L.append(self._launch("epi_scan", (nblocks, 1), (SCAN_T, 1, 1),
                               [i32(bins), gb["hist"].gpudata, gb["start"].gpudata,
-                               gb["bsum"].gpudata, gb["ticket"].gpudata]))
+                               gb["bsum"].gpudata, gb["ticket"].gpudata, rebuild]))
         L.append(self._launch("epi_scatter", soa, blk2,
                               [i32(n), i32(cap), src.gpudata, b["count"].gpudata, b["bin"].gpudata,
                                b["rank"].gpudata, gb["start"].gpudata, gb["bsum"].gpudata,
-                               b["spos"].gpudata, b["sidx"].gpudata]))
+                               spos, b["sidx"].gpudata, rebuild]))
         L.append(self._launch("epi_binsort", ((bins + BLOCK - 1) // BLOCK, 1), blk1,
                               [i32(bins), gb["hist"].gpudata, gb["start"].gpudata,
-                               gb["bsum"].gpudata, b["spos"].gpudata, b["sidx"].gpudata,
-                               gb["range"].gpudata]))
-        L.append(self._launch("epi_inter_cl", ((E * n + 127) // 128, 1), (128, 1, 1),
-                              [i32(stage), i32(cap), *geo, b["spos"].gpudata, b["sidx"].gpudata,
-                               gb["range"].gpudata, total, *tail]))
+                               gb["bsum"].gpudata, spos, b["sidx"].gpudata,
+                               gb["range"].gpudata, rebuild]))
+        L.append(self._launch("epi_verlet", elements, (128, 1, 1),
+                              [stride, *geo, spos, b["sref"].gpudata, gb["range"].gpudata, total,
+                               b["nl"].gpudata, b["nn"].gpudata, rebuild, word + 8]))
+        L.append(self._launch("epi_inter_cl", elements, (128, 1, 1),
+                              [i32(stage), i32(cap), stride, *geo, spos, snext,
+                               b["sref"].gpudata, b["sidx"].gpudata, b["nl"].gpudata,
+                               b["nn"].gpudata, gb["range"].gpudata, total, rebuild,
+                               rebuild_next, *tail]))
         return L
+
+    def _request_rebuild(self) -> None:
+        """Both evaluations of the next step build the pair list (positions, cells or grid
+        changed on the host's side)."""
+        self.cuda.memcpy_htod(self.buf["verlet"].gpudata, np.array([1, 1], np.int32))
 
     def _prepare(self) -> None:
         """Constants, grid and the launches of a step for the current cells (one sync)."""
@@ -386,6 +423,7 @@ class CudaEngine(EpidermisEngine):
         self.buf["status"].set(np.array([0, INT_MAX, INT_MAX, 0], np.int32))
         if not self.centre_search:
             self._place_grid()
+            self._request_rebuild()
         b = self.buf
         step = self._evaluation(b["pos"], 1, b["xh"]) + self._evaluation(b["xh"], 2, b["pos"])
         if self.with_genes:
@@ -539,12 +577,23 @@ class CudaEngine(EpidermisEngine):
         dev.gpudata.free()
         return res
 
+    def pair_list(self) -> tuple[int, np.ndarray]:
+        """(builds of the pair list so far, entries of each sorted element's list now; -1: more
+        than ``config.DEVICE_LIST_CAP``, the element scans the bins)."""
+        self.stream.synchronize()
+        if self.centre_search or "verlet" not in self.buf:
+            return 0, np.zeros(0, np.int32)
+        nblocks = (self.grid["bins"] + SCAN_B - 1) // SCAN_B if self.grid else 0
+        total = int(self.grid_buf["bsum"].get()[nblocks]) if self.grid else 0
+        return int(self.buf["verlet"].get()[2]), self.buf["nn"].get()[:total]
+
     def summary(self) -> dict:
         g = self.grid or {}
         return {"launches_per_step": self.launches_per_step, "graph_replays": self.repeat.replays,
                 "capacity": self.cap,
                 "grid": [g.get("nx"), g.get("ny"), g.get("nz")] if g else None,
-                "max_neighbour_cells": self.max_neighbours}
+                "max_neighbour_cells": self.max_neighbours,
+                "pair_list_builds": self.pair_list()[0]}
 
     def close(self) -> None:
         if not self.buf:

@@ -57,6 +57,7 @@ STREAM_LAYOUT = 3 << 40       # 'random' layout: one stream, draws n = 0, 1, ...
 
 R_MIN = 1e-6                  # µm; shorter distances count as this in the forces
 MAX_STEP_MOVE = 2.0           # µm; an element moving farther in one step means a blown-up state
+SKIN = 0.8                    # µm; Verlet skin of every engine's intercellular pair list
 MIN_SEPARATION = 0.6          # initial elements at least this x r* (intracellular minimum) apart
 RANDOM_SPACING = 1.6          # 'random' layout: centres at least this x cell_radius apart
 

@@ -15,6 +15,7 @@ positions, division slots, types and gene shares).
 import numpy as np
 import pytest
 
+from app.sims.epidermis import config as epidermis_config
 from app.sims.epidermis import model
 from app.sims.epidermis.cpu import CpuEngine
 from app.sims.epidermis.cuda import CudaEngine
@@ -110,6 +111,51 @@ def test_forces_of_a_relaxed_tissue_match_the_cpu_engine():
     assert np.all(np.sqrt(((F - Fc) ** 2).sum(axis=0)) <= TOL_TERMS * scale + 1e-6)
     assert Sc[0].sum() > 100
     assert np.abs(S[0] - Sc[0]).sum() <= 2          # at most a pair at the cutoff
+
+
+# ---- the pair list ----------------------------------------------------------------------------
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_a_kept_pair_list_steps_as_a_fresh_one(boundary):
+    """The pair list kept while no element drifts SKIN/2, rebuilt by the device when one does,
+    gives the trajectory of a list built afresh for every evaluation (each ``advance`` builds
+    it), to the rounding of a different summation order. The tissue, relaxing from its
+    placement, drifts far enough to force rebuilds, yet most evaluations keep the list."""
+    cfg = config(tissue={"cells": 25, "pitch": 7.0, "boundary": boundary},
+                 run={"mode": "genes", "relax_steps": 0})
+    state = model.type_c1(model.place_cells(cfg), cfg.mechanics.c1_height)
+    kept, fresh = engine(cfg, state), engine(cfg, state)
+    steps = 200
+    kept.advance(steps)
+    for _ in range(steps):
+        fresh.advance(1)
+    builds, entries = kept.pair_list()
+    assert fresh.pair_list()[0] == 2 * steps
+    print(f"builds {builds} in {2 * steps} evaluations, mean entries {entries.mean():.2f}")
+    assert 2 < builds < steps // 2
+    assert entries.min() >= 0 and entries.mean() > 0.5
+    a, b = kept.state(), fresh.state()
+    assert np.abs(a["pos"] - b["pos"]).max() < 1e-3
+    assert np.abs(a["genes"] - b["genes"]).max() < 1e-4
+    kept.close(), fresh.close()
+
+
+def test_crowded_elements_scan_the_bins(monkeypatch):
+    """An element with more list entries than the device holds scans its bins at every
+    evaluation instead: with one entry per element, forces and steps are those of the full
+    lists (the same pairs, in the same order)."""
+    cfg = config(tissue={"cells": 25, "pitch": 7.0}, run={"mode": "genes"})
+    state = random_state(cfg, np.random.default_rng(5), per_cell=12)
+    full = engine(cfg, state)
+    F, S = full.forces()
+    full.advance(30)
+    monkeypatch.setattr(epidermis_config, "DEVICE_LIST_CAP", 1)
+    crowded = engine(cfg, state)
+    Fc, Sc = crowded.forces()
+    assert (crowded.pair_list()[1] < 0).mean() > 0.2
+    crowded.advance(30)
+    assert np.array_equal(F, Fc) and np.array_equal(S, Sc)
+    assert np.array_equal(full.state()["pos"], crowded.state()["pos"])
+    full.close(), crowded.close()
 
 
 # ---- growth, division, capacity -------------------------------------------------------------
