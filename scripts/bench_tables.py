@@ -279,8 +279,24 @@ def cardiac_mesh_kernels_table(results: dict) -> list[str]:
                          rows)
 
 
+def epidermis_table(results: dict) -> list[str]:
+    """``bench epidermis``: per case the time a step, against the case's floor, the pair-list
+    entries (candidates of an evaluation) and, for the full model, the tissue it grew."""
+    rows = []
+    for c in results.get("cases", []):
+        grew = (f"{c['cells']} cells, {c['layers']} layers, {c['suprabasal_fraction']:.0%} suprabasal"
+                if "layers" in c else "")
+        floor = c.get("floor_us_per_step")
+        rows.append([c.get("case"), c.get("engine"), c.get("elements"), c.get("steps"), c.get("us_per_step"),
+                     c.get("steps_per_second"), floor, c.get("measured_over_floor"),
+                     c.get("candidates_per_element"), grew])
+    return _table(["case", "engine", "elements", "steps", "µs a step", "steps/s", "floor µs a step",
+                   "× floor", "candidates an element", "tissue"], rows)
+
+
 TABLES = {"compare": compare_table, "startup": startup_table, "estimates": estimates_table,
-          "cardiac-paper": cardiac_paper_table, "cardiac-split": cardiac_split_table}
+          "cardiac-paper": cardiac_paper_table, "cardiac-split": cardiac_split_table,
+          "epidermis": epidermis_table}
 
 
 def table_of(name: str):

@@ -175,3 +175,16 @@ def test_the_mesh_table_names_the_row_format_where_the_record_has_it():
     assert "288 B per node and step (rows at 6 B a slot): 0.440 s" in floor
     older = next(line for line in tables.cardiac_mesh_table(record) if "floor" in line)
     assert "288 B per node and step: 0.440 s" in older
+
+
+def test_the_epidermis_table_shows_each_case_against_its_floor_and_the_grown_tissue():
+    cases = [{"case": "movement 5000 periodic cell_list", "engine": "cuda", "elements": 100000, "steps": 3000,
+              "us_per_step": 53.95, "steps_per_second": 18533.1, "floor_us_per_step": 13.41,
+              "measured_over_floor": 4.022, "candidates_per_element": 2.828},
+             {"case": "full model, 100 cells, 130000 steps", "engine": "cuda", "cells": 386, "elements": 8194,
+              "layers": 5, "suprabasal_fraction": 0.76, "steps": 130000, "us_per_step": 79.55},
+             {"case": "movement 128 cells (NumPy reference)", "engine": "ref", "steps": 200}]
+    text = "\n".join(tables.TABLES["epidermis"]({"cases": cases}))
+    assert "| movement 5000 periodic cell_list | cuda | 100,000 | 3,000 | 53.95 | 1.853e+04 | 13.41 | 4.022 | 2.828 |" in text
+    assert "| 386 cells, 5 layers, 76% suprabasal |" in text
+    assert "| movement 128 cells (NumPy reference) | ref | - | 200 | - |" in text

@@ -44,11 +44,10 @@ Floor estimate, per live element and step (two force evaluations), printed per c
 The floor time per step is the largest of bytes/bandwidth (measured with a device-to-device
 copy), flops/peak fp32 rate (SMs x clock x 256) and launches x measured time per graph node.
 
-Measured on the H100 (``benchmarks/h100/epidermis-kernels-*.json``): with the step replayed
-from graphs the 5,000-cell case is no longer launch-bound (10 graph nodes of about 1 µs a step)
-but bound by the kernels' dependent-load latency (the intercellular kernel about half the step);
-100,000 cells: the intercellular kernel, the counting-sort scatter and the intracellular kernel
-take most of the step, against a bandwidth floor about 4x lower.
+Measured on the H100 (``benchmarks/h100/epidermis-kernels-*.json``, ``epidermis-*.json``): with
+the pair list kept between builds the 5,000-cell step is 54 µs, 4x its floor (12 graph nodes of
+about 1.1 µs); the intercellular and intracellular kernels take most of it, bound by the latency
+of their loads; 100,000 cells: about 4x the bandwidth floor.
 """
 
 from __future__ import annotations
