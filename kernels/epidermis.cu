@@ -8,7 +8,7 @@
 // One force evaluation with the cell list (run.search = 'cell_list'): a Verlet pair list, built
 // from a uniform grid with bins at least inter_cutoff + SKIN wide and kept while no element has
 // moved more than SKIN/2 since (the CPU engines' rule), so it always holds every pair within the
-// cutoff. Whether this evaluation rebuilds is a device word (req) the previous evaluation's
+// cutoff. Whether this evaluation rebuilds is a device word (rebuild) the previous evaluation's
 // update set; the rebuild kernels return at once when it is clear.
 //   epi_intra     intracellular all pairs (one thread per element, the cell's elements in
 //                 shared memory) + basement membrane and wall; on a rebuild also the hash: the

@@ -13,27 +13,27 @@ One step (engine.py's order), all launches queued on one stream without host syn
 
 A force evaluation with the cell list is six launches (intracellular + membrane + hash and
 histogram, scan, scatter, per-bin sort, pair list, intercellular + stage update). The
-intercellular pairs come from a Verlet list, the CPU engines' rule (``model.SKIN``): built
-from a grid of bins at least ``inter_cutoff + SKIN`` wide, kept while no element has moved
-``SKIN/2`` since. The update of each evaluation tests the drift and sets a device word; the
-next evaluation's hash, scan, scatter, sort and list build return at once when it is clear,
-so the host never waits on the decision and a captured graph holds every launch. Each
-evaluation reads the positions in sorted order from one of two buffers and its update writes
-the other (stage 1 reads buffer 0, stage 2 buffer 1). With the centre cutoff an evaluation is
-four launches (centres, neighbour cells, intracellular, intercellular). Runs of ``GRAPH_STEPS`` steps
-are replayed from a captured CUDA graph (``app.compute.graphs.RepeatedPlan``: one call instead
-of ten launches a step from Python), the rest launched one by one; the kernels and their
-arguments are the same either way. The grid is placed
-from a device bounding box read once per ``run`` call and after every growth event (x and y
-periodic: the box divided evenly; otherwise clamped, which keeps every pair within the cutoff
-in neighbouring bins however far elements drift).
+intercellular pairs come from a Verlet list, the CPU engines' rule (``model.SKIN``): built from
+a grid of bins at least ``inter_cutoff + SKIN`` wide, kept while no element has moved ``SKIN/2``
+since. The update of each evaluation tests the drift and sets a device word; the next
+evaluation's hash, scan, scatter, sort and list build return at once when it is clear, so the
+host never waits on the decision and a captured graph holds every launch. Each evaluation reads
+the positions in sorted order from one of two buffers and its update writes the other (stage 1
+reads buffer 0, stage 2 buffer 1). With the centre cutoff an evaluation is four launches
+(centres, neighbour cells, intracellular, intercellular). Runs of ``GRAPH_STEPS`` steps are
+replayed from a captured CUDA graph (``app.compute.graphs.RepeatedPlan``: one call instead of a
+dozen launches a step from Python), the rest launched one by one; the kernels and their
+arguments are the same either way. The grid is placed from a device bounding box read once per
+``advance`` call and after every growth event (x and y periodic: the box divided evenly;
+otherwise clamped, which keeps every pair within the cutoff in neighbouring bins however far
+elements drift); each placement also requests a pair-list build.
 
 Mode 'full': after every ``growth.interval``-th step the host reads the status words (a blow-up
 stops the run before growth acts on it), the growth kernel runs, the host reads the element
 counts, and the division kernel (one warp per parent) splits the cells that reached
 ``max_elements``; the grid is then placed again (one more bounding-box read). The capacity
-doubles by reallocation when the new cells would not fit. Positions come back only for ``forces``, ``cells``, ``elements`` and
-``state``.
+doubles by reallocation when the new cells would not fit. Positions come back only for
+``forces``, ``cells``, ``elements`` and ``state``.
 """
 
 from __future__ import annotations
@@ -385,7 +385,8 @@ class CudaEngine(EpidermisEngine):
         spos = int(b["spos"].gpudata) + side * sorted_bytes
         snext = int(b["spos"].gpudata) + (1 - side) * sorted_bytes
         word = int(b["verlet"].gpudata)
-        rebuild, rebuild_next = word + 4 * side, word + 4 * (1 - side if stage else side)
+        rebuild = word + 4 * side
+        rebuild_next = word + 4 * (1 - side) if stage else rebuild     # stage 0 sets none
         stride = i32(E * cap)
         elements = ((E * n + 127) // 128, 1)
         L.append(self._launch("epi_intra", ((n + 31) // 32, 1), blk2,
