@@ -253,6 +253,7 @@ def steerables(cfg: EpidermisConfig) -> tuple[Steerable, ...]:
     out += config_steerables(cfg.tissue, "tissue", live=False)
     return tuple(out)
 
+
 DEVICE_LIST_CAP = 16      # pair-list entries per element on the GPU (more: it scans the bins)
 
 

@@ -593,8 +593,7 @@ class CudaEngine(EpidermisEngine):
         return {"launches_per_step": self.launches_per_step, "graph_replays": self.repeat.replays,
                 "capacity": self.cap,
                 "grid": [g.get("nx"), g.get("ny"), g.get("nz")] if g else None,
-                "max_neighbour_cells": self.max_neighbours,
-                "pair_list_builds": self.pair_list()[0]}
+                "max_neighbour_cells": self.max_neighbours}
 
     def close(self) -> None:
         if not self.buf:
