@@ -21,7 +21,8 @@
 #ifndef NET_LANES
 #define NET_LANES 8           // threads per target neuron: 1, 2, 4, 8, 16 or 32
 #endif
-#define NET_ZPL ((NET_CHUNK + NET_LANES - 1) / NET_LANES)
+#define NET_PAIRS (NET_CHUNK / 2 + 1)   // Philox draws (step pairs) a chunk touches, at most
+#define NET_PPL ((NET_PAIRS + NET_LANES - 1) / NET_LANES)
 #define NET_NEVER (-(1 << 30))
 #define NET_PI 3.14159265358979323846
 
@@ -33,6 +34,160 @@ __constant__ float c_decay[4];    // exp(-dt / tau)
 __constant__ int c_delay[4];      // steps
 __constant__ float c_lif[4];      // c1, c2, i0, dt
 __constant__ double c_growth[6];  // epsilon, beta, rho, target_rate, max_radius, weight_scale
+
+// ---- the pieces of a chunk, shared by net_step (one launch per chunk) and net_run (many chunks
+// per launch)
+
+// Deliveries of one chunk to target i: lane `lane` of its NET_LANES threads walks slots lane,
+// lane + NET_LANES, ... of its ELL row; src[s] holds the source's index into `hist` (bit 31: the
+// source is inhibitory), hist[] the sources' spike histories before the chunk.
+__device__ __forceinline__ int net_deliver(
+    const int i, const int lane, const int me, const int len, const int n, const int step0,
+    const int nsteps, const unsigned int* __restrict__ src, const unsigned long long* hist,
+    const float* __restrict__ W, float* __restrict__ su, float* __restrict__ sr, int* __restrict__ slast,
+    float* aE, float* aI)
+{
+    const float dt = c_lif[3];
+    const unsigned int window = (1u << nsteps) - 1u;
+    int arrived = 0;
+    for (int k = lane; k < len; k += NET_LANES) {
+        const size_t s = (size_t)k * n + i;
+        const unsigned int p = src[s];
+        const int pin = (int)(p >> 31);
+        const int typ = (pin << 1) | me;
+        const int D = c_delay[typ];
+        const unsigned int bits = (unsigned int)(hist[p & 0x7fffffffu] >> (D - nsteps)) & window;
+        if (bits) {
+            arrived = 1;
+            const float w = W[s] * c_wscale[typ], U = c_U[typ], invD = c_invD[typ], invF = c_invF[typ];
+            float u = su[s], r = sr[s];
+            int last = slast[s];
+#pragma unroll
+            for (int t = 0; t < NET_CHUNK; ++t) {
+                if (t < nsteps && ((bits >> (nsteps - 1 - t)) & 1u)) {
+                    const int m = step0 + t;
+                    const float isi = (float)(m - last) * dt;
+                    r = 1.f + (r * (1.f - u) - 1.f) * __expf(-isi * invD);
+                    u = U + u * (1.f - U) * __expf(-isi * invF);
+                    const float jump = w * u * r;
+                    if (pin) aI[t] += jump; else aE[t] += jump;
+                    last = m;
+                }
+            }
+            su[s] = u; sr[s] = r; slast[s] = last;
+        }
+    }
+    return arrived;
+}
+
+__device__ __forceinline__ float net_normal(const uint32_t a, const uint32_t b)
+{
+    return sqrtf(-2.f * __logf(philox_uniform_f32(a))) * __cosf(6.2831853071795865f * philox_uniform_f32(b));
+}
+
+// Sum the lanes of each target (lane 0 gets it). All lanes of the warp call it.
+__device__ __forceinline__ void net_gather(const int arrived, float* aE, float* aI)
+{
+    if (__any_sync(0xffffffffu, arrived)) {
+#pragma unroll
+        for (int t = 0; t < NET_CHUNK; ++t) {
+#pragma unroll
+            for (int off = NET_LANES / 2; off > 0; off >>= 1) {
+                aE[t] += __shfl_down_sync(0xffffffffu, aE[t], off, NET_LANES);
+                aI[t] += __shfl_down_sync(0xffffffffu, aI[t], off, NET_LANES);
+            }
+        }
+    }
+}
+
+// The chunk's normals of neuron i: step m's comes from Philox draw m >> 1 (words x, y for an
+// even m, z, w for an odd one), so lane l makes both normals of the chunk's pairs l,
+// l + NET_LANES, ...; every lane gets all of them in z. All lanes of the warp call it.
+__device__ __forceinline__ void net_noise(const bool valid, const int i, const int lane, const int step0,
+                                          const int nsteps, const unsigned long long seed, float* z)
+{
+    const int p0 = step0 >> 1;
+    const int pairs = ((step0 + nsteps - 1) >> 1) - p0 + 1;
+    float ze[NET_PPL], zo[NET_PPL];
+#pragma unroll
+    for (int q = 0; q < NET_PPL; ++q) {
+        const int k = lane + q * NET_LANES;
+        ze[q] = 0.f;
+        zo[q] = 0.f;
+        if (valid && k < pairs) {
+            const philox_u4 wd = philox_draw(seed, (uint64_t)i, (uint64_t)(p0 + k));
+            ze[q] = net_normal(wd.x, wd.y);
+            zo[q] = net_normal(wd.z, wd.w);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NET_CHUNK; ++t) {
+        const int m = step0 + t, k = (m >> 1) - p0;
+        float mine = 0.f;                   // this lane's value for pair slot k / NET_LANES
+#pragma unroll
+        for (int q = 0; q < NET_PPL; ++q)
+            if (NET_PPL == 1 || q == k / NET_LANES) mine = (m & 1) ? zo[q] : ze[q];
+        z[t] = __shfl_sync(0xffffffffu, mine, k % NET_LANES, NET_LANES);
+    }
+}
+
+// A neuron's state and constants, in registers while it steps.
+struct NetNeuron {
+    float v, ge, gi, th, vr, sig, dE, dI;
+    int ref, tr;
+    unsigned int spikes;                // spikes since the load
+};
+
+__device__ __forceinline__ NetNeuron net_load(
+    const int i, const int me, const float* __restrict__ V, const int* __restrict__ refrac,
+    const float* __restrict__ gE, const float* __restrict__ gI, const float* __restrict__ vth,
+    const float* __restrict__ vreset, const float* __restrict__ inoise, const int* __restrict__ tref)
+{
+    NetNeuron s;
+    s.v = V[i]; s.ge = gE[i]; s.gi = gI[i]; s.ref = refrac[i];
+    s.th = vth[i]; s.vr = vreset[i]; s.sig = inoise[i]; s.tr = tref[i];
+    s.dE = c_decay[me]; s.dI = c_decay[2 + me];
+    s.spikes = 0u;
+    return s;
+}
+
+__device__ __forceinline__ void net_store(const int i, const NetNeuron& s, float* __restrict__ V,
+    int* __restrict__ refrac, float* __restrict__ gE, float* __restrict__ gI, unsigned int* __restrict__ counts)
+{
+    V[i] = s.v; gE[i] = s.ge; gI[i] = s.gi; refrac[i] = s.ref;
+    if (s.spikes) counts[i] += s.spikes;
+}
+
+// Neuron i over nsteps steps (lane 0 only): returns the new spike bits (bit nsteps-1-t: a spike
+// at step t). A spike is recorded at out[atomicAdd(count, 1)] while the slot is below capacity.
+__device__ __forceinline__ unsigned int net_integrate(
+    NetNeuron& s, const int i, const int step0, const int nsteps, const float* z, const float* aE,
+    const float* aI, unsigned int* count, unsigned long long* __restrict__ out, const unsigned int capacity)
+{
+    const float c1 = c_lif[0], c2 = c_lif[1], i0 = c_lif[2];
+    unsigned int newbits = 0u;
+#pragma unroll
+    for (int t = 0; t < NET_CHUNK; ++t) {
+        if (t < nsteps) {
+            const int m = step0 + t;
+            if (s.ref > 0) {
+                --s.ref;
+            } else if (s.v >= s.th) {
+                newbits |= 1u << (nsteps - 1 - t);
+                ++s.spikes;
+                s.ref = s.tr;
+                s.v = s.vr;
+                const unsigned int slot = atomicAdd(count, 1u);
+                if (slot < capacity) out[slot] = ((unsigned long long)(unsigned int)m << 32) | (unsigned int)i;
+            } else {
+                s.v = c1 * s.v + c2 * (s.ge + s.gi + i0 + s.sig * z[t]);
+            }
+            s.ge = s.ge * s.dE + aE[t];
+            s.gi = s.gi * s.dI + aI[t];
+        }
+    }
+    return newbits;
+}
 
 // step_offset: the chunk's first step counted from *step_base (the device-side step counter a
 // captured graph of chunks advances with net_base; the host sets it before each run of chunks).
@@ -55,105 +210,177 @@ extern "C" __global__ void net_step(
     const int lane = g % NET_LANES;
     const bool valid = i < n;
     const int me = valid ? inh[i] : 0;
-    float aE[NET_CHUNK], aI[NET_CHUNK];
+    float aE[NET_CHUNK], aI[NET_CHUNK], z[NET_CHUNK];
 #pragma unroll
     for (int t = 0; t < NET_CHUNK; ++t) { aE[t] = 0.f; aI[t] = 0.f; }
-    const float dt = c_lif[3];
-    const unsigned int window = (1u << nsteps) - 1u;
+    const int arrived = net_deliver(i, lane, me, valid ? rowlen[i] : 0, n, step0, nsteps, pre, hist_in,
+                                    W, su, sr, slast, aE, aI);
+    net_gather(arrived, aE, aI);
+    net_noise(valid, i, lane, step0, nsteps, seed, z);
+    if (!valid || lane != 0) return;
+    NetNeuron s = net_load(i, me, V, refrac, gE, gI, vth, vreset, inoise, tref);
+    const unsigned int newbits = net_integrate(s, i, step0, nsteps, z, aE, aI, nspikes, spikes, capacity);
+    net_store(i, s, V, refrac, gE, gI, counts);
+    hist_out[i] = (hist_in[i] << nsteps) | newbits;
+}
 
-    // ---- deliveries of this chunk: sources that spiked delay steps before each step
+// ---- many chunks per launch (cultures whose neurons fit one block per multiprocessor)
+//
+// Block b owns a tile of tile_w x tile_h neurons (NET_LANES threads each, held in one launch
+// of at most one block per multiprocessor, so every block is resident at once). Instead of a
+// launch boundary between chunks, each neuron publishes its chunk's spike bits in a tagged
+// word, pub[chunk % 2][i] = chunk << 32 | bits, and a block waits only for the words
+// of the neurons within `halo` rows and columns of its tile (every source of its neurons: a
+// synapse spans less than twice the largest radius), which it keeps as 64-step histories in
+// shared memory. Two slots suffice: a block can publish chunk c + 1 only after reading chunk
+// c of every neighbour, which each published only after reading the block's chunk c - 1, so
+// the slot it overwrites has been read. src holds each slot's source as an index into the
+// block's halo (net_local). Spikes go to the block's own segment of `spikes`
+// (block_capacity entries), counted in block_spikes[b]; net_compact gathers them.
+// status[0] becomes 1 if a wait outlasts NET_SPIN_LIMIT polls (a bug, or blocks of the launch
+// kept from running at once by another launch of net_run: the engine allows one at a time).
+#ifndef NET_SPIN_LIMIT
+#define NET_SPIN_LIMIT (1u << 26)
+#endif
+
+__device__ __forceinline__ unsigned long long net_load_word(const unsigned long long* p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void net_store_word(unsigned long long* p, const unsigned long long v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(1024) net_run(
+    const int n, const int width, const int height, const int tiles_x, const int tile_w,
+    const int tile_h, const int halo, const int chunk0, const int nchunks, const int step0,
+    const int last_steps, const unsigned long long seed,
+    float* __restrict__ V, int* __restrict__ refrac, float* __restrict__ gE, float* __restrict__ gI,
+    const float* __restrict__ vth, const float* __restrict__ vreset, const float* __restrict__ inoise,
+    const int* __restrict__ tref, const unsigned char* __restrict__ inh,
+    const unsigned long long* __restrict__ hist_in, unsigned long long* __restrict__ hist_out,
+    unsigned long long* __restrict__ pub, const int* __restrict__ rowlen, const unsigned int* __restrict__ src,
+    const float* __restrict__ W, float* __restrict__ su, float* __restrict__ sr, int* __restrict__ slast,
+    unsigned int* __restrict__ counts, unsigned long long* __restrict__ spikes,
+    unsigned int* __restrict__ block_spikes, const unsigned int block_capacity,
+    unsigned int* __restrict__ status)
+{
+    extern __shared__ unsigned long long shist[];      // the halo's histories, then its indices
+    int* const shalo = (int*)(shist + (tile_w + 2 * halo) * (tile_h + 2 * halo));
+    __shared__ unsigned int s_count, s_stop;
+    const int hw = tile_w + 2 * halo, hh = tile_h + 2 * halo;
+    const int x0 = (blockIdx.x % tiles_x) * tile_w, y0 = (blockIdx.x / tiles_x) * tile_h;
+    const int g = threadIdx.x / NET_LANES, lane = threadIdx.x % NET_LANES;
+    const int x = x0 + g % tile_w, y = y0 + g / tile_w;
+    const bool valid = g < tile_w * tile_h && x < width && y < height;
+    const int i = valid ? y * width + x : 0;
+    const int me = valid ? inh[i] : 0;
     const int len = valid ? rowlen[i] : 0;
-    int arrived = 0;
-    for (int k = lane; k < len; k += NET_LANES) {
+    const int own = (g / tile_w + halo) * hw + g % tile_w + halo;
+    unsigned long long* out = spikes + (size_t)blockIdx.x * block_capacity;
+    if (threadIdx.x == 0) { s_count = 0u; s_stop = 0u; }
+    NetNeuron s;                        // lane 0's neuron, in registers for the whole launch
+    if (valid && lane == 0) s = net_load(i, me, V, refrac, gE, gI, vth, vreset, inoise, tref);
+    for (int h = threadIdx.x; h < hw * hh; h += blockDim.x) {
+        const int xx = x0 - halo + h % hw, yy = y0 - halo + h / hw;
+        const bool inside = xx >= 0 && xx < width && yy >= 0 && yy < height;
+        shalo[h] = inside ? yy * width + xx : -1;
+        shist[h] = inside ? hist_in[yy * width + xx] : 0ull;
+    }
+    __syncthreads();
+    for (int q = 0; q < nchunks; ++q) {
+        const unsigned int chunk = (unsigned int)chunk0 + (unsigned int)q;
+        const int m0 = step0 + q * NET_CHUNK;
+        const int ns = q == nchunks - 1 ? last_steps : NET_CHUNK;
+        // The first word this thread waits for is asked for before the noise is drawn, which
+        // needs no neighbour: its latency and the neighbours' lag overlap the draws.
+        const unsigned long long* slot = pub + (size_t)((chunk - 1u) & 1u) * n;
+        const int first = (q > 0 && threadIdx.x < hw * hh) ? shalo[threadIdx.x] : -1;
+        unsigned long long w = first >= 0 ? net_load_word(slot + first) : 0ull;
+        float aE[NET_CHUNK], aI[NET_CHUNK], z[NET_CHUNK];
+        net_noise(valid, i, lane, m0, ns, seed, z);
+        if (q > 0) {                    // the neighbours' bits of the chunk before (always full)
+            const unsigned int tag = chunk - 1u;
+            for (int h = threadIdx.x; h < hw * hh; h += blockDim.x) {
+                const int j = shalo[h];
+                if (j < 0) continue;
+                const unsigned long long* p = slot + j;
+                if (h != threadIdx.x) w = net_load_word(p);
+                unsigned int polls = 0u;
+                while ((unsigned int)(w >> 32) != tag) {
+                    if ((++polls & 1023u) == 0u && (polls > NET_SPIN_LIMIT || *(volatile unsigned int*)status)) {
+                        atomicExch(status, 1u);
+                        s_stop = 1u;
+                        break;
+                    }
+                    w = net_load_word(p);
+                }
+                shist[h] = (shist[h] << NET_CHUNK) | (w & 0xffffffffull);
+            }
+            __syncthreads();
+            if (s_stop) return;         // read after the barrier: every thread of the block agrees
+        }
+#pragma unroll
+        for (int t = 0; t < NET_CHUNK; ++t) { aE[t] = 0.f; aI[t] = 0.f; }
+        const int arrived = net_deliver(i, lane, me, len, n, m0, ns, src, shist, W, su, sr, slast, aE, aI);
+        net_gather(arrived, aE, aI);
+        if (valid && lane == 0) {
+            const unsigned int newbits = net_integrate(s, i, m0, ns, z, aE, aI, &s_count, out, block_capacity);
+            if (q == nchunks - 1) {
+                hist_out[i] = (shist[own] << ns) | newbits;
+                net_store(i, s, V, refrac, gE, gI, counts);
+            }
+            else net_store_word(pub + (size_t)(chunk & 1u) * n + i, ((unsigned long long)chunk << 32) | newbits);
+        }
+        __syncthreads();                // shist is read by every lane before the next chunk writes it
+    }
+    if (threadIdx.x == 0) block_spikes[blockIdx.x] = s_count;
+}
+
+// Each slot's source as an index into its target's block halo (net_run's src); status[0] = 2 if
+// a source lies outside the halo (the host's halo was too small: a bug).
+extern "C" __global__ void net_local(const int n, const int width, const int tile_w, const int tile_h,
+                                     const int halo, const int slots, const int* __restrict__ rowlen,
+                                     const unsigned int* __restrict__ pre, unsigned int* __restrict__ src,
+                                     unsigned int* __restrict__ status)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int x = i % width, y = i / width;
+    const int hx0 = x / tile_w * tile_w - halo, hy0 = y / tile_h * tile_h - halo;
+    const int hw = tile_w + 2 * halo, hh = tile_h + 2 * halo;
+    const int len = rowlen[i];
+    for (int k = 0; k < slots; ++k) {
         const size_t s = (size_t)k * n + i;
+        if (k >= len) { src[s] = 0u; continue; }
         const unsigned int p = pre[s];
         const int j = (int)(p & 0x7fffffffu);
-        const int pin = (int)(p >> 31);
-        const int typ = (pin << 1) | me;
-        const int D = c_delay[typ];
-        const unsigned int bits = (unsigned int)(hist_in[j] >> (D - nsteps)) & window;
-        if (bits) {
-            arrived = 1;
-            const float w = W[s] * c_wscale[typ], U = c_U[typ], invD = c_invD[typ], invF = c_invF[typ];
-            float u = su[s], r = sr[s];
-            int last = slast[s];
-#pragma unroll
-            for (int t = 0; t < NET_CHUNK; ++t) {
-                if (t < nsteps && ((bits >> (nsteps - 1 - t)) & 1u)) {
-                    const int m = step0 + t;
-                    const float isi = (float)(m - last) * dt;
-                    r = 1.f + (r * (1.f - u) - 1.f) * __expf(-isi * invD);
-                    u = U + u * (1.f - U) * __expf(-isi * invF);
-                    const float jump = w * u * r;
-                    if (pin) aI[t] += jump; else aE[t] += jump;
-                    last = m;
-                }
-            }
-            su[s] = u; sr[s] = r; slast[s] = last;
-        }
+        const int hx = j % width - hx0, hy = j / width - hy0;
+        if (hx < 0 || hx >= hw || hy < 0 || hy >= hh) { atomicExch(status, 2u); src[s] = 0u; continue; }
+        src[s] = (unsigned int)(hy * hw + hx) | (p & 0x80000000u);
     }
-    if (__any_sync(0xffffffffu, arrived)) {        // sum the lanes of each target (lane 0 gets it)
-#pragma unroll
-        for (int t = 0; t < NET_CHUNK; ++t) {
-#pragma unroll
-            for (int off = NET_LANES / 2; off > 0; off >>= 1) {
-                aE[t] += __shfl_down_sync(0xffffffffu, aE[t], off, NET_LANES);
-                aI[t] += __shfl_down_sync(0xffffffffu, aI[t], off, NET_LANES);
-            }
-        }
-    }
+}
 
-    // ---- noise: lane l draws the normals of steps l, l + NET_LANES, ...
-    float zl[NET_ZPL];
-#pragma unroll
-    for (int q = 0; q < NET_ZPL; ++q) {
-        const int t = lane + q * NET_LANES;
-        zl[q] = 0.f;
-        if (valid && t < nsteps) {
-            const int m = step0 + t;
-            const philox_u4 wd = philox_draw(seed, (uint64_t)i, (uint64_t)(m >> 1));
-            const uint32_t a = (m & 1) ? wd.z : wd.x, b = (m & 1) ? wd.w : wd.y;
-            zl[q] = sqrtf(-2.f * __logf(philox_uniform_f32(a)))
-                  * __cosf(6.2831853071795865f * philox_uniform_f32(b));
-        }
+// The blocks' spike segments of net_run gathered into one array (block order), and the total.
+extern "C" __global__ void net_compact(const int blocks, const unsigned int block_capacity,
+                                       const unsigned int* __restrict__ block_spikes,
+                                       const unsigned long long* __restrict__ segments,
+                                       unsigned long long* __restrict__ spikes, unsigned int* __restrict__ nspikes)
+{
+    unsigned int offset = 0u;
+    for (int b = 0; b < (int)blockIdx.x; ++b) offset += min(block_spikes[b], block_capacity);
+    const unsigned int count = min(block_spikes[blockIdx.x], block_capacity);
+    for (unsigned int k = threadIdx.x; k < count; k += blockDim.x)
+        spikes[offset + k] = segments[(size_t)blockIdx.x * block_capacity + k];
+    if (blockIdx.x == blocks - 1 && threadIdx.x == 0) {
+        unsigned int total = offset + count, over = 0u;
+        for (int b = 0; b < blocks; ++b) over |= block_spikes[b] > block_capacity;
+        *nspikes = over ? 0xffffffffu : total;
     }
-    float z[NET_CHUNK];
-#pragma unroll
-    for (int t = 0; t < NET_CHUNK; ++t)
-        z[t] = __shfl_sync(0xffffffffu, zl[t / NET_LANES], t % NET_LANES, NET_LANES);
-    if (!valid || lane != 0) return;
-
-    // ---- the neuron, nsteps steps
-    const float c1 = c_lif[0], c2 = c_lif[1], i0 = c_lif[2];
-    const float dE = c_decay[me], dI = c_decay[2 + me];
-    const float th = vth[i], vr = vreset[i], sig = inoise[i];
-    const int tr = tref[i];
-    float v = V[i], ge = gE[i], gi = gI[i];
-    int ref = refrac[i];
-    unsigned int newbits = 0u, cnt = 0u;
-#pragma unroll
-    for (int t = 0; t < NET_CHUNK; ++t) {
-        if (t < nsteps) {
-            const int m = step0 + t;
-            if (ref > 0) {
-                --ref;
-            } else if (v >= th) {
-                newbits |= 1u << (nsteps - 1 - t);
-                ++cnt;
-                ref = tr;
-                v = vr;
-                const unsigned int slot = atomicAdd(nspikes, 1u);
-                if (slot < capacity) spikes[slot] = ((unsigned long long)(unsigned int)m << 32) | (unsigned int)i;
-            } else {
-                v = c1 * v + c2 * (ge + gi + i0 + sig * z[t]);
-            }
-            ge = ge * dE + aE[t];
-            gi = gi * dI + aI[t];
-        }
-    }
-    V[i] = v; gE[i] = ge; gI[i] = gi; refrac[i] = ref;
-    hist_out[i] = (hist_in[i] << nsteps) | newbits;
-    if (cnt) counts[i] += cnt;
 }
 
 // ---------------------------------------------------------------------------------------------

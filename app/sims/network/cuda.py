@@ -13,6 +13,10 @@ ELL arrays) and the rates for the epoch summary.
 
 from __future__ import annotations
 
+import math
+import threading
+from dataclasses import dataclass
+
 import numpy as np
 
 from app.compute.graphs import CapturedGraph
@@ -27,12 +31,66 @@ LANES = 8                           # threads per target neuron in net_step
 MAX_SPIKE_BUFFER = 1 << 26          # entries (8 bytes each)
 READBACK_STEPS = 9999               # spikes are copied back at least this often
 GRAPH_CHUNKS = 64                   # chunks per captured graph (even: the parity comes back)
+RUN_MAX_THREADS = 1024             # net_run: one block of a tile's neurons x LANES threads
+RUN_MAX_SHARED = 48 * 1024          # bytes of halo histories a block may keep
+# One net_run in flight per process: its blocks wait for each other, so two launches sharing
+# the multiprocessors could each hold part of their blocks and wait forever.
+RUN_LOCK = threading.Lock()
 SYN_FIELDS = ("pre", "W", "u", "r", "last")
 SYN_DTYPES = {"pre": np.uint32, "W": np.float32, "u": np.float32, "r": np.float32, "last": np.int32}
 
 
 def kernel_source() -> str:
     return read_kernel("network.cu")
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """net_run's blocks: tiles of ``tile_w`` x ``tile_h`` neurons, ``tiles_x`` across, each
+    reading the histories of the neurons within ``halo`` columns and rows of its tile."""
+
+    tile_w: int
+    tile_h: int
+    tiles_x: int
+    blocks: int
+    halo: int
+
+    @property
+    def threads(self) -> int:
+        return -(-self.tile_w * self.tile_h * LANES // 32) * 32
+
+    @property
+    def shared_bytes(self) -> int:
+        """The halo's spike histories (8 B a neuron) and culture indices (4 B)."""
+        return (self.tile_w + 2 * self.halo) * (self.tile_h + 2 * self.halo) * 12
+
+
+def tile_plan(width: int, height: int, max_radius: float, multiprocessors: int) -> TilePlan | None:
+    """Tiles for net_run: at most one block per multiprocessor (all resident at once), the
+    smallest tile that allows, its halo the longest synapse along a row or column (the disks
+    of a pair overlap when their centres are closer than the sum of the radii, at most twice
+    the largest); None when the culture does not fit (net_step then runs it chunk by chunk)."""
+    halo = max(1, math.ceil(2.0 * max_radius) - 1)
+    best = None
+    for tile_w in range(1, width + 1):
+        for tile_h in range(1, height + 1):
+            if tile_w * tile_h * LANES > RUN_MAX_THREADS:
+                break
+            tiles_x = -(-width // tile_w)
+            blocks = tiles_x * -(-height // tile_h)
+            plan = TilePlan(tile_w, tile_h, tiles_x, blocks, halo)
+            if blocks > multiprocessors or plan.shared_bytes > RUN_MAX_SHARED:
+                continue
+            key = (tile_w * tile_h, plan.shared_bytes)
+            if best is None or key < best[0]:
+                best = (key, plan)
+    return best[1] if best else None
+
+
+def unpack_spikes(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The kernels' spike words (step << 32 | neuron) as (steps, neurons), int64."""
+    halves = packed.view(np.uint32).reshape(-1, 2)      # little-endian: [neuron, step]
+    return halves[:, 1].astype(np.int64), halves[:, 0].astype(np.int64)
 
 
 class CudaEngine(NetworkEngine):
@@ -79,6 +137,20 @@ class CudaEngine(NetworkEngine):
         self.spikes = ga.empty(self.capacity, np.uint64)
         self.nspikes = ga.zeros(1, np.uint32)
         self.step_base = ga.zeros(1, np.int32)     # the step net_step's offsets count from
+        self.pub = ga.empty(2 * n, np.uint64)      # net_run's tagged spike words
+        self.pub.fill(np.uint64(0xFFFFFFFFFFFFFFFF))
+        self.run_words = ga.zeros(3, np.uint32)    # net_run's status, net_compact's totals (2 buffers)
+        self.copy_stream = cuda.Stream()
+        self.spike_buffers: list = [self.spikes]
+        self.host_words = self.host_spikes = None
+        self.chunks_run = 0                        # net_run's chunk counter: the words' tags
+        self.multiprocessors = cuda.Context.get_device().get_attribute(
+            cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        self.plan: TilePlan | None = None
+        self.src = ga.empty(1, np.uint32)
+        self.segments = ga.empty(1, np.uint64)
+        self.block_spikes = ga.empty(1, np.uint32)
+        self.block_capacity = 0
         self._graphs: dict[int, CapturedGraph] = {}
         self.graph_replays = 0
         self.stream = cuda.Stream()
@@ -94,6 +166,12 @@ class CudaEngine(NetworkEngine):
         self._count_fn.prepare("iiiPPPP")
         self._build_fn = self.module.get_function("net_build")
         self._build_fn.prepare("iiiPPP" + "P" * 5 + "P" * 6)
+        self._local_fn = self.module.get_function("net_local")
+        self._local_fn.prepare("iiiiiiPPPP")
+        self._compact_fn = self.module.get_function("net_compact")
+        self._compact_fn.prepare("iIPPPP")
+        self._run_fn = self.module.get_function("net_run")
+        self._run_fn.prepare("i" * 11 + "Q" + "P" * 21 + "IP")
         self._connect()
         self._make_launchers()
 
@@ -187,42 +265,152 @@ class CudaEngine(NetworkEngine):
             new["u"].gpudata, new["r"].gpudata, new["last"].gpudata)
         self.cur = nxt
         self.n_synapses, self.max_in = total, max_in
+        self._plan_tiles()
+
+    def _plan_tiles(self) -> None:
+        """net_run's tiles for the new rows (None: the culture runs chunk by chunk), each slot's
+        source as an index into its block's halo, and the blocks' spike segments."""
+        rmax = float(self.rmax.get().view(np.float64)[0])
+        self.plan = tile_plan(self.c.width, self.c.height, rmax, self.multiprocessors)
+        if self.plan is None:
+            return
+        p, slots = self.plan, self._slots(self.cur)
+        if self.src.size < slots * self.n:
+            self.src.gpudata.free()
+            self.src = self.ga.empty(slots * self.n, np.uint32)
+        self.run_words.fill(0)
+        self._local_fn.prepared_async_call(
+            self.grid, (BLOCK, 1, 1), self.stream, np.int32(self.n), np.int32(self.c.width),
+            np.int32(p.tile_w), np.int32(p.tile_h), np.int32(p.halo), np.int32(slots),
+            self.rowlen[self.cur].gpudata, self.syn[self.cur]["pre"].gpudata, self.src.gpudata,
+            self.run_words.gpudata)
+        self._check_run()
+        gap = int(self.c.trefract.min()) + 1
+        self.block_capacity = p.tile_w * p.tile_h * (-(-self.sub_steps // gap) + 1)
+        size = p.blocks * self.block_capacity
+        if self.segments.size < size:
+            self.segments.gpudata.free()
+            self.segments = self.ga.empty(size, np.uint64)
+        if self.block_spikes.size < p.blocks:
+            self.block_spikes.gpudata.free()
+            self.block_spikes = self.ga.empty(p.blocks, np.uint32)
+        if self.host_spikes is None:            # page-locked: copied while the next launch runs
+            self.host_words = self.cuda.pagelocked_empty(3, np.uint32)
+            self.host_spikes = self.cuda.pagelocked_empty(self.capacity, np.uint64)
+            self.spike_buffers.append(self.ga.empty(self.capacity, np.uint64))
+
+    def _check_run(self) -> None:
+        """Wait for the stream; raise on net_run's or net_local's status."""
+        self.stream.synchronize()
+        status = int(self.run_words.get()[0])
+        if status:
+            raise RuntimeError({1: "net_run: a block waited past its limit for its neighbours' spikes (a bug)",
+                                2: "net_run: a synapse reaches beyond its block's halo (a bug)"}.get(
+                                    status, f"net_run: status {status}"))
 
     # ---- stepping -----------------------------------------------------------------------
     def advance(self, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
-        out = []
-        done = 0
-        while done < nsteps:
-            part = min(nsteps - done, self.sub_steps)
-            end = self.step + part
-            m = self.step
-            self._set_base(m)
-            span = GRAPH_CHUNKS * self.chunk
-            while end - m >= span:            # each replay advances the device's counter by span
-                self._graph(self.parity).launch()
-                m += span
-                self.launches += GRAPH_CHUNKS
-                self.graph_replays += 1
-            base = m                          # the device's counter now
-            while m < end:
-                ns = min(self.chunk, end - m)
-                self.launchers[self.parity](a1=m - base, a2=ns)
-                self.parity ^= 1
-                m += ns
-                self.launches += 1
-            self.step = end
-            done += part
-            self.stream.synchronize()
-            count = int(self.nspikes.get()[0])
-            if count > self.capacity:
-                raise RuntimeError("spike buffer overflow (a bug: the buffer bound was exceeded)")
-            if count:
-                out.append(self.spikes[:count].get())
-            self.nspikes.fill(0)
-        if not out:
+        parts = [self.sub_steps] * (nsteps // self.sub_steps)
+        if nsteps % self.sub_steps:
+            parts.append(nsteps % self.sub_steps)
+        if self.plan is not None:
+            pairs = self._run_tiles(parts)
+        else:
+            pairs = [unpack_spikes(self._run_chunks(part)) for part in parts]
+        if not pairs:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        packed = np.concatenate(out)       # in launch order; unsorted inside a chunk
-        return (packed >> np.uint64(32)).astype(np.int64), (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        # in launch order; unsorted inside a chunk (net_step) or a launch (net_run)
+        return np.concatenate([s for s, _ in pairs]), np.concatenate([i for _, i in pairs])
+
+    def _run_chunks(self, nsteps: int) -> np.ndarray:
+        """``nsteps`` steps (at most ``sub_steps``) of net_step launches; the packed spikes."""
+        end = self.step + nsteps
+        m = self.step
+        self._set_base(m)
+        span = GRAPH_CHUNKS * self.chunk
+        while end - m >= span:            # each replay advances the device's counter by span
+            self._graph(self.parity).launch()
+            m += span
+            self.launches += GRAPH_CHUNKS
+            self.graph_replays += 1
+        base = m                          # the device's counter now
+        while m < end:
+            ns = min(self.chunk, end - m)
+            self.launchers[self.parity](a1=m - base, a2=ns)
+            self.parity ^= 1
+            m += ns
+            self.launches += 1
+        self.step = end
+        self.stream.synchronize()
+        count = int(self.nspikes.get()[0])
+        if count > self.capacity:
+            raise RuntimeError("spike buffer overflow (a bug: the buffer bound was exceeded)")
+        spikes = self.spikes[:count].get() if count else np.zeros(0, np.uint64)
+        self.nspikes.fill(0)
+        return spikes
+
+    def _run_tiles(self, parts: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each part (at most ``sub_steps`` steps) in one launch of net_run; the spikes of each.
+        A part's spikes are copied back and unpacked while the next part runs."""
+        import pycuda.driver as cuda
+
+        out, pending = [], None
+        with RUN_LOCK:
+            for k, nsteps in enumerate(parts):
+                self._launch_tiles(nsteps, k % 2)
+                done = cuda.Event()
+                done.record(self.stream)
+                if pending is not None:
+                    out.append(self._collect(*pending))
+                pending = (k % 2, done)
+            if pending is not None:
+                out.append(self._collect(*pending))
+        return out
+
+    def _launch_tiles(self, nsteps: int, buf: int) -> None:
+        """Queue net_run over ``nsteps`` steps and net_compact into spike buffer ``buf``."""
+        p, syn = self.plan, self.syn[self.cur]
+        chunks = -(-nsteps // self.chunk)
+        last = nsteps - (chunks - 1) * self.chunk
+        self._run_fn.prepared_async_call(
+            (p.blocks, 1), (p.threads, 1, 1), self.stream,
+            np.int32(self.n), np.int32(self.c.width), np.int32(self.c.height), np.int32(p.tiles_x),
+            np.int32(p.tile_w), np.int32(p.tile_h), np.int32(p.halo), np.int32(self.chunks_run),
+            np.int32(chunks), np.int32(self.step), np.int32(last), np.uint64(self.seed),
+            self.V.gpudata, self.refrac.gpudata, self.gE.gpudata, self.gI.gpudata, self.vth.gpudata,
+            self.vreset.gpudata, self.inoise.gpudata, self.tref.gpudata, self.inh.gpudata,
+            self.hist[self.parity].gpudata, self.hist[1 - self.parity].gpudata, self.pub.gpudata,
+            self.rowlen[self.cur].gpudata, self.src.gpudata, syn["W"].gpudata, syn["u"].gpudata,
+            syn["r"].gpudata, syn["last"].gpudata, self.counts.gpudata, self.segments.gpudata,
+            self.block_spikes.gpudata, np.uint32(self.block_capacity), self.run_words.gpudata,
+            shared_size=p.shared_bytes)
+        self._compact_fn.prepared_async_call(
+            (p.blocks, 1), (256, 1, 1), self.stream, np.int32(p.blocks), np.uint32(self.block_capacity),
+            self.block_spikes.gpudata, self.segments.gpudata, self.spike_buffers[buf].gpudata,
+            np.intp(int(self.run_words.gpudata) + 4 * (1 + buf)))
+        self.parity ^= 1
+        self.chunks_run = (self.chunks_run + chunks) % (1 << 31)
+        self.step += nsteps
+        self.launches += 1
+
+    def _collect(self, buf: int, done) -> tuple[np.ndarray, np.ndarray]:
+        """Once the launch that filled spike buffer ``buf`` is ``done``: its spikes, copied on a
+        second stream (the next launch keeps running)."""
+        import pycuda.driver as cuda
+
+        done.synchronize()
+        cuda.memcpy_dtoh_async(self.host_words, self.run_words.gpudata, self.copy_stream)
+        self.copy_stream.synchronize()
+        status, count = int(self.host_words[0]), int(self.host_words[1 + buf])
+        if status:
+            self._check_run()
+        if count == 0xFFFFFFFF:
+            raise RuntimeError("spike buffer overflow (a bug: the buffer bound was exceeded)")
+        if not count:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        cuda.memcpy_dtoh_async(self.host_spikes[:count], self.spike_buffers[buf].gpudata, self.copy_stream)
+        self.copy_stream.synchronize()
+        return unpack_spikes(self.host_spikes[:count])
 
     # ---- growth -------------------------------------------------------------------------
     def grow(self, epoch_seconds: float) -> np.ndarray:
@@ -308,7 +496,8 @@ class CudaEngine(NetworkEngine):
         self._drop_graphs()
         bufs = [self.V, self.refrac, self.gE, self.gI, self.vth, self.vreset, self.inoise, self.tref,
                 self.inh, *self.hist, self.counts, self.radius_d, self.rate, self.rmax, self.totals,
-                *self.rowlen, self.spikes, self.nspikes, self.step_base]
+                *self.rowlen, self.spikes, self.nspikes, self.step_base, self.pub, self.run_words,
+                self.src, self.segments, self.block_spikes, *self.spike_buffers[1:]]
         bufs += [a for syn in self.syn for a in syn.values()]
         for buf in bufs:
             buf.gpudata.free()

@@ -36,7 +36,7 @@ def test_cpu_and_cuda_spike_trains_are_identical_for_two_seconds(radius):
     assert gpu.n_synapses == cpu.n_synapses
     a = cpu.advance(20000)
     b = ordered(gpu.advance(20000))
-    assert gpu.graph_replays > 0                      # most chunks ran from captured graphs
+    assert gpu.plan is not None                       # many chunks per launch (net_run)
     assert a[0].size > 20
     assert first_difference(a, b) == []
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
@@ -130,6 +130,7 @@ def test_graph_replays_equal_launches_one_by_one(monkeypatch):
     from app.sims.network import cuda as network_cuda
 
     cfg = config(culture={"width": 10, "height": 10})
+    monkeypatch.setattr(network_cuda, "tile_plan", lambda *args: None)      # chunk by chunk
     runs = []
     for chunks in (network_cuda.GRAPH_CHUNKS, 10**9):
         monkeypatch.setattr(network_cuda, "GRAPH_CHUNKS", chunks)
@@ -142,3 +143,37 @@ def test_graph_replays_equal_launches_one_by_one(monkeypatch):
     for a, b in zip(graph_spikes, plain_spikes):
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     assert np.array_equal(graph_v, plain_v)
+
+
+@pytest.mark.parametrize("width, height, radius, multiprocessors", [
+    (10, 10, 1.2, None),          # one neuron a block
+    (13, 11, 2.3, 12),            # 4 x 4 tiles, the last column and row of tiles part empty
+    (100, 100, 2.001, None),      # the benchmark's culture: 8 x 10 tiles
+])
+def test_tiled_runs_equal_chunk_launches(monkeypatch, width, height, radius, multiprocessors):
+    """net_run (many chunks per launch, neighbours waiting on each other's tagged words) and
+    net_step (a launch per chunk) do the same arithmetic in the same order: identical spikes
+    and state, across parts that end mid-chunk and a growth update that changes the rows."""
+    from app.sims.network import cuda as network_cuda
+
+    planner = network_cuda.tile_plan
+    cfg = config(culture={"width": width, "height": height})
+    runs = []
+    for tiled in (True, False):
+        if not tiled:
+            monkeypatch.setattr(network_cuda, "tile_plan", lambda *args: None)
+        elif multiprocessors:
+            monkeypatch.setattr(network_cuda, "tile_plan", lambda w, h, r, m: planner(w, h, r, multiprocessors))
+        gpu = engine(cfg, radius=radius, cls=CudaEngine)
+        assert (gpu.plan is not None) == tiled
+        parts = [ordered(gpu.advance(n)) for n in (7000, 13, 4000)]
+        gpu.grow(1.1)
+        parts.append(ordered(gpu.advance(3001)))
+        runs.append((parts, gpu.state()))
+        gpu.close()
+    (tiled_parts, tiled_state), (plain_parts, plain_state) = runs
+    assert sum(p[0].size for p in tiled_parts) > 20
+    for a, b in zip(tiled_parts, plain_parts):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    for key, value in plain_state.items():
+        assert np.array_equal(tiled_state[key], value), key
