@@ -203,5 +203,9 @@ def estimate_memory(cfg: NetworkConfig, backend: str):
             "population activity bins of one epoch": bins * 8 * 2}
     gpu = {}
     if backend == "cuda":
-        gpu = {"neurons": n * 40 * 8, "synapse rows": synapses * 48}
+        # a read-back's spikes (9,999 steps) are bounded by one per refractory period + 1 step;
+        # the engine keeps two such buffers and the blocks' segments
+        gap = 1 + round(min(cfg.neuron.Trefract_exc, cfg.neuron.Trefract_inh) / cfg.run.dt)
+        gpu = {"neurons": n * 40 * 8, "synapse rows": synapses * 52,
+               "spike read-back buffers": 3 * n * (-(-9999 // gap) + 1) * 8}
     return estimate(host, gpu, ("culture", "width"))
