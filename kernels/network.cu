@@ -1,14 +1,15 @@
 // Cultured network: LIF neurons, Tsodyks-Markram synapses, activity-dependent growth.
 // The model and step semantics are those of app/sims/network/model.py (the CPU reference).
 //
-// net_step advances every neuron NET_CHUNK (= the minimum synaptic delay) steps or fewer per
-// launch: no spike emitted inside a chunk can reach any neuron before the chunk ends, so
-// neurons need no exchange inside it. Spike propagation is a pull over an inverse map: the
-// NET_LANES threads of a target walk its incoming synapses (ELL layout, slot-major, sorted by
-// source) and read the sources' 64-step spike histories (hist_in, written by the previous
-// launch; the new histories go to hist_out), then sum their deliveries with warp shuffles.
-// Synapse state is owned by its target's threads, so the hot path has no atomics; only
-// recording a spike appends to a buffer with one atomicAdd.
+// Neurons advance by chunks of NET_CHUNK (= the minimum synaptic delay) steps or fewer: no
+// spike emitted inside a chunk can reach any neuron before the chunk ends, so neurons need no
+// exchange inside it. Spike propagation is a pull over an inverse map: the NET_LANES threads of
+// a target walk its incoming synapses (ELL layout, slot-major, sorted by source) and read the
+// sources' 64-step spike histories, then sum their deliveries with warp shuffles. Synapse state
+// is owned by its target's threads, so the hot path has no atomics; only recording a spike
+// appends to a buffer with one atomicAdd. net_step runs one chunk per launch (histories in
+// hist_in, the new ones to hist_out); net_run many chunks per launch, each block waiting only
+// for the neurons around its tile (below). Both use the same pieces, in the same order.
 //
 // Growth (once per epoch, on the GPU): net_grow (rate -> F -> G -> radius), net_count
 // (overlapping sources per target), net_build (new ELL rows, weights from the overlap area,

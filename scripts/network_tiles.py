@@ -5,10 +5,10 @@ launch per chunk (net_step), on the 100x100 culture at equilibrium (radius 2.001
 
 ``--lanes`` adds net_run with other thread counts per neuron; ``--ablate`` adds net_run with
 parts of a chunk removed (no synapses, no noise, no waiting for the neighbours, none of the
-three): the results are wrong, the times say what each part costs. Prints and writes (the
-common bench record, ``network-tiles.json`` in FOLDER) for each run the wall time of one
-9,999-step read-back (1,111 chunks), its GPU time from CUDA events and the microseconds per
-chunk."""
+three; the results are wrong, the times say what each part costs) and with a register
+budget of 102 instead of 64. Prints and writes (the common bench record, ``network-tiles.json``
+in FOLDER) for each run the wall time of one 9,999-step read-back (1,111 chunks), its GPU time
+from CUDA events and the microseconds per chunk."""
 
 from __future__ import annotations
 
@@ -25,19 +25,19 @@ from app.sims.network import cuda as network_cuda
 from app.sims.network.model import Constants, build_culture
 
 
-ABLATIONS = {
+VARIANTS = {
     "no-synapses": [("const int len = valid ? rowlen[i] : 0;", "const int len = 0;")],
     "no-noise": [("if (valid && k < pairs) {", "if (false) {")],
     "no-wait": [("while ((unsigned int)(w >> 32) != tag) {", "while (false) {")],
 }
-ABLATIONS["none-of-the-three"] = [edit for edits in ABLATIONS.values() for edit in edits]
+VARIANTS["none-of-the-three"] = [edit for edits in VARIANTS.values() for edit in edits]
 # not an ablation: a register budget of 102 per thread instead of 64 (blocks of at most 640)
-ABLATIONS["launch-bounds-640"] = [("__launch_bounds__(1024) net_run", "__launch_bounds__(640) net_run")]
+VARIANTS["launch-bounds-640"] = [("__launch_bounds__(1024) net_run", "__launch_bounds__(640) net_run")]
 
 
 def ablated_source(name: str) -> str:
     text = network_cuda.read_kernel("network.cu")
-    for old, new in ABLATIONS[name]:
+    for old, new in VARIANTS[name]:
         assert text.count(old) == 1, old
         text = text.replace(old, new)
     return text
@@ -88,13 +88,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench-results")
     ap.add_argument("--lanes", default="", help="also net_run with these lanes per neuron, e.g. 4,16")
-    ap.add_argument("--ablate", action="store_true", help="also net_run without parts of a chunk")
+    ap.add_argument("--ablate", action="store_true",
+                    help="also net_run without parts of a chunk, and with more registers")
     args = ap.parse_args()
     with backend_context("cuda"):
         rows = [measure(True), measure(False), measure(True)]
         rows += [measure(True, lanes=int(v)) for v in args.lanes.split(",") if v]
         if args.ablate:
-            rows += [measure(True, ablate=name) for name in ABLATIONS]
+            rows += [measure(True, ablate=name) for name in VARIANTS]
     print(json.dumps(rows, indent=1))
     print(save_bench("network-tiles", {"method": "scripts/network_tiles.py: the engine's advance() of one "
                                        "read-back, median of 10 after a warm-up", "rows": rows},

@@ -183,6 +183,9 @@ def steerables(cfg: NetworkConfig) -> tuple[Steerable, ...]:
               for name in ("U", "tau_rec", "tau_facil", "tau", "delay")))
 
 
+READBACK_STEPS = 9999               # the CUDA engine copies spikes back at least this often
+
+
 def estimate_memory(cfg: NetworkConfig, backend: str):
     """Host and GPU bytes: per-neuron state, and synapses at the largest radius growth can reach
     in this run (radii grow by at most rho per second: start_radius + rho x run length, capped
@@ -203,9 +206,9 @@ def estimate_memory(cfg: NetworkConfig, backend: str):
             "population activity bins of one epoch": bins * 8 * 2}
     gpu = {}
     if backend == "cuda":
-        # a read-back's spikes (9,999 steps) are bounded by one per refractory period + 1 step;
-        # the engine keeps two such buffers and the blocks' segments
+        # a read-back's spikes are bounded by one per refractory period + 1 step; the engine
+        # keeps two such buffers and the blocks' segments
         gap = 1 + round(min(cfg.neuron.Trefract_exc, cfg.neuron.Trefract_inh) / cfg.run.dt)
         gpu = {"neurons": n * 40 * 8, "synapse rows": synapses * 52,
-               "spike read-back buffers": 3 * n * (-(-9999 // gap) + 1) * 8}
+               "spike read-back buffers": 3 * n * (-(-READBACK_STEPS // gap) + 1) * 8}
     return estimate(host, gpu, ("culture", "width"))

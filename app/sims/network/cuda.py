@@ -1,14 +1,17 @@
 """The CUDA cultured-network engine (float32 state, float64 radii and areas).
 
-Per launch of ``net_step`` every neuron advances one chunk of ``min delay`` steps (9 at
-dt = 0.1 ms), so a simulated second takes ceil(10000/9) = 1112 chunks. Runs of
-``GRAPH_CHUNKS`` chunks are replayed from a captured CUDA graph (``app/compute/graphs.py``: one
-call instead of 64 launches from Python, which hold the GIL a GUI thread needs), the chunks
-counting their steps from a device-side counter the graph advances; the rest are launched
-one by one. Nothing waits for the GPU between chunks; spikes accumulate in a device buffer
-that is read once per ``run`` call (or per sub-run when the buffer bound requires it). The growth update runs in
-three kernels; the host only reads the synapse total and the largest in-degree (to size the
-ELL arrays) and the rates for the epoch summary.
+Every neuron advances by chunks of ``min delay`` steps (9 at dt = 0.1 ms), so a simulated
+second takes ceil(10000/9) = 1112 chunks. A culture whose neurons fit one block per
+multiprocessor (:func:`tile_plan`) runs up to a read-back's chunks in one launch of ``net_run``,
+each block waiting only for the neurons within reach of its tile; a read-back's spikes are
+copied and unpacked while the next launch runs. A larger culture runs one ``net_step`` launch
+per chunk, runs of ``GRAPH_CHUNKS`` of them replayed from a captured CUDA graph
+(``app/compute/graphs.py``: one call instead of 64 launches from Python, which hold the GIL a
+GUI thread needs), counting their steps from a device-side counter the graph advances. Nothing
+waits for the GPU between chunks; spikes accumulate in device buffers read once per
+``READBACK_STEPS`` steps at most. The growth update runs in three kernels; the host only reads
+the synapse total and the largest in-degree (to size the ELL arrays) and the rates for the
+epoch summary.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from app.compute.graphs import CapturedGraph
 from app.compute.kernels import load_module, read_kernel
 from app.compute.launch import PackedLaunch
+from app.sims.network.config import READBACK_STEPS
 from app.sims.network.engine import NetworkEngine
 from app.sims.network.model import Connectivity, Constants, Culture
 
@@ -29,13 +33,13 @@ BLOCK = 64
 STEP_BLOCK = 128
 LANES = 8                           # threads per target neuron in net_step
 MAX_SPIKE_BUFFER = 1 << 26          # entries (8 bytes each)
-READBACK_STEPS = 9999               # spikes are copied back at least this often
 GRAPH_CHUNKS = 64                   # chunks per captured graph (even: the parity comes back)
 RUN_MAX_THREADS = 1024             # net_run: one block of a tile's neurons x LANES threads
 RUN_MAX_SHARED = 48 * 1024          # bytes of halo histories a block may keep
 # One net_run in flight per process: its blocks wait for each other, so two launches sharing
 # the multiprocessors could each hold part of their blocks and wait forever.
 RUN_LOCK = threading.Lock()
+OVERFLOW = "spike buffer overflow (a bug: the buffer bound was exceeded)"
 SYN_FIELDS = ("pre", "W", "u", "r", "last")
 SYN_DTYPES = {"pre": np.uint32, "W": np.float32, "u": np.float32, "r": np.float32, "last": np.int32}
 
@@ -344,7 +348,7 @@ class CudaEngine(NetworkEngine):
         self.stream.synchronize()
         count = int(self.nspikes.get()[0])
         if count > self.capacity:
-            raise RuntimeError("spike buffer overflow (a bug: the buffer bound was exceeded)")
+            raise RuntimeError(OVERFLOW)
         spikes = self.spikes[:count].get() if count else np.zeros(0, np.uint64)
         self.nspikes.fill(0)
         return spikes
@@ -405,7 +409,7 @@ class CudaEngine(NetworkEngine):
         if status:
             self._check_run()
         if count == 0xFFFFFFFF:
-            raise RuntimeError("spike buffer overflow (a bug: the buffer bound was exceeded)")
+            raise RuntimeError(OVERFLOW)
         if not count:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         cuda.memcpy_dtoh_async(self.host_spikes[:count], self.spike_buffers[buf].gpudata, self.copy_stream)
