@@ -661,8 +661,10 @@ extern "C" __global__ void record(const real* __restrict__ Y,
 // cell model alone by n_sub substeps of dt (cell_substeps: the states in registers, read and
 // written once), and V alone by RKC1 super-steps (rkc_stage: one launch per stage, one pass
 // over the operator row touching V only). The host launches them in order (Strang: half a
-// super-step, the substeps, half a super-step); the split step's first kernel checks and
-// observes the state the last split step left (`observe_step` >= 0: its index; t its time, t_prev the one before).
+// super-step, the substeps, half a super-step; stage_cell_substeps does the first half's last
+// stage and the substeps in one pass when that half has two stages or more); the split step's
+// first kernel checks and observes the state the last split step left (`observe_step` >= 0:
+// its index; t its time, t_prev the one before).
 
 __device__ __forceinline__ void split_observe(int k, real v, int step, double t, double t_prev,
     real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci)
@@ -716,18 +718,25 @@ __device__ __forceinline__ void substep_update(real* y, real* kk, const real h)
     for (int q = 0; q < NS; ++q) y[q] = yn[q];
 }
 
-// The cell model alone over a split step: substep i at time (first_substep + i) * dt.
-extern "C" __global__ void STAGE_BOUNDS cell_substeps(real* YA, const unsigned* __restrict__ mask,
-    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,
-    int first_substep, int n_sub, int observe_step, double t, double t_prev)
+// Stage j of an RKC1 super-step of dV/dt = D sum_q w_q (V_nbr(q) - V) at node k: mu u1 + nu u2 +
+// mu_t_h L(u1) (u1, u2 the two stages before, vk = u1[k], u2k = u2[k]; mu_t_h = mu~_j times the
+// super-step's length). The combination in double, stored in the run's precision.
+__device__ __forceinline__ real rkc_value(const int k, const real* u1, const real vk, const real u2k,
+    const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w, const double mu, const double nu,
+    const double mu_t_h)
 {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ci[CI_DONE] || k >= NCELLS) return;
-    real y[NS];
+    double acc = 0;
 #pragma unroll
-    for (int q = 0; q < NS; ++q) y[q] = YA[q * NPAD + k];
+    for (int q = 0; q < KNB; ++q) acc += (double)row_weight(w, q * NPAD + k) * ((double)u1[neighbour(nbr, q, k)] - (double)vk);
+    return (real)(mu * (double)vk + nu * (double)u2k + mu_t_h * (c_solver[CS_D] * acc));
+}
+
+// The cell model alone over a split step at node k from states y: substep i at time
+// (first_substep + i) * dt; the states are written back once.
+__device__ __forceinline__ void cell_substeps_at(const int k, real* y, real* YA, const unsigned* __restrict__ mask,
+    const real* __restrict__ pfield, const int first_substep, const int n_sub)
+{
     const unsigned stim_mask = mask[k];
-    if (observe_step >= 0) split_observe(k, y[0], observe_step, t, t_prev, maps, cd, ci);
     const double dt = c_solver[CS_H];
     const real h = (real)dt;
     for (int i = 0; i < n_sub; ++i) {
@@ -745,10 +754,39 @@ extern "C" __global__ void STAGE_BOUNDS cell_substeps(real* YA, const unsigned* 
     for (int q = 0; q < NS; ++q) YA[q * NPAD + k] = y[q];
 }
 
-// Stage j of an RKC1 super-step of dV/dt = D sum_q w_q (V_nbr(q) - V): out = mu u1 + nu u2 +
-// mu_t_h L(u1) (u1, u2 the two stages before; mu_t_h = mu~_j times the super-step's length).
-// The combination in double, stored in the run's precision; out may be u2 (each cell reads its
-// own u2 only), never u1 (the neighbours' values).
+// The cell model alone over a split step (the split step's first kernel under Godunov).
+extern "C" __global__ void STAGE_BOUNDS cell_substeps(real* YA, const unsigned* __restrict__ mask,
+    real* __restrict__ maps, double* __restrict__ cd, int* __restrict__ ci, const real* __restrict__ pfield,
+    int first_substep, int n_sub, int observe_step, double t, double t_prev)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ci[CI_DONE] || k >= NCELLS) return;
+    real y[NS];
+#pragma unroll
+    for (int q = 0; q < NS; ++q) y[q] = YA[q * NPAD + k];
+    if (observe_step >= 0) split_observe(k, y[0], observe_step, t, t_prev, maps, cd, ci);
+    cell_substeps_at(k, y, YA, mask, pfield, first_substep, n_sub);
+}
+
+// The last stage of the diffusion super-step before the cell model (Strang's first half, of
+// two or more stages: u1 is a stage buffer, u2 V itself or the other buffer), then the cell
+// model over the split step: one pass over the states and V instead of two.
+extern "C" __global__ void STAGE_BOUNDS stage_cell_substeps(real* YA, const unsigned* __restrict__ mask,
+    const real* __restrict__ pfield, const real* u1, const real* u2,
+    const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w, int* __restrict__ ci,
+    double mu, double nu, double mu_t_h, int first_substep, int n_sub)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ci[CI_DONE] || k >= NCELLS) return;
+    real y[NS];
+    y[0] = rkc_value(k, u1, u1[k], u2[k], nbr, w, mu, nu, mu_t_h);
+#pragma unroll
+    for (int q = 1; q < NS; ++q) y[q] = YA[q * NPAD + k];
+    cell_substeps_at(k, y, YA, mask, pfield, first_substep, n_sub);
+}
+
+// Stage j of an RKC1 super-step (rkc_value) into out: out may be u2 (each cell reads its own
+// u2 only), never u1 (the neighbours' values).
 extern "C" __global__ void rkc_stage(const real* u1, const real* u2, real* out,
     const nbr_t* __restrict__ nbr, const weight_t* __restrict__ w, real* __restrict__ maps,
     double* __restrict__ cd, int* __restrict__ ci, double mu, double nu, double mu_t_h,
@@ -758,10 +796,7 @@ extern "C" __global__ void rkc_stage(const real* u1, const real* u2, real* out,
     if (ci[CI_DONE] || k >= NCELLS) return;
     const real vk = u1[k];
     if (observe_step >= 0) split_observe(k, vk, observe_step, t, t_prev, maps, cd, ci);
-    double acc = 0;
-#pragma unroll
-    for (int q = 0; q < KNB; ++q) acc += (double)row_weight(w, q * NPAD + k) * ((double)u1[neighbour(nbr, q, k)] - (double)vk);
-    out[k] = (real)(mu * (double)vk + nu * (double)u2[k] + mu_t_h * (c_solver[CS_D] * acc));
+    out[k] = rkc_value(k, u1, vk, u2[k], nbr, w, mu, nu, mu_t_h);
 }
 #endif
 #endif

@@ -6,14 +6,17 @@ run (a wave crossing the tissue), for each ``--min-blocks`` (the kernels' launch
 engine's node order and row format, int16 offsets where they fit; ``int32``: the file's order
 with int32 indices, the engine's fallback, forced for comparison) and each ``--lookup-steps`` (the table's spacing in
 mV, ``solver.lookup_step``) and each ``--tables`` (``on``: the bench's lookup tables, ``off``:
-the model evaluated directly); with ``--run-ms``, each variant's whole run from rest over that
-many ms as the bench times it (one mesh for all). Writes ``cardiac-mesh-kernels.json``.
+the model evaluated directly) and each ``--fuse`` (Strang: ``on``, the engine's, the first half
+super-step's last stage done by the cell kernel; ``off``, launched alone); with ``--run-ms``,
+each variant's whole run from rest over that many ms as the bench times it (one mesh for all).
+Writes ``cardiac-mesh-kernels.json``.
 
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --min-blocks none 6 8
     python scripts/cardiac/split_breakdown.py --split godunov --split-dt 0.2 --rows engine int32
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --lookup-steps 0.02 0.1 \
         --run-ms 100
     python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --tables on off --run-ms 100
+    python scripts/cardiac/split_breakdown.py --split strang --split-dt 0.2 --dt 0.04 --fuse on off --run-ms 100
 """
 import argparse
 import sys
@@ -76,6 +79,8 @@ def main() -> int:
                     help="lookup-table spacings (mV) to compare (default: the solver's)")
     ap.add_argument("--tables", nargs="+", default=["on"], choices=("on", "off"),
                     help="lookup tables on (the bench's) or off (the model evaluated directly)")
+    ap.add_argument("--fuse", nargs="+", default=["on"], choices=("on", "off"),
+                    help="Strang: the first half's last stage in the cell kernel (on, the engine's) or alone (off)")
     ap.add_argument("--run-ms", type=float, default=0.0, help="also time each variant's whole run over this many ms")
     ap.add_argument("--out", default="bench-results")
     args = ap.parse_args()
@@ -93,13 +98,15 @@ def main() -> int:
         result = {"nodes": len(points), "split": args.split, "split_dt_ms": args.split_dt, "dt_ms": args.dt,
                   "advance_ms": args.advance_ms, "variants": []}
         base = cfg
-        for bound, rows, step, tables in ((b, r, s, t) for b in args.min_blocks for r in args.rows
-                                          for s in args.lookup_steps for t in args.tables):
+        for bound, rows, step, tables, fuse in ((b, r, s, t, f) for b in args.min_blocks for r in args.rows
+                                                for s in args.lookup_steps for t in args.tables
+                                                for f in args.fuse):
+            cuda.FUSE_STAGE = fuse == "on"
             cuda.STAGE_MIN_BLOCKS = None if bound == "none" else int(bound)
             cuda.device_order = device_order if rows == "engine" else lambda nbr: NodeOrder.identity(len(nbr))
             cfg = base if step is None else replace(base, solver=replace(base.solver, lookup_step=step))
             cfg = replace(cfg, solver=replace(cfg.solver, lookup_tables=tables == "on"))
-            variant: dict = {"min_blocks": bound, "rows": rows, "tables": tables,
+            variant: dict = {"min_blocks": bound, "rows": rows, "tables": tables, "fuse": fuse,
                              "lookup_step_mV": cfg.solver.lookup_step if tables == "on" else None}
             for label, advance in (("at_rest", 0.0), ("mid_wave", args.advance_ms)):
                 sim = CardiacSimulation(cfg, "cuda")         # a fresh run each: the timing repeats kernels
@@ -107,7 +114,9 @@ def main() -> int:
                 if advance:
                     engine.advance_time(advance)
                 variant.update(substeps=engine.p.substeps, cell_substeps=kernel_row(engine._cells),
-                               rkc_stage=kernel_row(engine._rkc), row_bytes_per_slot=engine.row_bytes_per_slot)
+                               rkc_stage=kernel_row(engine._rkc),
+                               stage_cell_substeps=kernel_row(engine._stage_cells),
+                               row_bytes_per_slot=engine.row_bytes_per_slot)
                 variant[label] = breakdown(engine, len(points))
                 print(bound, label, variant, flush=True)
                 sim.close()
@@ -118,7 +127,7 @@ def main() -> int:
                                   "real_time_factor": args.run_ms / (summary["wall_seconds"] * 1e3)}
                 print(bound, "run", variant["run"], flush=True)
             result["variants"].append(variant)
-        cuda.STAGE_MIN_BLOCKS, cuda.device_order = None, device_order
+        cuda.STAGE_MIN_BLOCKS, cuda.device_order, cuda.FUSE_STAGE = None, device_order, True
     print(result)
     print(f"wrote {save_bench('cardiac-mesh-kernels', result, Path(args.out))}")
     return 0

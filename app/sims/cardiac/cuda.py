@@ -40,6 +40,8 @@ CHUNK_FUSED = 4000          # steps per launch of ``steps_one_block`` (its recor
 FUSED_MAX_CELLS = BLOCK     # adaptive runs of at most this many cells step in one block (0: never)
 H_CAP = 1 << 20
 STAGE_MIN_BLOCKS: int | None = None   # override of stage_min_blocks() (scripts/cardiac/gpu_tuning.py)
+# Strang splitting: the cell kernel does the first half super-step's last stage (stage_cell_substeps)
+FUSE_STAGE = True
 
 
 def _arr(values) -> str:
@@ -251,6 +253,9 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._cells.prepare("PPPPPPiiidd")
             self._rkc = self.module.get_function("rkc_stage")
             self._rkc.prepare("PPPPPPPPdddidd")
+            self._stage_cells = self.module.get_function("stage_cell_substeps")
+            self._stage_cells.prepare("PPPPPPPPdddii")
+            self.fuse_stage = FUSE_STAGE
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
         self._to_file_order = self.module.get_function("to_file_order")
@@ -439,32 +444,46 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
 
     def _launch_split_step(self) -> None:
         """One split step (:mod:`.splitting`, as ``CpuTissue._split_step``): the substeps and the
-        diffusion super-step (Strang: half of it on each side); its first kernel checks and
-        observes the state the last one left. A due state is recorded at once (``record``)."""
+        diffusion super-step (Strang: half of it on each side, the first half's last stage done
+        by the cell kernel when it has several); its first kernel checks and observes the state
+        the last one left. A due state is recorded at once (``record``)."""
         step, split_dt, k = self.steps_accepted, self.p.cfg.solver.split_dt, self.p.substeps
         observe = (step, step * split_dt, (step - 1) * split_dt if step else 0.0)
-        if self.p.cfg.solver.split == "strang":
-            observe = self._diffuse(0.5, observe)
-        self._cells.prepared_async_call(
-            self._grid, (BLOCK, 1, 1), self.stream, self.YA.gpudata, self.mask.gpudata, self.maps.gpudata,
-            self.cd.gpudata, self.ci.gpudata, self.pfield.gpudata, np.int32(step * k), np.int32(k),
-            np.int32(observe[0]), np.float64(observe[1]), np.float64(observe[2]))
-        self._diffuse(0.5 if self.p.cfg.solver.split == "strang" else 1.0, (-1, 0.0, 0.0))
+        strang = self.p.cfg.solver.split == "strang"
+        last = None
+        if strang:
+            observe, last = self._diffuse(0.5, observe, leave_last=self.fuse_stage)
+        if last is not None:
+            u1, u2, (mu, nu, mu_t_h) = last
+            self._stage_cells.prepared_async_call(
+                self._grid, (BLOCK, 1, 1), self.stream, self.YA.gpudata, self.mask.gpudata,
+                self.pfield.gpudata, u1, u2, self.nbr.gpudata, self.w.gpudata, self.ci.gpudata,
+                np.float64(mu), np.float64(nu), np.float64(mu_t_h), np.int32(step * k), np.int32(k))
+        else:
+            self._cells.prepared_async_call(
+                self._grid, (BLOCK, 1, 1), self.stream, self.YA.gpudata, self.mask.gpudata, self.maps.gpudata,
+                self.cd.gpudata, self.ci.gpudata, self.pfield.gpudata, np.int32(step * k), np.int32(k),
+                np.int32(observe[0]), np.float64(observe[1]), np.float64(observe[2]))
+        self._diffuse(0.5 if strang else 1.0, (-1, 0.0, 0.0))
         self._count_fixed_step()
         self._flush_record()
 
-    def _diffuse(self, fraction: float, observe: tuple[int, float, float]) -> tuple[int, float, float]:
+    def _diffuse(self, fraction: float, observe: tuple[int, float, float], leave_last: bool = False):
         """Launch the RKC1 super-step over ``fraction`` of the split step on V (row 0 of YA):
         stage j reads the two before (V itself for the first two), the last writes V back in
         place (one stage: through a buffer). Its first stage does the ``observe`` (step index,
-        or -1, t, t_prev) of the split step's first kernel; returns what is left to observe."""
+        or -1, t, t_prev) of the split step's first kernel. Returns what is left to observe and,
+        with ``leave_last`` and two stages or more, the last stage not launched (its u1 and u2
+        buffers and coefficients, for :meth:`_launch_split_step`'s cell kernel); else None."""
         plan = self._rkc_plan.get(fraction)
         if not plan:
-            return observe
+            return observe, None
         v = self.YA.gpudata
         before, last = v, v
         for j, (mu, nu, mu_t_h) in enumerate(plan, 1):
             in_place = j == len(plan) and len(plan) > 1        # the last of several stages writes V
+            if in_place and leave_last:
+                return observe, (last, before, (mu, nu, mu_t_h))
             out = v if in_place else self.U[j % 2].gpudata
             self._rkc.prepared_async_call(
                 self._grid, (BLOCK, 1, 1), self.stream, last, before, out, self.nbr.gpudata, self.w.gpudata,
@@ -473,7 +492,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             before, last, observe = last, out, (-1, 0.0, 0.0)
         if len(plan) == 1:
             self.cuda.memcpy_dtod_async(v, last, self.npad * self.YA.dtype.itemsize, self.stream)
-        return observe
+        return observe, None
 
     def _count_fixed_step(self) -> None:
         """After a fixed step's stages: count it, as the adaptive control kernel would on the

@@ -87,6 +87,10 @@ extern "C" void host_rkc_stage(int blocks, int threads, const real* u1, const re
     const weight_t* w, real* maps, double* cd, int* ci, double mu, double nu, double mu_t_h, int observe_step,
     double t, double t_prev)
 { THREADS(rkc_stage(u1, u2, out, nbr, w, maps, cd, ci, mu, nu, mu_t_h, observe_step, t, t_prev)) }
+extern "C" void host_stage_cell_substeps(int blocks, int threads, real* YA, const unsigned* mask, const real* pfield,
+    const real* u1, const real* u2, const nbr_t* nbr, const weight_t* w, int* ci, double mu, double nu,
+    double mu_t_h, int first, int n_sub)
+{ THREADS(stage_cell_substeps(YA, mask, pfield, u1, u2, nbr, w, ci, mu, nu, mu_t_h, first, n_sub)) }
 #else
 extern "C" void host_stage0(int blocks, int threads, STAGE_ARGS) { THREADS(stage_body<0>(STAGE_PASS)) }
 #endif   // (fixed steps: the split step's kernels or the stage's)

@@ -91,6 +91,30 @@ def test_cuda_split_steps_in_float32_round_each_stage(host_pycuda):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("precision, lookup", [("float64", False), ("float32", True)])
+def test_the_cell_kernel_doing_the_last_stage_changes_no_bit(host_pycuda, monkeypatch, precision, lookup):
+    """Strang: stage_cell_substeps (the first half super-step's last stage and the substeps in
+    one kernel) gives the same states, recordings and maps as that stage launched alone."""
+    text = sheet("strang", precision, lookup)
+    runs = []
+    for fuse in (True, False):
+        monkeypatch.setattr(cuda_engine, "FUSE_STAGE", fuse)
+        engine = cuda_engine.CudaTissue(Problem.from_config(config(text)))
+        assert len(engine._rkc_plan[0.5]) >= 2
+        launched = []
+        for name in ("_stage_cells", "_cells"):
+            kernel = getattr(engine, name)
+            monkeypatch.setattr(kernel, "prepared_async_call",
+                                lambda *a, k=kernel, n=name, seen=launched: (
+                                    seen.append(n), type(k).prepared_async_call(k, *a)))
+        while not engine.finished:
+            engine.advance(1000)
+        assert set(launched) == {"_stage_cells" if fuse else "_cells"}
+        runs.append((engine.states(), engine.recordings()[1], engine.activation()["activation_time"]))
+    for fused, alone in zip(*runs):
+        np.testing.assert_array_equal(fused, alone)
+
+
 def test_cuda_split_checkpoint_steering_and_readouts_as_the_numpy_engine(host_pycuda):
     """GRL1, Strang: a checkpoint after 20 split steps resumed in a new engine, new diffusion
     weights from step 30 on (the super-step's stages planned again), V kept every 0.5 ms: the
