@@ -255,7 +255,6 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
             self._rkc.prepare("PPPPPPPPdddidd")
             self._stage_cells = self.module.get_function("stage_cell_substeps")
             self._stage_cells.prepare("PPPPPPPPdddii")
-            self.fuse_stage = FUSE_STAGE
         self._observe = self.module.get_function("observe_final")
         self._observe.prepare("PPPPP")
         self._to_file_order = self.module.get_function("to_file_order")
@@ -452,7 +451,7 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         strang = self.p.cfg.solver.split == "strang"
         last = None
         if strang:
-            observe, last = self._diffuse(0.5, observe, leave_last=self.fuse_stage)
+            observe, last = self._diffuse(0.5, observe, leave_last=FUSE_STAGE)
         if last is not None:
             u1, u2, (mu, nu, mu_t_h) = last
             self._stage_cells.prepared_async_call(
@@ -468,7 +467,8 @@ class CudaTissue(EngineBase, renamed={"checkpoint": "state", "load": "restore"})
         self._count_fixed_step()
         self._flush_record()
 
-    def _diffuse(self, fraction: float, observe: tuple[int, float, float], leave_last: bool = False):
+    def _diffuse(self, fraction: float, observe: tuple[int, float, float],
+                 leave_last: bool = False) -> tuple[tuple[int, float, float], tuple | None]:
         """Launch the RKC1 super-step over ``fraction`` of the split step on V (row 0 of YA):
         stage j reads the two before (V itself for the first two), the last writes V back in
         place (one stage: through a buffer). Its first stage does the ``observe`` (step index,
