@@ -39,20 +39,21 @@ __constant__ double c_growth[6];  // epsilon, beta, rho, target_rate, max_radius
 // ---- the pieces of a chunk, shared by net_step (one launch per chunk) and net_run (many chunks
 // per launch)
 
-// Deliveries of one chunk to target i: lane `lane` of its NET_LANES threads walks slots lane,
-// lane + NET_LANES, ... of its ELL row; src[s] holds the source's index into `hist` (bit 31: the
-// source is inhibitory), hist[] the sources' spike histories before the chunk.
+// Deliveries of one chunk to a target: lane `lane` of its NET_LANES threads walks slots lane,
+// lane + NET_LANES, ... of its ELL row, slot k at k * stride + base of src, W, su, sr and slast:
+// src holds the source's index into `hist` (bit 31: the source is inhibitory), hist[] the
+// sources' spike histories before the chunk, W, su, sr, slast the weight and Tsodyks-Markram
+// state.
 __device__ __forceinline__ int net_deliver(
-    const int i, const int lane, const int me, const int len, const int n, const int step0,
-    const int nsteps, const unsigned int* __restrict__ src, const unsigned long long* hist,
-    const float* __restrict__ W, float* __restrict__ su, float* __restrict__ sr, int* __restrict__ slast,
-    float* aE, float* aI)
+    const int lane, const int me, const int len, const int step0, const int nsteps,
+    const unsigned int* src, const unsigned long long* hist, const float* W, float* su, float* sr,
+    int* slast, const int stride, const int base, float* aE, float* aI)
 {
     const float dt = c_lif[3];
     const unsigned int window = (1u << nsteps) - 1u;
     int arrived = 0;
     for (int k = lane; k < len; k += NET_LANES) {
-        const size_t s = (size_t)k * n + i;
+        const size_t s = (size_t)k * stride + base;
         const unsigned int p = src[s];
         const int pin = (int)(p >> 31);
         const int typ = (pin << 1) | me;
@@ -214,8 +215,8 @@ extern "C" __global__ void net_step(
     float aE[NET_CHUNK], aI[NET_CHUNK], z[NET_CHUNK];
 #pragma unroll
     for (int t = 0; t < NET_CHUNK; ++t) { aE[t] = 0.f; aI[t] = 0.f; }
-    const int arrived = net_deliver(i, lane, me, valid ? rowlen[i] : 0, n, step0, nsteps, pre, hist_in,
-                                    W, su, sr, slast, aE, aI);
+    const int arrived = net_deliver(lane, me, valid ? rowlen[i] : 0, step0, nsteps, pre, hist_in,
+                                    W, su, sr, slast, n, i, aE, aI);
     net_gather(arrived, aE, aI);
     net_noise(valid, i, lane, step0, nsteps, seed, z);
     if (!valid || lane != 0) return;
@@ -236,7 +237,9 @@ extern "C" __global__ void net_step(
 // shared memory. Two slots suffice: a block can publish chunk c + 1 only after reading chunk
 // c of every neighbour, which each published only after reading the block's chunk c - 1, so
 // the slot it overwrites has been read. src holds each slot's source as an index into the
-// block's halo (net_local). Spikes go to the block's own segment of `spikes`
+// block's halo (net_local). The block's synapse rows (source, weight, u, r, last delivery:
+// `slots` per neuron, slot k of tile neuron g at k * stride + g) stay in shared memory for the launch;
+// u, r and last are written back at its end. Spikes go to the block's own segment of `spikes`
 // (block_capacity entries), counted in block_spikes[b]; net_compact gathers them.
 // status[0] becomes 1 if a wait outlasts NET_SPIN_LIMIT polls (a bug, or blocks of the launch
 // kept from running at once by another launch of net_run: the engine allows one at a time).
@@ -258,7 +261,7 @@ __device__ __forceinline__ void net_store_word(unsigned long long* p, const unsi
 
 extern "C" __global__ void __launch_bounds__(1024) net_run(
     const int n, const int width, const int height, const int tiles_x, const int tile_w,
-    const int tile_h, const int halo, const int chunk0, const int nchunks, const int step0,
+    const int tile_h, const int halo, const int slots, const int stride, const int chunk0, const int nchunks, const int step0,
     const int last_steps, const unsigned long long seed,
     float* __restrict__ V, int* __restrict__ refrac, float* __restrict__ gE, float* __restrict__ gI,
     const float* __restrict__ vth, const float* __restrict__ vreset, const float* __restrict__ inoise,
@@ -270,14 +273,21 @@ extern "C" __global__ void __launch_bounds__(1024) net_run(
     unsigned int* __restrict__ block_spikes, const unsigned int block_capacity,
     unsigned int* __restrict__ status)
 {
-    extern __shared__ unsigned long long shist[];      // the halo's histories, then its indices
+    // shared: the halo's histories, its culture indices, then the block's synapse rows
+    extern __shared__ unsigned long long shist[];
+    const int tn = tile_w * tile_h;
     int* const shalo = (int*)(shist + (tile_w + 2 * halo) * (tile_h + 2 * halo));
+    float* const sW = (float*)(shalo + (tile_w + 2 * halo) * (tile_h + 2 * halo));
+    float* const sU = sW + slots * stride;
+    float* const sR = sU + slots * stride;
+    int* const sLast = (int*)(sR + slots * stride);
+    unsigned int* const sSrc = (unsigned int*)(sLast + slots * stride);
     __shared__ unsigned int s_count, s_stop;
     const int hw = tile_w + 2 * halo, hh = tile_h + 2 * halo;
     const int x0 = (blockIdx.x % tiles_x) * tile_w, y0 = (blockIdx.x / tiles_x) * tile_h;
     const int g = threadIdx.x / NET_LANES, lane = threadIdx.x % NET_LANES;
     const int x = x0 + g % tile_w, y = y0 + g / tile_w;
-    const bool valid = g < tile_w * tile_h && x < width && y < height;
+    const bool valid = g < tn && x < width && y < height;
     const int i = valid ? y * width + x : 0;
     const int me = valid ? inh[i] : 0;
     const int len = valid ? rowlen[i] : 0;
@@ -291,6 +301,11 @@ extern "C" __global__ void __launch_bounds__(1024) net_run(
         const bool inside = xx >= 0 && xx < width && yy >= 0 && yy < height;
         shalo[h] = inside ? yy * width + xx : -1;
         shist[h] = inside ? hist_in[yy * width + xx] : 0ull;
+    }
+    for (int k = lane; k < len; k += NET_LANES) {
+        const size_t s = (size_t)k * n + i;
+        const int l = k * stride + g;
+        sSrc[l] = src[s]; sW[l] = W[s]; sU[l] = su[s]; sR[l] = sr[s]; sLast[l] = slast[s];
     }
     __syncthreads();
     for (int q = 0; q < nchunks; ++q) {
@@ -327,7 +342,8 @@ extern "C" __global__ void __launch_bounds__(1024) net_run(
         }
 #pragma unroll
         for (int t = 0; t < NET_CHUNK; ++t) { aE[t] = 0.f; aI[t] = 0.f; }
-        const int arrived = net_deliver(i, lane, me, len, n, m0, ns, src, shist, W, su, sr, slast, aE, aI);
+        const int arrived = net_deliver(lane, me, len, m0, ns, sSrc, shist, sW, sU, sR, sLast, stride, g,
+                                         aE, aI);
         net_gather(arrived, aE, aI);
         if (valid && lane == 0) {
             const unsigned int newbits = net_integrate(s, i, m0, ns, z, aE, aI, &s_count, out, block_capacity);
@@ -338,6 +354,11 @@ extern "C" __global__ void __launch_bounds__(1024) net_run(
             else net_store_word(pub + (size_t)(chunk & 1u) * n + i, ((unsigned long long)chunk << 32) | newbits);
         }
         __syncthreads();                // shist is read by every lane before the next chunk writes it
+    }
+    for (int k = lane; k < len; k += NET_LANES) {
+        const size_t s = (size_t)k * n + i;
+        const int l = k * stride + g;
+        su[s] = sU[l]; sr[s] = sR[l]; slast[s] = sLast[l];
     }
     if (threadIdx.x == 0) block_spikes[blockIdx.x] = s_count;
 }

@@ -36,6 +36,7 @@ MAX_SPIKE_BUFFER = 1 << 26          # entries (8 bytes each)
 GRAPH_CHUNKS = 64                   # chunks per captured graph (even: the parity comes back)
 RUN_MAX_THREADS = 1024             # net_run: one block of a tile's neurons x LANES threads
 RUN_MAX_SHARED = 48 * 1024          # bytes of halo histories a block may keep
+SYNAPSE_SHARED_BYTES = 20           # a synapse slot in net_run's shared memory: source, W, u, r, last
 # One net_run in flight per process: its blocks wait for each other, so two launches sharing
 # the multiprocessors could each hold part of their blocks and wait forever.
 RUN_LOCK = threading.Lock()
@@ -67,6 +68,19 @@ class TilePlan:
     def shared_bytes(self) -> int:
         """The halo's spike histories (8 B a neuron) and culture indices (4 B)."""
         return (self.tile_w + 2 * self.halo) * (self.tile_h + 2 * self.halo) * 12
+
+    def run_shared_bytes(self, slots: int) -> int:
+        """net_run's shared memory: the halo's and, for ``slots`` synapses per neuron, the
+        block's synapse rows (:data:`SYNAPSE_SHARED_BYTES` a slot)."""
+        return self.shared_bytes + self.synapse_stride * slots * SYNAPSE_SHARED_BYTES
+
+    @property
+    def synapse_stride(self) -> int:
+        """Shared-memory entries between a block's synapse slot k and k + 1: the tile's neurons,
+        padded to 32 / LANES modulo 32 so that the LANES slots of a warp's 32 / LANES neurons
+        fall in 32 different banks."""
+        neurons = self.tile_w * self.tile_h
+        return neurons + (32 // LANES - neurons) % 32
 
 
 def tile_plan(width: int, height: int, max_radius: float, multiprocessors: int) -> TilePlan | None:
@@ -148,8 +162,10 @@ class CudaEngine(NetworkEngine):
         self.spike_buffers: list = [self.spikes]
         self.host_words = self.host_spikes = None
         self.chunks_run = 0                        # net_run's chunk counter: the words' tags
-        self.multiprocessors = cuda.Context.get_device().get_attribute(
-            cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        device = cuda.Context.get_device()
+        self.multiprocessors = device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        self.shared_limit = device.get_attribute(cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        self.run_shared = self.run_slots = 0
         self.plan: TilePlan | None = None
         self.src = ga.empty(1, np.uint32)
         self.segments = ga.empty(1, np.uint64)
@@ -175,7 +191,7 @@ class CudaEngine(NetworkEngine):
         self._compact_fn = self.module.get_function("net_compact")
         self._compact_fn.prepare("iIPPPP")
         self._run_fn = self.module.get_function("net_run")
-        self._run_fn.prepare("i" * 11 + "Q" + "P" * 21 + "IP")
+        self._run_fn.prepare("i" * 13 + "Q" + "P" * 21 + "IP")
         self._connect()
         self._make_launchers()
 
@@ -273,12 +289,20 @@ class CudaEngine(NetworkEngine):
 
     def _plan_tiles(self) -> None:
         """net_run's tiles for the new rows (None: the culture runs chunk by chunk), each slot's
-        source as an index into its block's halo, and the blocks' spike segments."""
+        source as an index into its block's halo, and the blocks' spike segments. A block keeps
+        its synapse rows in shared memory: rows too wide for it also run chunk by chunk."""
         rmax = float(self.rmax.get().view(np.float64)[0])
         self.plan = tile_plan(self.c.width, self.c.height, rmax, self.multiprocessors)
         if self.plan is None:
             return
         p, slots = self.plan, self._slots(self.cur)
+        self.run_slots = max(1, self.max_in)
+        self.run_shared = p.run_shared_bytes(self.run_slots)
+        if self.run_shared > self.shared_limit:
+            self.plan = None
+            return
+        self._run_fn.set_attribute(self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   self.run_shared)
         if self.src.size < slots * self.n:
             self.src.gpudata.free()
             self.src = self.ga.empty(slots * self.n, np.uint32)
@@ -379,15 +403,16 @@ class CudaEngine(NetworkEngine):
         self._run_fn.prepared_async_call(
             (p.blocks, 1), (p.threads, 1, 1), self.stream,
             np.int32(self.n), np.int32(self.c.width), np.int32(self.c.height), np.int32(p.tiles_x),
-            np.int32(p.tile_w), np.int32(p.tile_h), np.int32(p.halo), np.int32(self.chunks_run),
-            np.int32(chunks), np.int32(self.step), np.int32(last), np.uint64(self.seed),
+            np.int32(p.tile_w), np.int32(p.tile_h), np.int32(p.halo), np.int32(self.run_slots),
+            np.int32(p.synapse_stride), np.int32(self.chunks_run), np.int32(chunks),
+            np.int32(self.step), np.int32(last), np.uint64(self.seed),
             self.V.gpudata, self.refrac.gpudata, self.gE.gpudata, self.gI.gpudata, self.vth.gpudata,
             self.vreset.gpudata, self.inoise.gpudata, self.tref.gpudata, self.inh.gpudata,
             self.hist[self.parity].gpudata, self.hist[1 - self.parity].gpudata, self.pub.gpudata,
             self.rowlen[self.cur].gpudata, self.src.gpudata, syn["W"].gpudata, syn["u"].gpudata,
             syn["r"].gpudata, syn["last"].gpudata, self.counts.gpudata, self.segments.gpudata,
             self.block_spikes.gpudata, np.uint32(self.block_capacity), self.run_words.gpudata,
-            shared_size=p.shared_bytes)
+            shared_size=self.run_shared)
         self._compact_fn.prepared_async_call(
             (p.blocks, 1), (256, 1, 1), self.stream, np.int32(p.blocks), np.uint32(self.block_capacity),
             self.block_spikes.gpudata, self.segments.gpudata, self.spike_buffers[buf].gpudata,

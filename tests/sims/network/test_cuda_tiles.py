@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from app.sims.network.cuda import LANES, RUN_MAX_SHARED, RUN_MAX_THREADS, tile_plan
+from app.sims.network.cuda import LANES, RUN_MAX_SHARED, RUN_MAX_THREADS, SYNAPSE_SHARED_BYTES, TilePlan, tile_plan
 from app.sims.network.model import connectivity
 
 
@@ -52,3 +52,30 @@ def test_the_halo_is_no_wider_than_the_longest_synapse(radius):
     reach = max(np.abs(conn.pre % width - conn.post % width).max(),
                 np.abs(conn.pre // width - conn.post // width).max())
     assert tile_plan(width, height, radius, 132).halo == reach
+
+
+@pytest.mark.parametrize("tile_w, tile_h", [(8, 10), (1, 1), (11, 11), (4, 4), (16, 8)])
+def test_a_warps_synapse_slots_fall_in_distinct_banks(tile_w, tile_h):
+    """Slot k of tile neuron g is at k * stride + g in shared memory; the LANES lanes of the
+    32 / LANES neurons of a warp read slots lane, lane + LANES, ... at once."""
+    plan = TilePlan(tile_w, tile_h, 1, 1, 1)
+    stride = plan.synapse_stride
+    assert stride >= tile_w * tile_h
+    for first in range(0, tile_w * tile_h, 32 // LANES):
+        for row in range(3):
+            banks = {((row * LANES + lane) * stride + first + g) % 32
+                     for g in range(32 // LANES) for lane in range(LANES)}
+            assert len(banks) == 32
+
+
+def test_the_equilibrium_cultures_synapse_rows_fit_a_blocks_shared_memory():
+    """100x100 at radius 2.001 (at most 48 synapses a neuron here): halo and rows within the
+    227 KB an H100 or H200 block may opt in to; rows four times as wide do not (the culture then
+    runs chunk by chunk)."""
+    width = height = 100
+    radii = np.full(width * height, 2.001)
+    conn = connectivity(width, height, radii, np.zeros(width * height, bool), 1.0)
+    slots = int(np.bincount(conn.post, minlength=width * height).max())
+    plan = tile_plan(width, height, 2.001, 132)
+    assert plan.run_shared_bytes(slots) == plan.shared_bytes + plan.synapse_stride * slots * SYNAPSE_SHARED_BYTES
+    assert plan.run_shared_bytes(slots) <= 227 * 1024 < plan.run_shared_bytes(4 * slots)
