@@ -22,6 +22,9 @@
 #ifndef NET_LANES
 #define NET_LANES 8           // threads per target neuron: 1, 2, 4, 8, 16 or 32
 #endif
+#ifndef NET_RUN_NARROW
+#define NET_RUN_NARROW 640     // net_run_narrow's largest block (65536 / 640 = 102 registers)
+#endif
 #define NET_PAIRS (NET_CHUNK / 2 + 1)   // Philox draws (step pairs) a chunk touches, at most
 #define NET_PPL ((NET_PAIRS + NET_LANES - 1) / NET_LANES)
 #define NET_NEVER (-(1 << 30))
@@ -240,7 +243,8 @@ extern "C" __global__ void net_step(
 // block's halo (net_local). The block's synapse rows (source, weight, u, r, last delivery:
 // `slots` per neuron, slot k of tile neuron g at k * stride + g) stay in shared memory for the launch;
 // u, r and last are written back at its end. Spikes go to the block's own segment of `spikes`
-// (block_capacity entries), counted in block_spikes[b]; net_compact gathers them.
+// (block_capacity entries), counted in block_spikes[b]; net_compact gathers them. Blocks of at
+// most NET_RUN_NARROW threads launch net_run_narrow, the same body with more registers a thread.
 // status[0] becomes 1 if a wait outlasts NET_SPIN_LIMIT polls (a bug, or blocks of the launch
 // kept from running at once by another launch of net_run: the engine allows one at a time).
 #ifndef NET_SPIN_LIMIT
@@ -259,19 +263,25 @@ __device__ __forceinline__ void net_store_word(unsigned long long* p, const unsi
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(1024) net_run(
-    const int n, const int width, const int height, const int tiles_x, const int tile_w,
-    const int tile_h, const int halo, const int slots, const int stride, const int chunk0, const int nchunks, const int step0,
-    const int last_steps, const unsigned long long seed,
-    float* __restrict__ V, int* __restrict__ refrac, float* __restrict__ gE, float* __restrict__ gI,
-    const float* __restrict__ vth, const float* __restrict__ vreset, const float* __restrict__ inoise,
-    const int* __restrict__ tref, const unsigned char* __restrict__ inh,
-    const unsigned long long* __restrict__ hist_in, unsigned long long* __restrict__ hist_out,
-    unsigned long long* __restrict__ pub, const int* __restrict__ rowlen, const unsigned int* __restrict__ src,
-    const float* __restrict__ W, float* __restrict__ su, float* __restrict__ sr, int* __restrict__ slast,
-    unsigned int* __restrict__ counts, unsigned long long* __restrict__ spikes,
-    unsigned int* __restrict__ block_spikes, const unsigned int block_capacity,
-    unsigned int* __restrict__ status)
+#define NET_RUN_PARAMS \
+    const int n, const int width, const int height, const int tiles_x, const int tile_w, \
+    const int tile_h, const int halo, const int slots, const int stride, const int chunk0, const int nchunks, const int step0, \
+    const int last_steps, const unsigned long long seed, \
+    float* __restrict__ V, int* __restrict__ refrac, float* __restrict__ gE, float* __restrict__ gI, \
+    const float* __restrict__ vth, const float* __restrict__ vreset, const float* __restrict__ inoise, \
+    const int* __restrict__ tref, const unsigned char* __restrict__ inh, \
+    const unsigned long long* __restrict__ hist_in, unsigned long long* __restrict__ hist_out, \
+    unsigned long long* __restrict__ pub, const int* __restrict__ rowlen, const unsigned int* __restrict__ src, \
+    const float* __restrict__ W, float* __restrict__ su, float* __restrict__ sr, int* __restrict__ slast, \
+    unsigned int* __restrict__ counts, unsigned long long* __restrict__ spikes, \
+    unsigned int* __restrict__ block_spikes, const unsigned int block_capacity, \
+    unsigned int* __restrict__ status
+#define NET_RUN_ARGS n, width, height, tiles_x, tile_w, tile_h, halo, slots, stride, chunk0, \
+    nchunks, step0, last_steps, seed, V, refrac, gE, gI, vth, vreset, inoise, tref, inh, hist_in, \
+    hist_out, pub, rowlen, src, W, su, sr, slast, counts, spikes, block_spikes, block_capacity, \
+    status
+
+__device__ __forceinline__ void net_run_body(NET_RUN_PARAMS)
 {
     // shared: the halo's histories, its culture indices, then the block's synapse rows
     extern __shared__ unsigned long long shist[];
@@ -361,6 +371,18 @@ extern "C" __global__ void __launch_bounds__(1024) net_run(
         su[s] = sU[l]; sr[s] = sR[l]; slast[s] = sLast[l];
     }
     if (threadIdx.x == 0) block_spikes[blockIdx.x] = s_count;
+}
+
+// One body, two register budgets: blocks of up to 1024 threads get 64 registers a thread, blocks
+// of up to NET_RUN_NARROW (the tiles most cultures get) the 83 or so the body wants, unspilled.
+extern "C" __global__ void __launch_bounds__(1024) net_run(NET_RUN_PARAMS)
+{
+    net_run_body(NET_RUN_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(NET_RUN_NARROW) net_run_narrow(NET_RUN_PARAMS)
+{
+    net_run_body(NET_RUN_ARGS);
 }
 
 // Each slot's source as an index into its target's block halo (net_run's src); status[0] = 2 if

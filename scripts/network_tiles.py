@@ -31,8 +31,8 @@ VARIANTS = {
     "no-wait": [("while ((unsigned int)(w >> 32) != tag) {", "while (false) {")],
 }
 VARIANTS["none-of-the-three"] = [edit for edits in VARIANTS.values() for edit in edits]
-# not an ablation: a register budget of 102 per thread instead of 64 (blocks of at most 640)
-VARIANTS["launch-bounds-640"] = [("__launch_bounds__(1024) net_run", "__launch_bounds__(640) net_run")]
+# not an ablation: the engine's net_run_narrow (96 registers a thread) replaced by net_run (64)
+VARIANTS["64-registers"] = []
 
 
 def ablated_source(name: str) -> str:
@@ -47,8 +47,11 @@ def measure(tiled: bool, reps: int = 10, lanes: int = network_cuda.LANES, ablate
     import pycuda.driver as cuda
 
     planner, default_lanes, source = network_cuda.tile_plan, network_cuda.LANES, network_cuda.kernel_source
+    chooser = network_cuda.run_kernel
     network_cuda.LANES = lanes
-    if ablate:
+    if ablate == "64-registers":
+        network_cuda.run_kernel = lambda threads: "net_run"
+    if VARIANTS.get(ablate):
         network_cuda.kernel_source = lambda: ablated_source(ablate)
     if not tiled:
         network_cuda.tile_plan = lambda *args: None
@@ -58,6 +61,7 @@ def measure(tiled: bool, reps: int = 10, lanes: int = network_cuda.LANES, ablate
                                       cfg.run.seed, bench.PAPER_RADIUS)
     finally:
         network_cuda.tile_plan, network_cuda.LANES, network_cuda.kernel_source = planner, default_lanes, source
+        network_cuda.run_kernel = chooser
     steps = eng.sub_steps
     eng.advance(steps)                                   # warm-up
     start, end = cuda.Event(), cuda.Event()

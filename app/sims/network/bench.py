@@ -84,9 +84,9 @@ def launch_floor(launches: int) -> dict:
     import pycuda.gpuarray as ga
     from app.compute.kernels import load_module
     from app.compute.launch import PackedLaunch
-    from app.sims.network.cuda import LANES, STEP_BLOCK, kernel_source
+    from app.sims.network.cuda import LANES, STEP_BLOCK, kernel_defines, kernel_source
 
-    mod = load_module(kernel_source(), "network.cu", {"NET_CHUNK": 9, "NET_LANES": LANES})
+    mod = load_module(kernel_source(), "network.cu", kernel_defines(9))
     sink = ga.zeros(1, np.uint32)
     stream = cuda.Stream()
     n = 10000

@@ -35,6 +35,7 @@ LANES = 8                           # threads per target neuron in net_step
 MAX_SPIKE_BUFFER = 1 << 26          # entries (8 bytes each)
 GRAPH_CHUNKS = 64                   # chunks per captured graph (even: the parity comes back)
 RUN_MAX_THREADS = 1024             # net_run: one block of a tile's neurons x LANES threads
+RUN_NARROW_THREADS = 640           # net_run_narrow: blocks up to this get 96 registers, not 64
 RUN_MAX_SHARED = 48 * 1024          # bytes of halo histories a block may keep
 SYNAPSE_SHARED_BYTES = 20           # a synapse slot in net_run's shared memory: source, W, u, r, last
 # One net_run in flight per process: its blocks wait for each other, so two launches sharing
@@ -47,6 +48,16 @@ SYN_DTYPES = {"pre": np.uint32, "W": np.float32, "u": np.float32, "r": np.float3
 
 def kernel_source() -> str:
     return read_kernel("network.cu")
+
+
+def run_kernel(threads: int) -> str:
+    """The net_run kernel for blocks of ``threads``: the narrow one has more registers a thread."""
+    return "net_run_narrow" if threads <= RUN_NARROW_THREADS else "net_run"
+
+
+def kernel_defines(chunk: int) -> dict[str, int]:
+    """The compile-time constants of network.cu for chunks of ``chunk`` steps."""
+    return {"NET_CHUNK": chunk, "NET_LANES": LANES, "NET_RUN_NARROW": RUN_NARROW_THREADS}
 
 
 @dataclass(frozen=True)
@@ -122,7 +133,7 @@ class CudaEngine(NetworkEngine):
         self.chunk = int(consts.chunk)
         if int(consts.delay.max()) + self.chunk > 64:
             raise ValueError("the longest delay plus the chunk must fit 64 steps of spike history")
-        self.module = load_module(kernel_source(), "network.cu", {"NET_CHUNK": self.chunk, "NET_LANES": LANES})
+        self.module = load_module(kernel_source(), "network.cu", kernel_defines(self.chunk))
         self._constants()
         f32 = np.float32
         self.V = ga.to_gpu(culture.vinit.astype(f32))
@@ -190,8 +201,10 @@ class CudaEngine(NetworkEngine):
         self._local_fn.prepare("iiiiiiPPPP")
         self._compact_fn = self.module.get_function("net_compact")
         self._compact_fn.prepare("iIPPPP")
-        self._run_fn = self.module.get_function("net_run")
-        self._run_fn.prepare("i" * 13 + "Q" + "P" * 21 + "IP")
+        self._run_fns = {}
+        for name in ("net_run", "net_run_narrow"):
+            self._run_fns[name] = self.module.get_function(name)
+            self._run_fns[name].prepare("i" * 13 + "Q" + "P" * 21 + "IP")
         self._connect()
         self._make_launchers()
 
@@ -301,6 +314,7 @@ class CudaEngine(NetworkEngine):
         if self.run_shared > self.shared_limit:
             self.plan = None
             return
+        self._run_fn = self._run_fns[run_kernel(p.threads)]
         self._run_fn.set_attribute(self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    self.run_shared)
         if self.src.size < slots * self.n:

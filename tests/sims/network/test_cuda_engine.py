@@ -177,3 +177,25 @@ def test_tiled_runs_equal_chunk_launches(monkeypatch, width, height, radius, mul
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     for key, value in plain_state.items():
         assert np.array_equal(tiled_state[key], value), key
+
+
+def test_both_register_budgets_give_the_same_run(monkeypatch):
+    """net_run_narrow (the benchmark culture's tiles) and net_run (blocks up to 1024 threads)
+    share one body: the same spikes and state, bit for bit."""
+    from app.sims.network import cuda as network_cuda
+
+    cfg = config(culture={"width": 100, "height": 100})
+    runs = []
+    for kernel in ("net_run_narrow", "net_run"):
+        monkeypatch.setattr(network_cuda, "run_kernel", lambda threads, name=kernel: name)
+        gpu = engine(cfg, radius=2.001, cls=CudaEngine)
+        assert gpu._run_fn is gpu._run_fns[kernel]
+        parts = [ordered(gpu.advance(n)) for n in (5000, 13)]
+        runs.append((parts, gpu.state()))
+        gpu.close()
+    (a_parts, a_state), (b_parts, b_state) = runs
+    assert sum(p[0].size for p in a_parts) > 20
+    for a, b in zip(a_parts, b_parts):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    for key, value in a_state.items():
+        assert np.array_equal(b_state[key], value), key

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from app.sims.network.cuda import LANES, RUN_MAX_SHARED, RUN_MAX_THREADS, SYNAPSE_SHARED_BYTES, TilePlan, tile_plan
+from app.sims.network.cuda import (LANES, RUN_MAX_SHARED, RUN_MAX_THREADS, SYNAPSE_SHARED_BYTES, TilePlan, run_kernel,
+                                   tile_plan)
 from app.sims.network.model import connectivity
 
 
@@ -79,3 +80,9 @@ def test_the_equilibrium_cultures_synapse_rows_fit_a_blocks_shared_memory():
     plan = tile_plan(width, height, 2.001, 132)
     assert plan.run_shared_bytes(slots) == plan.shared_bytes + plan.synapse_stride * slots * SYNAPSE_SHARED_BYTES
     assert plan.run_shared_bytes(slots) <= 227 * 1024 < plan.run_shared_bytes(4 * slots)
+
+
+def test_the_benchmark_culture_gets_the_narrow_kernel():
+    plan = tile_plan(100, 100, 2.001, 132)             # 8 x 10 neurons x 8 lanes
+    assert plan.threads == 640 and run_kernel(plan.threads) == "net_run_narrow"
+    assert run_kernel(RUN_MAX_THREADS) == "net_run"
