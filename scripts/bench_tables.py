@@ -256,8 +256,9 @@ def _table_step(variant: dict) -> str:
 
 def cardiac_mesh_kernels_table(results: dict) -> list[str]:
     """``scripts/cardiac/split_breakdown.py``: each split kernel alone (µs, CUDA events after a
-    warm-up) at rest and mid-wave, per launch bound, row format, table step (or no tables) and
-    L2 window (records from before the window ran without it)."""
+    warm-up) at rest and mid-wave, per launch bound, row format, table step (or no tables), L2
+    window and whether the cell kernel did the first half's last diffusion stage (records from
+    before the window or that kernel ran without them)."""
     rows = []
     for v in results["variants"]:
         for when in ("at_rest", "mid_wave"):
@@ -268,13 +269,14 @@ def cardiac_mesh_kernels_table(results: dict) -> list[str]:
                               if k.startswith("cell_substeps_"))
             run = v.get("run")
             rows.append([v["min_blocks"], f"{v['rows']} ({v['row_bytes_per_slot']} B a slot)",
-                         _table_step(v), _l2_window(v),
+                         _table_step(v), _l2_window(v), "yes" if v.get("fuse") == "on" else "no",
                          when.replace("_", " "),
                          cells, diffusion, f"{t['split_step_us']:.1f}",
                          f"{run['real_time_factor']:.3f}x" if run and when == "at_rest" else ""])
     head = [f"{results['split']} split every {results['split_dt_ms']:g} ms, cell step {results['dt_ms']:g} ms, "
             f"{results['nodes']:,} nodes; mid wave: after {results['advance_ms']:g} ms", ""]
-    return head + _table(["launch bound", "rows", "table step mV", "rows in L2", "state", "cell substeps µs",
+    return head + _table(["launch bound", "rows", "table step mV", "rows in L2", "last stage in cells",
+                          "state", "cell substeps µs",
                           "diffusion super-step µs (by fraction of the split step)", "split step µs", "whole run"],
                          rows)
 
