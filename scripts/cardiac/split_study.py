@@ -32,7 +32,7 @@ CABLE_REFERENCE_DT = 0.0025
 RUNS = [("", 0.0, 0.02), ("godunov", 0.05, 0.025), ("strang", 0.05, 0.025),
         ("godunov", 0.1, 0.02), ("strang", 0.1, 0.02), ("godunov", 0.1, 0.025), ("strang", 0.1, 0.025),
         ("godunov", 0.2, 0.02), ("strang", 0.2, 0.02), ("godunov", 0.2, 0.04), ("strang", 0.2, 0.04),
-        ("godunov", 0.2, 0.05), ("strang", 0.2, 0.05)]
+        ("godunov", 0.2, 0.05), ("strang", 0.2, 0.05), ("strang", 0.3, 0.05), ("strang", 0.4, 0.05)]
 CABLE_DX = (0.1, 0.2, 0.5)
 CABLE_MM, CV_FROM_MM, CV_TO_MM = 10.0, 3.0, 7.0
 
