@@ -21,6 +21,16 @@ def ordered(spikes):
     return steps[order], neurons[order]
 
 
+def assert_same_runs(first, second):
+    """Two runs' (spikes of each part, final state): bit for bit equal, with spikes in them."""
+    (first_parts, first_state), (second_parts, second_state) = first, second
+    assert sum(p[0].size for p in first_parts) > 20
+    for a, b in zip(first_parts, second_parts, strict=True):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    for key, value in second_state.items():
+        assert np.array_equal(first_state[key], value), key
+
+
 def first_difference(a, b):
     ka = set(zip(*a))
     kb = set(zip(*b))
@@ -171,12 +181,7 @@ def test_tiled_runs_equal_chunk_launches(monkeypatch, width, height, radius, mul
         parts.append(ordered(gpu.advance(3001)))
         runs.append((parts, gpu.state()))
         gpu.close()
-    (tiled_parts, tiled_state), (plain_parts, plain_state) = runs
-    assert sum(p[0].size for p in tiled_parts) > 20
-    for a, b in zip(tiled_parts, plain_parts):
-        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-    for key, value in plain_state.items():
-        assert np.array_equal(tiled_state[key], value), key
+    assert_same_runs(*runs)
 
 
 def test_both_register_budgets_give_the_same_run(monkeypatch):
@@ -193,9 +198,4 @@ def test_both_register_budgets_give_the_same_run(monkeypatch):
         parts = [ordered(gpu.advance(n)) for n in (5000, 13)]
         runs.append((parts, gpu.state()))
         gpu.close()
-    (a_parts, a_state), (b_parts, b_state) = runs
-    assert sum(p[0].size for p in a_parts) > 20
-    for a, b in zip(a_parts, b_parts):
-        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-    for key, value in a_state.items():
-        assert np.array_equal(b_state[key], value), key
+    assert_same_runs(*runs)
