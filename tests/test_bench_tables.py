@@ -164,6 +164,10 @@ def test_the_split_study_table_shows_each_run_against_reference_and_consensus():
     assert "| strang Δt_s 0.1, dt 0.02 | +1.72 % |" in text and "dx 0.2: dt 0.0025 ms, 0.5547 mm/ms" in text
     assert "| strang Δt_s 0.1, dt 0.02 | 35.00 | 40.00 | 55.00 | 24.00 | 0.46 | 0.41 |" in text
     assert "dx 0.2 mm (58,176 nodes, 80 ms)" in text and "P8 53.81 ± 8.17" in text
+    assert "a 10 mm cable (the slab's along-fibre diffusivity)" in text
+    crn = {**results, "cable_description": "a 20 mm cable of CRN cells", "nversion": []}
+    text = "\n".join(tables.TABLES["cardiac-split-crn"](crn))
+    assert "wave in a 20 mm cable of CRN cells, error" in text and "N-version" not in text
 
 
 def test_the_mesh_table_names_the_row_format_where_the_record_has_it():
