@@ -23,7 +23,7 @@
 #define NET_LANES 8           // threads per target neuron: 1, 2, 4, 8, 16 or 32
 #endif
 #ifndef NET_RUN_NARROW
-#define NET_RUN_NARROW 640     // net_run_narrow's largest block (65536 / 640 = 102 registers)
+#define NET_RUN_NARROW 640     // net_run_narrow's largest block (65536 / 640: up to 96 registers a thread)
 #endif
 #define NET_PAIRS (NET_CHUNK / 2 + 1)   // Philox draws (step pairs) a chunk touches, at most
 #define NET_PPL ((NET_PAIRS + NET_LANES - 1) / NET_LANES)
@@ -374,7 +374,7 @@ __device__ __forceinline__ void net_run_body(NET_RUN_PARAMS)
 }
 
 // One body, two register budgets: blocks of up to 1024 threads get 64 registers a thread, blocks
-// of up to NET_RUN_NARROW (the tiles most cultures get) the 83 or so the body wants, unspilled.
+// of up to NET_RUN_NARROW (the tiles most cultures get) up to 96, enough for the body unspilled.
 extern "C" __global__ void __launch_bounds__(1024) net_run(NET_RUN_PARAMS)
 {
     net_run_body(NET_RUN_ARGS);

@@ -258,8 +258,8 @@ def _table_step(variant: dict) -> str:
 def cardiac_mesh_kernels_table(results: dict) -> list[str]:
     """``scripts/cardiac/split_breakdown.py``: each split kernel alone (µs, CUDA events after a
     warm-up) at rest and mid-wave, per launch bound, row format, table step (or no tables), L2
-    window and whether the cell kernel did the first half's last diffusion stage (records from
-    before the window or that kernel ran without them)."""
+    window and whether the cell kernel did the first half's last diffusion stage (Strang only;
+    records from before the window or that kernel ran without them)."""
     rows = []
     for v in results["variants"]:
         for when in ("at_rest", "mid_wave"):
@@ -270,7 +270,8 @@ def cardiac_mesh_kernels_table(results: dict) -> list[str]:
                               if k.startswith("cell_substeps_"))
             run = v.get("run")
             rows.append([v["min_blocks"], f"{v['rows']} ({v['row_bytes_per_slot']} B a slot)",
-                         _table_step(v), _l2_window(v), "yes" if v.get("fuse") == "on" else "no",
+                         _table_step(v), _l2_window(v),
+                         "yes" if v.get("fuse") == "on" and results["split"] == "strang" else "no",
                          when.replace("_", " "),
                          cells, diffusion, f"{t['split_step_us']:.1f}",
                          f"{run['real_time_factor']:.3f}x" if run and when == "at_rest" else ""])

@@ -31,8 +31,8 @@ VARIANTS = {
     "no-wait": [("while ((unsigned int)(w >> 32) != tag) {", "while (false) {")],
 }
 VARIANTS["none-of-the-three"] = [edit for edits in VARIANTS.values() for edit in edits]
-# not an ablation: the engine's net_run_narrow (96 registers a thread) replaced by net_run (64)
-VARIANTS["64-registers"] = []
+# not ablations: the engine's kernel for the culture's blocks replaced by another
+KERNELS = {"64-registers": "net_run"}         # net_run_narrow (up to 96 registers a thread) -> 64
 
 
 def ablated_source(name: str) -> str:
@@ -49,9 +49,9 @@ def measure(tiled: bool, reps: int = 10, lanes: int = network_cuda.LANES, ablate
     planner, default_lanes, source = network_cuda.tile_plan, network_cuda.LANES, network_cuda.kernel_source
     chooser = network_cuda.run_kernel
     network_cuda.LANES = lanes
-    if ablate == "64-registers":
-        network_cuda.run_kernel = lambda threads: "net_run"
-    if VARIANTS.get(ablate):
+    if ablate in KERNELS:
+        network_cuda.run_kernel = lambda threads: KERNELS[ablate]
+    if ablate in VARIANTS:
         network_cuda.kernel_source = lambda: ablated_source(ablate)
     if not tiled:
         network_cuda.tile_plan = lambda *args: None
@@ -99,7 +99,7 @@ def main() -> None:
         rows = [measure(True), measure(False), measure(True)]
         rows += [measure(True, lanes=int(v)) for v in args.lanes.split(",") if v]
         if args.ablate:
-            rows += [measure(True, ablate=name) for name in VARIANTS]
+            rows += [measure(True, ablate=name) for name in (*VARIANTS, *KERNELS)]
     print(json.dumps(rows, indent=1))
     print(save_bench("network-tiles", {"method": "scripts/network_tiles.py: the engine's advance() of one "
                                        "read-back, median of 10 after a warm-up", "rows": rows},

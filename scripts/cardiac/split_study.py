@@ -26,7 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from app.sims.cardiac import nversion  # noqa: E402
+from app.sims.cardiac import bench_mesh, nversion  # noqa: E402
+from app.sims.cardiac.fem import Tissue  # noqa: E402
 from app.sims.common.bench_record import save_bench  # noqa: E402
 
 REFERENCE_DT = 0.005
@@ -38,12 +39,13 @@ RUNS = [("", 0.0, 0.02), ("godunov", 0.05, 0.025), ("strang", 0.05, 0.025),
         ("godunov", 0.2, 0.05), ("strang", 0.2, 0.05), ("strang", 0.3, 0.05), ("strang", 0.4, 0.05)]
 CABLE_DX = (0.1, 0.2, 0.5)
 # ten Tusscher 2006 epi at the slab's along-fibre diffusivity, 10 mm, the velocity over 3-7 mm
-TT_CABLE = {"model": "ten_tusscher_model_2006_epi", "diffusivity": nversion.SIGMA_L / (140.0 * 0.01),
+TT_CABLE = {"model": "ten_tusscher_model_2006_epi", "diffusivity": Tissue().diffusivity(nversion.SIGMA_L),
             "length_mm": 10.0, "fit_mm": (3.0, 7.0), "t_end": 40.0, "amplitude": nversion.STIM_AMPLITUDE,
             "stimulus_mm": 1.0}
 # CRN at the 10^6-node shell's along-fibre conductivity (bench cardiac --mesh), 20 mm, 6-14 mm,
 # at that mesh's mean edge (0.6 mm) and half of it
-CRN_CABLE = {"model": "courtemanche_ramirez_nattel_1998", "diffusivity": 0.34 / (140.0 * 0.01),
+CRN_CABLE = {"model": "courtemanche_ramirez_nattel_1998",
+             "diffusivity": Tissue().diffusivity(bench_mesh.CONDUCTIVITY["along"]),
              "length_mm": 20.0, "fit_mm": (6.0, 14.0), "t_end": 60.0, "amplitude": -80.0, "stimulus_mm": 1.5}
 CRN_DX = (0.6, 0.3)
 CRN_RUNS = [("", 0.0, 0.02), ("strang", 0.2, 0.04), ("strang", 0.3, 0.05), ("strang", 0.4, 0.05)]

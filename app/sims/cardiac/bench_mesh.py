@@ -42,14 +42,15 @@ DT = 0.02
 STIM_RADIUS_MM = 3.0           # the stimulus: nodes within this of the lowest node (near the apex)
 # nominal memory bandwidth (bytes/s) of the cards the floor is stated for
 BANDWIDTH = {"H100 80GB HBM3": 3.35e12, "H100 PCIe": 2.0e12, "H200": 4.8e12}
+CONDUCTIVITY = {"along": 0.34, "across": 0.06, "sheet": 0.06}     # mS/mm, with the default χ and Cm
 CONFIG = """domain: cardiac
 name: ventricle-like shell, {nodes} nodes
-mesh: {{kind: file, path: {path}, conductivity: {{along: 0.34, across: 0.06, sheet: 0.06}}}}
+mesh: {{kind: file, path: {path}, conductivity: {{along: %(along)g, across: %(across)g, sheet: %(sheet)g}}}}
 protocol: {{t_end: {t_end:g}, stimuli: [{{start: 1, duration: 2, amplitude: -80,
   region: {{kind: cells, cells: {cells}}}}}]}}
 solver: {{method: rlfe, dt: {dt:g}, precision: float32, lookup_tables: true{splitting}}}
 output: {{random_probes: 10, dt_save: 1.0, snapshot_interval: {t_end:g}, singularity_delay: 0}}
-"""
+""" % CONDUCTIVITY
 
 
 def diffusion_stages(mesh, split_dt: float, split: str) -> list[int]:
